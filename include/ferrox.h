@@ -1,0 +1,183 @@
+/* ferrox: inference engine for decoder-only language models.
+ *
+ * The only public header. Handles are opaque; objects are created with
+ * fx_<object>_create/_load and released with fx_<object>_free (NULL is a
+ * no-op). Actions return an int status: FX_OK (0) or a negative FX_E_* code,
+ * with a message in a caller-owned struct fx_err or, for a context, read back
+ * with fx_context_errmsg. Nothing here calls exit() or abort() on bad input.
+ *
+ * Thread safety: a model is read-only after loading and may be shared by
+ * any number of contexts and threads; a context or sampler is used by one
+ * thread at a time.
+ */
+#ifndef FERROX_H
+#define FERROX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ---------------------------------------------------------- */
+
+enum {
+	FX_OK = 0,
+	FX_E_NOMEM = -1,       /* allocation failed */
+	FX_E_IO = -2,          /* file missing, unreadable, or mmap failed */
+	FX_E_FORMAT = -3,      /* malformed input file */
+	FX_E_UNSUPPORTED = -4, /* valid input ferrox does not handle (yet) */
+	FX_E_INVALID = -5,     /* bad argument from the caller */
+	FX_E_CTX_FULL = -6,    /* the sequence would exceed n_ctx */
+};
+
+/* Caller-owned error record; filled on failure. */
+struct fx_err {
+	int code;
+	char msg[512];
+};
+
+/* Short English name of a status code ("malformed file"). Static string. */
+const char *fx_status_str(int code);
+
+typedef int32_t fx_token;
+
+/* ---- model ----------------------------------------------------------- */
+
+struct fx_model;
+
+struct fx_model_params {
+	size_t size;     /* sizeof(struct fx_model_params), for ABI growth */
+	bool vocab_only; /* load only the tokenizer (GGUF files without tensors) */
+};
+
+struct fx_model_params fx_model_default_params(void);
+
+/* Load a GGUF file by mmap. *out is owned by the caller (fx_model_free).
+ * Errors: FX_E_IO, FX_E_FORMAT, FX_E_UNSUPPORTED (architecture, tensor type or
+ * tokenizer ferrox does not know: the message names it), FX_E_NOMEM. */
+int fx_model_load(const char *path, const struct fx_model_params *p,
+		  struct fx_model **out, struct fx_err *err);
+void fx_model_free(struct fx_model *m);
+
+int32_t fx_model_n_vocab(const struct fx_model *m);
+int32_t fx_model_n_ctx_train(const struct fx_model *m);
+const char *fx_model_arch_name(const struct fx_model *m); /* "gemma3", ... */
+
+/* Human-readable report of a GGUF file (architecture, sizes, tensor types
+ * with counts, tokenizer kind, chat template present). *report is
+ * malloc'ed; release it with fx_string_free. */
+int fx_inspect(const char *path, char **report, struct fx_err *err);
+void fx_string_free(char *s);
+
+/* ---- vocabulary ------------------------------------------------------ */
+
+fx_token fx_token_bos(const struct fx_model *m); /* -1 when the model has none */
+fx_token fx_token_eos(const struct fx_model *m);
+bool fx_add_bos(const struct fx_model *m);        /* tokenizer.ggml.add_bos_token */
+/* End of generation: eos, eot, <end_of_turn>, <|im_end|>, ... */
+bool fx_token_is_eog(const struct fx_model *m, fx_token t);
+
+/* Tokenize text[0..len) (UTF-8; invalid bytes are tokenized as bytes).
+ * add_special: prepend BOS when the model asks for it (fx_add_bos).
+ * parse_special: match control/user-defined token texts such as
+ * "<start_of_turn>" in the text (llama.cpp's parse_special); otherwise they
+ * are tokenized as plain text.
+ * Writes at most cap ids to out and the full count to *n_out; returns
+ * FX_E_INVALID (with *n_out the needed count) when cap is too small. */
+int fx_tokenize(const struct fx_model *m, const char *text, size_t len,
+		bool add_special, bool parse_special, fx_token *out, size_t cap,
+		size_t *n_out);
+
+/* Bytes of token t's text (U+2581 -> space, <0xNN> -> the byte, byte-level
+ * BPE unmapped). Control tokens give their text only when special is true.
+ * Writes at most cap bytes (no NUL) and the full length to *n_out; returns
+ * FX_E_INVALID when t is out of range or cap is too small. */
+int fx_token_to_piece(const struct fx_model *m, fx_token t, bool special,
+		      char *buf, size_t cap, size_t *n_out);
+
+/* Streaming detokenizer: holds back an incomplete UTF-8 sequence split
+ * across tokens and emits it once complete (a malformed sequence is emitted
+ * as U+FFFD). Zero-initialise; caller-owned. */
+struct fx_detok {
+	unsigned char pending[8];
+	int n_pending;
+};
+/* Append token t's text to the stream; writes the bytes ready to print into
+ * out (cap >= 64 + the piece length is always enough) and their count to
+ * *n_out. fx_detok_flush emits whatever is still pending. */
+int fx_detok_push(const struct fx_model *m, struct fx_detok *st, fx_token t,
+		  bool special, char *out, size_t cap, size_t *n_out);
+int fx_detok_flush(struct fx_detok *st, char *out, size_t cap, size_t *n_out);
+
+/* ---- context: one sequence's KV cache and the forward pass ----------- */
+
+struct fx_context;
+
+struct fx_context_params {
+	size_t size;        /* sizeof(struct fx_context_params) */
+	uint32_t n_ctx;     /* tokens the KV cache holds; 0 = the model's training context */
+	uint32_t n_ubatch;  /* max tokens per prefill step; 0 = all at once */
+	int32_t n_threads;  /* 0 = one per online core */
+};
+
+struct fx_context_params fx_context_default_params(void);
+
+/* The model is borrowed and must outlive the context. */
+int fx_context_create(const struct fx_model *m, const struct fx_context_params *p,
+		      struct fx_context **out, struct fx_err *err);
+void fx_context_free(struct fx_context *ctx);
+
+uint32_t fx_context_n_ctx(const struct fx_context *ctx);
+uint32_t fx_context_n_past(const struct fx_context *ctx); /* tokens in the cache */
+/* Forget the sequence (the cache is reused). */
+void fx_context_reset(struct fx_context *ctx);
+
+/* Append tokens[0..n) to the sequence and run the forward pass: prefill in
+ * chunks of n_ubatch. all_logits: keep logits for every token, else only the
+ * last. Errors: FX_E_CTX_FULL (n_past + n > n_ctx; nothing is changed),
+ * FX_E_INVALID (a token id out of range; nothing is changed). */
+int fx_decode(struct fx_context *ctx, const fx_token *tokens, int32_t n, bool all_logits);
+
+/* Logits of the last fx_decode: [n_rows, n_vocab] f32 row-major, rows in
+ * token order (n_rows = n with all_logits, else 1). Borrowed; valid until
+ * the next fx_decode/reset/free. */
+const float *fx_get_logits(const struct fx_context *ctx, int32_t *n_rows);
+
+const char *fx_context_errmsg(const struct fx_context *ctx);
+
+/* ---- sampling -------------------------------------------------------- */
+
+struct fx_sampler;
+
+/* The chain runs in llama.cpp's default order: repetition penalty, top-k,
+ * top-p, min-p, temperature, then a seeded draw; temp <= 0 is greedy
+ * (argmax, lowest id on ties). A filter with its neutral value is skipped. */
+struct fx_sampler_params {
+	size_t size;            /* sizeof(struct fx_sampler_params) */
+	float temp;             /* 0.8; <= 0: greedy */
+	int32_t top_k;          /* 40; <= 0: off */
+	float top_p;            /* 0.95; >= 1: off */
+	float min_p;            /* 0.05; <= 0: off */
+	float repeat_penalty;   /* 1.0 (off) */
+	int32_t repeat_last_n;  /* 64 tokens of history the penalty sees */
+	uint64_t seed;          /* same seed, same logits -> same tokens */
+};
+
+struct fx_sampler_params fx_sampler_default_params(void);
+
+int fx_sampler_create(const struct fx_sampler_params *p, int32_t n_vocab,
+		      struct fx_sampler **out, struct fx_err *err);
+void fx_sampler_free(struct fx_sampler *s);
+/* Pick a token from logits [n_vocab] (not modified). */
+fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits);
+/* Record a token in the penalty history (prompt tokens and sampled ones). */
+void fx_sampler_accept(struct fx_sampler *s, fx_token t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,30 @@
+#include "core/alloc.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+void *fx_calloc(size_t n, size_t size)
+{
+	if (n == 0 || size == 0)
+		return calloc(1, 1);
+	return calloc(n, size); /* calloc checks n * size for overflow */
+}
+
+void *fx_malloc_array(size_t n, size_t size)
+{
+	if (size && n > SIZE_MAX / size)
+		return NULL;
+	return malloc(n * size ? n * size : 1);
+}
+
+void *fx_realloc_array(void *p, size_t n, size_t size)
+{
+	if (size && n > SIZE_MAX / size)
+		return NULL;
+	return realloc(p, n * size ? n * size : 1);
+}
+
+void fx_free(void *p)
+{
+	free(p);
+}

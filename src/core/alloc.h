@@ -1,0 +1,13 @@
+/* Checked allocation. fx_calloc fails (returns NULL) on n * size overflow
+ * instead of wrapping; fx_free(NULL) is a no-op. */
+#ifndef FX_CORE_ALLOC_H
+#define FX_CORE_ALLOC_H
+
+#include <stddef.h>
+
+void *fx_calloc(size_t n, size_t size);
+void *fx_malloc_array(size_t n, size_t size); /* uninitialised, overflow-checked */
+void *fx_realloc_array(void *p, size_t n, size_t size);
+void fx_free(void *p);
+
+#endif

@@ -1,0 +1,42 @@
+/* Vocabulary and tokenizers read from GGUF metadata (tokenizer.ggml.*).
+ *
+ * Two models: "llama" (SentencePiece BPE over scores, byte fallback
+ * <0xNN>, U+2581 for spaces) and "gpt2" (byte-level BPE over merges, with
+ * the pre-tokenizer regex chosen by tokenizer.ggml.pre, run with PCRE2).
+ * Behaviour follows llama.cpp's llama-vocab.cpp, the parity oracle.
+ */
+#ifndef FX_TOKENIZER_VOCAB_H
+#define FX_TOKENIZER_VOCAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ferrox.h"
+#include "io/gguf.h"
+
+struct vocab;
+
+/* Build the vocabulary from g's tokenizer.ggml.* keys. Borrows g (token
+ * strings may point into its mapping): g must outlive the vocab.
+ * Errors: FX_E_FORMAT (missing/inconsistent keys), FX_E_UNSUPPORTED
+ * (tokenizer model or pre-tokenizer ferrox does not know, named), FX_E_NOMEM. */
+int vocab_load(const struct gguf_file *g, struct vocab **out, struct fx_err *err);
+void vocab_free(struct vocab *v);
+
+int32_t vocab_n_tokens(const struct vocab *v);
+fx_token vocab_bos(const struct vocab *v);
+fx_token vocab_eos(const struct vocab *v);
+bool vocab_add_bos(const struct vocab *v);
+bool vocab_is_eog(const struct vocab *v, fx_token t);
+const char *vocab_kind(const struct vocab *v); /* "llama (SentencePiece)", ... */
+
+/* Same contracts as fx_tokenize / fx_token_to_piece / fx_detok_* in ferrox.h. */
+int vocab_tokenize(const struct vocab *v, const char *text, size_t len,
+		   bool add_special, bool parse_special, fx_token *out, size_t cap,
+		   size_t *n_out);
+int vocab_token_to_piece(const struct vocab *v, fx_token t, bool special,
+			 char *buf, size_t cap, size_t *n_out);
+int vocab_detok_push(const struct vocab *v, struct fx_detok *st, fx_token t,
+		     bool special, char *out, size_t cap, size_t *n_out);
+
+#endif

@@ -1,0 +1,13 @@
+# Every tests/test_*.c is one ctest executable. Tests see the internal
+# headers (src/) as well as the public one. Tests that need a real model
+# find it through the FX_MODELS_DIR environment variable (default: models/)
+# and fail, not skip, when CI has fetched the models (FX_REQUIRE_MODELS=1).
+file(GLOB FX_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
+foreach(src ${FX_TEST_SOURCES})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
+  target_link_libraries(${name} PRIVATE ferrox)
+  add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
+endforeach()
