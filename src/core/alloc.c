@@ -14,14 +14,14 @@ void *fx_malloc_array(size_t n, size_t size)
 {
 	if (size && n > SIZE_MAX / size)
 		return NULL;
-	return malloc(n * size ? n * size : 1);
+	return malloc((n && size) ? n * size : 1);
 }
 
 void *fx_realloc_array(void *p, size_t n, size_t size)
 {
 	if (size && n > SIZE_MAX / size)
 		return NULL;
-	return realloc(p, n * size ? n * size : 1);
+	return realloc(p, (n && size) ? n * size : 1);
 }
 
 void fx_free(void *p)

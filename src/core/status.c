@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 int fx_fail(struct fx_err *err, int code, const char *fmt, ...)
 {
@@ -13,6 +14,23 @@ int fx_fail(struct fx_err *err, int code, const char *fmt, ...)
 		err->code = code;
 	}
 	return code;
+}
+
+void fx_err_prefix(struct fx_err *err, const char *prefix)
+{
+	if (!err)
+		return;
+	size_t cap = sizeof(err->msg);
+	size_t np = strlen(prefix) + 2;
+	if (np >= cap)
+		return;
+	size_t nm = strnlen(err->msg, cap - 1);
+	if (nm > cap - 1 - np)
+		nm = cap - 1 - np;
+	memmove(err->msg + np, err->msg, nm);
+	memcpy(err->msg, prefix, np - 2);
+	memcpy(err->msg + np - 2, ": ", 2);
+	err->msg[np + nm] = 0;
 }
 
 const char *fx_status_str(int code)

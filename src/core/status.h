@@ -15,4 +15,7 @@
 int fx_fail(struct fx_err *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Prepend "prefix: " to err's message (truncating its end), e.g. a path. */
+void fx_err_prefix(struct fx_err *err, const char *prefix);
+
 #endif

@@ -60,6 +60,7 @@ struct gguf_file {
 	const uint8_t *map;           /* whole file, read-only mapping */
 	size_t map_size;
 	size_t data_offset;           /* start of the tensor data section */
+	bool owns_map;                /* gguf_open mapped it; gguf_close unmaps */
 };
 
 /* Open and validate path. On success *out owns the mapping; free it with

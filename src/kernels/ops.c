@@ -1,0 +1,145 @@
+#include "kernels/ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "quant/quant.h"
+
+static size_t act_row_bytes(const struct wmat *w)
+{
+	const struct fx_type_traits *tt = fx_type_get(w->type);
+	return fx_row_size(tt->vec_dot_type, w->n_in);
+}
+
+size_t op_matmul_scratch(const struct wmat *w, int64_t n_tok)
+{
+	const struct fx_type_traits *tt = fx_type_get(w->type);
+	if (tt->vec_dot_type == FX_TYPE_F32)
+		return 0;
+	return act_row_bytes(w) * (size_t)n_tok;
+}
+
+struct matmul_args {
+	const struct wmat *w;
+	const void *xq;   /* [n_tok] rows of act_bytes */
+	size_t act_bytes;
+	int64_t n_tok;
+	float *y;
+	fx_vec_dot_fn dot;
+};
+
+/* Tokens are taken in blocks so a block's activations stay in cache while
+ * this thread's weight rows stream past once per block. */
+enum { TOK_BLOCK = 32 };
+
+static void matmul_worker(void *arg, int ith, int nth)
+{
+	const struct matmul_args *a = arg;
+	const struct wmat *w = a->w;
+	long r0, r1;
+	fx_split((long)w->n_out, ith, nth, &r0, &r1);
+	for (int64_t t0 = 0; t0 < a->n_tok; t0 += TOK_BLOCK) {
+		int64_t t1 = t0 + TOK_BLOCK < a->n_tok ? t0 + TOK_BLOCK : a->n_tok;
+		for (long r = r0; r < r1; r++) {
+			const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+			for (int64_t t = t0; t < t1; t++)
+				a->dot(w->n_in, &a->y[t * w->n_out + r], wr,
+				       (const uint8_t *)a->xq + (size_t)t * a->act_bytes);
+		}
+	}
+}
+
+struct quant_args {
+	const float *x;
+	void *xq;
+	int64_t n_in, n_tok;
+	size_t act_bytes;
+	fx_from_float_fn q;
+};
+
+static void quant_worker(void *arg, int ith, int nth)
+{
+	const struct quant_args *a = arg;
+	long t0, t1;
+	fx_split((long)a->n_tok, ith, nth, &t0, &t1);
+	for (long t = t0; t < t1; t++)
+		a->q(a->x + t * a->n_in, (uint8_t *)a->xq + (size_t)t * a->act_bytes, a->n_in);
+}
+
+void op_matmul(struct fx_pool *pool, const struct wmat *w, const float *x, int64_t n_tok,
+	       float *y, void *scratch)
+{
+	const struct fx_type_traits *tt = fx_type_get(w->type);
+	const struct fx_type_traits *vt = fx_type_get(tt->vec_dot_type);
+	struct matmul_args a = { .w = w, .n_tok = n_tok, .y = y, .dot = tt->vec_dot };
+	if (tt->vec_dot_type == FX_TYPE_F32) {
+		a.xq = x;
+		a.act_bytes = (size_t)w->n_in * sizeof(float);
+	} else {
+		struct quant_args q = { .x = x, .xq = scratch, .n_in = w->n_in, .n_tok = n_tok,
+					.act_bytes = act_row_bytes(w), .q = vt->from_float };
+		if (n_tok > 1)
+			fx_pool_run(pool, quant_worker, &q);
+		else
+			quant_worker(&q, 0, 1);
+		a.xq = scratch;
+		a.act_bytes = q.act_bytes;
+	}
+	fx_pool_run(pool, matmul_worker, &a);
+}
+
+void op_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *out)
+{
+	/* Sum of squares in double, as ggml's rms_norm (ggml_float). */
+	double ss = 0;
+	for (int64_t i = 0; i < n; i++)
+		ss += (double)x[i] * x[i];
+	float scale = 1.0f / sqrtf((float)(ss / (double)n) + eps);
+	if (w) {
+		for (int64_t i = 0; i < n; i++)
+			out[i] = x[i] * scale * w[i];
+	} else {
+		for (int64_t i = 0; i < n; i++)
+			out[i] = x[i] * scale;
+	}
+}
+
+void op_softmax(float *x, int64_t n)
+{
+	float mx = -INFINITY;
+	for (int64_t i = 0; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	double sum = 0;
+	for (int64_t i = 0; i < n; i++) {
+		x[i] = expf(x[i] - mx);
+		sum += x[i];
+	}
+	float inv = (float)(1.0 / sum);
+	for (int64_t i = 0; i < n; i++)
+		x[i] *= inv;
+}
+
+float op_gelu_tanh(float x)
+{
+	const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+	return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+}
+
+float op_silu(float x)
+{
+	return x / (1.0f + expf(-x));
+}
+
+void op_rope(float *x, int n_rot, float pos, const float *inv_freq, int neox)
+{
+	int half = n_rot / 2;
+	for (int i = 0; i < half; i++) {
+		float th = pos * inv_freq[i];
+		float c = cosf(th), s = sinf(th);
+		int a = neox ? i : 2 * i;
+		int b = neox ? i + half : 2 * i + 1;
+		float x0 = x[a], x1 = x[b];
+		x[a] = x0 * c - x1 * s;
+		x[b] = x0 * s + x1 * c;
+	}
+}

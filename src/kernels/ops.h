@@ -1,0 +1,53 @@
+/* Portable C operators of the forward pass (the oracle for later ISA
+ * kernels). Every output element is computed by one fixed sequence of
+ * operations, whatever the thread count or the number of tokens in the
+ * call, so results are bit-identical across batch composition. */
+#ifndef FX_KERNELS_OPS_H
+#define FX_KERNELS_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/threadpool.h"
+
+/* A weight matrix in any supported type: n_out rows of n_in elements,
+ * row-major (GGUF ne[0] = n_in, ne[1] = n_out). Borrows the data. */
+struct wmat {
+	const void *data;
+	int type;          /* enum fx_type */
+	int64_t n_in, n_out;
+	size_t row_bytes;
+};
+
+/* Bytes of scratch op_matmul needs for n_tok rows of n_in activations
+ * converted to w's vec_dot_type. */
+size_t op_matmul_scratch(const struct wmat *w, int64_t n_tok);
+
+/* y[t, o] = sum_i W[o, i] * x[t, i] for t < n_tok, o < n_out.
+ * x: [n_tok, n_in] f32 row-major; y: [n_tok, n_out] f32 row-major.
+ * Activations are first converted to the weight type's vec_dot_type
+ * (Q8_0/Q8_1/Q8_K blocks, or f16), as llama.cpp does, into scratch
+ * (op_matmul_scratch bytes). Output rows are split across the pool. */
+void op_matmul(struct fx_pool *pool, const struct wmat *w, const float *x, int64_t n_tok,
+	       float *y, void *scratch);
+
+/* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] over n (RMSNorm, Zhang &
+ * Sennrich 2019); w may be NULL (no scale). out may alias x. */
+void op_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *out);
+
+/* In place: x = softmax(x) over n (max-subtracted, float accumulation). */
+void op_softmax(float *x, int64_t n);
+
+/* GELU, tanh approximation (Hendrycks & Gimpel 2016), as gelu_pytorch_tanh. */
+float op_gelu_tanh(float x);
+/* SiLU / swish: x * sigmoid(x) (Elfwing et al. 2017). */
+float op_silu(float x);
+
+/* Rotate one head x[head_dim] at position pos with RoPE (Su et al. 2021)
+ * over its first n_rot dims; inv_freq[n_rot/2] holds base^(-2i/n_rot)
+ * already divided by any linear scaling factor. neox: pairs (i, i+n_rot/2)
+ * (GPT-NeoX / HF rotate_half); otherwise adjacent pairs (2i, 2i+1), the
+ * layout llama.cpp's GGUF converter permutes Llama Q/K weights into. */
+void op_rope(float *x, int n_rot, float pos, const float *inv_freq, int neox);
+
+#endif

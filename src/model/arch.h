@@ -1,0 +1,42 @@
+/* Architectures as data: one const row per family says which decorations
+ * of the single decoder-layer body (model/forward.c) apply. A new family is
+ * a new row in model/arch/ and a line in registry.c, never a new forward
+ * pass; if a row cannot express a model, add a decoration field here and
+ * one branch in forward.c. */
+#ifndef FX_MODEL_ARCH_H
+#define FX_MODEL_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum rope_layout {
+	ROPE_ADJACENT, /* pairs (2i, 2i+1): llama.cpp's LLAMA_ROPE_TYPE_NORM */
+	ROPE_NEOX,     /* pairs (i, i + n_rot/2): HF rotate_half */
+};
+
+enum ffn_act {
+	ACT_SILU,      /* SwiGLU: down(silu(gate x) * up x), Shazeer 2020 */
+	ACT_GELU_TANH, /* GeGLU with tanh-approximated GELU (Gemma) */
+};
+
+struct arch_desc {
+	const char *name;       /* GGUF general.architecture */
+	enum rope_layout rope;
+	enum ffn_act act;
+	bool embd_scale;        /* x *= sqrt(n_embd) after the lookup (Gemma) */
+	bool qk_norm;           /* per-head RMSNorm of Q and K before RoPE (Gemma 3, Qwen 3) */
+	bool post_norms;        /* RMSNorm of the attention and FFN outputs before
+				 * each residual add (Gemma 2/3 post_attention_norm, post_ffw_norm) */
+	int swa_period;         /* >0 and no per-layer pattern in the file: layer il uses
+				 * the sliding window unless (il + 1) % swa_period == 0
+				 * (llama.cpp's set_swa_pattern) */
+	float rope_base_swa;    /* RoPE base of sliding-window layers; 0: the global base */
+};
+
+/* The row for a GGUF general.architecture value (name[0..n)), or NULL. */
+const struct arch_desc *arch_find(const char *name, size_t n);
+
+extern const struct arch_desc arch_llama;
+extern const struct arch_desc arch_gemma3;
+
+#endif

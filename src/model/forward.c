@@ -1,0 +1,123 @@
+/* The layer loop: embeddings, n_layer x (attention, MLP) with pre norms and
+ * the row's optional post norms, final norm, LM head, optional softcap.
+ * One body for prefill and decode, every architecture, every KV backing. */
+#include "model/forward.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "quant/quant.h"
+
+static size_t max_sz(size_t a, size_t b)
+{
+	return a > b ? a : b;
+}
+
+int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_max,
+		     int32_t n_ctx, int n_threads)
+{
+	const struct hparams *hp = &m->hp;
+	size_t n = (size_t)n_max;
+	size_t qw = (size_t)hp->n_head * hp->head_dim, aw = (size_t)hp->n_head * hp->head_dim_v;
+	size_t kw = (size_t)hp->n_head_kv * hp->head_dim, vw = (size_t)hp->n_head_kv * hp->head_dim_v;
+	*s = (struct fwd_scratch){ .n_max = n_max, .n_ctx = n_ctx, .n_threads = n_threads };
+	/* The widest activation row any matmul converts, in the widest format. */
+	size_t qb = 0;
+	for (int il = 0; il < hp->n_layer; il++) {
+		const struct layer *L = &m->layers[il];
+		const struct wmat *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate,
+					    &L->ffn_up, &L->ffn_down };
+		for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++)
+			qb = max_sz(qb, op_matmul_scratch(ws[i], n_max));
+	}
+	qb = max_sz(qb, op_matmul_scratch(&m->output, n_max));
+	s->x = fx_malloc_array(n * hp->n_embd, sizeof(float));
+	s->h = fx_malloc_array(n * hp->n_embd, sizeof(float));
+	s->o = fx_malloc_array(n * hp->n_embd, sizeof(float));
+	s->q = fx_malloc_array(n * qw, sizeof(float));
+	s->att = fx_malloc_array(n * aw, sizeof(float));
+	s->k = fx_malloc_array(n * kw, sizeof(float));
+	s->v = fx_malloc_array(n * vw, sizeof(float));
+	s->gate = fx_malloc_array(n * hp->n_ff, sizeof(float));
+	s->up = fx_malloc_array(n * hp->n_ff, sizeof(float));
+	s->scores = fx_malloc_array((size_t)n_threads * (size_t)n_ctx, sizeof(float));
+	s->qbuf = fx_malloc_array(qb ? qb : 1, 1);
+	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
+	    !s->scores || !s->qbuf) {
+		fwd_scratch_fini(s);
+		return FX_E_NOMEM;
+	}
+	return FX_OK;
+}
+
+void fwd_scratch_fini(struct fwd_scratch *s)
+{
+	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores };
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+		fx_free(bufs[i]);
+	fx_free(s->qbuf);
+	memset(s, 0, sizeof(*s));
+}
+
+static void embed(const struct fx_model *m, const fx_token *tok, int32_t n, float *x)
+{
+	const struct fx_type_traits *tt = fx_type_get(m->tok_embd.type);
+	int64_t d = m->hp.n_embd;
+	/* Gemma scales by sqrt(n_embd) rounded to the activation dtype. */
+	float sc = m->arch->embd_scale ? sqrtf((float)d) : 1.0f;
+	for (int32_t t = 0; t < n; t++) {
+		float *row = x + (size_t)t * d;
+		tt->to_float((const uint8_t *)m->tok_embd.data + (size_t)tok[t] * m->tok_embd.row_bytes,
+			     row, d);
+		if (sc != 1.0f)
+			for (int64_t i = 0; i < d; i++)
+				row[i] *= sc;
+	}
+}
+
+static void norm_rows(const float *x, const float *w, int32_t n, int64_t d, float eps, float *out)
+{
+	for (int32_t t = 0; t < n; t++)
+		op_rmsnorm(x + (size_t)t * d, w, d, eps, out + (size_t)t * d);
+}
+
+static void add_rows(float *x, const float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] += y[i];
+}
+
+void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
+		   const struct kv_view *kv, const fx_token *tok, const int32_t *pos, int32_t n,
+		   bool all_logits, float *logits)
+{
+	const struct hparams *hp = &m->hp;
+	int64_t d = hp->n_embd;
+	size_t nd = (size_t)n * (size_t)d;
+	embed(m, tok, n, s->x);
+	for (int il = 0; il < hp->n_layer; il++) {
+		const struct layer *L = &m->layers[il];
+		norm_rows(s->x, L->attn_norm, n, d, hp->eps, s->h);
+		attn_forward(m, il, pool, s, kv, pos, n, s->h, s->o);
+		if (L->post_attn_norm)
+			norm_rows(s->o, L->post_attn_norm, n, d, hp->eps, s->o);
+		add_rows(s->x, s->o, nd);
+		norm_rows(s->x, L->ffn_norm, n, d, hp->eps, s->h);
+		ffn_forward(m, il, pool, s, n, s->h, s->o);
+		if (L->post_ffn_norm)
+			norm_rows(s->o, L->post_ffn_norm, n, d, hp->eps, s->o);
+		add_rows(s->x, s->o, nd);
+	}
+	if (!logits)
+		return;
+	/* Only the rows whose logits are wanted go through the LM head. */
+	int32_t first = all_logits ? 0 : n - 1, n_out = n - first;
+	norm_rows(s->x + (size_t)first * d, m->output_norm, n_out, d, hp->eps, s->h);
+	op_matmul(pool, &m->output, s->h, n_out, logits, s->qbuf);
+	if (hp->final_softcap > 0) {
+		size_t nl = (size_t)n_out * (size_t)hp->n_vocab;
+		for (size_t i = 0; i < nl; i++)
+			logits[i] = hp->final_softcap * tanhf(logits[i] / hp->final_softcap);
+	}
+}

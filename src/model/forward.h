@@ -1,0 +1,53 @@
+/* The forward pass: ONE decoder-layer body for every architecture, the
+ * decorations chosen by the model's arch_desc row and hparams, the K/V
+ * backing passed as a struct kv_view. */
+#ifndef FX_MODEL_FORWARD_H
+#define FX_MODEL_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "kv/kv.h"
+#include "model/model.h"
+
+/* Per-call activations, sized once when a context is created so nothing is
+ * allocated per token. Row-major [n_max, width] unless noted. */
+struct fwd_scratch {
+	int32_t n_max;       /* most tokens one model_forward call may take */
+	int32_t n_ctx;       /* longest sequence attention may see */
+	int n_threads;
+	float *x;            /* [n_max, n_embd] residual stream */
+	float *h;            /* [n_max, n_embd] normed sublayer input */
+	float *att;          /* [n_max, n_head*head_dim_v] attention output before wo */
+	float *q, *k, *v;    /* [n_max, n_head*head_dim], [n_max, kv width] x2 */
+	float *o;            /* [n_max, n_embd] sublayer output */
+	float *gate, *up;    /* [n_max, n_ff] */
+	float *scores;       /* [n_threads, n_ctx] attention weights */
+	void *qbuf;          /* activations quantized for op_matmul */
+};
+
+int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_max,
+		     int32_t n_ctx, int n_threads);
+void fwd_scratch_fini(struct fwd_scratch *s);
+
+/* Self-attention sublayer of layer il on h [n, n_embd] (already normed):
+ * Q/K/V projections, Q/K norms, RoPE at pos[n], K/V written to kv at those
+ * positions, causal (and sliding-window) attention over kv, output
+ * projection into out [n, n_embd]. */
+void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
+		  const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h, float *out);
+
+/* Gated MLP sublayer: out [n, n_embd] = down(act(gate h) * up h). */
+void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
+		 int32_t n, const float *h, float *out);
+
+/* Run tokens tok[n] at positions pos[n] (n <= s->n_max, every pos < the
+ * backing's capacity, checked by the caller) and write logits: [n, n_vocab]
+ * when all_logits, else [1, n_vocab] for the last token; logits NULL skips
+ * the LM head (a prefill chunk whose logits nobody reads). */
+void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
+		   const struct kv_view *kv, const fx_token *tok, const int32_t *pos, int32_t n,
+		   bool all_logits, float *logits);
+
+#endif

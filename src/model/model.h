@@ -1,0 +1,66 @@
+/* A loaded model: hyperparameters, the architecture row, and weights bound
+ * by name from the GGUF mapping (borrowed from it, not copied). */
+#ifndef FX_MODEL_MODEL_H
+#define FX_MODEL_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ferrox.h"
+#include "io/gguf.h"
+#include "kernels/ops.h"
+#include "model/arch.h"
+#include "tokenizer/model_vocab.h"
+
+struct hparams {
+	int32_t n_vocab;
+	int32_t n_embd;      /* residual stream width */
+	int32_t n_layer;
+	int32_t n_ff;        /* MLP hidden width */
+	int32_t n_head, n_head_kv;
+	int32_t head_dim;    /* per-head Q/K width ({arch}.attention.key_length) */
+	int32_t head_dim_v;  /* per-head V width (value_length) */
+	int32_t n_rot;       /* rotated dims per head (rope.dimension_count) */
+	int32_t n_ctx_train;
+	int32_t n_swa;       /* sliding window in tokens (0: none): a query at p
+			      * sees keys p - n_swa < j <= p */
+	float eps;           /* RMSNorm epsilon */
+	float rope_base, rope_base_swa;
+	float rope_scale;    /* linear position scaling of global layers (1: none) */
+	float attn_scale;    /* multiplies Q·K; default 1/sqrt(head_dim) */
+	float final_softcap; /* logits = c * tanh(logits / c); 0: off */
+	float attn_softcap;  /* same on attention scores; 0: off */
+};
+
+struct layer {
+	const float *attn_norm;      /* [n_embd] */
+	struct wmat wq;              /* n_embd -> n_head * head_dim */
+	struct wmat wk;              /* n_embd -> n_head_kv * head_dim */
+	struct wmat wv;              /* n_embd -> n_head_kv * head_dim_v */
+	struct wmat wo;              /* n_head * head_dim_v -> n_embd */
+	const float *q_norm, *k_norm;       /* [head_dim] or NULL */
+	const float *post_attn_norm;        /* [n_embd] or NULL */
+	const float *ffn_norm;              /* [n_embd] */
+	struct wmat ffn_gate, ffn_up;       /* n_embd -> n_ff */
+	struct wmat ffn_down;               /* n_ff -> n_embd */
+	const float *post_ffn_norm;         /* [n_embd] or NULL */
+	bool swa;                           /* sliding-window layer */
+	const float *inv_freq;              /* [n_rot / 2] RoPE frequencies of this layer */
+};
+
+struct fx_model {
+	struct gguf_file *g;          /* owns the mapping every weight points into */
+	const struct arch_desc *arch;
+	struct hparams hp;
+	struct vocab *vocab;
+	struct wmat tok_embd;         /* n_vocab rows of n_embd */
+	struct wmat output;           /* lm head: n_embd -> n_vocab (tok_embd when tied) */
+	const float *output_norm;     /* [n_embd] */
+	struct layer *layers;         /* [n_layer] */
+	float *inv_freq;              /* [2][n_rot / 2]: global, sliding (owned) */
+	float **owned;                /* norm vectors converted to f32 (owned) */
+	int n_owned;
+	bool vocab_only;
+};
+
+#endif

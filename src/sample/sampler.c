@@ -1,0 +1,161 @@
+/* fx_sampler: the public sampler chain (see "sampling" in ferrox.h).
+ *
+ * All storage is allocated by fx_sampler_create: the candidates scratch and,
+ * when the repetition penalty is on, the history ring and the per-token
+ * counts over it. fx_sampler_sample and fx_sampler_accept allocate nothing.
+ */
+#include "sample/sample.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/status.h"
+
+/* The default seed is fixed, not drawn from the clock: a run is repeatable
+ * unless the caller asks otherwise by passing its own seed. */
+#define SAMPLE_DEFAULT_SEED 0x5eedf0e5ull
+
+struct fx_sampler {
+	struct fx_sampler_params p; /* validated copy */
+	int32_t n_vocab;
+	struct sample_cand *cand;   /* [n_vocab] scratch for one sample */
+	fx_token *ring;             /* [p.repeat_last_n] last accepted tokens, or NULL (penalty off) */
+	int32_t *count;             /* [n_vocab] occurrences in ring, or NULL */
+	int32_t ring_len;           /* tokens in ring, <= p.repeat_last_n */
+	int32_t ring_head;          /* next slot to write; the oldest once full */
+	struct sample_rng rng;
+};
+
+struct fx_sampler_params fx_sampler_default_params(void)
+{
+	struct fx_sampler_params p = {
+		.size = sizeof(struct fx_sampler_params),
+		.temp = 0.8f,
+		.top_k = 40,
+		.top_p = 0.95f,
+		.min_p = 0.05f,
+		.repeat_penalty = 1.0f,
+		.repeat_last_n = 64,
+		.seed = SAMPLE_DEFAULT_SEED,
+	};
+	return p;
+}
+
+static int check_params(const struct fx_sampler_params *p, int32_t n_vocab,
+			struct fx_err *err)
+{
+	if (n_vocab <= 0)
+		return fx_fail(err, FX_E_INVALID, "sampler: n_vocab is %d, want > 0", n_vocab);
+	if (!isfinite(p->temp))
+		return fx_fail(err, FX_E_INVALID, "sampler: temp is %g, want a finite number (<= 0: greedy)",
+			       (double)p->temp);
+	if (!isfinite(p->top_p))
+		return fx_fail(err, FX_E_INVALID, "sampler: top_p is %g, want a finite number (>= 1: off)",
+			       (double)p->top_p);
+	if (!isfinite(p->min_p))
+		return fx_fail(err, FX_E_INVALID, "sampler: min_p is %g, want a finite number (<= 0: off)",
+			       (double)p->min_p);
+	if (!isfinite(p->repeat_penalty) || p->repeat_penalty <= 0.0f)
+		return fx_fail(err, FX_E_INVALID, "sampler: repeat_penalty is %g, want > 0 (1: off)",
+			       (double)p->repeat_penalty);
+	if (p->repeat_last_n < 0)
+		return fx_fail(err, FX_E_INVALID, "sampler: repeat_last_n is %d, want >= 0 (0: off)",
+			       p->repeat_last_n);
+	return FX_OK;
+}
+
+int fx_sampler_create(const struct fx_sampler_params *p, int32_t n_vocab,
+		      struct fx_sampler **out, struct fx_err *err)
+{
+	struct fx_sampler_params q = fx_sampler_default_params();
+	struct fx_sampler *s;
+	int rc;
+
+	if (!out)
+		return fx_fail(err, FX_E_INVALID, "sampler: out is NULL");
+	*out = NULL;
+	if (p) {
+		/* an older caller's smaller struct keeps our defaults for the rest */
+		if (p->size < sizeof(p->size) || p->size > sizeof(q))
+			return fx_fail(err, FX_E_INVALID,
+				       "sampler: params size is %zu, want %zu..%zu (start from fx_sampler_default_params)",
+				       p->size, sizeof(p->size), sizeof(q));
+		memcpy(&q, p, p->size);
+		q.size = sizeof(q);
+	}
+	if ((rc = check_params(&q, n_vocab, err)) != FX_OK)
+		return rc;
+
+	if (!(s = fx_calloc(1, sizeof(*s))))
+		return fx_fail(err, FX_E_NOMEM, "sampler: out of memory");
+	s->p = q;
+	s->n_vocab = n_vocab;
+	if (!(s->cand = fx_calloc((size_t)n_vocab, sizeof(*s->cand)))) {
+		rc = fx_fail(err, FX_E_NOMEM, "sampler: out of memory for %d candidates", n_vocab);
+		goto out_free_s;
+	}
+	if (q.repeat_penalty != 1.0f && q.repeat_last_n > 0) {
+		if (!(s->ring = fx_calloc((size_t)q.repeat_last_n, sizeof(*s->ring))) ||
+		    !(s->count = fx_calloc((size_t)n_vocab, sizeof(*s->count)))) {
+			rc = fx_fail(err, FX_E_NOMEM, "sampler: out of memory for a %d-token history",
+				     q.repeat_last_n);
+			goto out_free_ring;
+		}
+	}
+	sample_rng_seed(&s->rng, q.seed);
+	*out = s;
+	return FX_OK;
+
+out_free_ring:
+	fx_free(s->ring);
+	fx_free(s->cand);
+out_free_s:
+	fx_free(s);
+	return rc;
+}
+
+void fx_sampler_free(struct fx_sampler *s)
+{
+	if (!s)
+		return;
+	fx_free(s->count);
+	fx_free(s->ring);
+	fx_free(s->cand);
+	fx_free(s);
+}
+
+/* Returns -1 when s or logits is NULL. */
+fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits)
+{
+	const struct fx_sampler_params *p;
+	struct sample_cands c;
+
+	if (!s || !logits)
+		return -1;
+	p = &s->p;
+	sample_cands_init(&c, s->cand, logits, s->n_vocab);
+	sample_penalty(&c, s->count, p->repeat_penalty);
+	/* Greedy: every filter keeps the argmax, so skip them. */
+	if (p->temp <= 0.0f)
+		return sample_argmax(&c);
+	sample_top_k(&c, p->top_k);
+	sample_top_p(&c, p->top_p);
+	sample_min_p(&c, p->min_p);
+	sample_temp(&c, p->temp);
+	return sample_dist(&c, &s->rng);
+}
+
+/* Tokens outside [0, n_vocab) are ignored. A no-op while the penalty is off. */
+void fx_sampler_accept(struct fx_sampler *s, fx_token t)
+{
+	if (!s || !s->ring || t < 0 || t >= s->n_vocab)
+		return;
+	if (s->ring_len == s->p.repeat_last_n)
+		s->count[s->ring[s->ring_head]]--;
+	else
+		s->ring_len++;
+	s->ring[s->ring_head] = t;
+	s->count[t]++;
+	s->ring_head = (s->ring_head + 1) % s->p.repeat_last_n;
+}

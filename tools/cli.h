@@ -1,0 +1,29 @@
+/* Shared helpers of the `ferrox` subcommands. Tools see only ferrox.h. */
+#ifndef FX_TOOLS_CLI_H
+#define FX_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+int cmd_run(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+
+/* Parse a whole decimal/float argument; false (with a message naming the
+ * option) when it is not one. */
+bool cli_int(const char *opt, const char *s, long long lo, long long hi, long long *out);
+bool cli_float(const char *opt, const char *s, double *out);
+/* The value after option argv[*i], advancing *i; NULL (with a message)
+ * when missing. */
+const char *cli_value(int argc, char **argv, int *i);
+double cli_now(void); /* monotonic seconds */
+
+struct fx_model;
+/* Tokenize a NUL-terminated text into a malloc'ed array of *n ids; NULL on
+ * failure. */
+int32_t *cli_tokenize(const struct fx_model *m, const char *text, bool add_special,
+		      bool parse_special, size_t *n);
+
+#endif

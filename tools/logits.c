@@ -1,0 +1,193 @@
+/* ferrox logits: raw little-endian float32 logits [n_ids, n_vocab] for
+ * given token ids, row t after ids[0..t]. The ids are used exactly as
+ * given (no BOS). Prefill in chunks of --ubatch (default: all at once), or
+ * --decode: one token at a time. With --ids-file each line is a sequence
+ * run from an empty cache; rows follow in file order. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ferrox.h"
+
+struct seq {
+	fx_token *ids;
+	size_t n;
+};
+
+/* Parse "5,17,3" (spaces allowed) into a malloc'ed array. */
+static bool parse_ids(const char *s, struct seq *q)
+{
+	size_t cap = 16;
+	q->n = 0;
+	q->ids = malloc(cap * sizeof(*q->ids));
+	if (!q->ids)
+		return false;
+	while (*s) {
+		while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n' || *s == '\r')
+			s++;
+		if (!*s)
+			break;
+		char *end;
+		long v = strtol(s, &end, 10);
+		if (end == s || v < 0 || v > INT32_MAX) {
+			fprintf(stderr, "error: bad token id near '%.20s'\n", s);
+			return false;
+		}
+		if (q->n == cap) {
+			fx_token *t = realloc(q->ids, (cap *= 2) * sizeof(*t));
+			if (!t)
+				return false;
+			q->ids = t;
+		}
+		q->ids[q->n++] = (fx_token)v;
+		s = end;
+	}
+	return true;
+}
+
+static bool read_ids_file(const char *path, struct seq **seqs, size_t *n_seq)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "error: cannot open %s\n", path);
+		return false;
+	}
+	char *line = NULL;
+	size_t lcap = 0;
+	*seqs = NULL;
+	*n_seq = 0;
+	bool ok = true;
+	while (getline(&line, &lcap, f) > 0) {
+		struct seq q;
+		if (!parse_ids(line, &q)) {
+			free(q.ids);
+			ok = false;
+			break;
+		}
+		if (!q.n) {
+			free(q.ids);
+			continue;
+		}
+		struct seq *s = realloc(*seqs, (*n_seq + 1) * sizeof(*s));
+		if (!s) {
+			free(q.ids);
+			ok = false;
+			break;
+		}
+		*seqs = s;
+		s[(*n_seq)++] = q;
+	}
+	free(line);
+	fclose(f);
+	return ok;
+}
+
+int cmd_logits(int argc, char **argv)
+{
+	const char *path = NULL, *ids = NULL, *ids_file = NULL, *out = NULL;
+	long long ubatch = 0, threads = 0;
+	bool decode = false;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v;
+#define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
+		if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+			VAL(); path = v;
+		} else if (!strcmp(a, "--ids")) {
+			VAL(); ids = v;
+		} else if (!strcmp(a, "--ids-file")) {
+			VAL(); ids_file = v;
+		} else if (!strcmp(a, "--out")) {
+			VAL(); out = v;
+		} else if (!strcmp(a, "--decode")) {
+			decode = true;
+		} else if (!strcmp(a, "--ubatch")) {
+			VAL(); if (!cli_int(a, v, 1, 1 << 24, &ubatch)) return 2;
+		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+			VAL(); if (!cli_int(a, v, 0, 256, &threads)) return 2;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			printf("usage: ferrox logits -m MODEL (--ids 5,17,3 | --ids-file F) --out F\n"
+			       "                     [--decode] [--ubatch N] [-t N]\n");
+			return 0;
+		} else {
+			fprintf(stderr, "error: unknown option '%s'\n", a);
+			return 2;
+		}
+#undef VAL
+	}
+	if (!path || !out || !ids == !ids_file) {
+		fprintf(stderr, "error: -m, --out and exactly one of --ids/--ids-file are required\n");
+		return 2;
+	}
+	struct seq *seqs = NULL;
+	size_t n_seq = 0;
+	int status = 1;
+	struct fx_err err = { 0 };
+	struct fx_model *m = NULL;
+	struct fx_context *ctx = NULL;
+	FILE *fo = NULL;
+	if (ids) {
+		seqs = calloc(1, sizeof(*seqs));
+		if (!seqs || !parse_ids(ids, &seqs[0]))
+			goto out;
+		n_seq = 1;
+	} else if (!read_ids_file(ids_file, &seqs, &n_seq)) {
+		goto out;
+	}
+	size_t longest = 0;
+	for (size_t i = 0; i < n_seq; i++)
+		longest = seqs[i].n > longest ? seqs[i].n : longest;
+	if (!longest) {
+		fprintf(stderr, "error: no token ids given\n");
+		goto out;
+	}
+	if (fx_model_load(path, NULL, &m, &err)) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		goto out;
+	}
+	struct fx_context_params cp = fx_context_default_params();
+	cp.n_ctx = (uint32_t)longest;
+	cp.n_ubatch = decode ? 1 : ubatch ? (uint32_t)ubatch : (uint32_t)longest;
+	cp.n_threads = (int32_t)threads;
+	if (fx_context_create(m, &cp, &ctx, &err)) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		goto out;
+	}
+	if (!(fo = fopen(out, "wb"))) {
+		fprintf(stderr, "error: cannot write %s\n", out);
+		goto out;
+	}
+	int32_t nv = fx_model_n_vocab(m);
+	for (size_t s = 0; s < n_seq; s++) {
+		fx_context_reset(ctx);
+		size_t step = decode ? 1 : seqs[s].n;
+		for (size_t i = 0; i < seqs[s].n; i += step) {
+			int32_t rows;
+			if (fx_decode(ctx, seqs[s].ids + i, (int32_t)step, true)) {
+				fprintf(stderr, "error: sequence %zu: %s\n", s, fx_context_errmsg(ctx));
+				goto out;
+			}
+			const float *l = fx_get_logits(ctx, &rows);
+			if (fwrite(l, sizeof(float) * (size_t)nv, (size_t)rows, fo) != (size_t)rows) {
+				fprintf(stderr, "error: writing %s failed\n", out);
+				goto out;
+			}
+		}
+	}
+	if (fclose(fo)) {
+		fo = NULL;
+		fprintf(stderr, "error: writing %s failed\n", out);
+		goto out;
+	}
+	fo = NULL;
+	status = 0;
+out:
+	if (fo)
+		fclose(fo);
+	for (size_t i = 0; i < n_seq; i++)
+		free(seqs[i].ids);
+	free(seqs);
+	fx_context_free(ctx);
+	fx_model_free(m);
+	return status;
+}

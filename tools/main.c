@@ -1,0 +1,88 @@
+/* ferrox: one binary, llama.cpp-style subcommands. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "ferrox.h"
+
+bool cli_int(const char *opt, const char *s, long long lo, long long hi, long long *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi) {
+		fprintf(stderr, "error: %s wants an integer in [%lld, %lld], got '%s'\n", opt, lo, hi, s);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+bool cli_float(const char *opt, const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v)) {
+		fprintf(stderr, "error: %s wants a number, got '%s'\n", opt, s);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+const char *cli_value(int argc, char **argv, int *i)
+{
+	if (*i + 1 >= argc) {
+		fprintf(stderr, "error: %s needs a value\n", argv[*i]);
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+double cli_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ferrox COMMAND [options]\n"
+		"commands:\n"
+		"  run       -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+		"            [--repeat-penalty R] [--seed S] [-t N] [-c N] [--echo]   generate text\n"
+		"  inspect   -m MODEL                 describe a GGUF file\n"
+		"  tokenize  -m MODEL -p TEXT [--ids] [--no-bos] [--special]\n"
+		"  logits    -m MODEL (--ids 1,2,3 | --ids-file F) --out F [--decode] [--ubatch N] [-t N]\n"
+		"Run `ferrox COMMAND --help` for details.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} cmds[] = {
+		{ "run", cmd_run },
+		{ "inspect", cmd_inspect },
+		{ "tokenize", cmd_tokenize },
+		{ "logits", cmd_logits },
+	};
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "error: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

@@ -1,0 +1,193 @@
+/* ferrox run: generate a continuation of a prompt, streamed to stdout;
+ * timings to stderr (load, prompt tokens/s, generation tokens/s). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ferrox.h"
+
+struct run_opts {
+	const char *model, *prompt;
+	long long n_predict, n_ctx, n_threads;
+	bool echo;
+	struct fx_sampler_params sp;
+};
+
+static int parse(int argc, char **argv, struct run_opts *o)
+{
+	o->sp = fx_sampler_default_params();
+	o->n_predict = 128;
+	o->n_ctx = 4096;
+	o->sp.seed = 0xFE7703ULL;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v;
+		long long n;
+		double f;
+#define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
+		if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+			VAL(); o->model = v;
+		} else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+			VAL(); o->prompt = v;
+		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+			VAL(); if (!cli_int(a, v, -1, 1 << 30, &o->n_predict)) return 2;
+		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+			VAL(); if (!cli_int(a, v, 0, 1 << 24, &o->n_ctx)) return 2;
+		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+			VAL(); if (!cli_int(a, v, 0, 256, &o->n_threads)) return 2;
+		} else if (!strcmp(a, "--temp")) {
+			VAL(); if (!cli_float(a, v, &f)) return 2; o->sp.temp = (float)f;
+		} else if (!strcmp(a, "--top-k")) {
+			VAL(); if (!cli_int(a, v, -1, 1 << 30, &n)) return 2; o->sp.top_k = (int32_t)n;
+		} else if (!strcmp(a, "--top-p")) {
+			VAL(); if (!cli_float(a, v, &f)) return 2; o->sp.top_p = (float)f;
+		} else if (!strcmp(a, "--min-p")) {
+			VAL(); if (!cli_float(a, v, &f)) return 2; o->sp.min_p = (float)f;
+		} else if (!strcmp(a, "--repeat-penalty")) {
+			VAL(); if (!cli_float(a, v, &f)) return 2; o->sp.repeat_penalty = (float)f;
+		} else if (!strcmp(a, "--repeat-last-n")) {
+			VAL(); if (!cli_int(a, v, 0, 1 << 20, &n)) return 2; o->sp.repeat_last_n = (int32_t)n;
+		} else if (!strcmp(a, "--seed") || !strcmp(a, "-s")) {
+			VAL(); if (!cli_int(a, v, 0, INT64_MAX, &n)) return 2; o->sp.seed = (uint64_t)n;
+		} else if (!strcmp(a, "--echo")) {
+			o->echo = true;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			printf("usage: ferrox run -m MODEL -p PROMPT [options]\n"
+			       "  -n, --n-predict N      tokens to generate (default 128, -1: until the context is full)\n"
+			       "  -c, --ctx-size N       context size in tokens (default 4096, 0: the model's)\n"
+			       "  -t, --threads N        threads (default: one per core)\n"
+			       "  --temp T               temperature (default 0.8; 0: greedy)\n"
+			       "  --top-k K              (default 40; 0: off)\n"
+			       "  --top-p P              (default 0.95; 1: off)\n"
+			       "  --min-p P              (default 0.05; 0: off)\n"
+			       "  --repeat-penalty R     (default 1.0: off)\n"
+			       "  --repeat-last-n N      tokens the penalty looks back (default 64)\n"
+			       "  -s, --seed S           sampling seed (same seed, same text)\n"
+			       "  --echo                 print the prompt before the continuation\n");
+			return 1;
+		} else {
+			fprintf(stderr, "error: unknown option '%s' (see ferrox run --help)\n", a);
+			return 2;
+		}
+#undef VAL
+	}
+	if (!o->model || !o->prompt) {
+		fprintf(stderr, "error: -m MODEL and -p PROMPT are required\n");
+		return 2;
+	}
+	return 0;
+}
+
+/* Print token t's text through the streaming detokenizer. */
+static void emit(const struct fx_model *m, struct fx_detok *st, fx_token t)
+{
+	char buf[512];
+	size_t n;
+	if (fx_detok_push(m, st, t, false, buf, sizeof(buf), &n) == FX_OK && n) {
+		fwrite(buf, 1, n, stdout);
+		fflush(stdout);
+	}
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_opts o = { 0 };
+	int rc = parse(argc, argv, &o);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	struct fx_err err = { 0 };
+	struct fx_model *m = NULL;
+	struct fx_context *ctx = NULL;
+	struct fx_sampler *smp = NULL;
+	fx_token *toks = NULL;
+	int status = 1;
+
+	double t0 = cli_now();
+	if (fx_model_load(o.model, NULL, &m, &err)) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		return 1;
+	}
+	double t_load = cli_now() - t0;
+
+	struct fx_context_params cp = fx_context_default_params();
+	cp.n_ctx = (uint32_t)o.n_ctx;
+	if (cp.n_ctx == 0 || cp.n_ctx > (uint32_t)fx_model_n_ctx_train(m))
+		cp.n_ctx = (uint32_t)fx_model_n_ctx_train(m);
+	cp.n_threads = (int32_t)o.n_threads;
+	if (fx_context_create(m, &cp, &ctx, &err) ||
+	    fx_sampler_create(&o.sp, fx_model_n_vocab(m), &smp, &err)) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		goto out;
+	}
+
+	size_t n_prompt = 0;
+	if (!(toks = cli_tokenize(m, o.prompt, true, true, &n_prompt))) {
+		fprintf(stderr, "error: cannot tokenize the prompt\n");
+		goto out;
+	}
+	if (n_prompt == 0) {
+		fprintf(stderr, "error: the prompt is empty\n");
+		goto out;
+	}
+	if (n_prompt >= fx_context_n_ctx(ctx)) {
+		fprintf(stderr, "error: the prompt has %zu tokens but the context holds %u (raise -c)\n",
+			n_prompt, fx_context_n_ctx(ctx));
+		goto out;
+	}
+	struct fx_detok st = { 0 };
+	if (o.echo) {
+		for (size_t i = 0; i < n_prompt; i++)
+			emit(m, &st, toks[i]);
+	}
+	for (size_t i = 0; i < n_prompt; i++)
+		fx_sampler_accept(smp, toks[i]);
+
+	double t1 = cli_now();
+	if (fx_decode(ctx, toks, (int32_t)n_prompt, false)) {
+		fprintf(stderr, "error: %s\n", fx_context_errmsg(ctx));
+		goto out;
+	}
+	double t_prompt = cli_now() - t1;
+
+	double t2 = cli_now();
+	long long n_gen = 0;
+	const char *stop = "the -n limit";
+	for (;;) {
+		if (o.n_predict >= 0 && n_gen >= o.n_predict)
+			break;
+		fx_token t = fx_sampler_sample(smp, fx_get_logits(ctx, NULL));
+		if (fx_token_is_eog(m, t)) {
+			stop = "an end-of-generation token";
+			break;
+		}
+		fx_sampler_accept(smp, t);
+		emit(m, &st, t);
+		n_gen++;
+		if (fx_context_n_past(ctx) >= fx_context_n_ctx(ctx)) {
+			stop = "a full context";
+			break;
+		}
+		if (fx_decode(ctx, &t, 1, false)) {
+			fprintf(stderr, "\nerror: %s\n", fx_context_errmsg(ctx));
+			goto out;
+		}
+	}
+	double t_gen = cli_now() - t2;
+	char tail[16];
+	size_t nt;
+	fx_detok_flush(&st, tail, sizeof(tail), &nt);
+	fwrite(tail, 1, nt, stdout);
+	printf("\n");
+	fflush(stdout);
+	fprintf(stderr, "\nferrox: stopped at %s\n", stop);
+	fprintf(stderr, "ferrox: load %.2f s | prompt %zu tokens, %.2f tokens/s | generation %lld tokens, %.2f tokens/s\n",
+		t_load, n_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), n_gen,
+		n_gen ? n_gen / (t_gen > 0 ? t_gen : 1e-9) : 0.0);
+	status = 0;
+out:
+	free(toks);
+	fx_sampler_free(smp);
+	fx_context_free(ctx);
+	fx_model_free(m);
+	return status;
+}
