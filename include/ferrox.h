@@ -121,7 +121,12 @@ struct fx_context_params {
 	uint32_t n_ctx;     /* tokens the KV cache holds; 0 = the model's training context */
 	uint32_t n_ubatch;  /* max tokens per prefill step; 0 = all at once */
 	int32_t n_threads;  /* 0 = one per online core */
+	int32_t type_k;     /* KV cache element type: FX_KV_F16 (default, as llama.cpp) or FX_KV_F32 */
+	int32_t type_v;
 };
+
+/* KV cache element types (values are GGML type ids). */
+enum { FX_KV_F32 = 0, FX_KV_F16 = 1 };
 
 struct fx_context_params fx_context_default_params(void);
 

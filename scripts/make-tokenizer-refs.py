@@ -3,13 +3,13 @@
 
 llama.cpp (through llama-cpp-python) is the oracle: for each model this
 script tokenizes a fixed list of tricky strings with every combination of
-add_bos / special, and records the ids, the detokenized bytes, the bytes a
+add_bos / special (for the extra pre-tokenizer files: add_bos off), and records the ids, the detokenized bytes, the bytes a
 streaming UTF-8 decoder should print, a sample of token_to_piece results
 and the BOS/EOS/EOG facts. tests/test_tokenizer.c reads the files back.
 
 Run (from the repository root, models fetched by scripts/get-model.sh):
 
-    python -m venv /tmp/venv && /tmp/venv/bin/pip install llama-cpp-python
+    python -m venv /tmp/venv && /tmp/venv/bin/pip install llama-cpp-python gguf
     /tmp/venv/bin/python scripts/make-tokenizer-refs.py [models-dir]
 
 The files in git were made with llama-cpp-python 0.3.36 (vendored llama.cpp
@@ -32,12 +32,22 @@ stands for an empty field; byte strings are lowercase hex:
 import ctypes
 import os
 import sys
+import tempfile
 
 import llama_cpp
 
 MODELS = [
     ("gemma-3-270m-q4_k_m.gguf", "gemma-3-270m.txt"),
     ("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2-135m.txt"),
+]
+
+# Other pre-tokenizers, checked with SmolLM2's vocabulary and merges under a
+# different tokenizer.ggml.pre (the test rewrites that key the same way).
+PRE_VARIANTS = [
+    ("SmolLM2-135M-Instruct.Q4_1.gguf", "llama-bpe", "smollm2-135m-pre-llama-bpe.txt"),
+    ("SmolLM2-135M-Instruct.Q4_1.gguf", "qwen2", "smollm2-135m-pre-qwen2.txt"),
+    ("SmolLM2-135M-Instruct.Q4_1.gguf", "default", "smollm2-135m-pre-default.txt"),
+    ("SmolLM2-135M-Instruct.Q4_1.gguf", "deepseek-llm", "smollm2-135m-pre-deepseek-llm.txt"),
 ]
 
 LONG_PARAGRAPH = (
@@ -118,13 +128,42 @@ def hx(b):
     return b.hex() if b else "-"
 
 
-def write_model(models_dir, gguf, out_name):
-    path = os.path.join(models_dir, gguf)
+def with_pre(src, dst, pre):
+    """Copy src's metadata (no tensors) to dst with tokenizer.ggml.pre = pre."""
+    import gguf  # the gguf package from PyPI (llama.cpp's gguf-py)
+
+    r = gguf.GGUFReader(src)
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+    w = gguf.GGUFWriter(dst, arch)
+    for name, f in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        t = f.types[0]
+        if name == "tokenizer.ggml.pre":
+            w.add_string(name, pre)
+        elif t == gguf.GGUFValueType.ARRAY:
+            st = f.types[1]
+            if st == gguf.GGUFValueType.STRING:
+                val = [bytes(f.parts[i]) for i in f.data]
+            else:
+                val = [f.parts[i].tolist()[0] for i in f.data]
+            w.add_key_value(name, val, t, sub_type=st)
+        elif t == gguf.GGUFValueType.STRING:
+            w.add_key_value(name, bytes(f.parts[-1]).decode("utf-8", "replace"), t)
+        else:
+            w.add_key_value(name, f.parts[-1].tolist()[0], t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_model(path, label, out_name, combos, with_pieces):
     llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
     vocab = llm._model.vocab
     n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
     lines = [
-        "# tokenizer references for %s, written by scripts/make-tokenizer-refs.py" % gguf,
+        "# tokenizer references for %s, written by scripts/make-tokenizer-refs.py" % label,
         "# llama-cpp-python %s, llama_version() = %s"
         % (llama_cpp.__version__, llama_cpp.llama_version().decode()),
         "M n_vocab %d" % n_vocab,
@@ -135,28 +174,36 @@ def write_model(models_dir, gguf, out_name):
                               if llama_cpp.llama_vocab_is_eog(vocab, t)),
     ]
     for text in CASES:
-        for add_bos in (False, True):
-            for special in (False, True):
-                ids = llm.tokenize(text, add_bos=add_bos, special=special)
-                detok = b"".join(piece(vocab, t, False) for t in ids)
-                stream = detok.decode("utf-8", "replace").encode("utf-8")
-                lines.append("C %s %d %d %s %s %s" % (
-                    hx(text), add_bos, special,
-                    ",".join(map(str, ids)) if ids else "-", hx(detok), hx(stream)))
-    sample = sorted(set(list(range(min(n_vocab, 1024))) + list(range(0, n_vocab, 97))))
+        for add_bos, special in combos:
+            ids = llm.tokenize(text, add_bos=add_bos, special=special)
+            detok = b"".join(piece(vocab, t, False) for t in ids)
+            stream = detok.decode("utf-8", "replace").encode("utf-8")
+            lines.append("C %s %d %d %s %s %s" % (
+                hx(text), add_bos, special,
+                ",".join(map(str, ids)) if ids else "-", hx(detok), hx(stream)))
+    sample = []
+    if with_pieces:
+        sample = sorted(set(list(range(min(n_vocab, 1024))) + list(range(0, n_vocab, 97))))
     for t in sample:
         lines.append("P %d %s %s" % (t, hx(piece(vocab, t, False)), hx(piece(vocab, t, True))))
     out = os.path.join("tests", "data", "tokenizer", out_name)
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print("%s: %d cases, %d pieces" % (out, len(CASES) * 4, len(sample)))
+    print("%s: %d cases, %d pieces" % (out, len(CASES) * len(combos), len(sample)))
 
 
 def main():
     models_dir = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("FX_MODELS_DIR", "models")
     os.makedirs(os.path.join("tests", "data", "tokenizer"), exist_ok=True)
+    all_combos = [(a, s) for a in (False, True) for s in (False, True)]
     for gguf, out_name in MODELS:
-        write_model(models_dir, gguf, out_name)
+        write_model(os.path.join(models_dir, gguf), gguf, out_name, all_combos, True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for gguf, pre, out_name in PRE_VARIANTS:
+            path = os.path.join(tmp, "pre.gguf")
+            with_pre(os.path.join(models_dir, gguf), path, pre)
+            write_model(path, "%s with tokenizer.ggml.pre = %s" % (gguf, pre), out_name,
+                        [(False, False), (False, True)], False)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ bool cli_float(const char *opt, const char *s, double *out);
  * when missing. */
 const char *cli_value(int argc, char **argv, int *i);
 double cli_now(void); /* monotonic seconds */
+/* "f16" or "f32" -> FX_KV_F16 / FX_KV_F32 (llama.cpp's --cache-type-k/v). */
+bool cli_cache_type(const char *opt, const char *s, int32_t *out);
 
 struct fx_model;
 /* Tokenize a NUL-terminated text into a malloc'ed array of *n ids; NULL on

@@ -88,6 +88,7 @@ int cmd_logits(int argc, char **argv)
 	const char *path = NULL, *ids = NULL, *ids_file = NULL, *out = NULL;
 	long long ubatch = 0, threads = 0;
 	bool decode = false;
+	int32_t type_k = FX_KV_F16, type_v = FX_KV_F16;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
@@ -99,6 +100,10 @@ int cmd_logits(int argc, char **argv)
 			VAL(); ids_file = v;
 		} else if (!strcmp(a, "--out")) {
 			VAL(); out = v;
+		} else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "-ctk")) {
+			VAL(); if (!cli_cache_type(a, v, &type_k)) return 2;
+		} else if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) {
+			VAL(); if (!cli_cache_type(a, v, &type_v)) return 2;
 		} else if (!strcmp(a, "--decode")) {
 			decode = true;
 		} else if (!strcmp(a, "--ubatch")) {
@@ -107,7 +112,7 @@ int cmd_logits(int argc, char **argv)
 			VAL(); if (!cli_int(a, v, 0, 256, &threads)) return 2;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox logits -m MODEL (--ids 5,17,3 | --ids-file F) --out F\n"
-			       "                     [--decode] [--ubatch N] [-t N]\n");
+			       "                     [--decode] [--ubatch N] [-t N] [--cache-type-k/-v f16|f32]\n");
 			return 0;
 		} else {
 			fprintf(stderr, "error: unknown option '%s'\n", a);
@@ -149,6 +154,8 @@ int cmd_logits(int argc, char **argv)
 	cp.n_ctx = (uint32_t)longest;
 	cp.n_ubatch = decode ? 1 : ubatch ? (uint32_t)ubatch : (uint32_t)longest;
 	cp.n_threads = (int32_t)threads;
+	cp.type_k = type_k;
+	cp.type_v = type_v;
 	if (fx_context_create(m, &cp, &ctx, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;

@@ -44,6 +44,19 @@ const char *cli_value(int argc, char **argv, int *i)
 	return argv[++*i];
 }
 
+bool cli_cache_type(const char *opt, const char *s, int32_t *out)
+{
+	if (!strcmp(s, "f16")) {
+		*out = FX_KV_F16;
+	} else if (!strcmp(s, "f32")) {
+		*out = FX_KV_F32;
+	} else {
+		fprintf(stderr, "error: %s wants f16 or f32, got '%s'\n", opt, s);
+		return false;
+	}
+	return true;
+}
+
 double cli_now(void)
 {
 	struct timespec ts;

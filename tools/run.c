@@ -11,6 +11,7 @@ struct run_opts {
 	const char *model, *prompt;
 	long long n_predict, n_ctx, n_threads;
 	bool echo;
+	int32_t type_k, type_v;
 	struct fx_sampler_params sp;
 };
 
@@ -19,6 +20,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 	o->sp = fx_sampler_default_params();
 	o->n_predict = 128;
 	o->n_ctx = 4096;
+	o->type_k = o->type_v = FX_KV_F16;
 	o->sp.seed = 0xFE7703ULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
@@ -49,6 +51,10 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			VAL(); if (!cli_int(a, v, 0, 1 << 20, &n)) return 2; o->sp.repeat_last_n = (int32_t)n;
 		} else if (!strcmp(a, "--seed") || !strcmp(a, "-s")) {
 			VAL(); if (!cli_int(a, v, 0, INT64_MAX, &n)) return 2; o->sp.seed = (uint64_t)n;
+		} else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "-ctk")) {
+			VAL(); if (!cli_cache_type(a, v, &o->type_k)) return 2;
+		} else if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) {
+			VAL(); if (!cli_cache_type(a, v, &o->type_v)) return 2;
 		} else if (!strcmp(a, "--echo")) {
 			o->echo = true;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -63,6 +69,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "  --repeat-penalty R     (default 1.0: off)\n"
 			       "  --repeat-last-n N      tokens the penalty looks back (default 64)\n"
 			       "  -s, --seed S           sampling seed (same seed, same text)\n"
+			       "  --cache-type-k/-v T    KV cache element type, f16 (default) or f32\n"
 			       "  --echo                 print the prompt before the continuation\n");
 			return 1;
 		} else {
@@ -114,6 +121,8 @@ int cmd_run(int argc, char **argv)
 	if (cp.n_ctx == 0 || cp.n_ctx > (uint32_t)fx_model_n_ctx_train(m))
 		cp.n_ctx = (uint32_t)fx_model_n_ctx_train(m);
 	cp.n_threads = (int32_t)o.n_threads;
+	cp.type_k = o.type_k;
+	cp.type_v = o.type_v;
 	if (fx_context_create(m, &cp, &ctx, &err) ||
 	    fx_sampler_create(&o.sp, fx_model_n_vocab(m), &smp, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);

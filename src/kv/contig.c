@@ -2,17 +2,26 @@
 
 #include "core/alloc.h"
 #include "ferrox.h"
+#include "quant/quant.h"
+
+static bool kv_type_ok(int t)
+{
+	return t == FX_TYPE_F32 || t == FX_TYPE_F16;
+}
 
 int kv_contig_init(struct kv_contig *c, int32_t n_layer, int32_t n_ctx, int64_t k_width,
-		   int64_t v_width)
+		   int64_t v_width, int k_type, int v_type)
 {
 	*c = (struct kv_contig){ .n_layer = n_layer, .n_ctx = n_ctx, .k_width = k_width,
-				 .v_width = v_width };
-	if (n_layer <= 0 || n_ctx <= 0 || k_width <= 0 || v_width <= 0)
+				 .v_width = v_width, .k_type = k_type, .v_type = v_type };
+	if (n_layer <= 0 || n_ctx <= 0 || k_width <= 0 || v_width <= 0 ||
+	    !kv_type_ok(k_type) || !kv_type_ok(v_type))
 		return FX_E_INVALID;
+	c->k_row = fx_row_size(k_type, k_width);
+	c->v_row = fx_row_size(v_type, v_width);
 	size_t rows = (size_t)n_layer * (size_t)n_ctx;
-	c->k = fx_malloc_array(rows, (size_t)k_width * sizeof(float));
-	c->v = fx_malloc_array(rows, (size_t)v_width * sizeof(float));
+	c->k = fx_malloc_array(rows, c->k_row);
+	c->v = fx_malloc_array(rows, c->v_row);
 	if (!c->k || !c->v) {
 		kv_contig_fini(c);
 		return FX_E_NOMEM;

@@ -4,9 +4,11 @@
  * Ainslie et al. 2023 (GQA), Su et al. 2021 (RoPE), Beltagy et al. 2020
  * (sliding window), Gemma 2 report (attention softcap). */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "model/forward.h"
+#include "quant/quant.h"
 
 struct attn_args {
 	const struct fx_model *m;
@@ -32,37 +34,54 @@ static void qk_decorate(const struct fx_model *m, const struct layer *L, float *
 	}
 }
 
-/* One (token, head) pair: softmax(q·K^T * scale) V over the visible keys. */
-static void attend_one(const struct attn_args *a, float *scores, int32_t t, int hh)
+/* One (token, head) pair: softmax(q·K^T * scale) V over the visible keys.
+ * With an f16 cache this follows llama.cpp's (non-flash) CPU path: Q is
+ * rounded to f16 for the K dot product, and the attention weights are
+ * rounded to f16 before they multiply V; with f32 everything stays f32. */
+static void attend_one(const struct attn_args *a, int ith, int32_t t, int hh)
 {
 	const struct fx_model *m = a->m;
 	const struct hparams *hp = &m->hp;
 	const struct layer *L = &m->layers[a->il];
+	struct fwd_scratch *s = a->s;
 	int g = hh / (hp->n_head / hp->n_head_kv); /* GQA: query heads share a KV head */
-	const float *q = a->s->q + ((size_t)t * hp->n_head + hh) * hp->head_dim;
-	float *out = a->s->att + ((size_t)t * hp->n_head + hh) * hp->head_dim_v;
+	const float *q = s->q + ((size_t)t * hp->n_head + hh) * hp->head_dim;
+	float *out = s->att + ((size_t)t * hp->n_head + hh) * hp->head_dim_v;
+	float *scores = s->scores + (size_t)ith * s->n_ctx;
+	float *vrow = s->vrow + (size_t)ith * hp->head_dim_v;
+	const struct fx_type_traits *kt = fx_type_get(kv_k_type(a->kv));
+	const struct fx_type_traits *vt = fx_type_get(kv_v_type(a->kv));
+	size_t k_off = fx_row_size(kv_k_type(a->kv), (int64_t)g * hp->head_dim);
+	size_t v_off = fx_row_size(kv_v_type(a->kv), (int64_t)g * hp->head_dim_v);
+	const void *qd = q;
+	if (kt->vec_dot_type != FX_TYPE_F32) {
+		void *qc = (uint8_t *)s->qconv + (size_t)ith * s->qconv_stride;
+		fx_type_get(kt->vec_dot_type)->from_float(q, qc, hp->head_dim);
+		qd = qc;
+	}
 	int32_t p = a->pos[t];
 	int32_t lo = 0;
 	if (L->swa && hp->n_swa > 0 && p - hp->n_swa + 1 > 0)
 		lo = p - hp->n_swa + 1;
 	int32_t nk = p - lo + 1;
 	for (int32_t j = 0; j < nk; j++) {
-		const float *k = kv_k_row(a->kv, a->il, lo + j) + (size_t)g * hp->head_dim;
-		float d = 0;
-		for (int i = 0; i < hp->head_dim; i++)
-			d += q[i] * k[i];
+		const uint8_t *k = (const uint8_t *)kv_k_row(a->kv, a->il, lo + j) + k_off;
+		float d;
+		kt->vec_dot(hp->head_dim, &d, k, qd);
 		d *= hp->attn_scale;
 		if (hp->attn_softcap > 0)
 			d = hp->attn_softcap * tanhf(d / hp->attn_softcap);
 		scores[j] = d;
 	}
 	op_softmax(scores, nk);
+	bool round_w = kv_v_type(a->kv) == FX_TYPE_F16;
 	memset(out, 0, (size_t)hp->head_dim_v * sizeof(float));
 	for (int32_t j = 0; j < nk; j++) {
-		const float *v = kv_v_row(a->kv, a->il, lo + j) + (size_t)g * hp->head_dim_v;
-		float w = scores[j];
+		const uint8_t *v = (const uint8_t *)kv_v_row(a->kv, a->il, lo + j) + v_off;
+		float w = round_w ? fx_fp16_to_fp32(fx_fp32_to_fp16(scores[j])) : scores[j];
+		vt->to_float(v, vrow, hp->head_dim_v);
 		for (int i = 0; i < hp->head_dim_v; i++)
-			out[i] += w * v[i];
+			out[i] += w * vrow[i];
 	}
 }
 
@@ -70,11 +89,10 @@ static void attend_worker(void *arg, int ith, int nth)
 {
 	const struct attn_args *a = arg;
 	int n_head = a->m->hp.n_head;
-	float *scores = a->s->scores + (size_t)ith * a->s->n_ctx;
 	long i0, i1;
 	fx_split((long)a->n * n_head, ith, nth, &i0, &i1);
 	for (long i = i0; i < i1; i++)
-		attend_one(a, scores, (int32_t)(i / n_head), (int)(i % n_head));
+		attend_one(a, ith, (int32_t)(i / n_head), (int)(i % n_head));
 }
 
 void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
@@ -87,10 +105,12 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 	op_matmul(pool, &L->wv, h, n, s->v, s->qbuf);
 	qk_decorate(m, L, s->q, hp->n_head, L->q_norm, pos, n);
 	qk_decorate(m, L, s->k, hp->n_head_kv, L->k_norm, pos, n);
-	size_t kw = (size_t)hp->n_head_kv * hp->head_dim, vw = (size_t)hp->n_head_kv * hp->head_dim_v;
+	int64_t kw = (int64_t)hp->n_head_kv * hp->head_dim, vw = (int64_t)hp->n_head_kv * hp->head_dim_v;
+	fx_from_float_fn kq = fx_type_get(kv_k_type(kv))->from_float;
+	fx_from_float_fn vq = fx_type_get(kv_v_type(kv))->from_float;
 	for (int32_t t = 0; t < n; t++) {
-		memcpy(kv_k_row(kv, il, pos[t]), s->k + t * kw, kw * sizeof(float));
-		memcpy(kv_v_row(kv, il, pos[t]), s->v + t * vw, vw * sizeof(float));
+		kq(s->k + t * kw, kv_k_row(kv, il, pos[t]), kw);
+		vq(s->v + t * vw, kv_v_row(kv, il, pos[t]), vw);
 	}
 	struct attn_args a = { .m = m, .il = il, .s = s, .kv = kv, .pos = pos, .n = n };
 	fx_pool_run(pool, attend_worker, &a);

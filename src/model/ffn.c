@@ -9,7 +9,10 @@ void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct 
 	size_t nf = (size_t)n * (size_t)m->hp.n_ff;
 	op_matmul(pool, &L->ffn_gate, h, n, s->gate, s->qbuf);
 	op_matmul(pool, &L->ffn_up, h, n, s->up, s->qbuf);
-	if (m->arch->act == ACT_GELU_TANH) {
+	if (m->arch->act == ACT_GELU_TANH && m->hp.gelu_f16) {
+		for (size_t i = 0; i < nf; i++)
+			s->gate[i] = op_gelu_tanh_f16(s->gate[i]) * s->up[i];
+	} else if (m->arch->act == ACT_GELU_TANH) {
 		for (size_t i = 0; i < nf; i++)
 			s->gate[i] = op_gelu_tanh(s->gate[i]) * s->up[i];
 	} else {

@@ -43,8 +43,11 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	s->up = fx_malloc_array(n * hp->n_ff, sizeof(float));
 	s->scores = fx_malloc_array((size_t)n_threads * (size_t)n_ctx, sizeof(float));
 	s->qbuf = fx_malloc_array(qb ? qb : 1, 1);
+	s->vrow = fx_malloc_array((size_t)n_threads * hp->head_dim_v, sizeof(float));
+	s->qconv_stride = ((size_t)hp->head_dim * sizeof(float) + 63) & ~(size_t)63;
+	s->qconv = fx_malloc_array((size_t)n_threads, s->qconv_stride);
 	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
-	    !s->scores || !s->qbuf) {
+	    !s->scores || !s->qbuf || !s->vrow || !s->qconv) {
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
 	}
@@ -53,10 +56,12 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 
 void fwd_scratch_fini(struct fwd_scratch *s)
 {
-	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores };
+	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
+			  s->vrow };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
 	fx_free(s->qbuf);
+	fx_free(s->qconv);
 	memset(s, 0, sizeof(*s));
 }
 

@@ -24,6 +24,9 @@ struct fwd_scratch {
 	float *o;            /* [n_max, n_embd] sublayer output */
 	float *gate, *up;    /* [n_max, n_ff] */
 	float *scores;       /* [n_threads, n_ctx] attention weights */
+	float *vrow;         /* [n_threads, head_dim_v] one V row as f32 */
+	void *qconv;         /* [n_threads] one Q head in K's dot type */
+	size_t qconv_stride; /* bytes per thread in qconv */
 	void *qbuf;          /* activations quantized for op_matmul */
 };
 

@@ -60,7 +60,8 @@ static int read_hparams(struct loader *ld)
 {
 	struct hparams *hp = &ld->m->hp;
 	int rc;
-	*hp = (struct hparams){ .rope_base = 10000.0f, .rope_scale = 1.0f, .eps = 1e-5f };
+	*hp = (struct hparams){ .rope_base = 10000.0f, .rope_scale = 1.0f, .eps = 1e-5f,
+				.gelu_f16 = true };
 	if ((rc = get_int(ld, "context_length", &hp->n_ctx_train, true)) ||
 	    (rc = get_int(ld, "embedding_length", &hp->n_embd, true)) ||
 	    (rc = get_int(ld, "block_count", &hp->n_layer, true)) ||
@@ -315,17 +316,17 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		arch = (struct gguf_str){ .p = "", .n = 0 };
 	}
 	snprintf(ld.arch, sizeof(ld.arch), "%.*s", (int)(arch.n < 63 ? arch.n : 63), arch.p);
-	if ((rc = vocab_load(m->g, &m->vocab, err)))
-		goto fail_path;
-	if (p->vocab_only)
-		goto done;
 	m->arch = arch_find(arch.p, arch.n);
-	if (!m->arch) {
+	if (!m->arch && !p->vocab_only) {
 		rc = fx_fail(err, FX_E_UNSUPPORTED,
 			     "%s: architecture '%s' is not supported (supported: llama, gemma3)", path,
 			     ld.arch);
 		goto fail;
 	}
+	if ((rc = vocab_load(m->g, &m->vocab, err)))
+		goto fail_path;
+	if (p->vocab_only)
+		goto done;
 	if ((rc = read_hparams(&ld)) || (rc = bind_weights(&ld)))
 		goto fail_path;
 done:

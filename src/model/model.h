@@ -30,6 +30,9 @@ struct hparams {
 	float attn_scale;    /* multiplies Q·K; default 1/sqrt(head_dim) */
 	float final_softcap; /* logits = c * tanh(logits / c); 0: off */
 	float attn_softcap;  /* same on attention scores; 0: off */
+	bool gelu_f16;       /* GELU through f16 as llama.cpp's CPU backend does: GGUF
+			      * files follow llama.cpp's numerics, HF checkpoints
+			      * transformers' (exact f32) */
 };
 
 struct layer {

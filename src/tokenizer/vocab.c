@@ -1,0 +1,684 @@
+/* Vocabulary loading from GGUF tokenizer.ggml.* metadata.
+ *
+ * Follows llama.cpp's llama_vocab::impl::load (src/llama-vocab.cpp): the
+ * same defaults per tokenizer model, the same special-token keys, the same
+ * detection of EOT/FIM/EOG tokens by their text, and the same cache of
+ * special tokens sorted longest first. Where llama.cpp walks a hash map in
+ * unspecified order, ferrox walks token ids in ascending order.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/status.h"
+#include "tokenizer/vocab_impl.h"
+
+/* ---- string map ------------------------------------------------------ */
+
+static uint64_t hash_segs(const struct span *seg, int nseg)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, 64 bit */
+
+	for (int s = 0; s < nseg; s++)
+		for (size_t i = 0; i < seg[s].n; i++) {
+			h ^= (unsigned char)seg[s].p[i];
+			h *= 0x100000001b3ull;
+		}
+	return h ^ (h >> 29);
+}
+
+static bool segs_equal(const struct span *key, const struct span *seg, int nseg)
+{
+	size_t off = 0;
+
+	for (int s = 0; s < nseg; s++) {
+		if (off + seg[s].n > key->n || memcmp(key->p + off, seg[s].p, seg[s].n))
+			return false;
+		off += seg[s].n;
+	}
+	return off == key->n;
+}
+
+/* Size m for n keys (load factor <= 1/2). */
+static int strmap_init(struct strmap *m, size_t n)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * n)
+		cap *= 2;
+	m->slot = fx_malloc_array(cap, sizeof(*m->slot));
+	if (!m->slot)
+		return FX_E_NOMEM;
+	memset(m->slot, 0xff, cap * sizeof(*m->slot));
+	m->mask = cap - 1;
+	return FX_OK;
+}
+
+/* Insert keys[idx]; when an equal key is present keep the old index unless
+ * replace (std::unordered_map's operator[] vs emplace). */
+static void strmap_put(struct strmap *m, const struct span *keys, int32_t idx, bool replace)
+{
+	size_t i = hash_segs(&keys[idx], 1) & m->mask;
+
+	while (m->slot[i] >= 0) {
+		if (segs_equal(&keys[m->slot[i]], &keys[idx], 1)) {
+			if (replace)
+				m->slot[i] = idx;
+			return;
+		}
+		i = (i + 1) & m->mask;
+	}
+	m->slot[i] = idx;
+}
+
+int32_t strmap_find(const struct strmap *m, const struct span *keys,
+		    const struct span *seg, int nseg)
+{
+	size_t i = hash_segs(seg, nseg) & m->mask;
+
+	while (m->slot[i] >= 0) {
+		if (segs_equal(&keys[m->slot[i]], seg, nseg))
+			return m->slot[i];
+		i = (i + 1) & m->mask;
+	}
+	return -1;
+}
+
+fx_token vocab_text_to_token(const struct vocab *v, const char *p, size_t n)
+{
+	struct span s = { p, n };
+
+	return strmap_find(&v->tok_map, v->text, &s, 1);
+}
+
+fx_token vocab_byte_token(const struct vocab *v, uint8_t b)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char buf[6] = { '<', '0', 'x', hex[b >> 4], hex[b & 15], '>' };
+	fx_token t = vocab_text_to_token(v, buf, sizeof(buf));
+
+	if (t >= 0)
+		return t;
+	buf[0] = (char)b;
+	return vocab_text_to_token(v, buf, 1);
+}
+
+static bool text_is(const struct vocab *v, fx_token id, const char *s)
+{
+	size_t n = strlen(s);
+
+	return v->text[id].n == n && !memcmp(v->text[id].p, s, n);
+}
+
+static fx_token find_text(const struct vocab *v, const char *s)
+{
+	return vocab_text_to_token(v, s, strlen(s));
+}
+
+/* ---- metadata helpers ------------------------------------------------ */
+
+/* A present key must have the type we read it as (llama.cpp's get_key
+ * throws on a mismatch too); an absent one leaves *out alone. */
+static int get_bool(const struct gguf_file *g, const char *key, bool *out, struct fx_err *err)
+{
+	if (gguf_find(g, key) && !gguf_get_bool(g, key, out))
+		return fx_fail(err, FX_E_FORMAT, "GGUF: %s is not a bool", key);
+	return FX_OK;
+}
+
+/* Token-id key: an id >= n_tokens keeps the default (as llama.cpp does,
+ * with a warning there). */
+static int get_id(const struct gguf_file *g, const char *key, int32_t n_tokens,
+		  fx_token *id, struct fx_err *err)
+{
+	uint32_t u;
+
+	if (!gguf_find(g, key))
+		return FX_OK;
+	if (!gguf_get_u32(g, key, &u))
+		return fx_fail(err, FX_E_FORMAT, "GGUF: %s is not a token id", key);
+	if (u < (uint32_t)n_tokens)
+		*id = (fx_token)u;
+	return FX_OK;
+}
+
+/* Numeric array kv of at least n elements of one of two types. */
+static int get_num_arr(const struct gguf_file *g, const char *key, enum gguf_vtype t1,
+		       enum gguf_vtype t2, uint64_t n, const struct gguf_kv **out,
+		       struct fx_err *err)
+{
+	const struct gguf_kv *kv = gguf_find(g, key);
+
+	*out = NULL;
+	if (!kv)
+		return FX_OK;
+	if (kv->type != GGUF_T_ARRAY || (kv->arr_type != t1 && kv->arr_type != t2) || !kv->data)
+		return fx_fail(err, FX_E_FORMAT, "GGUF: %s has type %s[%s], want %s[]", key,
+			       gguf_vtype_name(kv->type), gguf_vtype_name(kv->arr_type),
+			       gguf_vtype_name(t1));
+	if (kv->n < n)
+		return fx_fail(err, FX_E_FORMAT, "GGUF: %s has %llu entries for %llu tokens", key,
+			       (unsigned long long)kv->n, (unsigned long long)n);
+	*out = kv;
+	return FX_OK;
+}
+
+static bool span_eq(const struct gguf_str *s, const char *c)
+{
+	size_t n = strlen(c);
+
+	return s->n == n && !memcmp(s->p, c, n);
+}
+
+/* ---- loading steps --------------------------------------------------- */
+
+/* Texts, scores and attributes of every token, and the text -> id map. */
+static int load_tokens(struct vocab *v, const struct gguf_file *g, struct fx_err *err)
+{
+	const struct gguf_kv *tk = gguf_find(g, "tokenizer.ggml.tokens");
+	const struct gguf_kv *sc, *tt;
+	const struct gguf_str *str;
+	size_t n_extra = 0, off = 0;
+	int rc;
+
+	if (!tk)
+		return fx_fail(err, FX_E_FORMAT, "GGUF: no tokenizer.ggml.tokens");
+	if (tk->type != GGUF_T_ARRAY || tk->arr_type != GGUF_T_STRING || !tk->data)
+		return fx_fail(err, FX_E_FORMAT, "GGUF: tokenizer.ggml.tokens is not a string array");
+	if (tk->n == 0 || tk->n > INT32_MAX / 2)
+		return fx_fail(err, FX_E_FORMAT, "GGUF: tokenizer.ggml.tokens has %llu tokens",
+			       (unsigned long long)tk->n);
+	v->n_tokens = (int32_t)tk->n;
+	str = tk->data;
+	if ((rc = get_num_arr(g, "tokenizer.ggml.scores", GGUF_T_F32, GGUF_T_I32, tk->n, &sc, err)) ||
+	    (rc = get_num_arr(g, "tokenizer.ggml.token_type", GGUF_T_I32, GGUF_T_I32, tk->n, &tt, err)))
+		return rc;
+
+	v->text = fx_calloc(tk->n, sizeof(*v->text));
+	v->score = fx_calloc(tk->n, sizeof(*v->score));
+	v->attr = fx_calloc(tk->n, sizeof(*v->attr));
+	if (!v->text || !v->score || !v->attr)
+		return FX_E_NOMEM;
+	for (int32_t i = 0; i < v->n_tokens; i++)
+		if (str[i].n == 0)
+			n_extra += 24;
+	if (n_extra && !(v->extra = fx_malloc_array(n_extra, 1)))
+		return FX_E_NOMEM;
+
+	for (int32_t i = 0; i < v->n_tokens; i++) {
+		if (str[i].n) {
+			v->text[i] = (struct span){ str[i].p, str[i].n };
+		} else { /* llama.cpp renames empty tokens */
+			int k = snprintf(v->extra + off, 24, "[EMPTY_%d]", (int)i);
+			v->text[i] = (struct span){ v->extra + off, (size_t)k };
+			off += 24;
+		}
+		if ((int)v->text[i].n > v->max_token_len)
+			v->max_token_len = (int)v->text[i].n;
+		if (sc && sc->arr_type == GGUF_T_F32)
+			memcpy(&v->score[i], (const char *)sc->data + 4 * (size_t)i, 4);
+		else if (sc)
+			v->score[i] = (float)gguf_arr_num(sc, i);
+		v->attr[i] = ATTR_NORMAL;
+		if (tt) {
+			int32_t t;
+
+			memcpy(&t, (const char *)tt->data + 4 * (size_t)i, 4);
+			switch (t) { /* llama_token_type -> llama_token_attr */
+			case 1: v->attr[i] = ATTR_NORMAL; break;
+			case 2: v->attr[i] = ATTR_UNKNOWN; break;
+			case 3: v->attr[i] = ATTR_CONTROL; break;
+			case 4: v->attr[i] = ATTR_USER_DEFINED; break;
+			case 5: v->attr[i] = ATTR_UNUSED; break;
+			case 6: v->attr[i] = ATTR_BYTE; break;
+			default: v->attr[i] = ATTR_UNDEFINED; break;
+			}
+		}
+	}
+
+	if ((rc = strmap_init(&v->tok_map, tk->n)))
+		return rc;
+	for (int32_t i = 0; i < v->n_tokens; i++)
+		strmap_put(&v->tok_map, v->text, i, true);
+	return FX_OK;
+}
+
+/* BPE merges "left right" with their rank (the first of duplicates). */
+static int load_merges(struct vocab *v, const struct gguf_file *g, struct fx_err *err)
+{
+	const struct gguf_kv *kv = gguf_find(g, "tokenizer.ggml.merges");
+	const struct gguf_str *str;
+	int rc;
+
+	if (!kv)
+		return fx_fail(err, FX_E_FORMAT, "GGUF: gpt2 tokenizer without tokenizer.ggml.merges");
+	if (kv->type != GGUF_T_ARRAY || kv->arr_type != GGUF_T_STRING || (!kv->data && kv->n))
+		return fx_fail(err, FX_E_FORMAT, "GGUF: tokenizer.ggml.merges is not a string array");
+	if (kv->n > INT32_MAX / 2)
+		return fx_fail(err, FX_E_FORMAT, "GGUF: tokenizer.ggml.merges has %llu entries",
+			       (unsigned long long)kv->n);
+	v->n_merges = (int32_t)kv->n;
+	str = kv->data;
+	if (!(v->merges = fx_calloc(kv->n ? kv->n : 1, sizeof(*v->merges))))
+		return FX_E_NOMEM;
+	for (int32_t i = 0; i < v->n_merges; i++)
+		v->merges[i] = (struct span){ str[i].p, str[i].n };
+	if ((rc = strmap_init(&v->merge_map, kv->n)))
+		return rc;
+	for (int32_t i = 0; i < v->n_merges; i++)
+		strmap_put(&v->merge_map, v->merges, i, false);
+	return FX_OK;
+}
+
+/* tokenizer.ggml.model and .pre: the tokenizer kind and its defaults. */
+static int load_kind(struct vocab *v, const struct gguf_file *g, struct fx_err *err)
+{
+	struct gguf_str model, pre = { "default", 7 };
+	bool has_pre = gguf_get_str(g, "tokenizer.ggml.pre", &pre) && pre.n;
+
+	if (!gguf_get_str(g, "tokenizer.ggml.model", &model))
+		return fx_fail(err, FX_E_FORMAT, "GGUF: no tokenizer.ggml.model");
+	if (!has_pre)
+		pre = (struct gguf_str){ "default", 7 };
+	v->bos = v->eos = v->eot = v->eom = v->unk = v->sep = v->pad = v->mask = -1;
+	v->fim_pre = v->fim_suf = v->fim_mid = v->fim_pad = v->fim_rep = v->fim_sep = -1;
+
+	if (span_eq(&model, "llama")) {
+		v->type = VOCAB_SPM;
+		v->bos = 1;
+		v->eos = 2;
+		v->unk = 0;
+		v->add_space_prefix = true;
+		v->add_bos = true;
+		snprintf(v->kind, sizeof(v->kind), "llama (SentencePiece)");
+	} else if (span_eq(&model, "gpt2")) {
+		v->type = VOCAB_BPE;
+		v->bos = 11;
+		v->eos = 11;
+		v->pre = pretok_find(pre.p, pre.n);
+		if (!v->pre)
+			return fx_fail(err, FX_E_UNSUPPORTED,
+				       "tokenizer.ggml.pre '%.*s' is not supported", (int)pre.n, pre.p);
+		v->pre_name = v->pre->names[0];
+		v->add_bos = v->pre->add_bos;
+		v->ignore_merges = v->pre->ignore_merges;
+		snprintf(v->kind, sizeof(v->kind), "gpt2 (byte-level BPE, pre %.*s)",
+			 (int)(pre.n > 40 ? 40 : pre.n), pre.p);
+	} else {
+		return fx_fail(err, FX_E_UNSUPPORTED,
+			       "tokenizer.ggml.model '%.*s' is not supported (ferrox knows llama, gpt2)",
+			       (int)(model.n > 64 ? 64 : model.n), model.p);
+	}
+	return get_bool(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err);
+}
+
+/* Special-token ids from their keys, then add_bos/add_eos. */
+static int load_special_ids(struct vocab *v, const struct gguf_file *g, struct fx_err *err)
+{
+	const struct { const char *key; fx_token *id; } keys[] = {
+		{ "tokenizer.ggml.bos_token_id", &v->bos },
+		{ "tokenizer.ggml.eos_token_id", &v->eos },
+		{ "tokenizer.ggml.eot_token_id", &v->eot },
+		{ "tokenizer.ggml.eom_token_id", &v->eom },
+		{ "tokenizer.ggml.unknown_token_id", &v->unk },
+		{ "tokenizer.ggml.seperator_token_id", &v->sep },
+		{ "tokenizer.ggml.padding_token_id", &v->pad },
+		{ "tokenizer.ggml.mask_token_id", &v->mask },
+		{ "tokenizer.ggml.fim_pre_token_id", &v->fim_pre },
+		{ "tokenizer.ggml.fim_suf_token_id", &v->fim_suf },
+		{ "tokenizer.ggml.fim_mid_token_id", &v->fim_mid },
+		{ "tokenizer.ggml.fim_pad_token_id", &v->fim_pad },
+		{ "tokenizer.ggml.fim_rep_token_id", &v->fim_rep },
+		{ "tokenizer.ggml.fim_sep_token_id", &v->fim_sep },
+		{ "tokenizer.ggml.prefix_token_id", &v->fim_pre }, /* deprecated names */
+		{ "tokenizer.ggml.suffix_token_id", &v->fim_suf },
+		{ "tokenizer.ggml.middle_token_id", &v->fim_mid },
+	};
+	int rc;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (*keys[i].id >= v->n_tokens)
+			*keys[i].id = -1; /* a default out of range is disabled */
+		if ((rc = get_id(g, keys[i].key, v->n_tokens, keys[i].id, err)))
+			return rc;
+	}
+	if ((rc = get_bool(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err)) ||
+	    (rc = get_bool(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err)))
+		return rc;
+	/* llama.cpp asserts when it must add a BOS/EOS it does not have; ferrox
+	 * does not add one. */
+	v->add_bos = v->add_bos && v->bos >= 0;
+	v->add_eos = v->add_eos && v->eos >= 0;
+	return FX_OK;
+}
+
+static bool text_in(const struct vocab *v, fx_token id, const char *const *list)
+{
+	for (; *list; list++)
+		if (text_is(v, id, *list))
+			return true;
+	return false;
+}
+
+/* Token texts llama.cpp recognises (load(): "auto-detect special tokens by
+ * text"); each detected token is forced to CONTROL. */
+static const char *const eot_texts[] = {
+	"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+	"<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
+	"<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+	"<end_of_utterance>", NULL
+};
+static const char *const eom_texts[] = { "<|eom_id|>", NULL };
+static const char *const fim_pre_texts[] = {
+	"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+	"<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>",
+	"\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL
+};
+static const char *const fim_suf_texts[] = {
+	"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+	"<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>", "<SUF>",
+	"\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL
+};
+static const char *const fim_mid_texts[] = {
+	"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+	"<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>",
+	"\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL
+};
+static const char *const fim_pad_texts[] = {
+	"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL
+};
+static const char *const fim_rep_texts[] = {
+	"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL
+};
+static const char *const fim_sep_texts[] = { "<|file_sep|>", NULL };
+static const char *const eog_texts[] = {
+	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>",
+	"<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
+	"_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
+	"<turn|>", "<|tool_response>",
+	"<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+	"[e~[", NULL
+};
+
+static int eog_add(struct vocab *v, fx_token id)
+{
+	int32_t i = 0;
+	fx_token *p;
+
+	if (id < 0 || id >= v->n_tokens)
+		return FX_OK;
+	while (i < v->n_eog && v->eog[i] < id)
+		i++;
+	if (i < v->n_eog && v->eog[i] == id)
+		return FX_OK;
+	if (!(p = fx_realloc_array(v->eog, (size_t)v->n_eog + 1, sizeof(*p))))
+		return FX_E_NOMEM;
+	v->eog = p;
+	memmove(p + i + 1, p + i, (size_t)(v->n_eog - i) * sizeof(*p));
+	p[i] = id;
+	v->n_eog++;
+	return FX_OK;
+}
+
+static void eog_remove(struct vocab *v, fx_token id)
+{
+	for (int32_t i = 0; i < v->n_eog; i++)
+		if (v->eog[i] == id) {
+			memmove(v->eog + i, v->eog + i + 1, (size_t)(v->n_eog - i - 1) * sizeof(*v->eog));
+			v->n_eog--;
+			return;
+		}
+}
+
+static fx_token eog_with_text(const struct vocab *v, const char *s)
+{
+	for (int32_t i = 0; i < v->n_eog; i++)
+		if (text_is(v, v->eog[i], s))
+			return v->eog[i];
+	return -1;
+}
+
+/* EOT, EOM, FIM and EOG detection by text, as llama.cpp's load(). */
+static int detect_special(struct vocab *v)
+{
+	struct { fx_token *id; const char *const *texts; } det[] = {
+		{ &v->eot, eot_texts }, { &v->eom, eom_texts },
+		{ &v->fim_pre, fim_pre_texts }, { &v->fim_suf, fim_suf_texts },
+		{ &v->fim_mid, fim_mid_texts }, { &v->fim_pad, fim_pad_texts },
+		{ &v->fim_rep, fim_rep_texts }, { &v->fim_sep, fim_sep_texts },
+	};
+	static const char *const harmony[] = {
+		"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", NULL
+	};
+	fx_token end, s;
+	int rc;
+
+	for (fx_token id = 0; id < v->n_tokens; id++)
+		for (size_t k = 0; k < sizeof(det) / sizeof(det[0]); k++)
+			if (*det[k].id < 0 && text_in(v, id, det[k].texts)) {
+				*det[k].id = id;
+				v->attr[id] |= ATTR_CONTROL;
+			}
+
+	if ((rc = eog_add(v, v->fim_pad)) || (rc = eog_add(v, v->fim_rep)) ||
+	    (rc = eog_add(v, v->fim_sep)))
+		return rc;
+	for (fx_token id = 0; id < v->n_tokens; id++)
+		if (text_in(v, id, eog_texts)) {
+			if ((rc = eog_add(v, id)))
+				return rc;
+			v->attr[id] |= ATTR_CONTROL;
+		}
+	for (fx_token id = 0; id < v->n_tokens; id++) /* gpt-oss: always rendered */
+		if (text_in(v, id, harmony))
+			v->attr[id] = ATTR_USER_DEFINED;
+	if ((rc = eog_add(v, v->eos)) || (rc = eog_add(v, v->eot)) || (rc = eog_add(v, v->eom)))
+		return rc;
+
+	/* o200k_harmony / solar-open: "<|end|>" is not EOG there. */
+	end = eog_with_text(v, "<|end|>");
+	if (end >= 0 && ((eog_with_text(v, "<|return|>") >= 0 &&
+			  (eog_with_text(v, "<|call|>") >= 0 || eog_with_text(v, "<|calls|>") >= 0)) ||
+			 ((eog_with_text(v, "<|call|>") >= 0 || eog_with_text(v, "<|calls|>") >= 0) &&
+			  eog_with_text(v, "<|flush|>") >= 0))) {
+		eog_remove(v, end);
+		v->attr[end] = ATTR_USER_DEFINED;
+	}
+	/* gemma4 / plamo: "</s>" is a normal token there. */
+	s = eog_with_text(v, "</s>");
+	if (s >= 0 && (eog_with_text(v, "<|tool_response>") >= 0 ||
+		       eog_with_text(v, "<|plamo:eos|>") >= 0)) {
+		eog_remove(v, s);
+		v->attr[s] = ATTR_NORMAL;
+	}
+	return FX_OK;
+}
+
+static int cmp_special(const void *a, const void *b, void *ctx)
+{
+	const struct vocab *v = ctx;
+	fx_token x = *(const fx_token *)a, y = *(const fx_token *)b;
+
+	if (v->text[x].n != v->text[y].n)
+		return v->text[x].n > v->text[y].n ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+static int trie_insert(struct vocab *v, const struct span *s, int32_t special, int32_t *cap)
+{
+	int32_t node = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		uint8_t c = (uint8_t)s->p[i];
+		int32_t ch = v->trie[node].child;
+
+		while (ch >= 0 && v->trie[ch].byte != c)
+			ch = v->trie[ch].sibling;
+		if (ch < 0) {
+			if (v->n_trie == *cap) {
+				struct trie_node *t = fx_realloc_array(v->trie, (size_t)*cap * 2,
+								       sizeof(*t));
+				if (!t)
+					return FX_E_NOMEM;
+				v->trie = t;
+				*cap *= 2;
+			}
+			ch = v->n_trie++;
+			v->trie[ch] = (struct trie_node){ -1, v->trie[node].child, -1, c };
+			v->trie[node].child = ch;
+		}
+		node = ch;
+	}
+	if (v->trie[node].special < 0)
+		v->trie[node].special = special;
+	return FX_OK;
+}
+
+/* cache_special_tokens: CONTROL, USER_DEFINED and UNKNOWN tokens, longest
+ * text first (ties by id: llama.cpp's std::sort leaves them unspecified),
+ * and a trie over their texts. */
+static int build_specials(struct vocab *v)
+{
+	int32_t cap = 1024;
+	int rc;
+
+	for (fx_token id = 0; id < v->n_tokens; id++)
+		if (v->attr[id] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))
+			v->n_special++;
+	if (!(v->special = fx_malloc_array(v->n_special ? v->n_special : 1, sizeof(*v->special))))
+		return FX_E_NOMEM;
+	v->n_special = 0;
+	for (fx_token id = 0; id < v->n_tokens; id++)
+		if (v->attr[id] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))
+			v->special[v->n_special++] = id;
+	qsort_r(v->special, v->n_special, sizeof(*v->special), cmp_special, v);
+
+	if (!(v->trie = fx_malloc_array(cap, sizeof(*v->trie))))
+		return FX_E_NOMEM;
+	v->trie[0] = (struct trie_node){ -1, -1, -1, 0 };
+	v->n_trie = 1;
+	for (int32_t i = 0; i < v->n_special; i++)
+		if ((rc = trie_insert(v, &v->text[v->special[i]], i, &cap)))
+			return rc;
+	return FX_OK;
+}
+
+/* Per-model token attributes llama.cpp sets by model name (Phi-3 strips
+ * spaces after its special tokens). */
+static void model_attrs(struct vocab *v, const struct gguf_file *g)
+{
+	struct gguf_str name;
+	char low[256];
+	size_t n;
+	fx_token t;
+
+	if (!gguf_get_str(g, "general.name", &name))
+		return;
+	n = name.n < sizeof(low) - 1 ? name.n : sizeof(low) - 1;
+	for (size_t i = 0; i < n; i++)
+		low[i] = (char)tolower((unsigned char)name.p[i]);
+	low[n] = 0;
+	if (!strstr(low, "phi-3") && !strstr(low, "phi3"))
+		return;
+	for (int32_t i = 0; i < v->n_special; i++)
+		v->attr[v->special[i]] |= ATTR_RSTRIP;
+	if ((t = find_text(v, "</s>")) >= 0)
+		v->attr[t] |= ATTR_RSTRIP;
+	if ((t = find_text(v, "<unk>")) >= 0)
+		v->attr[t] &= ~(uint32_t)ATTR_RSTRIP;
+	if ((t = find_text(v, "<s>")) >= 0)
+		v->attr[t] &= ~(uint32_t)ATTR_RSTRIP;
+	if ((t = find_text(v, "<|endoftext|>")) >= 0)
+		v->attr[t] &= ~(uint32_t)ATTR_RSTRIP;
+}
+
+int vocab_load(const struct gguf_file *g, struct vocab **out, struct fx_err *err)
+{
+	struct vocab *v;
+	int rc;
+
+	*out = NULL;
+	if (!(v = fx_calloc(1, sizeof(*v))))
+		return fx_fail(err, FX_E_NOMEM, "out of memory loading the vocabulary");
+	if ((rc = load_kind(v, g, err)) || (rc = load_tokens(v, g, err)))
+		goto out_free;
+	if (v->type == VOCAB_BPE) {
+		if ((rc = load_merges(v, g, err)) || (rc = pretok_compile(v, v->pre, err)))
+			goto out_free;
+		pretok_init_bytemap(v);
+	}
+	if ((rc = load_special_ids(v, g, err)) || (rc = detect_special(v)) ||
+	    (rc = build_specials(v)))
+		goto out_free;
+	model_attrs(v, g);
+	*out = v;
+	return FX_OK;
+
+out_free:
+	vocab_free(v);
+	if (rc == FX_E_NOMEM)
+		return fx_fail(err, rc, "out of memory loading the vocabulary");
+	return rc;
+}
+
+void vocab_free(struct vocab *v)
+{
+	if (!v)
+		return;
+	pretok_free(v);
+	fx_free(v->trie);
+	fx_free(v->special);
+	fx_free(v->eog);
+	fx_free(v->merge_map.slot);
+	fx_free(v->merges);
+	fx_free(v->tok_map.slot);
+	fx_free(v->extra);
+	fx_free(v->attr);
+	fx_free(v->score);
+	fx_free(v->text);
+	fx_free(v);
+}
+
+int32_t vocab_n_tokens(const struct vocab *v)
+{
+	return v->n_tokens;
+}
+
+fx_token vocab_bos(const struct vocab *v)
+{
+	return v->bos;
+}
+
+fx_token vocab_eos(const struct vocab *v)
+{
+	return v->eos;
+}
+
+bool vocab_add_bos(const struct vocab *v)
+{
+	return v->add_bos;
+}
+
+bool vocab_is_eog(const struct vocab *v, fx_token t)
+{
+	int32_t lo = 0, hi = v->n_eog;
+
+	while (lo < hi) {
+		int32_t mid = (lo + hi) / 2;
+
+		if (v->eog[mid] == t)
+			return true;
+		if (v->eog[mid] < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+const char *vocab_kind(const struct vocab *v)
+{
+	return v->kind;
+}

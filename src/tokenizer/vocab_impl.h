@@ -1,0 +1,172 @@
+/* Private to src/tokenizer: the vocabulary's layout and the helpers its
+ * files share (string map, UTF-8 decoding, pre-tokenizer, output sink).
+ *
+ * Every name and rule here mirrors llama.cpp's src/llama-vocab.cpp and
+ * src/unicode.cpp (the parity oracle); the comments say which part.
+ */
+#ifndef FX_TOKENIZER_VOCAB_IMPL_H
+#define FX_TOKENIZER_VOCAB_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "tokenizer/vocab.h"
+
+/* Token attributes: the bits of llama.cpp's llama_token_attr. */
+enum {
+	ATTR_UNDEFINED = 0,
+	ATTR_UNKNOWN = 1 << 0,
+	ATTR_UNUSED = 1 << 1,
+	ATTR_NORMAL = 1 << 2,
+	ATTR_CONTROL = 1 << 3,
+	ATTR_USER_DEFINED = 1 << 4,
+	ATTR_BYTE = 1 << 5,
+	ATTR_LSTRIP = 1 << 7,
+	ATTR_RSTRIP = 1 << 8,
+};
+
+enum vocab_type { VOCAB_SPM, VOCAB_BPE };
+
+/* A byte string that is not NUL-terminated. */
+struct span {
+	const char *p;
+	size_t n;
+};
+
+/* Open-addressing hash from a byte string to an index into a caller-held
+ * array of spans (the keys are not copied). slot[i] is -1 when empty. */
+struct strmap {
+	int32_t *slot; /* [mask + 1] */
+	size_t mask;
+};
+
+/* Node of the trie over special-token texts, used to find which special
+ * tokens occur in a text before partitioning it. */
+struct trie_node {
+	int32_t child;   /* first child, -1 when none */
+	int32_t sibling; /* next sibling, -1 when none */
+	int32_t special; /* index into vocab->special, or -1 */
+	uint8_t byte;    /* the edge label leading here */
+};
+
+#define PRETOK_MAX_RE 6
+
+/* A pre-tokenizer: the regexes llama.cpp's llm_tokenizer_bpe uses for a
+ * tokenizer.ggml.pre family, already rewritten for PCRE2 (see pretok.c). */
+struct pretok_def {
+	const char *const *names; /* NULL-terminated tokenizer.ggml.pre values */
+	const char *regex[PRETOK_MAX_RE];
+	bool ignore_merges; /* a word that is a whole token skips the merges */
+	bool add_bos;       /* default for add_bos before the GGUF key */
+};
+
+struct vocab {
+	enum vocab_type type;
+	int32_t n_tokens;
+	struct span *text; /* [n_tokens] token texts (GGUF mapping or extra) */
+	float *score;      /* [n_tokens] SentencePiece scores (0 when absent) */
+	uint32_t *attr;    /* [n_tokens] ATTR_* bits */
+	char *extra;       /* owned storage for "[EMPTY_i]" replacement texts */
+	struct strmap tok_map; /* text -> id (the last id wins on duplicates) */
+	int max_token_len;
+
+	/* BPE */
+	struct span *merges;     /* [n_merges] "left right" from the GGUF */
+	int32_t n_merges;
+	struct strmap merge_map; /* merge text -> rank (the first wins) */
+	const struct pretok_def *pre;
+	const char *pre_name;    /* tokenizer.ggml.pre as given, "default" when absent */
+	pcre2_code *re[PRETOK_MAX_RE]; /* compiled once; shared read-only */
+	int n_re;
+	char byte_utf8[256][2];  /* GPT-2 byte -> code point, as UTF-8 */
+	uint8_t byte_utf8_len[256];
+	int16_t cpt_byte[324];   /* inverse map: code point -> byte, -1 if none */
+
+	/* special tokens: CONTROL, USER_DEFINED or UNKNOWN, longest first */
+	int32_t *special;
+	int32_t n_special;
+	struct trie_node *trie; /* [n_trie], node 0 is the root */
+	int32_t n_trie;
+
+	fx_token bos, eos, eot, eom, unk, sep, pad, mask;
+	fx_token fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
+	fx_token *eog; /* sorted ids that end generation */
+	int32_t n_eog;
+
+	bool add_bos, add_eos, add_space_prefix, ignore_merges;
+	char kind[96];
+};
+
+/* ---- strmap.c-like helpers (vocab.c) -------------------------------- */
+
+/* Index i whose keys[i] equals the concatenation of seg[0..nseg), or -1. */
+int32_t strmap_find(const struct strmap *m, const struct span *keys,
+		    const struct span *seg, int nseg);
+/* Token id of the text p[0..n), or -1 (llama.cpp's text_to_token). */
+fx_token vocab_text_to_token(const struct vocab *v, const char *p, size_t n);
+/* Id of the byte-fallback token for byte b: <0xNN>, else the one-byte
+ * token, else -1 (llama.cpp's byte_to_token for SPM). */
+fx_token vocab_byte_token(const struct vocab *v, uint8_t b);
+
+/* ---- UTF-8 (utf8.c) ------------------------------------------------- */
+
+/* Length of the UTF-8 sequence led by byte c, from its high nibble only
+ * (1, 2, 3 or 4), as llama.cpp's unicode_len_utf8. */
+size_t utf8_len(unsigned char c);
+/* Decode one code point at s[*off], s[0..n), the lenient way llama.cpp's
+ * unicode_cpts_from_utf8 does: overlong forms and surrogates are accepted,
+ * a bad sequence gives U+FFFD and consumes one byte. */
+uint32_t utf8_decode_lenient(const char *s, size_t n, size_t *off);
+/* Encode cpt (any value < 0x200000) into out[0..4); returns the length. */
+size_t utf8_encode(uint32_t cpt, char *out);
+
+/* ---- output sink ---------------------------------------------------- */
+
+/* Tokens are counted past cap so the caller learns the size it needs. */
+struct tok_out {
+	fx_token *out;
+	size_t cap;
+	size_t n;
+};
+
+static inline void tok_push(struct tok_out *o, fx_token t)
+{
+	if (o->n < o->cap)
+		o->out[o->n] = t;
+	o->n++;
+}
+
+/* ---- tokenizers ----------------------------------------------------- */
+
+/* SentencePiece over text[0..n) (spaces already escaped to U+2581). */
+int spm_tokenize(const struct vocab *v, const char *text, size_t n, struct tok_out *o);
+/* Byte-level BPE of one raw-text fragment: pre-tokenize, byte-encode, merge. */
+int bpe_tokenize(const struct vocab *v, const char *text, size_t n, struct tok_out *o);
+
+/* ---- pre-tokenizer (pretok.c) --------------------------------------- */
+
+/* The definition for a tokenizer.ggml.pre value, or NULL when unknown. */
+const struct pretok_def *pretok_find(const char *name, size_t n);
+/* Compile def's regexes into v->re; FX_E_UNSUPPORTED names a pattern
+ * PCRE2 rejects, FX_E_NOMEM. */
+int pretok_compile(struct vocab *v, const struct pretok_def *def, struct fx_err *err);
+void pretok_free(struct vocab *v);
+/* Fill v->byte_utf8 / cpt_byte with GPT-2's bytes_to_unicode map. */
+void pretok_init_bytemap(struct vocab *v);
+
+/* Split text[0..n) into words as llama.cpp's unicode_regex_split does.
+ * On success *words holds *n_words spans into *buf (both owned by the
+ * caller, fx_free), each word already byte-encoded when the vocab is. */
+int pretok_split(const struct vocab *v, const char *text, size_t n,
+		 char **buf, struct span **words, size_t *n_words);
+
+/* ---- streaming detokenizer (piece.c) -------------------------------- */
+
+/* fx_detok_flush: U+FFFD for a pending incomplete sequence. */
+int detok_flush(struct fx_detok *st, char *out, size_t cap, size_t *n_out);
+
+#endif
