@@ -106,8 +106,9 @@ struct fx_detok {
 	int n_pending;
 };
 /* Append token t's text to the stream; writes the bytes ready to print into
- * out (cap >= 64 + the piece length is always enough) and their count to
- * *n_out. fx_detok_flush emits whatever is still pending. */
+ * out and their count to *n_out. Returns FX_E_INVALID, with the size needed
+ * in *n_out and the state unchanged, when cap is too small (each invalid
+ * byte becomes a 3-byte U+FFFD). fx_detok_flush emits whatever is pending. */
 int fx_detok_push(const struct fx_model *m, struct fx_detok *st, fx_token t,
 		  bool special, char *out, size_t cap, size_t *n_out);
 int fx_detok_flush(struct fx_detok *st, char *out, size_t cap, size_t *n_out);

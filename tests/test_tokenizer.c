@@ -3,8 +3,10 @@
  * Parity: for each model, every case in tests/data/tokenizer/<model>.txt
  * (written by scripts/make-tokenizer-refs.py from llama.cpp) must give the
  * same ids, the same detokenized bytes, the same streamed bytes, the same
- * token pieces and the same BOS/EOS/EOG facts. Models are found through
- * check_model_path (skipped locally when absent, a failure in CI).
+ * token pieces and the same BOS/EOS/EOG facts. The *-pre-<name>.txt files
+ * do the same for other pre-tokenizers, with SmolLM2's vocabulary under a
+ * rewritten tokenizer.ggml.pre. Models are found through check_model_path
+ * (skipped locally when absent, a failure in CI).
  *
  * Without models: tiny SentencePiece and BPE vocabularies built in memory
  * as GGUF, the streaming detokenizer's UTF-8 handling, and the errors for an

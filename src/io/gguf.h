@@ -34,7 +34,8 @@ struct gguf_kv {
 	enum gguf_vtype arr_type; /* element type when type == GGUF_T_ARRAY */
 	uint64_t n;               /* array length (1 for scalars) */
 	/* Scalars: points at the little-endian value in the mapping (unaligned:
-	 * read with memcpy). Strings: a struct gguf_str *. Arrays of numbers:
+	 * read with memcpy); for a string, at its u64 length, the bytes
+	 * following (read it with gguf_get_str). Arrays of numbers:
 	 * the packed little-endian elements in the mapping. Arrays of strings:
 	 * a struct gguf_str[n] built at open time. Arrays of arrays are
 	 * accepted (skipped) and have data == NULL. */

@@ -13,6 +13,7 @@ struct byte_out {
 	size_t n;
 };
 
+/* Append n bytes (those past cap are only counted). */
 static void put(struct byte_out *o, const char *s, size_t n)
 {
 	if (o->n < o->cap)
@@ -72,6 +73,9 @@ static void decode_bpe(const struct vocab *v, const struct span *t, struct byte_
 	}
 }
 
+/* token_to_piece: control/unknown tokens only when special; their and
+ * user-defined texts verbatim; normal SPM text with U+2581 as space;
+ * normal BPE text through GPT-2's byte map; byte tokens as the byte. */
 static void piece(const struct vocab *v, fx_token id, bool special, struct byte_out *o)
 {
 	const struct span *t = &v->text[id];
@@ -191,6 +195,7 @@ static void feed(struct fx_detok *st, const unsigned char *p, size_t n, struct b
 	}
 }
 
+/* Is st a state this file could have left (guards caller-made ones)? */
 static bool detok_state_ok(const struct fx_detok *st)
 {
 	return st && st->n_pending >= 0 && st->n_pending < 4 &&

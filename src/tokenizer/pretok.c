@@ -41,7 +41,8 @@
 #define RE_LLAMA3 RE_LLAMA3_("{1,3}")
 #define RE_QWEN2 RE_LLAMA3_("")
 /* CJK ranges of the DeepSeek patterns: U+4E00-9FA5, U+0800-4E00, U+AC00-D7FF. */
-#define RE_DEEPSEEK_CJK "(?:(?!" RE_S ")[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}])+"
+#define RE_DEEPSEEK_CJK \
+	"(?:(?!" RE_S ")[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}])+"
 
 static const char *const names_default[] = { "default", NULL };
 static const char *const names_llama3[] = {
@@ -69,7 +70,8 @@ static const char *const names_deepseek_coder[] = { "deepseek-coder", NULL };
  * LLAMA_VOCAB_PRE_TYPE_*); the regexes run in order, each splitting the
  * words the previous one produced. */
 static const struct pretok_def pretok_defs[] = {
-	{ names_default, { "[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]" },
+	{ names_default,
+	  { "[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]" },
 	  false, false },
 	{ names_llama3, { RE_LLAMA3 }, true, true },
 	{ names_dbrx, { RE_LLAMA3 }, false, false },
@@ -178,6 +180,7 @@ struct split {
 	size_t n_cut, n_cut2, cap_cut;
 };
 
+/* Append a word end to the list being built (cut2). */
 static int push_cut(struct split *s, size_t end)
 {
 	if (s->n_cut2 == s->cap_cut) {
@@ -196,6 +199,8 @@ static int push_cut(struct split *s, size_t end)
 	return FX_OK;
 }
 
+/* One pcre2_match from byte start of subj[0..n); falls back from the JIT
+ * to the interpreter when a long run exhausts the JIT stack. */
 static int run_match(const pcre2_code *re, const char *subj, size_t n, size_t start,
 		     pcre2_match_data *md)
 {
@@ -255,6 +260,8 @@ static int split_by(struct split *s, const pcre2_code *re, pcre2_match_data *md)
 	return FX_OK;
 }
 
+/* Decode text (llama.cpp's unicode_cpts_from_utf8), build the PCRE2
+ * subject and offset maps; the word list starts as the whole text. */
 static int split_init(struct split *s, const char *text, size_t n)
 {
 	size_t i = 0, bytes = 0;

@@ -33,11 +33,13 @@ struct heap {
 	size_t n, cap;
 };
 
+/* Priority order: x pops before y. */
 static bool bg_before(const struct bigram *x, const struct bigram *y)
 {
 	return x->key < y->key || (x->key == y->key && x->left < y->left);
 }
 
+/* Binary min-heap on bg_before (std::priority_queue in llama.cpp). */
 static int heap_push(struct heap *h, struct bigram b)
 {
 	size_t i;
@@ -57,6 +59,7 @@ static int heap_push(struct heap *h, struct bigram b)
 	return FX_OK;
 }
 
+/* Remove and return the first bigram; h must not be empty. */
 static struct bigram heap_pop(struct heap *h)
 {
 	struct bigram top = h->a[0], last = h->a[--h->n];
@@ -115,6 +118,8 @@ static void merge_pair(struct sym *s, int32_t left, int32_t right)
 
 /* ---- SentencePiece --------------------------------------------------- */
 
+/* llm_tokenizer_spm_session::try_add_bigram: queue left+right when their
+ * concatenation is a token (any type), ranked by that token's score. */
 static int spm_try_add(const struct vocab *v, struct sym *s, struct heap *h,
 		       int32_t left, int32_t right)
 {
@@ -175,6 +180,8 @@ out:
 
 /* ---- byte-level BPE -------------------------------------------------- */
 
+/* llm_tokenizer_bpe_session::add_new_bigram: queue left+right when
+ * "left right" is a merge, ranked by the merge's position. */
 static int bpe_try_add(const struct vocab *v, struct sym *s, struct heap *h,
 		       int32_t left, int32_t right)
 {
@@ -271,6 +278,7 @@ struct frags {
 	size_t n, cap;
 };
 
+/* Append a fragment (token >= 0: a special token; else raw text). */
 static int frag_push(struct frags *f, fx_token token, size_t off, size_t len)
 {
 	if (f->n == f->cap) {
@@ -286,6 +294,7 @@ static int frag_push(struct frags *f, fx_token token, size_t off, size_t len)
 	return FX_OK;
 }
 
+/* isspace() in the C locale, as llama.cpp's LSTRIP/RSTRIP use it. */
 static bool c_isspace(char c)
 {
 	return c == ' ' || (c >= '\t' && c <= '\r');

@@ -17,6 +17,7 @@
 
 /* ---- string map ------------------------------------------------------ */
 
+/* FNV-1a over the concatenated segments, folded for the low bits. */
 static uint64_t hash_segs(const struct span *seg, int nseg)
 {
 	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, 64 bit */
@@ -29,6 +30,7 @@ static uint64_t hash_segs(const struct span *seg, int nseg)
 	return h ^ (h >> 29);
 }
 
+/* Does key equal the concatenation of seg[0..nseg)? */
 static bool segs_equal(const struct span *key, const struct span *seg, int nseg)
 {
 	size_t off = 0;
@@ -105,6 +107,7 @@ fx_token vocab_byte_token(const struct vocab *v, uint8_t b)
 	return vocab_text_to_token(v, buf, 1);
 }
 
+/* Is token id's text exactly the C string s? */
 static bool text_is(const struct vocab *v, fx_token id, const char *s)
 {
 	size_t n = strlen(s);
@@ -112,6 +115,7 @@ static bool text_is(const struct vocab *v, fx_token id, const char *s)
 	return v->text[id].n == n && !memcmp(v->text[id].p, s, n);
 }
 
+/* Id of the token whose text is s, or -1. */
 static fx_token find_text(const struct vocab *v, const char *s)
 {
 	return vocab_text_to_token(v, s, strlen(s));
@@ -165,6 +169,7 @@ static int get_num_arr(const struct gguf_file *g, const char *key, enum gguf_vty
 	return FX_OK;
 }
 
+/* Is the GGUF string s equal to the C string c? */
 static bool span_eq(const struct gguf_str *s, const char *c)
 {
 	size_t n = strlen(c);
@@ -215,8 +220,6 @@ static int load_tokens(struct vocab *v, const struct gguf_file *g, struct fx_err
 			v->text[i] = (struct span){ v->extra + off, (size_t)k };
 			off += 24;
 		}
-		if ((int)v->text[i].n > v->max_token_len)
-			v->max_token_len = (int)v->text[i].n;
 		if (sc && sc->arr_type == GGUF_T_F32)
 			memcpy(&v->score[i], (const char *)sc->data + 4 * (size_t)i, 4);
 		else if (sc)
@@ -301,7 +304,6 @@ static int load_kind(struct vocab *v, const struct gguf_file *g, struct fx_err *
 		if (!v->pre)
 			return fx_fail(err, FX_E_UNSUPPORTED,
 				       "tokenizer.ggml.pre '%.*s' is not supported", (int)pre.n, pre.p);
-		v->pre_name = v->pre->names[0];
 		v->add_bos = v->pre->add_bos;
 		v->ignore_merges = v->pre->ignore_merges;
 		snprintf(v->kind, sizeof(v->kind), "gpt2 (byte-level BPE, pre %.*s)",
@@ -354,12 +356,19 @@ static int load_special_ids(struct vocab *v, const struct gguf_file *g, struct f
 	return FX_OK;
 }
 
-static bool text_in(const struct vocab *v, fx_token id, const char *const *list)
+/* The lowest id among the tokens whose text is in the NULL-terminated list,
+ * or -1: the first one llama.cpp's walk would meet, were it in id order. */
+static fx_token first_of(const struct vocab *v, const char *const *list)
 {
-	for (; *list; list++)
-		if (text_is(v, id, *list))
-			return true;
-	return false;
+	fx_token best = -1;
+
+	for (; *list; list++) {
+		fx_token id = find_text(v, *list);
+
+		if (id >= 0 && (best < 0 || id < best))
+			best = id;
+	}
+	return best;
 }
 
 /* Token texts llama.cpp recognises (load(): "auto-detect special tokens by
@@ -402,6 +411,7 @@ static const char *const eog_texts[] = {
 	"[e~[", NULL
 };
 
+/* Insert id (when in range) into the sorted EOG set (std::set in llama.cpp). */
 static int eog_add(struct vocab *v, fx_token id)
 {
 	int32_t i = 0;
@@ -422,6 +432,7 @@ static int eog_add(struct vocab *v, fx_token id)
 	return FX_OK;
 }
 
+/* Remove id from the EOG set, if there. */
 static void eog_remove(struct vocab *v, fx_token id)
 {
 	for (int32_t i = 0; i < v->n_eog; i++)
@@ -432,6 +443,7 @@ static void eog_remove(struct vocab *v, fx_token id)
 		}
 }
 
+/* The EOG token whose text is s, or -1. */
 static fx_token eog_with_text(const struct vocab *v, const char *s)
 {
 	for (int32_t i = 0; i < v->n_eog; i++)
@@ -455,25 +467,30 @@ static int detect_special(struct vocab *v)
 	fx_token end, s;
 	int rc;
 
-	for (fx_token id = 0; id < v->n_tokens; id++)
-		for (size_t k = 0; k < sizeof(det) / sizeof(det[0]); k++)
-			if (*det[k].id < 0 && text_in(v, id, det[k].texts)) {
-				*det[k].id = id;
-				v->attr[id] |= ATTR_CONTROL;
-			}
+	for (size_t k = 0; k < sizeof(det) / sizeof(det[0]); k++) {
+		fx_token id = first_of(v, det[k].texts);
+
+		if (*det[k].id < 0 && id >= 0) {
+			*det[k].id = id;
+			v->attr[id] |= ATTR_CONTROL;
+		}
+	}
 
 	if ((rc = eog_add(v, v->fim_pad)) || (rc = eog_add(v, v->fim_rep)) ||
 	    (rc = eog_add(v, v->fim_sep)))
 		return rc;
-	for (fx_token id = 0; id < v->n_tokens; id++)
-		if (text_in(v, id, eog_texts)) {
-			if ((rc = eog_add(v, id)))
-				return rc;
-			v->attr[id] |= ATTR_CONTROL;
-		}
-	for (fx_token id = 0; id < v->n_tokens; id++) /* gpt-oss: always rendered */
-		if (text_in(v, id, harmony))
-			v->attr[id] = ATTR_USER_DEFINED;
+	for (const char *const *t = eog_texts; *t; t++) {
+		fx_token id = find_text(v, *t);
+
+		if (id < 0)
+			continue;
+		if ((rc = eog_add(v, id)))
+			return rc;
+		v->attr[id] |= ATTR_CONTROL;
+	}
+	for (const char *const *t = harmony; *t; t++) /* gpt-oss: always rendered */
+		if (find_text(v, *t) >= 0)
+			v->attr[find_text(v, *t)] = ATTR_USER_DEFINED;
 	if ((rc = eog_add(v, v->eos)) || (rc = eog_add(v, v->eot)) || (rc = eog_add(v, v->eom)))
 		return rc;
 
@@ -496,6 +513,7 @@ static int detect_special(struct vocab *v)
 	return FX_OK;
 }
 
+/* qsort_r order of the special cache: longer text first, then lower id. */
 static int cmp_special(const void *a, const void *b, void *ctx)
 {
 	const struct vocab *v = ctx;
@@ -506,6 +524,8 @@ static int cmp_special(const void *a, const void *b, void *ctx)
 	return x < y ? -1 : x > y;
 }
 
+/* Add special token text s (cache index special) to the trie, growing the
+ * node array (capacity *cap) as needed. */
 static int trie_insert(struct vocab *v, const struct span *s, int32_t special, int32_t *cap)
 {
 	int32_t node = 0;
@@ -565,33 +585,58 @@ static int build_specials(struct vocab *v)
 	return FX_OK;
 }
 
-/* Per-model token attributes llama.cpp sets by model name (Phi-3 strips
- * spaces after its special tokens). */
+/* Lowercased copy of string key (empty when absent), for substring tests. */
+static void lower_key(const struct gguf_file *g, const char *key, char *buf, size_t n)
+{
+	struct gguf_str s = { "", 0 };
+	size_t k;
+
+	gguf_get_str(g, key, &s);
+	k = s.n < n - 1 ? s.n : n - 1;
+	for (size_t i = 0; i < k; i++)
+		buf[i] = (char)tolower((unsigned char)s.p[i]);
+	buf[k] = 0;
+}
+
+static void set_attr(struct vocab *v, const char *text, uint32_t bit, bool on)
+{
+	fx_token t = find_text(v, text);
+
+	if (t >= 0)
+		v->attr[t] = on ? v->attr[t] | bit : v->attr[t] & ~bit;
+}
+
+/* Per-token attributes llama.cpp sets by model, pre-tokenizer or
+ * architecture name (load(): "Handle per token attributes"): some mask
+ * tokens strip the spaces before them, Phi-3's special tokens the spaces
+ * after them. (llama.cpp lowercases only the model name.) */
 static void model_attrs(struct vocab *v, const struct gguf_file *g)
 {
-	struct gguf_str name;
-	char low[256];
-	size_t n;
-	fx_token t;
+	char name[256], pre[64], arch[64];
 
-	if (!gguf_get_str(g, "general.name", &name))
-		return;
-	n = name.n < sizeof(low) - 1 ? name.n : sizeof(low) - 1;
-	for (size_t i = 0; i < n; i++)
-		low[i] = (char)tolower((unsigned char)name.p[i]);
-	low[n] = 0;
-	if (!strstr(low, "phi-3") && !strstr(low, "phi3"))
-		return;
-	for (int32_t i = 0; i < v->n_special; i++)
-		v->attr[v->special[i]] |= ATTR_RSTRIP;
-	if ((t = find_text(v, "</s>")) >= 0)
-		v->attr[t] |= ATTR_RSTRIP;
-	if ((t = find_text(v, "<unk>")) >= 0)
-		v->attr[t] &= ~(uint32_t)ATTR_RSTRIP;
-	if ((t = find_text(v, "<s>")) >= 0)
-		v->attr[t] &= ~(uint32_t)ATTR_RSTRIP;
-	if ((t = find_text(v, "<|endoftext|>")) >= 0)
-		v->attr[t] &= ~(uint32_t)ATTR_RSTRIP;
+	lower_key(g, "general.name", name, sizeof(name));
+	{
+		struct gguf_str s = { "", 0 };
+
+		gguf_get_str(g, "tokenizer.ggml.pre", &s);
+		snprintf(pre, sizeof(pre), "%.*s", (int)(s.n < 63 ? s.n : 63), s.p);
+		s = (struct gguf_str){ "", 0 };
+		gguf_get_str(g, "general.architecture", &s);
+		snprintf(arch, sizeof(arch), "%.*s", (int)(s.n < 63 ? s.n : 63), s.p);
+	}
+	if (strstr(pre, "jina-v2-de") || strstr(pre, "jina-v2-es") || strstr(pre, "jina-v2-code") ||
+	    strstr(arch, "nomic-bert-moe") || strstr(arch, "jina-bert-v3")) {
+		set_attr(v, "<mask>", ATTR_LSTRIP, true);
+	} else if (strstr(name, "phi-3") || strstr(name, "phi3")) {
+		for (int32_t i = 0; i < v->n_special; i++)
+			v->attr[v->special[i]] |= ATTR_RSTRIP;
+		set_attr(v, "</s>", ATTR_RSTRIP, true);
+		set_attr(v, "<unk>", ATTR_RSTRIP, false);
+		set_attr(v, "<s>", ATTR_RSTRIP, false);
+		set_attr(v, "<|endoftext|>", ATTR_RSTRIP, false);
+	} else if (strstr(name, "modern-bert")) {
+		set_attr(v, "[MASK]", ATTR_LSTRIP, true);
+	}
 }
 
 int vocab_load(const struct gguf_file *g, struct vocab **out, struct fx_err *err)

@@ -72,14 +72,12 @@ struct vocab {
 	uint32_t *attr;    /* [n_tokens] ATTR_* bits */
 	char *extra;       /* owned storage for "[EMPTY_i]" replacement texts */
 	struct strmap tok_map; /* text -> id (the last id wins on duplicates) */
-	int max_token_len;
 
 	/* BPE */
 	struct span *merges;     /* [n_merges] "left right" from the GGUF */
 	int32_t n_merges;
 	struct strmap merge_map; /* merge text -> rank (the first wins) */
 	const struct pretok_def *pre;
-	const char *pre_name;    /* tokenizer.ggml.pre as given, "default" when absent */
 	pcre2_code *re[PRETOK_MAX_RE]; /* compiled once; shared read-only */
 	int n_re;
 	char byte_utf8[256][2];  /* GPT-2 byte -> code point, as UTF-8 */
@@ -101,7 +99,7 @@ struct vocab {
 	char kind[96];
 };
 
-/* ---- strmap.c-like helpers (vocab.c) -------------------------------- */
+/* ---- lookups (vocab.c) --------------------------------------------- */
 
 /* Index i whose keys[i] equals the concatenation of seg[0..nseg), or -1. */
 int32_t strmap_find(const struct strmap *m, const struct span *keys,
