@@ -365,6 +365,28 @@ static inline int scales_mins_k4(const uint8_t packed[12],
 	return sumi;
 }
 
+/* The part of the q4_K and q5_K dots after unpacking the quants a[QK_K]
+ * (as in ggml's generic code): eight 32-wide sub-blocks with 6-bit scales
+ * and mins, lane sums into sums[8], the min term into *sumf. */
+static inline void accum_k4(const int8_t *a, const uint8_t packed[12], fx_half xd,
+			    fx_half xdmin, const struct block_q8_K *y, float sums[8],
+			    float *sumf)
+{
+	int scales[8];
+	int32_t aux32[8];
+	const int sumi = scales_mins_k4(packed, y->bsums, scales);
+
+	lanes_q8_K(a, y->qs, scales, 32, aux32);
+
+	const float d = quant_fp16_to_fp32(xd) * y->d;
+
+	for (int l = 0; l < 8; l++)
+		sums[l] += d * (float)aux32[l];
+	const float dmin = quant_fp16_to_fp32(xdmin) * y->d;
+
+	*sumf -= dmin * (float)sumi;
+}
+
 /* *s = x . y; x [n] q4_K, y [n] q8_K (ggml_vec_dot_q4_K_q8_K_generic). */
 void quant_vec_dot_q4_K_q8_K(int64_t n, float *s, const void *vx,
 			     const void *vy)
@@ -377,8 +399,6 @@ void quant_vec_dot_q4_K_q8_K(int64_t n, float *s, const void *vx,
 	for (int64_t i = 0; i < n / QK_K; i++) {
 		const uint8_t *q4 = x[i].qs;
 		int8_t a[QK_K];
-		int scales[8];
-		int32_t aux32[8];
 
 		for (int j = 0; j < QK_K / 64; j++, q4 += 32) {
 			for (int l = 0; l < 32; l++) {
@@ -386,17 +406,7 @@ void quant_vec_dot_q4_K_q8_K(int64_t n, float *s, const void *vx,
 				a[64 * j + 32 + l] = (int8_t)(q4[l] >> 4);
 			}
 		}
-		const int sumi = scales_mins_k4(x[i].scales, y[i].bsums, scales);
-
-		lanes_q8_K(a, y[i].qs, scales, 32, aux32);
-
-		const float d = quant_fp16_to_fp32(x[i].d) * y[i].d;
-
-		for (int l = 0; l < 8; l++)
-			sums[l] += d * (float)aux32[l];
-		const float dmin = quant_fp16_to_fp32(x[i].dmin) * y[i].d;
-
-		sumf -= dmin * (float)sumi;
+		accum_k4(a, x[i].scales, x[i].d, x[i].dmin, &y[i], sums, &sumf);
 	}
 	for (int l = 0; l < 8; l++)
 		sumf += sums[l];
@@ -416,8 +426,6 @@ void quant_vec_dot_q5_K_q8_K(int64_t n, float *s, const void *vx,
 		const uint8_t *q4 = x[i].qs;
 		const uint8_t *hm = x[i].qh;
 		int8_t a[QK_K];
-		int scales[8];
-		int32_t aux32[8];
 
 		for (int j = 0; j < QK_K / 64; j++, q4 += 32) {
 			for (int l = 0; l < 32; l++) {
@@ -427,17 +435,7 @@ void quant_vec_dot_q5_K_q8_K(int64_t n, float *s, const void *vx,
 							      ((hm[l] >> (2 * j + 1)) & 1) << 4);
 			}
 		}
-		const int sumi = scales_mins_k4(x[i].scales, y[i].bsums, scales);
-
-		lanes_q8_K(a, y[i].qs, scales, 32, aux32);
-
-		const float d = quant_fp16_to_fp32(x[i].d) * y[i].d;
-
-		for (int l = 0; l < 8; l++)
-			sums[l] += d * (float)aux32[l];
-		const float dmin = quant_fp16_to_fp32(x[i].dmin) * y[i].d;
-
-		sumf -= dmin * (float)sumi;
+		accum_k4(a, x[i].scales, x[i].d, x[i].dmin, &y[i], sums, &sumf);
 	}
 	for (int l = 0; l < 8; l++)
 		sumf += sums[l];

@@ -213,24 +213,29 @@ void quant_from_float_f16(const float *x, void *vy, int64_t n)
 		y[i] = quant_fp32_to_fp16(x[i]);
 }
 
-/* *s = sum x[i]*y[i]; x, y [n] f16 (ggml's vec_dot_type for f16 is f16,
- * ggml_vec_dot_f16). Products are formed in f32, which is exact. */
-void quant_vec_dot_f16(int64_t n, float *s, const void *vx, const void *vy)
+/* sum x[i]*y[i] over 16-bit floats decoded by cvt: DOT_LANES f32 lanes,
+ * then a double tail (ggml_vec_dot_f16/bf16's shape). Products of two
+ * 16-bit floats are exact in f32. Inlined with a constant cvt. */
+static inline void dot_halves(int64_t n, float *s, const uint16_t *x, const uint16_t *y,
+			      float (*cvt)(uint16_t))
 {
-	const fx_half *x = vx;
-	const fx_half *y = vy;
 	float acc[DOT_LANES] = { 0 };
 	double tail = 0;
 	int64_t i = 0;
 
 	for (; i + DOT_LANES <= n; i += DOT_LANES)
 		for (int l = 0; l < DOT_LANES; l++)
-			acc[l] += quant_fp16_to_fp32(x[i + l]) *
-				  quant_fp16_to_fp32(y[i + l]);
+			acc[l] += cvt(x[i + l]) * cvt(y[i + l]);
 	for (; i < n; i++)
-		tail += (double)(quant_fp16_to_fp32(x[i]) *
-				 quant_fp16_to_fp32(y[i]));
+		tail += (double)(cvt(x[i]) * cvt(y[i]));
 	*s = dot_finish(acc, tail);
+}
+
+/* *s = sum x[i]*y[i]; x, y [n] f16 (ggml's vec_dot_type for f16 is f16,
+ * ggml_vec_dot_f16). */
+void quant_vec_dot_f16(int64_t n, float *s, const void *vx, const void *vy)
+{
+	dot_halves(n, s, vx, vy, quant_fp16_to_fp32);
 }
 
 /* ---- BF16 --------------------------------------------------------------- */
@@ -252,21 +257,8 @@ void quant_from_float_bf16(const float *x, void *vy, int64_t n)
 }
 
 /* *s = sum x[i]*y[i]; x, y [n] bf16 (ggml's vec_dot_type for bf16 is bf16,
- * ggml_vec_dot_bf16). Products of two bf16 are exact in f32. */
+ * ggml_vec_dot_bf16). */
 void quant_vec_dot_bf16(int64_t n, float *s, const void *vx, const void *vy)
 {
-	const uint16_t *x = vx;
-	const uint16_t *y = vy;
-	float acc[DOT_LANES] = { 0 };
-	double tail = 0;
-	int64_t i = 0;
-
-	for (; i + DOT_LANES <= n; i += DOT_LANES)
-		for (int l = 0; l < DOT_LANES; l++)
-			acc[l] += quant_bf16_to_fp32(x[i + l]) *
-				  quant_bf16_to_fp32(y[i + l]);
-	for (; i < n; i++)
-		tail += (double)(quant_bf16_to_fp32(x[i]) *
-				 quant_bf16_to_fp32(y[i]));
-	*s = dot_finish(acc, tail);
+	dot_halves(n, s, vx, vy, quant_bf16_to_fp32);
 }
