@@ -33,24 +33,26 @@ static int need(struct rd *r, uint64_t n, const char *what)
 	return FX_OK;
 }
 
-static int rd_u32(struct rd *r, uint32_t *v, const char *what)
+/* Copy n little-endian bytes at the cursor (files are read on
+ * little-endian hosts only, as llama.cpp does). */
+static int rd_raw(struct rd *r, void *v, size_t n, const char *what)
 {
-	int rc = need(r, 4, what);
+	int rc = need(r, n, what);
 	if (rc)
 		return rc;
-	memcpy(v, r->p + r->pos, 4);
-	r->pos += 4;
+	memcpy(v, r->p + r->pos, n);
+	r->pos += n;
 	return FX_OK;
+}
+
+static int rd_u32(struct rd *r, uint32_t *v, const char *what)
+{
+	return rd_raw(r, v, sizeof(*v), what);
 }
 
 static int rd_u64(struct rd *r, uint64_t *v, const char *what)
 {
-	int rc = need(r, 8, what);
-	if (rc)
-		return rc;
-	memcpy(v, r->p + r->pos, 8);
-	r->pos += 8;
-	return FX_OK;
+	return rd_raw(r, v, sizeof(*v), what);
 }
 
 static int rd_str(struct rd *r, struct gguf_str *s, const char *what)
