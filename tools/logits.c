@@ -23,15 +23,28 @@ static bool parse_ids(const char *s, struct seq *q)
 	q->ids = malloc(cap * sizeof(*q->ids));
 	if (!q->ids)
 		return false;
-	while (*s) {
-		while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n' || *s == '\r')
-			s++;
-		if (!*s)
-			break;
+	while (*s == ' ' || *s == '\t')
+		s++;
+	while (*s && *s != '\n' && *s != '\r') {
 		char *end;
 		long v = strtol(s, &end, 10);
 		if (end == s || v < 0 || v > INT32_MAX) {
-			fprintf(stderr, "error: bad token id near '%.20s'\n", s);
+			fprintf(stderr, "error: bad token id near '%.20s' (want ids like 5,17,3)\n", s);
+			return false;
+		}
+		s = end;
+		while (*s == ' ' || *s == '\t')
+			s++;
+		if (*s == ',') {
+			s++;
+			while (*s == ' ' || *s == '\t')
+				s++;
+			if (!*s || *s == '\n' || *s == '\r' || *s == ',') {
+				fprintf(stderr, "error: empty token id in the list\n");
+				return false;
+			}
+		} else if (*s && *s != '\n' && *s != '\r') {
+			fprintf(stderr, "error: bad token id near '%.20s' (want ids like 5,17,3)\n", s);
 			return false;
 		}
 		if (q->n == cap) {
@@ -41,7 +54,6 @@ static bool parse_ids(const char *s, struct seq *q)
 			q->ids = t;
 		}
 		q->ids[q->n++] = (fx_token)v;
-		s = end;
 	}
 	return true;
 }
@@ -133,9 +145,11 @@ int cmd_logits(int argc, char **argv)
 	FILE *fo = NULL;
 	if (ids) {
 		seqs = calloc(1, sizeof(*seqs));
-		if (!seqs || !parse_ids(ids, &seqs[0]))
+		if (!seqs)
 			goto out;
-		n_seq = 1;
+		n_seq = 1; /* so the cleanup frees its ids on a parse error */
+		if (!parse_ids(ids, &seqs[0]))
+			goto out;
 	} else if (!read_ids_file(ids_file, &seqs, &n_seq)) {
 		goto out;
 	}

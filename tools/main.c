@@ -70,10 +70,12 @@ static void usage(FILE *f)
 		"usage: ferrox COMMAND [options]\n"
 		"commands:\n"
 		"  run       -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-		"            [--repeat-penalty R] [--seed S] [-t N] [-c N] [--echo]   generate text\n"
+		"            [--repeat-penalty R] [--repeat-last-n N] [--seed S] [-t N] [-c N] [--echo]\n"
+		"            [--cache-type-k f16|f32] [--cache-type-v f16|f32]   generate text\n"
 		"  inspect   -m MODEL                 describe a GGUF file\n"
 		"  tokenize  -m MODEL -p TEXT [--ids] [--no-bos] [--special]\n"
 		"  logits    -m MODEL (--ids 1,2,3 | --ids-file F) --out F [--decode] [--ubatch N] [-t N]\n"
+		"            [--cache-type-k f16|f32] [--cache-type-v f16|f32]   raw f32 logits\n"
 		"Run `ferrox COMMAND --help` for details.\n");
 }
 

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "ferrox.h"
@@ -10,7 +12,7 @@
 struct run_opts {
 	const char *model, *prompt;
 	long long n_predict, n_ctx, n_threads;
-	bool echo;
+	bool echo, seed_set;
 	int32_t type_k, type_v;
 	struct fx_sampler_params sp;
 };
@@ -21,7 +23,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 	o->n_predict = 128;
 	o->n_ctx = 4096;
 	o->type_k = o->type_v = FX_KV_F16;
-	o->sp.seed = 0xFE7703ULL;
+	o->seed_set = false;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 		long long n;
@@ -50,7 +52,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		} else if (!strcmp(a, "--repeat-last-n")) {
 			VAL(); if (!cli_int(a, v, 0, 1 << 20, &n)) return 2; o->sp.repeat_last_n = (int32_t)n;
 		} else if (!strcmp(a, "--seed") || !strcmp(a, "-s")) {
-			VAL(); if (!cli_int(a, v, 0, INT64_MAX, &n)) return 2; o->sp.seed = (uint64_t)n;
+			VAL(); if (!cli_int(a, v, 0, INT64_MAX, &n)) return 2; o->sp.seed = (uint64_t)n; o->seed_set = true;
 		} else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "-ctk")) {
 			VAL(); if (!cli_cache_type(a, v, &o->type_k)) return 2;
 		} else if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) {
@@ -68,7 +70,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "  --min-p P              (default 0.05; 0: off)\n"
 			       "  --repeat-penalty R     (default 1.0: off)\n"
 			       "  --repeat-last-n N      tokens the penalty looks back (default 64)\n"
-			       "  -s, --seed S           sampling seed (same seed, same text)\n"
+			       "  -s, --seed S           sampling seed (same seed, same text; default: random,\n"
+			       "                         printed to stderr)\n"
 			       "  --cache-type-k/-v T    KV cache element type, f16 (default) or f32\n"
 			       "  --echo                 print the prompt before the continuation\n");
 			return 1;
@@ -86,11 +89,11 @@ static int parse(int argc, char **argv, struct run_opts *o)
 }
 
 /* Print token t's text through the streaming detokenizer. */
-static void emit(const struct fx_model *m, struct fx_detok *st, fx_token t)
+static void emit(const struct fx_model *m, struct fx_detok *st, fx_token t, bool special)
 {
 	char buf[512];
 	size_t n;
-	if (fx_detok_push(m, st, t, false, buf, sizeof(buf), &n) == FX_OK && n) {
+	if (fx_detok_push(m, st, t, special, buf, sizeof(buf), &n) == FX_OK && n) {
 		fwrite(buf, 1, n, stdout);
 		fflush(stdout);
 	}
@@ -118,8 +121,20 @@ int cmd_run(int argc, char **argv)
 
 	struct fx_context_params cp = fx_context_default_params();
 	cp.n_ctx = (uint32_t)o.n_ctx;
+	if (cp.n_ctx > (uint32_t)fx_model_n_ctx_train(m))
+		fprintf(stderr, "ferrox: -c %u exceeds the model's training context; using %d\n",
+			cp.n_ctx, fx_model_n_ctx_train(m));
 	if (cp.n_ctx == 0 || cp.n_ctx > (uint32_t)fx_model_n_ctx_train(m))
 		cp.n_ctx = (uint32_t)fx_model_n_ctx_train(m);
+	if (!o.seed_set) {
+		/* Like llama.cpp: a fresh seed per run unless one is given. */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		o.sp.seed = ((uint64_t)ts.tv_sec * 1000000007ULL) ^ (uint64_t)ts.tv_nsec ^
+			    ((uint64_t)getpid() << 32);
+		o.sp.seed &= INT64_MAX; /* so --seed can reproduce it */
+	}
+	fprintf(stderr, "ferrox: seed %llu\n", (unsigned long long)o.sp.seed);
 	cp.n_threads = (int32_t)o.n_threads;
 	cp.type_k = o.type_k;
 	cp.type_v = o.type_v;
@@ -139,14 +154,14 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	if (n_prompt >= fx_context_n_ctx(ctx)) {
-		fprintf(stderr, "error: the prompt has %zu tokens but the context holds %u (raise -c)\n",
-			n_prompt, fx_context_n_ctx(ctx));
+		fprintf(stderr, "error: the prompt has %zu tokens; the context of %u leaves no room "
+			"to generate (raise -c)\n", n_prompt, fx_context_n_ctx(ctx));
 		goto out;
 	}
 	struct fx_detok st = { 0 };
 	if (o.echo) {
 		for (size_t i = 0; i < n_prompt; i++)
-			emit(m, &st, toks[i]);
+			emit(m, &st, toks[i], true); /* the prompt as given */
 	}
 	for (size_t i = 0; i < n_prompt; i++)
 		fx_sampler_accept(smp, toks[i]);
@@ -170,7 +185,7 @@ int cmd_run(int argc, char **argv)
 			break;
 		}
 		fx_sampler_accept(smp, t);
-		emit(m, &st, t);
+		emit(m, &st, t, false);
 		n_gen++;
 		if (fx_context_n_past(ctx) >= fx_context_n_ctx(ctx)) {
 			stop = "a full context";
