@@ -39,6 +39,9 @@ PROMPTS = {
     ],
 }
 N_GEN = 32
+# Long-context check (Gemma 3's 512-token sliding window): N_LONG ids of
+# this repo's README, their llama.cpp argmax and top-2 gap at every row.
+N_LONG = 768
 
 
 def main():
@@ -71,6 +74,26 @@ def main():
                   file=sys.stderr)
         with open(os.path.join(out_dir, name + ".tsv"), "w") as f:
             f.write("\n".join(lines) + "\n")
+        if name == "gemma3-270m":
+            write_long(path, file, out_dir, name)
+
+
+def write_long(path, file, out_dir, name):
+    """One prefill of N_LONG tokens: argmax and top-2 gap of every row."""
+    llm = llama_cpp.Llama(model_path=path, n_ctx=1024, n_threads=2, n_batch=1024,
+                          n_ubatch=1024, logits_all=True, verbose=False)
+    with open(os.path.join(ROOT, "README.md"), "rb") as f:
+        text = f.read() * 4
+    ids = llm.tokenize(text, add_bos=True, special=False)[:N_LONG]
+    llm.eval(ids)
+    sc = np.array(llm.scores[:len(ids)], dtype=np.float32)
+    top = np.argsort(-sc, axis=1, kind="stable")[:, :2]
+    gaps = sc[np.arange(len(ids)), top[:, 0]] - sc[np.arange(len(ids)), top[:, 1]]
+    with open(os.path.join(out_dir, name + "-long.tsv"), "w") as f:
+        f.write(f"# llama-cpp-python {llama_cpp.__version__}; {file}; one prefill of "
+                f"{len(ids)} ids; per row: id, llama.cpp argmax, top1-top2 gap\n")
+        for i, t in enumerate(ids):
+            f.write(f"{t}\t{int(top[i, 0])}\t{gaps[i]:.4f}\n")
 
 
 if __name__ == "__main__":

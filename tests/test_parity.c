@@ -157,9 +157,68 @@ static void run_model(const char *file, const char *refs)
 	fx_model_free(m);
 }
 
+/* Gemma 3's sliding window: one long prompt (tests/data/greedy/
+ * gemma3-270m-long.tsv, 768 ids) whose rows past 512 only see the last 512
+ * keys on five of every six layers. Our argmax must match llama.cpp's on
+ * every row where its top-2 gap exceeds NOISE, before and after the window
+ * fills; a wrong window would break the second half. */
+static void run_long(const char *file, const char *refs)
+{
+	char buf[512];
+	const char *path = check_model_path(file, buf, sizeof(buf));
+	if (!path || getenv("FX_SANITIZE_RUN"))
+		return;
+	FILE *f = fopen(refs, "r");
+	CHECKF(f != NULL, "missing %s", refs);
+	if (!f)
+		return;
+	static fx_token ids[4096], want[4096];
+	static float gap[4096];
+	int n = 0;
+	char line[256];
+	while (n < 4096 && fgets(line, sizeof(line), f))
+		if (line[0] != '#' && sscanf(line, "%d\t%d\t%f", &ids[n], &want[n], &gap[n]) == 3)
+			n++;
+	fclose(f);
+	CHECKF(n >= 600, "%s: %d rows", refs, n);
+	struct fx_err err = { 0 };
+	struct fx_model *m;
+	struct fx_context *ctx;
+	if (fx_model_load(path, NULL, &m, &err)) {
+		CHECKF(false, "%s", err.msg);
+		return;
+	}
+	struct fx_context_params cp = fx_context_default_params();
+	cp.n_ctx = (uint32_t)n;
+	cp.n_ubatch = 64;
+	CHECK(fx_context_create(m, &cp, &ctx, &err) == FX_OK);
+	int32_t nv = fx_model_n_vocab(m);
+	int counted[2] = { 0 }, agree[2] = { 0 };
+	for (int i = 0; i < n; i += 64) {
+		int nb = n - i < 64 ? n - i : 64;
+		CHECK(fx_decode(ctx, ids + i, nb, true) == FX_OK);
+		const float *l = fx_get_logits(ctx, NULL);
+		for (int t = 0; t < nb; t++) {
+			int row = i + t, half = row >= 512;
+			if (gap[row] < NOISE)
+				continue;
+			counted[half]++;
+			agree[half] += argmax(l + (size_t)t * nv, nv) == want[row];
+		}
+	}
+	for (int h = 0; h < 2; h++) {
+		printf("%s long prompt, rows %s 512: argmax agrees with llama.cpp on %d/%d rows "
+		       "(its top-2 gap >= %.2f)\n", file, h ? ">=" : "<", agree[h], counted[h], NOISE);
+		CHECK(counted[h] > 50 && agree[h] * 100 >= counted[h] * 99);
+	}
+	fx_context_free(ctx);
+	fx_model_free(m);
+}
+
 int main(void)
 {
 	run_model("gemma-3-270m-q4_k_m.gguf", "tests/data/greedy/gemma3-270m.tsv");
 	run_model("SmolLM2-135M-Instruct.Q4_1.gguf", "tests/data/greedy/smollm2-135m.tsv");
+	run_long("gemma-3-270m-q4_k_m.gguf", "tests/data/greedy/gemma3-270m-long.tsv");
 	return check_exit();
 }
