@@ -63,6 +63,9 @@ int fx_model_load(const char *path, const struct fx_model_params *p,
 void fx_model_free(struct fx_model *m);
 
 int32_t fx_model_n_vocab(const struct fx_model *m);
+/* false for Hugging Face directories until tokenizer.json is supported:
+ * such models run from token ids (ferrox logits). */
+bool fx_model_has_vocab(const struct fx_model *m);
 int32_t fx_model_n_ctx_train(const struct fx_model *m);
 const char *fx_model_arch_name(const struct fx_model *m); /* "gemma3", ... */
 
@@ -122,12 +125,14 @@ struct fx_context_params {
 	uint32_t n_ctx;     /* tokens the KV cache holds; 0 = the model's training context */
 	uint32_t n_ubatch;  /* max tokens per prefill step; 0 = all at once */
 	int32_t n_threads;  /* 0 = one per online core */
-	int32_t type_k;     /* KV cache element type: FX_KV_F16 (default, as llama.cpp) or FX_KV_F32 */
+	int32_t type_k;     /* KV cache element type: FX_KV_DEFAULT (f16 for GGUF files,
+			     * as llama.cpp; f32 for HF checkpoints, as transformers),
+			     * FX_KV_F16 or FX_KV_F32 */
 	int32_t type_v;
 };
 
 /* KV cache element types (values are GGML type ids). */
-enum { FX_KV_F32 = 0, FX_KV_F16 = 1 };
+enum { FX_KV_DEFAULT = -1, FX_KV_F32 = 0, FX_KV_F16 = 1 };
 
 struct fx_context_params fx_context_default_params(void);
 

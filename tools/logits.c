@@ -100,7 +100,7 @@ int cmd_logits(int argc, char **argv)
 	const char *path = NULL, *ids = NULL, *ids_file = NULL, *out = NULL;
 	long long ubatch = 0, threads = 0;
 	bool decode = false;
-	int32_t type_k = FX_KV_F16, type_v = FX_KV_F16;
+	int32_t type_k = FX_KV_DEFAULT, type_v = FX_KV_DEFAULT;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)

@@ -22,7 +22,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 	o->sp = fx_sampler_default_params();
 	o->n_predict = 128;
 	o->n_ctx = 4096;
-	o->type_k = o->type_v = FX_KV_F16;
+	o->type_k = o->type_v = FX_KV_DEFAULT;
 	o->seed_set = false;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
@@ -72,7 +72,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "  --repeat-last-n N      tokens the penalty looks back (default 64)\n"
 			       "  -s, --seed S           sampling seed (same seed, same text; default: random,\n"
 			       "                         printed to stderr)\n"
-			       "  --cache-type-k/-v T    KV cache element type, f16 (default) or f32\n"
+			       "  --cache-type-k/-v T    KV cache element type, f16 or f32 (default: f16 for GGUF\n"
+			       "                         files, as llama.cpp; f32 for HF checkpoints)\n"
 			       "  --echo                 print the prompt before the continuation\n");
 			return 1;
 		} else {
@@ -118,6 +119,13 @@ int cmd_run(int argc, char **argv)
 		return 1;
 	}
 	double t_load = cli_now() - t0;
+	if (!fx_model_has_vocab(m)) {
+		fprintf(stderr, "error: %s is a Hugging Face checkpoint; its tokenizer (tokenizer.json) "
+			"is not supported yet, so it cannot run from text. Use `ferrox logits --ids` or "
+			"a GGUF file.\n", o.model);
+		fx_model_free(m);
+		return 1;
+	}
 
 	struct fx_context_params cp = fx_context_default_params();
 	cp.n_ctx = (uint32_t)o.n_ctx;

@@ -27,7 +27,7 @@ struct fx_context_params fx_context_default_params(void)
 {
 	return (struct fx_context_params){ .size = sizeof(struct fx_context_params),
 					   .n_ctx = 4096, .n_ubatch = 512,
-					   .type_k = FX_KV_F16, .type_v = FX_KV_F16 };
+					   .type_k = FX_KV_DEFAULT, .type_v = FX_KV_DEFAULT };
 }
 
 int fx_context_create(const struct fx_model *m, const struct fx_context_params *p,
@@ -61,7 +61,9 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	}
 	if ((rc = kv_contig_init(&c->kv, hp->n_layer, (int32_t)n_ctx,
 				 (int64_t)hp->n_head_kv * hp->head_dim,
-				 (int64_t)hp->n_head_kv * hp->head_dim_v, p->type_k, p->type_v))) {
+				 (int64_t)hp->n_head_kv * hp->head_dim_v,
+				 p->type_k == FX_KV_DEFAULT ? hp->kv_type : p->type_k,
+				 p->type_v == FX_KV_DEFAULT ? hp->kv_type : p->type_v))) {
 		rc = rc == FX_E_INVALID
 			? fx_fail(err, rc, "KV cache types %d/%d: only f32 (%d) and f16 (%d) are supported",
 				  p->type_k, p->type_v, FX_KV_F32, FX_KV_F16)

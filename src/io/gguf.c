@@ -69,7 +69,7 @@ static int rd_str(struct rd *r, struct gguf_str *s, const char *what)
 	return FX_OK;
 }
 
-static const size_t vtype_size[GGUF_T_COUNT] = {
+const size_t gguf_vtype_size[GGUF_T_COUNT] = {
 	[GGUF_T_U8] = 1, [GGUF_T_I8] = 1, [GGUF_T_U16] = 2, [GGUF_T_I16] = 2,
 	[GGUF_T_U32] = 4, [GGUF_T_I32] = 4, [GGUF_T_F32] = 4, [GGUF_T_BOOL] = 1,
 	[GGUF_T_U64] = 8, [GGUF_T_I64] = 8, [GGUF_T_F64] = 8,
@@ -114,11 +114,11 @@ static int skip_value(struct rd *r, uint32_t t, int depth)
 		if (et >= GGUF_T_COUNT)
 			return fx_fail(r->err, FX_E_FORMAT, "GGUF: unknown array element type %u", et);
 		if (et != GGUF_T_STRING && et != GGUF_T_ARRAY) {
-			if (n > (r->size - r->pos) / vtype_size[et])
+			if (n > (r->size - r->pos) / gguf_vtype_size[et])
 				return fx_fail(r->err, FX_E_FORMAT,
 					       "GGUF truncated: array of %llu %s at offset %zu exceeds the file",
 					       (unsigned long long)n, gguf_vtype_name(et), r->pos);
-			r->pos += n * vtype_size[et];
+			r->pos += n * gguf_vtype_size[et];
 			return FX_OK;
 		}
 		/* Each element takes at least 8 bytes: cheap bound before looping. */
@@ -131,9 +131,9 @@ static int skip_value(struct rd *r, uint32_t t, int depth)
 				return rc;
 		return FX_OK;
 	}
-	if ((rc = need(r, vtype_size[t], "metadata value")))
+	if ((rc = need(r, gguf_vtype_size[t], "metadata value")))
 		return rc;
-	r->pos += vtype_size[t];
+	r->pos += gguf_vtype_size[t];
 	return FX_OK;
 }
 
@@ -193,12 +193,12 @@ static int read_kv(struct rd *r, struct gguf_kv *kv)
 		kv->data = NULL;
 		return FX_OK;
 	}
-	if (n > (r->size - r->pos) / vtype_size[et])
+	if (n > (r->size - r->pos) / gguf_vtype_size[et])
 		return fx_fail(r->err, FX_E_FORMAT,
 			       "GGUF truncated: array of %llu %s at offset %zu exceeds the file",
 			       (unsigned long long)n, gguf_vtype_name(et), r->pos);
 	kv->data = r->p + r->pos;
-	r->pos += n * vtype_size[et];
+	r->pos += n * gguf_vtype_size[et];
 	return FX_OK;
 }
 
@@ -451,6 +451,11 @@ void gguf_close(struct gguf_file *g)
 			fx_free((void *)g->kv[i].data);
 	fx_free(g->kv);
 	fx_free(g->tensors);
+	for (size_t i = 0; i < g->n_owned; i++)
+		fx_free(g->owned[i]);
+	fx_free(g->owned);
+	if (g->release)
+		g->release(g->release_arg);
 	if (g->owns_map)
 		munmap((void *)g->map, g->map_size);
 	fx_free(g);
@@ -469,9 +474,9 @@ static bool scalar_i64(enum gguf_vtype t, const void *p, int64_t *v)
 {
 	union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32;
 		int32_t i32; uint64_t u64; int64_t i64; } u;
-	if (t >= GGUF_T_COUNT || !vtype_size[t] || t == GGUF_T_F32 || t == GGUF_T_F64)
+	if (t >= GGUF_T_COUNT || !gguf_vtype_size[t] || t == GGUF_T_F32 || t == GGUF_T_F64)
 		return false;
-	memcpy(&u, p, vtype_size[t]);
+	memcpy(&u, p, gguf_vtype_size[t]);
 	switch (t) {
 	case GGUF_T_U8: case GGUF_T_BOOL: *v = u.u8; break;
 	case GGUF_T_I8: *v = u.i8; break;
@@ -559,7 +564,7 @@ bool gguf_get_arr(const struct gguf_file *g, const char *key, enum gguf_vtype ty
 
 double gguf_arr_num(const struct gguf_kv *kv, uint64_t i)
 {
-	const uint8_t *p = (const uint8_t *)kv->data + i * vtype_size[kv->arr_type];
+	const uint8_t *p = (const uint8_t *)kv->data + i * gguf_vtype_size[kv->arr_type];
 	if (kv->arr_type == GGUF_T_F32) {
 		float f;
 		memcpy(&f, p, 4);

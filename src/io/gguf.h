@@ -62,6 +62,10 @@ struct gguf_file {
 	size_t map_size;
 	size_t data_offset;           /* start of the tensor data section */
 	bool owns_map;                /* gguf_open mapped it; gguf_close unmaps */
+	void **owned;                 /* built views: allocations freed by gguf_close */
+	size_t n_owned;
+	void (*release)(void *);      /* built views: frees what tensors point into */
+	void *release_arg;
 };
 
 /* Open and validate path. On success *out owns the mapping; free it with
@@ -89,6 +93,28 @@ bool gguf_get_arr(const struct gguf_file *g, const char *key, enum gguf_vtype ty
 double gguf_arr_num(const struct gguf_kv *kv, uint64_t i);
 
 const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *g, const char *name);
+
+/* ---- building a GGUF-shaped view in memory --------------------------
+ * Other formats (Hugging Face checkpoints) are mapped onto a gguf_file with
+ * llama.cpp's key and tensor names, so the model loader reads one shape.
+ * Every call returns FX_OK or FX_E_NOMEM. Keys and values are copied;
+ * tensor data is borrowed (must outlive g) unless it came from
+ * gguf_build_alloc. Free the view with gguf_close. */
+int gguf_build_new(struct gguf_file **out);
+int gguf_build_u32(struct gguf_file *g, const char *key, uint32_t v);
+int gguf_build_f32(struct gguf_file *g, const char *key, float v);
+int gguf_build_bool(struct gguf_file *g, const char *key, bool v);
+int gguf_build_str(struct gguf_file *g, const char *key, const char *v);
+/* A numeric array (elements of type et, n of them, copied). */
+int gguf_build_arr(struct gguf_file *g, const char *key, enum gguf_vtype et, const void *data,
+		   uint64_t n);
+int gguf_build_tensor(struct gguf_file *g, const char *name, int type, uint32_t n_dims,
+		      const int64_t ne[4], const void *data);
+/* size bytes owned by g (zeroed), e.g. for converted tensor data. */
+void *gguf_build_alloc(struct gguf_file *g, size_t size);
+
+/* Bytes of one value of a fixed-size type; 0 for strings and arrays. */
+extern const size_t gguf_vtype_size[GGUF_T_COUNT];
 
 /* Name of a value type ("u32", "string", ...) for messages. */
 const char *gguf_vtype_name(enum gguf_vtype t);

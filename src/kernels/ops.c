@@ -143,12 +143,12 @@ float op_silu(float x)
 	return x / (1.0f + expf(-x));
 }
 
-void op_rope(float *x, int n_rot, float pos, const float *inv_freq, int neox)
+void op_rope(float *x, int n_rot, float pos, const float *inv_freq, int neox, float mscale)
 {
 	int half = n_rot / 2;
 	for (int i = 0; i < half; i++) {
 		float th = pos * inv_freq[i];
-		float c = cosf(th), s = sinf(th);
+		float c = cosf(th) * mscale, s = sinf(th) * mscale;
 		int a = neox ? i : 2 * i;
 		int b = neox ? i + half : 2 * i + 1;
 		float x0 = x[a], x1 = x[b];

@@ -52,7 +52,8 @@ float op_silu(float x);
  * over its first n_rot dims; inv_freq[n_rot/2] holds base^(-2i/n_rot)
  * already divided by any linear scaling factor. neox: pairs (i, i+n_rot/2)
  * (GPT-NeoX / HF rotate_half); otherwise adjacent pairs (2i, 2i+1), the
- * layout llama.cpp's GGUF converter permutes Llama Q/K weights into. */
-void op_rope(float *x, int n_rot, float pos, const float *inv_freq, int neox);
+ * layout llama.cpp's GGUF converter permutes Llama Q/K weights into.
+ * cos and sin are multiplied by mscale (YaRN's attention factor; 1: none). */
+void op_rope(float *x, int n_rot, float pos, const float *inv_freq, int neox, float mscale);
 
 #endif

@@ -19,24 +19,37 @@ enum ffn_act {
 	ACT_GELU_TANH, /* GeGLU with tanh-approximated GELU (Gemma) */
 };
 
+enum qk_norm {
+	QK_NORM_NONE,
+	QK_NORM_HEAD,  /* RMSNorm of each head of Q and K before RoPE (Gemma 3, Qwen 3) */
+	QK_NORM_FULL,  /* RMSNorm over the whole Q (and K) projection (OLMo 2) */
+};
+
 struct arch_desc {
 	const char *name;       /* GGUF general.architecture */
 	enum rope_layout rope;
 	enum ffn_act act;
 	bool embd_scale;        /* x *= sqrt(n_embd) after the lookup (Gemma) */
-	bool qk_norm;           /* per-head RMSNorm of Q and K before RoPE (Gemma 3, Qwen 3) */
+	enum qk_norm qk_norm;
 	bool post_norms;        /* RMSNorm of the attention and FFN outputs before
-				 * each residual add (Gemma 2/3 post_attention_norm, post_ffw_norm) */
+				 * each residual add (Gemma 2/3 post_attention_norm,
+				 * post_ffw_norm; OLMo 2) */
+	bool no_pre_norms;      /* no RMSNorm before attention and MLP (OLMo 2) */
+	int no_rope_period;     /* >0: layer il skips RoPE when (il + 1) % period == 0,
+				 * unless the file lists the layers (SmolLM3: 4) */
 	int swa_period;         /* >0 and no per-layer pattern in the file: layer il uses
 				 * the sliding window unless (il + 1) % swa_period == 0
 				 * (llama.cpp's set_swa_pattern) */
 	float rope_base_swa;    /* RoPE base of sliding-window layers; 0: the global base */
 };
 
+/* The supported names, comma-separated, for messages. */
+const char *arch_names(void);
+
 /* The row for a GGUF general.architecture value (name[0..n)), or NULL. */
 const struct arch_desc *arch_find(const char *name, size_t n);
 
-extern const struct arch_desc arch_llama;
-extern const struct arch_desc arch_gemma3;
+extern const struct arch_desc arch_llama, arch_granite, arch_smollm3, arch_qwen2, arch_qwen3,
+	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2;
 
 #endif

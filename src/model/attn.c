@@ -19,17 +19,34 @@ struct attn_args {
 	int32_t n;
 };
 
-/* Per-head Q/K norm and RoPE on rows [n, n_heads * head_dim], in place. */
+static void add_bias(float *x, const float *b, int32_t n, int64_t width)
+{
+	for (int32_t t = 0; t < n; t++)
+		for (int64_t i = 0; i < width; i++)
+			x[(size_t)t * width + i] += b[i];
+}
+
+/* Q or K rows [n, n_heads * head_dim], in place: optional bias, Q/K norm
+ * (per head, or over the whole projection), RoPE on this layer's rotated
+ * dims unless it is a NoPE layer. */
 static void qk_decorate(const struct fx_model *m, const struct layer *L, float *x, int n_heads,
-			const float *norm_w, const int32_t *pos, int32_t n)
+			const float *bias, const float *norm_w, const int32_t *pos, int32_t n)
 {
 	const struct hparams *hp = &m->hp;
+	int64_t width = (int64_t)n_heads * hp->head_dim;
+	if (bias)
+		add_bias(x, bias, n, width);
 	for (int32_t t = 0; t < n; t++) {
+		float *row = x + (size_t)t * width;
+		if (norm_w && m->arch->qk_norm == QK_NORM_FULL)
+			op_rmsnorm(row, norm_w, width, hp->eps, row);
 		for (int hh = 0; hh < n_heads; hh++) {
-			float *head = x + ((size_t)t * n_heads + hh) * hp->head_dim;
-			if (norm_w)
+			float *head = row + (size_t)hh * hp->head_dim;
+			if (norm_w && m->arch->qk_norm == QK_NORM_HEAD)
 				op_rmsnorm(head, norm_w, hp->head_dim, hp->eps, head);
-			op_rope(head, hp->n_rot, (float)pos[t], L->inv_freq, m->arch->rope == ROPE_NEOX);
+			if (L->rope)
+				op_rope(head, hp->n_rot, (float)pos[t], L->inv_freq,
+					m->arch->rope == ROPE_NEOX, hp->rope_mscale);
 		}
 	}
 }
@@ -103,9 +120,11 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 	op_matmul(pool, &L->wq, h, n, s->q, s->qbuf);
 	op_matmul(pool, &L->wk, h, n, s->k, s->qbuf);
 	op_matmul(pool, &L->wv, h, n, s->v, s->qbuf);
-	qk_decorate(m, L, s->q, hp->n_head, L->q_norm, pos, n);
-	qk_decorate(m, L, s->k, hp->n_head_kv, L->k_norm, pos, n);
+	qk_decorate(m, L, s->q, hp->n_head, L->bq, L->q_norm, pos, n);
+	qk_decorate(m, L, s->k, hp->n_head_kv, L->bk, L->k_norm, pos, n);
 	int64_t kw = (int64_t)hp->n_head_kv * hp->head_dim, vw = (int64_t)hp->n_head_kv * hp->head_dim_v;
+	if (L->bv)
+		add_bias(s->v, L->bv, n, vw);
 	fx_from_float_fn kq = fx_type_get(kv_k_type(kv))->from_float;
 	fx_from_float_fn vq = fx_type_get(kv_v_type(kv))->from_float;
 	for (int32_t t = 0; t < n; t++) {
@@ -115,4 +134,6 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 	struct attn_args a = { .m = m, .il = il, .s = s, .kv = kv, .pos = pos, .n = n };
 	fx_pool_run(pool, attend_worker, &a);
 	op_matmul(pool, &L->wo, s->att, n, out, s->qbuf);
+	if (L->bo)
+		add_bias(out, L->bo, n, hp->n_embd);
 }

@@ -69,8 +69,8 @@ static void embed(const struct fx_model *m, const fx_token *tok, int32_t n, floa
 {
 	const struct fx_type_traits *tt = fx_type_get(m->tok_embd.type);
 	int64_t d = m->hp.n_embd;
-	/* Gemma scales by sqrt(n_embd) rounded to the activation dtype. */
-	float sc = m->arch->embd_scale ? sqrtf((float)d) : 1.0f;
+	/* Gemma scales by sqrt(n_embd), Granite by embedding_scale. */
+	float sc = (m->arch->embd_scale ? sqrtf((float)d) : 1.0f) * m->hp.embd_mul;
 	for (int32_t t = 0; t < n; t++) {
 		float *row = x + (size_t)t * d;
 		tt->to_float((const uint8_t *)m->tok_embd.data + (size_t)tok[t] * m->tok_embd.row_bytes,
@@ -81,16 +81,28 @@ static void embed(const struct fx_model *m, const fx_token *tok, int32_t n, floa
 	}
 }
 
+/* RMSNorm each row; w NULL (no pre norm, OLMo 2) copies the rows. */
 static void norm_rows(const float *x, const float *w, int32_t n, int64_t d, float eps, float *out)
 {
+	if (!w) {
+		if (out != x)
+			memcpy(out, x, (size_t)n * (size_t)d * sizeof(float));
+		return;
+	}
 	for (int32_t t = 0; t < n; t++)
 		op_rmsnorm(x + (size_t)t * d, w, d, eps, out + (size_t)t * d);
 }
 
-static void add_rows(float *x, const float *y, size_t n)
+/* Residual add x += mul * y (Granite's residual_multiplier; 1 elsewhere). */
+static void add_rows(float *x, const float *y, size_t n, float mul)
 {
-	for (size_t i = 0; i < n; i++)
-		x[i] += y[i];
+	if (mul == 1.0f) {
+		for (size_t i = 0; i < n; i++)
+			x[i] += y[i];
+	} else {
+		for (size_t i = 0; i < n; i++)
+			x[i] += y[i] * mul;
+	}
 }
 
 void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
@@ -107,12 +119,12 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 		attn_forward(m, il, pool, s, kv, pos, n, s->h, s->o);
 		if (L->post_attn_norm)
 			norm_rows(s->o, L->post_attn_norm, n, d, hp->eps, s->o);
-		add_rows(s->x, s->o, nd);
+		add_rows(s->x, s->o, nd, hp->residual_mul);
 		norm_rows(s->x, L->ffn_norm, n, d, hp->eps, s->h);
 		ffn_forward(m, il, pool, s, n, s->h, s->o);
 		if (L->post_ffn_norm)
 			norm_rows(s->o, L->post_ffn_norm, n, d, hp->eps, s->o);
-		add_rows(s->x, s->o, nd);
+		add_rows(s->x, s->o, nd, hp->residual_mul);
 	}
 	if (!logits)
 		return;
@@ -120,9 +132,11 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 	int32_t first = all_logits ? 0 : n - 1, n_out = n - first;
 	norm_rows(s->x + (size_t)first * d, m->output_norm, n_out, d, hp->eps, s->h);
 	op_matmul(pool, &m->output, s->h, n_out, logits, s->qbuf);
-	if (hp->final_softcap > 0) {
-		size_t nl = (size_t)n_out * (size_t)hp->n_vocab;
+	size_t nl = (size_t)n_out * (size_t)hp->n_vocab;
+	if (hp->logit_div != 1.0f)
+		for (size_t i = 0; i < nl; i++)
+			logits[i] /= hp->logit_div;
+	if (hp->final_softcap > 0)
 		for (size_t i = 0; i < nl; i++)
 			logits[i] = hp->final_softcap * tanhf(logits[i] / hp->final_softcap);
-	}
 }

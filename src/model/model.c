@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "core/alloc.h"
+#include "io/hf.h"
 #include "quant/quant.h"
 #include "tokenizer/vocab.h"
 
@@ -56,12 +59,59 @@ static int get_float(struct loader *ld, const char *suffix, float *v)
 	return FX_OK;
 }
 
+static bool str_is(const struct gguf_str *s, const char *c)
+{
+	return s->n == strlen(c) && !memcmp(s->p, c, s->n);
+}
+
+/* {arch}.rope.scaling.*: linear (Chen et al. 2023), llama3, yarn. */
+static int read_rope_scaling(struct loader *ld)
+{
+	struct hparams *hp = &ld->m->hp;
+	struct rope_scaling *sc = &hp->rope_sc;
+	char k[128];
+	struct gguf_str st;
+	int rc;
+	*sc = (struct rope_scaling){ .type = ROPE_SCALING_NONE, .factor = 1, .low_freq = 1,
+				     .high_freq = 4, .beta_fast = 32, .beta_slow = 1,
+				     .yarn_truncate = true, .orig_ctx = hp->n_ctx_train };
+	hp->rope_mscale = 1.0f;
+	if (!gguf_get_str(ld->m->g, key(ld, k, sizeof(k), "rope.scaling.type"), &st) ||
+	    str_is(&st, "none"))
+		return FX_OK;
+	if (str_is(&st, "linear"))
+		sc->type = ROPE_SCALING_LINEAR;
+	else if (str_is(&st, "llama3"))
+		sc->type = ROPE_SCALING_LLAMA3;
+	else if (str_is(&st, "yarn"))
+		sc->type = ROPE_SCALING_YARN;
+	else
+		return fx_fail(ld->err, FX_E_UNSUPPORTED,
+			       "RoPE scaling '%.*s' is not supported (linear, llama3, yarn are)",
+			       (int)st.n, st.p);
+	bool trunc = true;
+	gguf_get_bool(ld->m->g, "ferrox.rope.yarn_truncate", &trunc);
+	sc->yarn_truncate = trunc;
+	if ((rc = get_float(ld, "rope.scaling.factor", &sc->factor)) ||
+	    (rc = get_float(ld, "rope.scaling.low_freq_factor", &sc->low_freq)) ||
+	    (rc = get_float(ld, "rope.scaling.high_freq_factor", &sc->high_freq)) ||
+	    (rc = get_float(ld, "rope.scaling.yarn_beta_fast", &sc->beta_fast)) ||
+	    (rc = get_float(ld, "rope.scaling.yarn_beta_slow", &sc->beta_slow)) ||
+	    (rc = get_float(ld, "rope.scaling.attn_factor", &hp->rope_mscale)) ||
+	    (rc = get_int(ld, "rope.scaling.original_context_length", &sc->orig_ctx, false)))
+		return rc;
+	if (sc->factor <= 0 || sc->orig_ctx <= 0 || sc->high_freq <= sc->low_freq)
+		return fx_fail(ld->err, FX_E_FORMAT, "bad RoPE scaling parameters (factor %g)",
+			       sc->factor);
+	return FX_OK;
+}
+
 static int read_hparams(struct loader *ld)
 {
 	struct hparams *hp = &ld->m->hp;
 	int rc;
-	*hp = (struct hparams){ .rope_base = 10000.0f, .rope_scale = 1.0f, .eps = 1e-5f,
-				.gelu_f16 = true };
+	*hp = (struct hparams){ .rope_base = 10000.0f, .eps = 1e-5f, .embd_mul = 1.0f,
+				.residual_mul = 1.0f, .logit_div = 1.0f };
 	if ((rc = get_int(ld, "context_length", &hp->n_ctx_train, true)) ||
 	    (rc = get_int(ld, "embedding_length", &hp->n_embd, true)) ||
 	    (rc = get_int(ld, "block_count", &hp->n_layer, true)) ||
@@ -98,23 +148,14 @@ static int read_hparams(struct loader *ld)
 	if ((rc = get_float(ld, "attention.scale", &hp->attn_scale)))
 		return rc;
 	hp->rope_base_swa = ld->m->arch->rope_base_swa > 0 ? ld->m->arch->rope_base_swa : hp->rope_base;
-
-	char k[128];
-	struct gguf_str st;
-	if (gguf_get_str(ld->m->g, key(ld, k, sizeof(k), "rope.scaling.type"), &st) &&
-	    !(st.n == 4 && !memcmp(st.p, "none", 4))) {
-		float f = 1.0f;
-		if (!(st.n == 6 && !memcmp(st.p, "linear", 6)))
-			return fx_fail(ld->err, FX_E_UNSUPPORTED,
-				       "GGUF: RoPE scaling '%.*s' is not supported yet (linear is)",
-				       (int)st.n, st.p);
-		if ((rc = get_float(ld, "rope.scaling.factor", &f)))
-			return rc;
-		if (f <= 0)
-			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: rope.scaling.factor %g", f);
-		hp->rope_scale = f;
-	}
-	return FX_OK;
+	if ((rc = get_float(ld, "rope.freq_base_swa", &hp->rope_base_swa)) ||
+	    (rc = get_float(ld, "embedding_scale", &hp->embd_mul)) ||
+	    (rc = get_float(ld, "residual_scale", &hp->residual_mul)) ||
+	    (rc = get_float(ld, "logit_scale", &hp->logit_div)))
+		return rc;
+	if (hp->logit_div == 0)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: logit_scale is 0");
+	return read_rope_scaling(ld);
 }
 
 /* Which layers use the sliding window: the file's per-layer pattern when
@@ -209,6 +250,58 @@ static int bind_vec(struct loader *ld, const char *name, int64_t n, bool require
 	return FX_OK;
 }
 
+/* A view of rows [r0, r0 + n) of matrix w. */
+static struct wmat mat_rows(const struct wmat *w, int64_t r0, int64_t n)
+{
+	struct wmat v = *w;
+	v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+	v.n_out = n;
+	return v;
+}
+
+/* Q, K, V: separate, or one fused attn_qkv [n_embd -> q + k + v] (Phi-3)
+ * split into row views. */
+static int bind_qkv(struct loader *ld, int il, struct layer *L, int64_t e, int64_t q, int64_t kd,
+		    int64_t vd)
+{
+	char n[96];
+	int rc;
+	snprintf(n, sizeof(n), "blk.%d.attn_qkv.weight", il);
+	if (gguf_find_tensor(ld->m->g, n)) {
+		struct wmat qkv;
+		if ((rc = bind_mat(ld, n, e, q + kd + vd, true, &qkv)))
+			return rc;
+		L->wq = mat_rows(&qkv, 0, q);
+		L->wk = mat_rows(&qkv, q, kd);
+		L->wv = mat_rows(&qkv, q + kd, vd);
+		return FX_OK;
+	}
+	if ((rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_q.weight", il), n), e, q, true, &L->wq)) ||
+	    (rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_k.weight", il), n), e, kd, true, &L->wk)))
+		return rc;
+	return bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_v.weight", il), n), e, vd, true, &L->wv);
+}
+
+/* Gate and up: separate, or ffn_up holding [gate; up] (Phi-3's gate_up). */
+static int bind_gate_up(struct loader *ld, int il, struct layer *L, int64_t e, int64_t f)
+{
+	char n[96];
+	int rc;
+	snprintf(n, sizeof(n), "blk.%d.ffn_gate.weight", il);
+	if (!gguf_find_tensor(ld->m->g, n)) {
+		struct wmat gu;
+		snprintf(n, sizeof(n), "blk.%d.ffn_up.weight", il);
+		if ((rc = bind_mat(ld, n, e, 2 * f, true, &gu)))
+			return rc;
+		L->ffn_gate = mat_rows(&gu, 0, f);
+		L->ffn_up = mat_rows(&gu, f, f);
+		return FX_OK;
+	}
+	if ((rc = bind_mat(ld, n, e, f, true, &L->ffn_gate)))
+		return rc;
+	return bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.ffn_up.weight", il), n), e, f, true, &L->ffn_up);
+}
+
 static int bind_layer(struct loader *ld, int il)
 {
 	const struct hparams *hp = &ld->m->hp;
@@ -216,21 +309,25 @@ static int bind_layer(struct loader *ld, int il)
 	struct layer *L = &ld->m->layers[il];
 	int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim;
 	int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
+	int64_t qn = a->qk_norm == QK_NORM_FULL ? q : hp->head_dim;
+	int64_t kn = a->qk_norm == QK_NORM_FULL ? kd : hp->head_dim;
+	bool pre = !a->no_pre_norms, qk = a->qk_norm != QK_NORM_NONE;
 	char n[96];
 	int rc;
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
-	if ((rc = bind_vec(ld, NAME("attn_norm.weight"), e, true, &L->attn_norm)) ||
-	    (rc = bind_mat(ld, NAME("attn_q.weight"), e, q, true, &L->wq)) ||
-	    (rc = bind_mat(ld, NAME("attn_k.weight"), e, kd, true, &L->wk)) ||
-	    (rc = bind_mat(ld, NAME("attn_v.weight"), e, vd, true, &L->wv)) ||
+	if ((rc = bind_vec(ld, NAME("attn_norm.weight"), e, pre, &L->attn_norm)) ||
+	    (rc = bind_qkv(ld, il, L, e, q, kd, vd)) ||
 	    (rc = bind_mat(ld, NAME("attn_output.weight"), (int64_t)hp->n_head * hp->head_dim_v, e,
 			   true, &L->wo)) ||
-	    (rc = bind_vec(ld, NAME("attn_q_norm.weight"), hp->head_dim, a->qk_norm, &L->q_norm)) ||
-	    (rc = bind_vec(ld, NAME("attn_k_norm.weight"), hp->head_dim, a->qk_norm, &L->k_norm)) ||
+	    (rc = bind_vec(ld, NAME("attn_q.bias"), q, false, &L->bq)) ||
+	    (rc = bind_vec(ld, NAME("attn_k.bias"), kd, false, &L->bk)) ||
+	    (rc = bind_vec(ld, NAME("attn_v.bias"), vd, false, &L->bv)) ||
+	    (rc = bind_vec(ld, NAME("attn_output.bias"), e, false, &L->bo)) ||
+	    (rc = bind_vec(ld, NAME("attn_q_norm.weight"), qn, qk, &L->q_norm)) ||
+	    (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, qk, &L->k_norm)) ||
 	    (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, a->post_norms, &L->post_attn_norm)) ||
-	    (rc = bind_vec(ld, NAME("ffn_norm.weight"), e, true, &L->ffn_norm)) ||
-	    (rc = bind_mat(ld, NAME("ffn_gate.weight"), e, hp->n_ff, true, &L->ffn_gate)) ||
-	    (rc = bind_mat(ld, NAME("ffn_up.weight"), e, hp->n_ff, true, &L->ffn_up)) ||
+	    (rc = bind_vec(ld, NAME("ffn_norm.weight"), e, pre, &L->ffn_norm)) ||
+	    (rc = bind_gate_up(ld, il, L, e, hp->n_ff)) ||
 	    (rc = bind_mat(ld, NAME("ffn_down.weight"), hp->n_ff, e, true, &L->ffn_down)) ||
 	    (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, a->post_norms, &L->post_ffn_norm)))
 		return rc;
@@ -238,12 +335,21 @@ static int bind_layer(struct loader *ld, int il)
 	return FX_OK;
 }
 
-/* RoPE inverse frequencies base^(-2i/n_rot), computed in double and
- * rounded once (HF computes them in float32 from the same formula). */
-static void fill_inv_freq(float *f, int n_rot, float base, float scale)
+/* Which layers apply RoPE: the file's list ({arch}.rope.layers), else the
+ * architecture's NoPE period, else all. */
+static int read_rope_layers(struct loader *ld)
 {
-	for (int i = 0; i < n_rot / 2; i++)
-		f[i] = (float)(1.0 / pow((double)base, 2.0 * i / n_rot) / scale);
+	struct fx_model *m = ld->m;
+	char k[128];
+	const struct gguf_kv *kv = gguf_find(m->g, key(ld, k, sizeof(k), "rope.layers"));
+	if (kv && (kv->type != GGUF_T_ARRAY || kv->n != (uint64_t)m->hp.n_layer || !kv->data ||
+		   kv->arr_type == GGUF_T_STRING))
+		return fx_fail(ld->err, FX_E_FORMAT, "%s must list one flag per layer", k);
+	int p = m->arch->no_rope_period;
+	for (int il = 0; il < m->hp.n_layer; il++)
+		m->layers[il].rope = kv ? gguf_arr_num(kv, (uint64_t)il) != 0
+				   : !(p > 0 && (il + 1) % p == 0);
+	return FX_OK;
 }
 
 static int bind_weights(struct loader *ld)
@@ -271,9 +377,14 @@ static int bind_weights(struct loader *ld)
 	if (!m->layers || !m->inv_freq)
 		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %d layers", hp->n_layer);
 	float *f_global = m->inv_freq, *f_swa = m->inv_freq + hp->n_rot / 2;
-	fill_inv_freq(f_global, hp->n_rot, hp->rope_base, hp->rope_scale);
-	fill_inv_freq(f_swa, hp->n_rot, hp->rope_base_swa, 1.0f);
-	if ((rc = read_swa_layers(ld)))
+	const float *factors = NULL; /* llama.cpp's rope_freqs (Llama 3 GGUFs) */
+	if (gguf_find_tensor(m->g, "rope_freqs.weight") &&
+	    (rc = bind_vec(ld, "rope_freqs.weight", hp->n_rot / 2, true, &factors)))
+		return rc;
+	struct rope_scaling none = { .type = ROPE_SCALING_NONE };
+	rope_inv_freq(f_global, hp->n_rot, hp->rope_base, &hp->rope_sc, factors);
+	rope_inv_freq(f_swa, hp->n_rot, hp->rope_base_swa, &none, NULL);
+	if ((rc = read_swa_layers(ld)) || (rc = read_rope_layers(ld)))
 		return rc;
 	for (int il = 0; il < hp->n_layer; il++) {
 		if ((rc = bind_layer(ld, il)))
@@ -305,7 +416,9 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		return fx_fail(err, FX_E_NOMEM, "no memory");
 	ld.m = m;
 	m->vocab_only = p->vocab_only;
-	if ((rc = gguf_open(path, &m->g, err)))
+	struct stat st;
+	bool hf = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+	if ((rc = hf ? hf_open(path, &m->g, err) : gguf_open(path, &m->g, err)))
 		goto fail;
 	if (!gguf_get_str(m->g, "general.architecture", &arch)) {
 		/* Vocabulary-only files (llama.cpp's ggml-vocab-*.gguf) may lack it. */
@@ -319,16 +432,26 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	m->arch = arch_find(arch.p, arch.n);
 	if (!m->arch && !p->vocab_only) {
 		rc = fx_fail(err, FX_E_UNSUPPORTED,
-			     "%s: architecture '%s' is not supported (supported: llama, gemma3)", path,
-			     ld.arch);
+			     "%s: architecture '%s' is not supported (supported: %s)", path,
+			     ld.arch, arch_names());
 		goto fail;
 	}
-	if ((rc = vocab_load(m->g, &m->vocab, err)))
+	/* HF directories keep their tokenizer in tokenizer.json, which is not
+	 * read yet: such a model runs from token ids only (vocab NULL). */
+	if (!hf && (rc = vocab_load(m->g, &m->vocab, err)))
 		goto fail_path;
+	if (hf && p->vocab_only) {
+		rc = fx_fail(err, FX_E_UNSUPPORTED,
+			     "%s: tokenizer.json (Hugging Face tokenizers) is not supported yet", path);
+		goto fail;
+	}
 	if (p->vocab_only)
 		goto done;
 	if ((rc = read_hparams(&ld)) || (rc = bind_weights(&ld)))
 		goto fail_path;
+	/* GGUF files follow llama.cpp's numerics, HF checkpoints transformers'. */
+	m->hp.gelu_f16 = !hf;
+	m->hp.kv_type = hf ? FX_KV_F32 : FX_KV_F16;
 done:
 	*out = m;
 	return FX_OK;
@@ -366,6 +489,11 @@ int32_t fx_model_n_ctx_train(const struct fx_model *m)
 const char *fx_model_arch_name(const struct fx_model *m)
 {
 	return m->arch ? m->arch->name : "";
+}
+
+bool fx_model_has_vocab(const struct fx_model *m)
+{
+	return m->vocab != NULL;
 }
 
 const struct vocab *model_vocab(const struct fx_model *m)

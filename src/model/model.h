@@ -10,6 +10,7 @@
 #include "io/gguf.h"
 #include "kernels/ops.h"
 #include "model/arch.h"
+#include "model/rope.h"
 #include "tokenizer/model_vocab.h"
 
 struct hparams {
@@ -26,28 +27,37 @@ struct hparams {
 			      * sees keys p - n_swa < j <= p */
 	float eps;           /* RMSNorm epsilon */
 	float rope_base, rope_base_swa;
-	float rope_scale;    /* linear position scaling of global layers (1: none) */
+	struct rope_scaling rope_sc; /* of global layers; sliding layers use none */
+	float rope_mscale;   /* multiplies cos and sin (YaRN attention factor; 1: none) */
 	float attn_scale;    /* multiplies Q·K; default 1/sqrt(head_dim) */
 	float final_softcap; /* logits = c * tanh(logits / c); 0: off */
 	float attn_softcap;  /* same on attention scores; 0: off */
+	float embd_mul;      /* extra embedding multiplier (Granite embedding_scale; 1) */
+	float residual_mul;  /* sublayer outputs scaled before each residual add (1) */
+	float logit_div;     /* logits divided by it (Granite logit_scale; 1) */
 	bool gelu_f16;       /* GELU through f16 as llama.cpp's CPU backend does: GGUF
 			      * files follow llama.cpp's numerics, HF checkpoints
 			      * transformers' (exact f32) */
+	int kv_type;         /* default KV element type: f16 for GGUF (llama.cpp's
+			      * default), f32 for HF checkpoints (transformers') */
 };
 
 struct layer {
-	const float *attn_norm;      /* [n_embd] */
+	const float *attn_norm;      /* [n_embd], NULL without pre norms */
 	struct wmat wq;              /* n_embd -> n_head * head_dim */
 	struct wmat wk;              /* n_embd -> n_head_kv * head_dim */
 	struct wmat wv;              /* n_embd -> n_head_kv * head_dim_v */
 	struct wmat wo;              /* n_head * head_dim_v -> n_embd */
-	const float *q_norm, *k_norm;       /* [head_dim] or NULL */
+	const float *bq, *bk, *bv, *bo;     /* projection biases or NULL */
+	const float *q_norm, *k_norm;       /* [head_dim] (per head) or [n_head*head_dim]
+					     * (whole projection), or NULL */
 	const float *post_attn_norm;        /* [n_embd] or NULL */
-	const float *ffn_norm;              /* [n_embd] */
+	const float *ffn_norm;              /* [n_embd], NULL without pre norms */
 	struct wmat ffn_gate, ffn_up;       /* n_embd -> n_ff */
 	struct wmat ffn_down;               /* n_ff -> n_embd */
 	const float *post_ffn_norm;         /* [n_embd] or NULL */
 	bool swa;                           /* sliding-window layer */
+	bool rope;                          /* RoPE applies (false: NoPE layer) */
 	const float *inv_freq;              /* [n_rot / 2] RoPE frequencies of this layer */
 };
 

@@ -1,0 +1,511 @@
+/* Hugging Face checkpoint directories (config.json + *.safetensors) mapped
+ * onto a GGUF-shaped view with llama.cpp's key and tensor names, applying
+ * the same weight transforms as llama.cpp's convert_hf_to_gguf.py (Q/K row
+ * permutation for adjacent-pair RoPE, Gemma's (1 + w) norms folded in), so
+ * the model loader sees one shape whatever the file format.
+ *
+ * config.json is read in both styles: transformers 4 (rope_theta,
+ * rope_scaling{rope_type|type}, rope_local_base_freq, partial_rotary_factor,
+ * torch_dtype) and transformers 5 (rope_parameters, per layer type for
+ * Gemma 3; dtype).
+ */
+#include "io/hf.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "io/safetensors.h"
+#include "quant/quant.h"
+
+/* One row per config.json model_type. */
+struct hf_family {
+	const char *model_type;
+	const char *arch;             /* GGUF general.architecture */
+	bool permute_qk;              /* adjacent-pair RoPE in GGUF: permute Q/K rows */
+	bool norm_plus_one;           /* Gemma: HF applies (1 + w) */
+	const char *post_attn_name;   /* what HF's post_attention_layernorm is in GGUF */
+};
+
+static const struct hf_family families[] = {
+	{ "llama", "llama", true, false, "ffn_norm" },
+	{ "mistral", "llama", true, false, "ffn_norm" },
+	{ "granite", "granite", true, false, "ffn_norm" },
+	{ "smollm3", "smollm3", true, false, "ffn_norm" },
+	{ "qwen2", "qwen2", false, false, "ffn_norm" },
+	{ "qwen3", "qwen3", false, false, "ffn_norm" },
+	{ "phi3", "phi3", false, false, "ffn_norm" },
+	{ "gemma", "gemma", false, true, "ffn_norm" },
+	{ "gemma2", "gemma2", false, true, "post_attention_norm" },
+	{ "gemma3_text", "gemma3", false, true, "post_attention_norm" },
+	{ "olmo2", "olmo2", false, false, "post_attention_norm" },
+};
+
+/* HF per-layer tensor suffix -> GGUF suffix (NULL: the family decides). */
+static const struct {
+	const char *hf, *gguf;
+} layer_names[] = {
+	{ "input_layernorm.weight", "attn_norm.weight" },
+	{ "self_attn.q_proj.weight", "attn_q.weight" },
+	{ "self_attn.k_proj.weight", "attn_k.weight" },
+	{ "self_attn.v_proj.weight", "attn_v.weight" },
+	{ "self_attn.o_proj.weight", "attn_output.weight" },
+	{ "self_attn.q_proj.bias", "attn_q.bias" },
+	{ "self_attn.k_proj.bias", "attn_k.bias" },
+	{ "self_attn.v_proj.bias", "attn_v.bias" },
+	{ "self_attn.o_proj.bias", "attn_output.bias" },
+	{ "self_attn.qkv_proj.weight", "attn_qkv.weight" },
+	{ "self_attn.q_norm.weight", "attn_q_norm.weight" },
+	{ "self_attn.k_norm.weight", "attn_k_norm.weight" },
+	{ "post_attention_layernorm.weight", NULL },
+	{ "pre_feedforward_layernorm.weight", "ffn_norm.weight" },
+	{ "post_feedforward_layernorm.weight", "post_ffw_norm.weight" },
+	{ "mlp.gate_proj.weight", "ffn_gate.weight" },
+	{ "mlp.up_proj.weight", "ffn_up.weight" },
+	{ "mlp.down_proj.weight", "ffn_down.weight" },
+	{ "mlp.gate_up_proj.weight", "ffn_up.weight" }, /* fused [gate; up] (Phi-3) */
+};
+
+static const struct {
+	const char *hf, *gguf;
+} global_names[] = {
+	{ "model.embed_tokens.weight", "token_embd.weight" },
+	{ "model.norm.weight", "output_norm.weight" },
+	{ "lm_head.weight", "output.weight" },
+};
+
+struct hf {
+	struct gguf_file *g;
+	struct st_set *st;
+	const struct hf_family *fam;
+	cJSON *cfg;
+	struct fx_err *err;
+	const char *dir;
+	int n_head, n_head_kv, head_dim, n_layer;
+};
+
+/* ---- config.json ------------------------------------------------------- */
+
+static const cJSON *cfg_get(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static bool cfg_num(const cJSON *o, const char *k, double *out)
+{
+	const cJSON *v = cfg_get(o, k);
+	if (!v || !cJSON_IsNumber(v))
+		return false;
+	*out = v->valuedouble;
+	return true;
+}
+
+/* A required positive integer; the error names the key. */
+static int cfg_int(struct hf *h, const char *k, int *out)
+{
+	double d;
+	if (!cfg_num(h->cfg, k, &d))
+		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: required key '%s' is missing",
+			       h->dir, k);
+	if (d < 1 || d > 1e9 || d != floor(d))
+		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: '%s' is %g, want a positive integer",
+			       h->dir, k, d);
+	*out = (int)d;
+	return FX_OK;
+}
+
+static char *read_text(const char *path, size_t max)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	char *buf = fx_malloc_array(max + 1, 1);
+	size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
+	fclose(f);
+	if (!buf || n > max) {
+		fx_free(buf);
+		return NULL;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+/* ---- metadata ---------------------------------------------------------- */
+
+static int put_u32(struct hf *h, const char *suffix, uint32_t v)
+{
+	char k[128];
+	snprintf(k, sizeof(k), "%s.%s", h->fam->arch, suffix);
+	return gguf_build_u32(h->g, k, v);
+}
+
+static int put_f32(struct hf *h, const char *suffix, float v)
+{
+	char k[128];
+	snprintf(k, sizeof(k), "%s.%s", h->fam->arch, suffix);
+	return gguf_build_f32(h->g, k, v);
+}
+
+static int put_str(struct hf *h, const char *suffix, const char *v)
+{
+	char k[128];
+	snprintf(k, sizeof(k), "%s.%s", h->fam->arch, suffix);
+	return gguf_build_str(h->g, k, v);
+}
+
+/* RoPE parameters of one attention kind: transformers 5 keeps them in
+ * rope_parameters (for Gemma 3 one object per layer type), transformers 4
+ * in rope_theta + rope_scaling at the top level. */
+static const cJSON *rope_params(const cJSON *cfg, const char *layer_type)
+{
+	const cJSON *rp = cfg_get(cfg, "rope_parameters");
+	if (rp && layer_type && cfg_get(rp, layer_type))
+		return cfg_get(rp, layer_type);
+	if (rp && !layer_type && cfg_get(rp, "full_attention"))
+		return cfg_get(rp, "full_attention");
+	return rp;
+}
+
+static int map_rope(struct hf *h)
+{
+	const cJSON *cfg = h->cfg;
+	const cJSON *rp = rope_params(cfg, NULL);
+	const cJSON *rs = cfg_get(cfg, "rope_scaling"); /* transformers 4 */
+	const cJSON *sc = rp ? rp : rs;
+	double theta = 10000.0, prf = 1.0;
+	int rc;
+	if (!(rp && cfg_num(rp, "rope_theta", &theta)))
+		cfg_num(cfg, "rope_theta", &theta);
+	if (!(rp && cfg_num(rp, "partial_rotary_factor", &prf)))
+		cfg_num(cfg, "partial_rotary_factor", &prf);
+	if ((rc = put_f32(h, "rope.freq_base", (float)theta)) ||
+	    (rc = put_u32(h, "rope.dimension_count", (uint32_t)lround(h->head_dim * prf))))
+		return rc;
+	/* Sliding layers' base: Gemma 3's per-layer-type parameters (5) or
+	 * rope_local_base_freq (4). */
+	const cJSON *rsw = rope_params(cfg, "sliding_attention");
+	double local;
+	if ((rsw && rsw != rp && cfg_num(rsw, "rope_theta", &local)) ||
+	    cfg_num(cfg, "rope_local_base_freq", &local))
+		if ((rc = put_f32(h, "rope.freq_base_swa", (float)local)))
+			return rc;
+
+	const cJSON *type = sc ? cfg_get(sc, "rope_type") : NULL;
+	if (!type && sc)
+		type = cfg_get(sc, "type");
+	if (!type || !cJSON_IsString(type) || !strcmp(type->valuestring, "default"))
+		return FX_OK;
+	const char *t = type->valuestring;
+	double factor = 1.0;
+	cfg_num(sc, "factor", &factor);
+	double orig = 0;
+	if (!cfg_num(sc, "original_max_position_embeddings", &orig))
+		cfg_num(cfg, "max_position_embeddings", &orig);
+	if (!strcmp(t, "linear")) {
+		return put_str(h, "rope.scaling.type", "linear") ||
+		       put_f32(h, "rope.scaling.factor", (float)factor) ? FX_E_NOMEM : FX_OK;
+	}
+	if (!strcmp(t, "llama3")) {
+		double lo = 1.0, hi = 4.0;
+		cfg_num(sc, "low_freq_factor", &lo);
+		cfg_num(sc, "high_freq_factor", &hi);
+		if (put_str(h, "rope.scaling.type", "llama3") ||
+		    put_f32(h, "rope.scaling.factor", (float)factor) ||
+		    put_f32(h, "rope.scaling.low_freq_factor", (float)lo) ||
+		    put_f32(h, "rope.scaling.high_freq_factor", (float)hi) ||
+		    put_u32(h, "rope.scaling.original_context_length", (uint32_t)orig))
+			return FX_E_NOMEM;
+		return FX_OK;
+	}
+	if (!strcmp(t, "yarn")) {
+		double bf = 32.0, bs = 1.0, af;
+		cfg_num(sc, "beta_fast", &bf);
+		cfg_num(sc, "beta_slow", &bs);
+		/* transformers' default attention factor: 0.1 ln(factor) + 1 */
+		if (!cfg_num(sc, "attention_factor", &af))
+			af = factor <= 1 ? 1.0 : 0.1 * log(factor) + 1.0;
+		const cJSON *tr = cfg_get(sc, "truncate");
+		if (put_str(h, "rope.scaling.type", "yarn") ||
+		    put_f32(h, "rope.scaling.factor", (float)factor) ||
+		    put_f32(h, "rope.scaling.yarn_beta_fast", (float)bf) ||
+		    put_f32(h, "rope.scaling.yarn_beta_slow", (float)bs) ||
+		    put_f32(h, "rope.scaling.attn_factor", (float)af) ||
+		    put_u32(h, "rope.scaling.original_context_length", (uint32_t)orig) ||
+		    gguf_build_bool(h->g, "ferrox.rope.yarn_truncate", !tr || cJSON_IsTrue(tr)))
+			return FX_E_NOMEM;
+		return FX_OK;
+	}
+	return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: RoPE type '%s' is not supported",
+		       h->dir, t);
+}
+
+/* Sliding windows: a per-layer pattern from layer_types, or every layer
+ * when the family has a window and no types (Mistral). */
+static int map_window(struct hf *h)
+{
+	double w;
+	const cJSON *use = cfg_get(h->cfg, "use_sliding_window");
+	if (!cfg_num(h->cfg, "sliding_window", &w) || w <= 0 || (use && cJSON_IsFalse(use)))
+		return FX_OK;
+	uint8_t *pat = gguf_build_alloc(h->g, (size_t)h->n_layer);
+	if (!pat)
+		return FX_E_NOMEM;
+	const cJSON *lt = cfg_get(h->cfg, "layer_types");
+	for (int il = 0; il < h->n_layer; il++) {
+		const cJSON *e = lt ? cJSON_GetArrayItem(lt, il) : NULL;
+		if (lt && (!e || !cJSON_IsString(e)))
+			return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: layer_types has no entry %d",
+				       h->dir, il);
+		pat[il] = !e || !strcmp(e->valuestring, "sliding_attention");
+	}
+	char k[128];
+	snprintf(k, sizeof(k), "%s.attention.sliding_window_pattern", h->fam->arch);
+	if (put_u32(h, "attention.sliding_window", (uint32_t)w) ||
+	    gguf_build_arr(h->g, k, GGUF_T_BOOL, pat, (uint64_t)h->n_layer))
+		return FX_E_NOMEM;
+	return FX_OK;
+}
+
+static int map_metadata(struct hf *h)
+{
+	const cJSON *cfg = h->cfg;
+	int n_embd, n_ff, ctx = 4096, rc;
+	double d;
+	if ((rc = cfg_int(h, "hidden_size", &n_embd)) || (rc = cfg_int(h, "num_hidden_layers", &h->n_layer)) ||
+	    (rc = cfg_int(h, "intermediate_size", &n_ff)) ||
+	    (rc = cfg_int(h, "num_attention_heads", &h->n_head)))
+		return rc;
+	h->n_head_kv = h->n_head;
+	if (cfg_num(cfg, "num_key_value_heads", &d))
+		h->n_head_kv = (int)d;
+	h->head_dim = n_embd / h->n_head;
+	if (cfg_num(cfg, "head_dim", &d))
+		h->head_dim = (int)d;
+	if (cfg_num(cfg, "max_position_embeddings", &d))
+		ctx = (int)d;
+	double eps = 1e-6;
+	if (!cfg_num(cfg, "rms_norm_eps", &eps))
+		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: required key 'rms_norm_eps' is missing",
+			       h->dir);
+	if (gguf_build_str(h->g, "general.architecture", h->fam->arch) ||
+	    gguf_build_str(h->g, "general.source", "huggingface") ||
+	    put_u32(h, "context_length", (uint32_t)ctx) ||
+	    put_u32(h, "embedding_length", (uint32_t)n_embd) ||
+	    put_u32(h, "block_count", (uint32_t)h->n_layer) ||
+	    put_u32(h, "feed_forward_length", (uint32_t)n_ff) ||
+	    put_u32(h, "attention.head_count", (uint32_t)h->n_head) ||
+	    put_u32(h, "attention.head_count_kv", (uint32_t)h->n_head_kv) ||
+	    put_u32(h, "attention.key_length", (uint32_t)h->head_dim) ||
+	    put_u32(h, "attention.value_length", (uint32_t)h->head_dim) ||
+	    put_f32(h, "attention.layer_norm_rms_epsilon", (float)eps))
+		return FX_E_NOMEM;
+	if ((rc = map_rope(h)) || (rc = map_window(h)))
+		return rc;
+	/* Optional scalars, llama.cpp's keys. */
+	static const struct {
+		const char *hf, *gguf;
+		int op; /* 0 as is, 1: x^-0.5 */
+	} scal[] = {
+		{ "final_logit_softcapping", "final_logit_softcapping", 0 },
+		{ "attn_logit_softcapping", "attn_logit_softcapping", 0 },
+		{ "query_pre_attn_scalar", "attention.scale", 1 },
+		{ "attention_multiplier", "attention.scale", 0 },
+		{ "embedding_multiplier", "embedding_scale", 0 },
+		{ "residual_multiplier", "residual_scale", 0 },
+		{ "logits_scaling", "logit_scale", 0 },
+	};
+	for (size_t i = 0; i < sizeof(scal) / sizeof(scal[0]); i++) {
+		if (!cfg_num(cfg, scal[i].hf, &d))
+			continue;
+		if (scal[i].op == 1 && d <= 0)
+			return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: %s is %g", h->dir,
+				       scal[i].hf, d);
+		if (put_f32(h, scal[i].gguf, (float)(scal[i].op == 1 ? 1.0 / sqrt(d) : d)))
+			return FX_E_NOMEM;
+	}
+	/* SmolLM3: RoPE skipped on every no_rope_layer_interval-th layer. */
+	const cJSON *nr = cfg_get(cfg, "no_rope_layers");
+	if (nr && cJSON_IsArray(nr)) {
+		uint8_t *use = gguf_build_alloc(h->g, (size_t)h->n_layer);
+		if (!use)
+			return FX_E_NOMEM;
+		for (int il = 0; il < h->n_layer; il++) {
+			const cJSON *e = cJSON_GetArrayItem(nr, il);
+			use[il] = !e || !cJSON_IsNumber(e) || e->valuedouble != 0;
+		}
+		char k[128];
+		snprintf(k, sizeof(k), "%s.rope.layers", h->fam->arch);
+		if (gguf_build_arr(h->g, k, GGUF_T_BOOL, use, (uint64_t)h->n_layer))
+			return FX_E_NOMEM;
+	}
+	return FX_OK;
+}
+
+/* ---- tensors ----------------------------------------------------------- */
+
+/* GGUF name of HF tensor `name`, or NULL with *skip set for tensors that
+ * carry nothing (rotary caches). */
+static const char *gguf_name(struct hf *h, const char *name, char *buf, size_t n, bool *skip)
+{
+	*skip = false;
+	for (size_t i = 0; i < sizeof(global_names) / sizeof(global_names[0]); i++)
+		if (!strcmp(name, global_names[i].hf))
+			return global_names[i].gguf;
+	int il, off = 0;
+	if (sscanf(name, "model.layers.%d.%n", &il, &off) == 1 && off > 0 && il >= 0 &&
+	    il < h->n_layer) {
+		const char *rest = name + off;
+		if (strstr(rest, "rotary_emb.inv_freq")) {
+			*skip = true;
+			return NULL;
+		}
+		for (size_t i = 0; i < sizeof(layer_names) / sizeof(layer_names[0]); i++) {
+			if (strcmp(rest, layer_names[i].hf))
+				continue;
+			const char *g = layer_names[i].gguf;
+			if (!g) {
+				snprintf(buf, n, "blk.%d.%s.weight", il, h->fam->post_attn_name);
+				return buf;
+			}
+			snprintf(buf, n, "blk.%d.%s", il, g);
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* Gemma: a norm weight w becomes the f32 vector 1 + w, as llama.cpp's
+ * converter stores it. */
+static const void *plus_one(struct hf *h, const struct st_tensor *t, int *type)
+{
+	size_t n = (size_t)t->ne[0];
+	float *out = gguf_build_alloc(h->g, n * sizeof(float));
+	if (!out)
+		return NULL;
+	fx_type_get(t->type)->to_float(t->data, out, (int64_t)n);
+	for (size_t i = 0; i < n; i++)
+		out[i] += 1.0f;
+	*type = FX_TYPE_F32;
+	return out;
+}
+
+/* llama.cpp's LlamaModel.permute: within each head, rows (half, i) move to
+ * (i, half), so adjacent-pair RoPE on the result equals rotate_half RoPE on
+ * the original. Rows are whole, so any element type works. */
+static const void *permute_rows(struct hf *h, const struct st_tensor *t, int n_heads)
+{
+	int64_t rows = t->n_dims == 1 ? t->ne[0] : t->ne[1];
+	size_t row_bytes = t->n_dims == 1 ? fx_row_size(t->type, 1) : fx_row_size(t->type, t->ne[0]);
+	if (n_heads <= 0 || rows % (2 * n_heads))
+		return NULL;
+	uint8_t *out = gguf_build_alloc(h->g, t->nbytes);
+	if (!out)
+		return NULL;
+	int64_t hd = rows / n_heads, half = hd / 2;
+	for (int64_t hh = 0; hh < n_heads; hh++)
+		for (int64_t j = 0; j < 2; j++)
+			for (int64_t i = 0; i < half; i++) {
+				int64_t src = hh * hd + j * half + i, dst = hh * hd + i * 2 + j;
+				memcpy(out + dst * row_bytes, (const uint8_t *)t->data + src * row_bytes,
+				       row_bytes);
+			}
+	return out;
+}
+
+static int map_tensor(struct hf *h, const struct st_tensor *t)
+{
+	char buf[160];
+	bool skip;
+	const char *name = gguf_name(h, t->name, buf, sizeof(buf), &skip);
+	if (skip)
+		return FX_OK;
+	if (!name)
+		return fx_fail(h->err, FX_E_UNSUPPORTED,
+			       "%s: tensor '%s' has no mapping for model_type %s", h->dir, t->name,
+			       h->fam->model_type);
+	const void *data = t->data;
+	int type = t->type;
+	if (h->fam->norm_plus_one && ends_with(name, "norm.weight"))
+		data = plus_one(h, t, &type);
+	else if (h->fam->permute_qk && (strstr(name, ".attn_q.") || strstr(name, ".attn_k.")))
+		data = permute_rows(h, t, strstr(name, ".attn_q.") ? h->n_head : h->n_head_kv);
+	if (!data)
+		return fx_fail(h->err, FX_E_FORMAT, "%s: cannot convert tensor '%s' (shape or memory)",
+			       h->dir, t->name);
+	return gguf_build_tensor(h->g, name, type, (uint32_t)t->n_dims, t->ne, data);
+}
+
+static void release_st(void *p)
+{
+	st_set_close(p);
+}
+
+int hf_open(const char *dir, struct gguf_file **out, struct fx_err *err)
+{
+	struct hf h = { .err = err, .dir = dir };
+	char path[4096];
+	int rc;
+	*out = NULL;
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	char *text = read_text(path, 1 << 20);
+	if (!text)
+		return fx_fail(err, FX_E_IO, "%s: cannot read config.json (a Hugging Face model directory "
+			       "holds config.json and model.safetensors)", dir);
+	h.cfg = cJSON_Parse(text);
+	fx_free(text);
+	if (!h.cfg || !cJSON_IsObject(h.cfg)) {
+		rc = fx_fail(err, FX_E_FORMAT, "%s: config.json is not a JSON object", dir);
+		goto out;
+	}
+	const cJSON *mt = cfg_get(h.cfg, "model_type");
+	if (!mt || !cJSON_IsString(mt)) {
+		rc = fx_fail(err, FX_E_FORMAT, "%s/config.json: required key 'model_type' is missing", dir);
+		goto out;
+	}
+	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
+		if (!strcmp(mt->valuestring, families[i].model_type))
+			h.fam = &families[i];
+	if (!h.fam) {
+		rc = fx_fail(err, FX_E_UNSUPPORTED,
+			     "%s: model_type '%s' is not supported (supported: llama, mistral, granite, "
+			     "smollm3, qwen2, qwen3, phi3, gemma, gemma2, gemma3_text, olmo2)",
+			     dir, mt->valuestring);
+		goto out;
+	}
+	if ((rc = gguf_build_new(&h.g)) != FX_OK) {
+		rc = fx_fail(err, rc, "no memory");
+		goto out;
+	}
+	if ((rc = map_metadata(&h)) != FX_OK) {
+		if (rc == FX_E_NOMEM)
+			fx_fail(err, rc, "no memory");
+		goto out;
+	}
+	if ((rc = st_set_open_dir(dir, &h.st, err)) != FX_OK)
+		goto out;
+	h.g->release = release_st;
+	h.g->release_arg = h.st;
+	for (size_t f = 0; f < h.st->n_files; f++)
+		for (size_t i = 0; i < h.st->files[f]->n_tensors; i++)
+			if ((rc = map_tensor(&h, &h.st->files[f]->tensors[i])) != FX_OK) {
+				if (rc == FX_E_NOMEM)
+					fx_fail(err, rc, "no memory");
+				goto out;
+			}
+	*out = h.g;
+	h.g = NULL;
+out:
+	gguf_close(h.g);
+	cJSON_Delete(h.cfg);
+	return rc;
+}

@@ -1,0 +1,38 @@
+#include "model/arch.h"
+
+/* Qwen 2 / 2.5 (HF modeling_qwen2.py): Llama with Q/K/V biases (bound when
+ * present) and NEOX RoPE. */
+const struct arch_desc arch_qwen2 = {
+	.name = "qwen2",
+	.rope = ROPE_NEOX,
+	.act = ACT_SILU,
+};
+
+/* Qwen 3: no biases, per-head Q/K RMSNorm, head_dim independent of the
+ * width (attention.key_length). */
+const struct arch_desc arch_qwen3 = {
+	.name = "qwen3",
+	.rope = ROPE_NEOX,
+	.act = ACT_SILU,
+	.qk_norm = QK_NORM_HEAD,
+};
+
+/* Phi-3 / Phi-4 (HF modeling_phi3.py): fused qkv and gate_up projections
+ * (split into views at load), partial rotary (rope.dimension_count). */
+const struct arch_desc arch_phi3 = {
+	.name = "phi3",
+	.rope = ROPE_NEOX,
+	.act = ACT_SILU,
+};
+
+/* OLMo 2 (Groeneveld et al. 2024, HF modeling_olmo2.py): RMSNorm after
+ * attention and MLP instead of before, Q/K RMSNorm over the whole
+ * projection. */
+const struct arch_desc arch_olmo2 = {
+	.name = "olmo2",
+	.rope = ROPE_NEOX,
+	.act = ACT_SILU,
+	.qk_norm = QK_NORM_FULL,
+	.post_norms = true,
+	.no_pre_norms = true,
+};
