@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "engine/context.h"
 #include "core/threadpool.h"
 #include "kv/kv.h"
 #include "model/forward.h"
@@ -172,4 +173,9 @@ const float *fx_get_logits(const struct fx_context *c, int32_t *n_rows)
 	if (n_rows)
 		*n_rows = c->n_logits;
 	return c->n_logits ? c->logits : NULL;
+}
+
+void context_set_capture(struct fx_context *c, float *buf)
+{
+	c->s.capture = buf;
 }

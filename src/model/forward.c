@@ -113,6 +113,8 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 	int64_t d = hp->n_embd;
 	size_t nd = (size_t)n * (size_t)d;
 	embed(m, tok, n, s->x);
+	if (s->capture)
+		memcpy(s->capture, s->x, nd * sizeof(float));
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct layer *L = &m->layers[il];
 		norm_rows(s->x, L->attn_norm, n, d, hp->eps, s->h);
@@ -125,6 +127,12 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 		if (L->post_ffn_norm)
 			norm_rows(s->o, L->post_ffn_norm, n, d, hp->eps, s->o);
 		add_rows(s->x, s->o, nd, hp->residual_mul);
+		if (s->capture && il + 1 < hp->n_layer)
+			memcpy(s->capture + (size_t)(il + 1) * nd, s->x, nd * sizeof(float));
+	}
+	if (s->capture) {
+		float *last = s->capture + (size_t)hp->n_layer * nd;
+		norm_rows(s->x, m->output_norm, n, d, hp->eps, last);
 	}
 	if (!logits)
 		return;

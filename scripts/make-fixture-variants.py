@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Variants of the copied hf-tiny fixtures for tests/test_fixtures.c.
+
+    python3 scripts/make-fixture-variants.py
+
+1. config.v4.json beside config.json for several fixtures: the same model
+   described in transformers-4 keys (rope_theta, rope_scaling with
+   rope_type or the older type, rope_local_base_freq,
+   partial_rotary_factor at the top level, torch_dtype), the style most
+   released checkpoints use; the shared fixtures are written in the 5 style.
+2. tests/fixtures/hf-tiny-sharded/<name>/: the checkpoint split into two
+   safetensors shards plus model.safetensors.index.json, as transformers
+   writes large checkpoints (the byte ranges are copied, not re-encoded).
+Only the standard library is needed.
+"""
+import json
+import os
+import struct
+
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    "tests", "fixtures")
+V4 = {  # fixture -> key the rope type goes under in rope_scaling
+    "llama3_rope": "rope_type",
+    "llama_linear_rope": "type",
+    "qwen3_yarn": "type",
+    "gemma3": "rope_type",
+    "phi3": None,
+}
+SHARDED = ["llama", "gemma3"]
+
+
+def to_v4(cfg, type_key):
+    c = dict(cfg)
+    if "dtype" in c:
+        c["torch_dtype"] = c.pop("dtype")
+    rp = c.pop("rope_parameters", None) or {}
+    if "full_attention" in rp:  # Gemma 3: one object per layer type
+        c["rope_local_base_freq"] = rp["sliding_attention"]["rope_theta"]
+        rp = rp["full_attention"]
+    rp = dict(rp)
+    c["rope_theta"] = rp.pop("rope_theta")
+    if "partial_rotary_factor" in rp:
+        c["partial_rotary_factor"] = rp.pop("partial_rotary_factor")
+    rtype = rp.pop("rope_type", "default")
+    if rtype != "default":
+        c["rope_scaling"] = {type_key: rtype, **rp}
+    return c
+
+
+def split(name):
+    src = os.path.join(ROOT, "hf-tiny", name)
+    dst = os.path.join(ROOT, "hf-tiny-sharded", name)
+    os.makedirs(dst, exist_ok=True)
+    with open(os.path.join(src, "model.safetensors"), "rb") as f:
+        blob = f.read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    header.pop("__metadata__", None)
+    data = blob[8 + n:]
+    names = sorted(header)
+    halves = [names[:len(names) // 2], names[len(names) // 2:]]
+    weight_map = {}
+    for i, part in enumerate(halves):
+        fname = f"model-{i + 1:05d}-of-00002.safetensors"
+        h, chunks, off = {}, [], 0
+        for k in part:
+            b, e = header[k]["data_offsets"]
+            h[k] = {"dtype": header[k]["dtype"], "shape": header[k]["shape"],
+                    "data_offsets": [off, off + e - b]}
+            chunks.append(data[b:e])
+            off += e - b
+            weight_map[k] = fname
+        hj = json.dumps(h).encode()
+        hj += b" " * (-len(hj) % 8)
+        with open(os.path.join(dst, fname), "wb") as f:
+            f.write(struct.pack("<Q", len(hj)) + hj + b"".join(chunks))
+    with open(os.path.join(dst, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": len(data)}, "weight_map": weight_map}, f, indent=1)
+    with open(os.path.join(src, "config.json")) as f, \
+         open(os.path.join(dst, "config.json"), "w") as g:
+        g.write(f.read())
+
+
+def main():
+    for name, type_key in V4.items():
+        d = os.path.join(ROOT, "hf-tiny", name)
+        with open(os.path.join(d, "config.json")) as f:
+            cfg = json.load(f)
+        with open(os.path.join(d, "config.v4.json"), "w") as f:
+            json.dump(to_v4(cfg, type_key or "rope_type"), f, indent=2)
+            f.write("\n")
+    for name in SHARDED:
+        split(name)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+/* Every supported architecture against transformers' float32 reference on
+ * the tiny random-weight checkpoints in tests/fixtures/hf-tiny (copied from
+ * the shared fixtures; see their README). For each fixture:
+ *   - hidden states after the embeddings and every layer (prefill), so a
+ *     failure names the layer;
+ *   - prefill logits of the prompt (one call, and chunks of 5);
+ *   - decode-path logits of prompt + greedy tokens, one token at a time,
+ *     against full_logits;
+ *   - the greedy continuation, identical;
+ * each within 1e-4 x max(1, max |ref|) of max abs error.
+ * Config variants: transformers-4 style configs (config.v4.json, made by
+ * scripts/make-fixture-variants.py) and a checkpoint split into two shards
+ * with an index (tests/fixtures/hf-tiny-sharded) must give the same logits.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "check.h"
+#include "engine/context.h"
+#include "ferrox.h"
+#include "io/safetensors.h"
+#include "quant/quant.h"
+
+#define ROOT "tests/fixtures/hf-tiny"
+#define TOL 1e-4
+
+struct ref {
+	int32_t prompt[512], all[512], greedy[64];
+	int n_prompt, n_all, n_greedy;
+	struct st_file *st;
+};
+
+static int read_ids(const cJSON *o, const char *k, int32_t *out, int cap)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, k);
+	int n = 0;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, a) {
+		if (n < cap)
+			out[n++] = (int32_t)e->valuedouble;
+	}
+	return n;
+}
+
+static bool load_ref(const char *dir, struct ref *r)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/reference.json", dir);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return false;
+	static char buf[1 << 20];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	cJSON *j = cJSON_Parse(buf);
+	if (!j)
+		return false;
+	r->n_prompt = read_ids(j, "prompt_ids", r->prompt, 512);
+	r->n_all = read_ids(j, "all_ids", r->all, 512);
+	r->n_greedy = read_ids(j, "greedy_ids", r->greedy, 64);
+	cJSON_Delete(j);
+	snprintf(path, sizeof(path), "%s/reference.safetensors", dir);
+	struct fx_err err;
+	return st_open(path, &r->st, &err) == FX_OK && r->n_prompt > 0;
+}
+
+/* max |a - ref| / max(1, max |ref|) over n values; ref must be f32. */
+static double rel_err(const float *a, const struct st_tensor *ref, size_t n)
+{
+	double d = 0, mx = 1;
+	const float *rv = ref->data;
+	for (size_t i = 0; i < n; i++) {
+		float r;
+		memcpy(&r, rv + i, sizeof(r)); /* data may be unaligned */
+		d = fmax(d, fabs((double)a[i] - r));
+		mx = fmax(mx, fabs((double)r));
+	}
+	return d / mx;
+}
+
+static struct fx_context *new_ctx(const struct fx_model *m, uint32_t ubatch)
+{
+	struct fx_err err;
+	struct fx_context *c = NULL;
+	struct fx_context_params cp = fx_context_default_params();
+	cp.n_ctx = 512;
+	cp.n_ubatch = ubatch;
+	cp.n_threads = 2;
+	if (fx_context_create(m, &cp, &c, &err))
+		fprintf(stderr, "context: %s\n", err.msg);
+	return c;
+}
+
+/* Logits and hidden states of one fixture directory; returns the worst
+ * relative error seen (for the summary). */
+static double check_dir(const char *name, const char *dir, const struct ref *r, bool hidden)
+{
+	struct fx_err err = { 0 };
+	struct fx_model *m;
+	int rc = fx_model_load(dir, NULL, &m, &err);
+	CHECKF(rc == FX_OK, "%s: %s", name, err.msg);
+	if (rc)
+		return INFINITY;
+	int32_t nv = fx_model_n_vocab(m);
+	double worst = 0, e;
+
+	/* Prefill, with hidden states. */
+	const struct st_tensor *h0 = st_find(r->st, "hidden.0");
+	int64_t n_embd = h0 ? h0->ne[0] : 0;
+	int n_layer = 0;
+	char hn[32];
+	for (;; n_layer++) {
+		snprintf(hn, sizeof(hn), "hidden.%d", n_layer + 1);
+		if (!st_find(r->st, hn))
+			break;
+	}
+	float *cap = calloc((size_t)(n_layer + 1) * r->n_prompt * (n_embd ? n_embd : 1), sizeof(float));
+	struct fx_context *c = new_ctx(m, 0);
+	if (hidden)
+		context_set_capture(c, cap);
+	CHECK(fx_decode(c, r->prompt, r->n_prompt, true) == FX_OK);
+	const float *l = fx_get_logits(c, NULL);
+	const struct st_tensor *ref_l = st_find(r->st, "logits");
+	CHECKF(ref_l && ref_l->ne[0] == nv, "%s: reference logits missing or of another vocab", name);
+	if (ref_l && ref_l->ne[0] == nv) {
+		e = rel_err(l, ref_l, (size_t)r->n_prompt * nv);
+		worst = fmax(worst, e);
+		CHECKF(e <= TOL, "%s: prefill logits rel err %.3g", name, e);
+	}
+	for (int i = 0; hidden && i <= n_layer; i++) {
+		snprintf(hn, sizeof(hn), "hidden.%d", i);
+		const struct st_tensor *t = st_find(r->st, hn);
+		e = rel_err(cap + (size_t)i * r->n_prompt * n_embd, t, (size_t)r->n_prompt * n_embd);
+		CHECKF(e <= TOL, "%s: hidden state %d (%s) rel err %.3g", name, i,
+		       i == 0 ? "embeddings" : i == n_layer ? "after the final norm" : "layer output", e);
+	}
+	fx_context_free(c);
+	free(cap);
+
+	/* Chunked prefill gives the same rows. */
+	c = new_ctx(m, 5);
+	CHECK(fx_decode(c, r->prompt, r->n_prompt, true) == FX_OK);
+	if (ref_l && ref_l->ne[0] == nv) {
+		e = rel_err(fx_get_logits(c, NULL), ref_l, (size_t)r->n_prompt * nv);
+		CHECKF(e <= TOL, "%s: chunked prefill rel err %.3g", name, e);
+	}
+	fx_context_free(c);
+
+	/* Decode path over all_ids, and greedy agreement. */
+	const struct st_tensor *ref_f = st_find(r->st, "full_logits");
+	c = new_ctx(m, 1);
+	float *row = malloc((size_t)nv * sizeof(float));
+	int greedy_ok = 1;
+	for (int t = 0; t < r->n_all && ref_f; t++) {
+		CHECK(fx_decode(c, &r->all[t], 1, false) == FX_OK);
+		memcpy(row, fx_get_logits(c, NULL), (size_t)nv * sizeof(float));
+		struct st_tensor rt = *ref_f;
+		rt.data = (const uint8_t *)ref_f->data + (size_t)t * nv * sizeof(float);
+		e = rel_err(row, &rt, (size_t)nv);
+		worst = fmax(worst, e);
+		CHECKF(e <= TOL, "%s: decode row %d rel err %.3g", name, t, e);
+		int g = t - (r->n_prompt - 1);
+		if (g >= 0 && g < r->n_greedy) {
+			int best = 0;
+			for (int i = 1; i < nv; i++)
+				best = row[i] > row[best] ? i : best;
+			greedy_ok &= best == r->greedy[g];
+		}
+	}
+	CHECKF(greedy_ok, "%s: greedy ids differ from transformers'", name);
+	free(row);
+	fx_context_free(c);
+	fx_model_free(m);
+	return worst;
+}
+
+/* A temporary copy of dir with config.json replaced by config.v4.json. */
+static bool make_v4_dir(const char *dir, char *tmp)
+{
+	char src[512], dst[600];
+	snprintf(src, sizeof(src), "%s/config.v4.json", dir);
+	if (access(src, R_OK))
+		return false;
+	strcpy(tmp, "/tmp/fx_v4_XXXXXX");
+	if (!mkdtemp(tmp))
+		return false;
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s/config.json' && cp '%s/model.safetensors' '%s/'", src,
+		 tmp, dir, tmp);
+	(void)dst;
+	return system(cmd) == 0;
+}
+
+static void rm_dir(const char *tmp)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	if (system(cmd))
+		fprintf(stderr, "could not remove %s\n", tmp);
+}
+
+int main(void)
+{
+	static const char *const names[] = {
+		"llama", "llama3_rope", "llama_linear_rope", "llama_long", "mistral_swa",
+		"qwen2", "qwen3", "qwen3_yarn", "gemma", "gemma2", "gemma3", "phi3",
+		"granite", "olmo2", "smollm3",
+	};
+	int n_v4 = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char dir[256];
+		static struct ref r;
+		snprintf(dir, sizeof(dir), "%s/%s", ROOT, names[i]);
+		bool ok = load_ref(dir, &r);
+		CHECKF(ok, "%s: cannot read its references", names[i]);
+		if (!ok)
+			continue;
+		double w = check_dir(names[i], dir, &r, true);
+		printf("%-18s max rel err %.2e (prefill, hidden states, decode, greedy)\n", names[i], w);
+		char tmp[64];
+		if (make_v4_dir(dir, tmp)) {
+			char label[64];
+			snprintf(label, sizeof(label), "%s (v4 config)", names[i]);
+			w = check_dir(label, tmp, &r, false);
+			printf("%-18s transformers-4 config: max rel err %.2e\n", names[i], w);
+			rm_dir(tmp);
+			n_v4++;
+		}
+		char sh[256];
+		snprintf(sh, sizeof(sh), "tests/fixtures/hf-tiny-sharded/%s", names[i]);
+		struct stat stt;
+		if (stat(sh, &stt) == 0) {
+			char label[64];
+			snprintf(label, sizeof(label), "%s (2 shards)", names[i]);
+			w = check_dir(label, sh, &r, false);
+			printf("%-18s two shards + index: max rel err %.2e\n", names[i], w);
+		}
+		st_close(r.st);
+	}
+	CHECKF(n_v4 >= 4, "only %d transformers-4 config variants found", n_v4);
+	return check_exit();
+}
