@@ -42,6 +42,9 @@ static const struct hf_family families[] = {
 	{ "gemma2", "gemma2", false, true, "post_attention_norm" },
 	{ "gemma3_text", "gemma3", false, true, "post_attention_norm" },
 	{ "olmo2", "olmo2", false, false, "post_attention_norm" },
+	{ "mixtral", "llama", true, false, "ffn_norm" },
+	{ "qwen2_moe", "qwen2moe", false, false, "ffn_norm" },
+	{ "qwen3_moe", "qwen3moe", false, false, "ffn_norm" },
 };
 
 /* HF per-layer tensor suffix -> GGUF suffix (NULL: the family decides). */
@@ -67,6 +70,37 @@ static const struct {
 	{ "mlp.up_proj.weight", "ffn_up.weight" },
 	{ "mlp.down_proj.weight", "ffn_down.weight" },
 	{ "mlp.gate_up_proj.weight", "ffn_up.weight" }, /* fused [gate; up] (Phi-3) */
+	{ "block_sparse_moe.gate.weight", "ffn_gate_inp.weight" }, /* MoE routers */
+	{ "mlp.gate.weight", "ffn_gate_inp.weight" },
+	{ "mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight" },
+	{ "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight" },
+	{ "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight" },
+	{ "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight" },
+};
+
+/* Per-expert HF tensors (%d: expert) -> the stacked GGUF tensor kind. */
+static const struct {
+	const char *hf;
+	int kind; /* 0 gate, 1 up, 2 down */
+} expert_names[] = {
+	{ "block_sparse_moe.experts.%d.w1.weight%n", 0 },
+	{ "block_sparse_moe.experts.%d.w3.weight%n", 1 },
+	{ "block_sparse_moe.experts.%d.w2.weight%n", 2 },
+	{ "mlp.experts.%d.gate_proj.weight%n", 0 },
+	{ "mlp.experts.%d.up_proj.weight%n", 1 },
+	{ "mlp.experts.%d.down_proj.weight%n", 2 },
+};
+
+static const char *const stack_names[3] = { "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps" };
+
+/* One stacked expert tensor being assembled: llama.cpp keeps experts as
+ * one [n_in, n_out, n_expert] tensor; HF checkpoints as one per expert. */
+struct stack {
+	int layer, kind, type;
+	int64_t ne0, ne1;
+	size_t bytes;        /* per expert */
+	uint8_t *buf;        /* owned by the view */
+	uint64_t seen;       /* bit per expert (n_expert <= 64 here) */
 };
 
 static const struct {
@@ -84,7 +118,9 @@ struct hf {
 	cJSON *cfg;
 	struct fx_err *err;
 	const char *dir;
-	int n_head, n_head_kv, head_dim, n_layer;
+	int n_head, n_head_kv, head_dim, n_layer, n_expert;
+	struct stack *stacks;
+	int n_stacks;
 };
 
 /* ---- config.json ------------------------------------------------------- */
@@ -327,6 +363,28 @@ static int map_metadata(struct hf *h)
 		if (put_f32(h, scal[i].gguf, (float)(scal[i].op == 1 ? 1.0 / sqrt(d) : d)))
 			return FX_E_NOMEM;
 	}
+	/* Mixture of experts. */
+	if (cfg_num(cfg, "num_local_experts", &d) || cfg_num(cfg, "num_experts", &d) ||
+	    cfg_num(cfg, "n_routed_experts", &d)) {
+		double used = 0, fe = n_ff, fs = 0;
+		h->n_expert = (int)d;
+		cfg_num(cfg, "num_experts_per_tok", &used);
+		cfg_num(cfg, "moe_intermediate_size", &fe);
+		cfg_num(cfg, "shared_expert_intermediate_size", &fs);
+		const cJSON *nt = cfg_get(cfg, "norm_topk_prob");
+		bool norm = nt ? cJSON_IsTrue(nt) : !strcmp(h->fam->model_type, "mixtral");
+		char k[128];
+		snprintf(k, sizeof(k), "%s.expert_weights_norm", h->fam->arch);
+		if (h->n_expert < 1 || h->n_expert > 64 || used < 1 || used > h->n_expert)
+			return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: %d experts with %g per "
+				       "token (1..64 experts supported)", h->dir, h->n_expert, used);
+		if (put_u32(h, "expert_count", (uint32_t)h->n_expert) ||
+		    put_u32(h, "expert_used_count", (uint32_t)used) ||
+		    put_u32(h, "expert_feed_forward_length", (uint32_t)fe) ||
+		    (fs > 0 && put_u32(h, "expert_shared_feed_forward_length", (uint32_t)fs)) ||
+		    gguf_build_bool(h->g, k, norm))
+			return FX_E_NOMEM;
+	}
 	/* SmolLM3: RoPE skipped on every no_rope_layer_interval-th layer. */
 	const cJSON *nr = cfg_get(cfg, "no_rope_layers");
 	if (nr && cJSON_IsArray(nr)) {
@@ -422,10 +480,67 @@ static const void *permute_rows(struct hf *h, const struct st_tensor *t, int n_h
 	return out;
 }
 
+/* Copy per-expert tensor t (expert x of layer il) into its stack. */
+static int stack_expert(struct hf *h, const struct st_tensor *t, int il, int kind, int x)
+{
+	struct stack *st = NULL;
+	for (int i = 0; i < h->n_stacks; i++)
+		if (h->stacks[i].layer == il && h->stacks[i].kind == kind)
+			st = &h->stacks[i];
+	if (x < 0 || x >= h->n_expert || t->n_dims != 2)
+		return fx_fail(h->err, FX_E_FORMAT, "%s: expert tensor '%s' does not fit %d experts",
+			       h->dir, t->name, h->n_expert);
+	if (!st) {
+		struct stack *ns = fx_realloc_array(h->stacks, (size_t)h->n_stacks + 1, sizeof(*ns));
+		if (!ns)
+			return FX_E_NOMEM;
+		h->stacks = ns;
+		st = &h->stacks[h->n_stacks++];
+		*st = (struct stack){ .layer = il, .kind = kind, .type = t->type, .ne0 = t->ne[0],
+				      .ne1 = t->ne[1], .bytes = t->nbytes };
+		st->buf = gguf_build_alloc(h->g, t->nbytes * (size_t)h->n_expert);
+		if (!st->buf)
+			return FX_E_NOMEM;
+	}
+	if (st->type != t->type || st->ne0 != t->ne[0] || st->ne1 != t->ne[1] ||
+	    (st->seen >> x & 1))
+		return fx_fail(h->err, FX_E_FORMAT, "%s: expert tensor '%s' differs from its siblings "
+			       "or repeats", h->dir, t->name);
+	memcpy(st->buf + (size_t)x * st->bytes, t->data, st->bytes);
+	st->seen |= 1ull << x;
+	return FX_OK;
+}
+
+static int finish_stacks(struct hf *h)
+{
+	uint64_t all = h->n_expert >= 64 ? ~0ull : (1ull << h->n_expert) - 1;
+	for (int i = 0; i < h->n_stacks; i++) {
+		struct stack *st = &h->stacks[i];
+		char name[96];
+		snprintf(name, sizeof(name), "blk.%d.%s.weight", st->layer, stack_names[st->kind]);
+		if (st->seen != all)
+			return fx_fail(h->err, FX_E_FORMAT, "%s: %s lacks some of its %d experts", h->dir,
+				       name, h->n_expert);
+		int64_t ne[4] = { st->ne0, st->ne1, h->n_expert, 1 };
+		if (gguf_build_tensor(h->g, name, st->type, 3, ne, st->buf))
+			return FX_E_NOMEM;
+	}
+	return FX_OK;
+}
+
 static int map_tensor(struct hf *h, const struct st_tensor *t)
 {
 	char buf[160];
 	bool skip;
+	int il, off = 0, x, end = 0;
+	if (sscanf(t->name, "model.layers.%d.%n", &il, &off) == 1 && off > 0) {
+		for (size_t i = 0; i < sizeof(expert_names) / sizeof(expert_names[0]); i++) {
+			end = 0;
+			if (sscanf(t->name + off, expert_names[i].hf, &x, &end) == 1 && end > 0 &&
+			    t->name[off + end] == 0)
+				return stack_expert(h, t, il, expert_names[i].kind, x);
+		}
+	}
 	const char *name = gguf_name(h, t->name, buf, sizeof(buf), &skip);
 	if (skip)
 		return FX_OK;
@@ -478,7 +593,8 @@ int hf_open(const char *dir, struct gguf_file **out, struct fx_err *err)
 	if (!h.fam) {
 		rc = fx_fail(err, FX_E_UNSUPPORTED,
 			     "%s: model_type '%s' is not supported (supported: llama, mistral, granite, "
-			     "smollm3, qwen2, qwen3, phi3, gemma, gemma2, gemma3_text, olmo2)",
+			     "smollm3, qwen2, qwen3, phi3, gemma, gemma2, gemma3_text, olmo2, mixtral, "
+			     "qwen2_moe, qwen3_moe)",
 			     dir, mt->valuestring);
 		goto out;
 	}
@@ -502,10 +618,16 @@ int hf_open(const char *dir, struct gguf_file **out, struct fx_err *err)
 					fx_fail(err, rc, "no memory");
 				goto out;
 			}
+	if ((rc = finish_stacks(&h)) != FX_OK) {
+		if (rc == FX_E_NOMEM)
+			fx_fail(err, rc, "no memory");
+		goto out;
+	}
 	*out = h.g;
 	h.g = NULL;
 out:
 	gguf_close(h.g);
+	fx_free(h.stacks);
 	cJSON_Delete(h.cfg);
 	return rc;
 }

@@ -25,6 +25,12 @@ enum qk_norm {
 	QK_NORM_FULL,  /* RMSNorm over the whole Q (and K) projection (OLMo 2) */
 };
 
+enum router {
+	ROUTER_SOFTMAX_TOPK, /* softmax over all experts, keep the top k, optionally
+			      * renormalised ({arch}.expert_weights_norm): Mixtral
+			      * (Jiang et al. 2024), Qwen-MoE */
+};
+
 struct arch_desc {
 	const char *name;       /* GGUF general.architecture */
 	enum rope_layout rope;
@@ -41,6 +47,9 @@ struct arch_desc {
 				 * the sliding window unless (il + 1) % swa_period == 0
 				 * (llama.cpp's set_swa_pattern) */
 	float rope_base_swa;    /* RoPE base of sliding-window layers; 0: the global base */
+	enum router router;     /* how MoE layers (those with ffn_gate_inp) pick experts */
+	bool moe_norm;          /* renormalise kept routing weights unless the file says
+				 * ({arch}.expert_weights_norm) */
 };
 
 /* The supported names, comma-separated, for messages. */
@@ -50,6 +59,6 @@ const char *arch_names(void);
 const struct arch_desc *arch_find(const char *name, size_t n);
 
 extern const struct arch_desc arch_llama, arch_granite, arch_smollm3, arch_qwen2, arch_qwen3,
-	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2;
+	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2, arch_qwen2moe, arch_qwen3moe;
 
 #endif

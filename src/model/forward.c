@@ -27,9 +27,13 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct layer *L = &m->layers[il];
 		const struct wmat *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate,
-					    &L->ffn_up, &L->ffn_down };
+					    &L->ffn_up, &L->ffn_down, &L->router, &L->sh_gate,
+					    &L->sh_up, &L->sh_down };
 		for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++)
-			qb = max_sz(qb, op_matmul_scratch(ws[i], n_max));
+			if (ws[i]->data)
+				qb = max_sz(qb, op_matmul_scratch(ws[i], n_max));
+		for (int x = 0; L->exp && x < 3 * hp->n_expert; x++)
+			qb = max_sz(qb, op_matmul_scratch(&L->exp[x], 1));
 	}
 	qb = max_sz(qb, op_matmul_scratch(&m->output, n_max));
 	s->x = fx_malloc_array(n * hp->n_embd, sizeof(float));
@@ -39,15 +43,18 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	s->att = fx_malloc_array(n * aw, sizeof(float));
 	s->k = fx_malloc_array(n * kw, sizeof(float));
 	s->v = fx_malloc_array(n * vw, sizeof(float));
-	s->gate = fx_malloc_array(n * hp->n_ff, sizeof(float));
-	s->up = fx_malloc_array(n * hp->n_ff, sizeof(float));
+	size_t ff = max_sz(max_sz((size_t)hp->n_ff, (size_t)hp->n_ff_exp), (size_t)hp->n_ff_shexp);
+	s->gate = fx_malloc_array(n * ff, sizeof(float));
+	s->up = fx_malloc_array(n * ff, sizeof(float));
+	s->router = fx_malloc_array(n * (size_t)(hp->n_expert ? hp->n_expert : 1), sizeof(float));
+	s->exp_out = fx_malloc_array((size_t)hp->n_embd, sizeof(float));
 	s->scores = fx_malloc_array((size_t)n_threads * (size_t)n_ctx, sizeof(float));
 	s->qbuf = fx_malloc_array(qb ? qb : 1, 1);
 	s->vrow = fx_malloc_array((size_t)n_threads * hp->head_dim_v, sizeof(float));
 	s->qconv_stride = ((size_t)hp->head_dim * sizeof(float) + 63) & ~(size_t)63;
 	s->qconv = fx_malloc_array((size_t)n_threads, s->qconv_stride);
 	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
-	    !s->scores || !s->qbuf || !s->vrow || !s->qconv) {
+	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->router || !s->exp_out) {
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
 	}
@@ -57,7 +64,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 void fwd_scratch_fini(struct fwd_scratch *s)
 {
 	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
-			  s->vrow };
+			  s->vrow, s->router, s->exp_out };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
 	fx_free(s->qbuf);

@@ -144,6 +144,20 @@ static int read_hparams(struct loader *ld)
 	    (rc = get_float(ld, "final_logit_softcapping", &hp->final_softcap)) ||
 	    (rc = get_float(ld, "attn_logit_softcapping", &hp->attn_softcap)))
 		return rc;
+	if ((rc = get_int(ld, "expert_count", &hp->n_expert, false)) ||
+	    (rc = get_int(ld, "expert_used_count", &hp->n_expert_used, false)))
+		return rc;
+	hp->n_ff_exp = hp->n_ff;
+	hp->expert_norm = ld->m->arch->moe_norm;
+	char kb[128];
+	gguf_get_bool(ld->m->g, key(ld, kb, sizeof(kb), "expert_weights_norm"), &hp->expert_norm);
+	if ((rc = get_int(ld, "expert_feed_forward_length", &hp->n_ff_exp, false)) ||
+	    (rc = get_int(ld, "expert_shared_feed_forward_length", &hp->n_ff_shexp, false)))
+		return rc;
+	if (hp->n_expert > 1024 || hp->n_expert_used > hp->n_expert || hp->n_expert_used > 64 ||
+	    (hp->n_expert && hp->n_expert_used <= 0))
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %d experts, %d used per token",
+			       hp->n_expert, hp->n_expert_used);
 	hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
 	if ((rc = get_float(ld, "attention.scale", &hp->attn_scale)))
 		return rc;
@@ -213,6 +227,20 @@ static int bind_mat(struct loader *ld, const char *name, int64_t n_in, int64_t n
 	return FX_OK;
 }
 
+/* Remember an allocation the model frees. */
+static void *own(struct loader *ld, void *p)
+{
+	struct fx_model *m = ld->m;
+	float **ow = p ? fx_realloc_array(m->owned, (size_t)m->n_owned + 1, sizeof(*ow)) : NULL;
+	if (!ow) {
+		fx_free(p);
+		return NULL;
+	}
+	m->owned = ow;
+	m->owned[m->n_owned++] = p;
+	return p;
+}
+
 /* Bind a 1-D f32 vector of n; other float types are converted once into an
  * owned buffer. */
 static int bind_vec(struct loader *ld, const char *name, int64_t n, bool required,
@@ -227,7 +255,7 @@ static int bind_vec(struct loader *ld, const char *name, int64_t n, bool require
 				       name, ld->arch);
 		return FX_OK;
 	}
-	if (t->n_dims != 1 || t->ne[0] != n)
+	if (t->ne[0] != n || t->ne[1] * t->ne[2] * t->ne[3] != 1)
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s has %lld elements, want %lld",
 			       name, (long long)(t->ne[0] * t->ne[1]), (long long)n);
 	if (t->type == FX_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
@@ -235,16 +263,9 @@ static int bind_vec(struct loader *ld, const char *name, int64_t n, bool require
 		return FX_OK;
 	}
 	const struct fx_type_traits *tt = fx_type_get(t->type);
-	float *buf = fx_malloc_array((size_t)n, sizeof(float));
-	float **ow = fx_realloc_array(m->owned, (size_t)m->n_owned + 1, sizeof(*ow));
-	if (!buf || !ow) {
-		fx_free(buf);
-		if (ow)
-			m->owned = ow;
+	float *buf = own(ld, fx_malloc_array((size_t)n, sizeof(float)));
+	if (!buf)
 		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %s", name);
-	}
-	m->owned = ow;
-	m->owned[m->n_owned++] = buf;
 	tt->to_float(t->data, buf, n);
 	*out = buf;
 	return FX_OK;
@@ -302,6 +323,70 @@ static int bind_gate_up(struct loader *ld, int il, struct layer *L, int64_t e, i
 	return bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.ffn_up.weight", il), n), e, f, true, &L->ffn_up);
 }
 
+/* Stacked experts: ffn_{gate,up,down}_exps [n_in, n_out, n_expert] become
+ * n_expert matrix views each (llama.cpp's layout). */
+static int bind_experts(struct loader *ld, int il, struct layer *L)
+{
+	const struct hparams *hp = &ld->m->hp;
+	static const char *const kind[3] = { "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps" };
+	int64_t e = hp->n_embd, f = hp->n_ff_exp;
+	char n[96];
+	int rc;
+	if (!hp->n_expert)
+		return fx_fail(ld->err, FX_E_FORMAT, "blk.%d has a router but %s.expert_count is missing",
+			       il, ld->arch);
+	L->exp = own(ld, fx_calloc((size_t)hp->n_expert * 3, sizeof(*L->exp)));
+	if (!L->exp)
+		return fx_fail(ld->err, FX_E_NOMEM, "no memory for experts");
+	for (int k = 0; k < 3; k++) {
+		int64_t in = k == 2 ? f : e, out = k == 2 ? e : f;
+		snprintf(n, sizeof(n), "blk.%d.%s.weight", il, kind[k]);
+		const struct gguf_tensor *t = gguf_find_tensor(ld->m->g, n);
+		if (!t || t->n_dims != 3 || t->ne[0] != in || t->ne[1] != out || t->ne[2] != hp->n_expert)
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s is %s, want [%lld, %lld, %d]",
+				       n, t ? "of another shape" : "missing", (long long)in,
+				       (long long)out, hp->n_expert);
+		const struct fx_type_traits *tt = fx_type_get(t->type);
+		if (!tt->vec_dot)
+			return fx_fail(ld->err, FX_E_UNSUPPORTED, "GGUF: %s has type %s, which ferrox "
+				       "cannot multiply yet", n, tt->name);
+		struct wmat all = { .data = t->data, .type = t->type, .n_in = in,
+				    .n_out = out * hp->n_expert, .row_bytes = fx_row_size(t->type, in) };
+		for (int x = 0; x < hp->n_expert; x++)
+			L->exp[3 * x + k] = mat_rows(&all, (int64_t)x * out, out);
+	}
+	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp_shexp.weight", il);
+	if ((rc = bind_vec(ld, n, e, false, &L->sh_router)))
+		return rc;
+	if (!hp->n_ff_shexp)
+		return FX_OK;
+#define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
+	if ((rc = bind_mat(ld, NAME("ffn_gate_shexp.weight"), e, hp->n_ff_shexp, true, &L->sh_gate)) ||
+	    (rc = bind_mat(ld, NAME("ffn_up_shexp.weight"), e, hp->n_ff_shexp, true, &L->sh_up)) ||
+	    (rc = bind_mat(ld, NAME("ffn_down_shexp.weight"), hp->n_ff_shexp, e, true, &L->sh_down)))
+		return rc;
+#undef NAME
+	return FX_OK;
+}
+
+/* The MLP: a router (ffn_gate_inp) makes it an MoE layer, else dense. */
+static int bind_ffn(struct loader *ld, int il, struct layer *L)
+{
+	const struct hparams *hp = &ld->m->hp;
+	char n[96];
+	int rc;
+	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.weight", il);
+	if (gguf_find_tensor(ld->m->g, n)) {
+		if ((rc = bind_mat(ld, n, hp->n_embd, hp->n_expert, true, &L->router)))
+			return rc;
+		return bind_experts(ld, il, L);
+	}
+	if ((rc = bind_gate_up(ld, il, L, hp->n_embd, hp->n_ff)))
+		return rc;
+	snprintf(n, sizeof(n), "blk.%d.ffn_down.weight", il);
+	return bind_mat(ld, n, hp->n_ff, hp->n_embd, true, &L->ffn_down);
+}
+
 static int bind_layer(struct loader *ld, int il)
 {
 	const struct hparams *hp = &ld->m->hp;
@@ -327,8 +412,7 @@ static int bind_layer(struct loader *ld, int il)
 	    (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, qk, &L->k_norm)) ||
 	    (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, a->post_norms, &L->post_attn_norm)) ||
 	    (rc = bind_vec(ld, NAME("ffn_norm.weight"), e, pre, &L->ffn_norm)) ||
-	    (rc = bind_gate_up(ld, il, L, e, hp->n_ff)) ||
-	    (rc = bind_mat(ld, NAME("ffn_down.weight"), hp->n_ff, e, true, &L->ffn_down)) ||
+	    (rc = bind_ffn(ld, il, L)) ||
 	    (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, a->post_norms, &L->post_ffn_norm)))
 		return rc;
 #undef NAME

@@ -18,6 +18,10 @@ struct hparams {
 	int32_t n_embd;      /* residual stream width */
 	int32_t n_layer;
 	int32_t n_ff;        /* MLP hidden width */
+	int32_t n_expert, n_expert_used; /* MoE: experts per layer, experts per token (0: dense) */
+	int32_t n_ff_exp;    /* hidden width of one expert */
+	int32_t n_ff_shexp;  /* hidden width of the shared expert (0: none) */
+	bool expert_norm;    /* renormalise the kept routing weights to sum to 1 */
 	int32_t n_head, n_head_kv;
 	int32_t head_dim;    /* per-head Q/K width ({arch}.attention.key_length) */
 	int32_t head_dim_v;  /* per-head V width (value_length) */
@@ -53,8 +57,15 @@ struct layer {
 					     * (whole projection), or NULL */
 	const float *post_attn_norm;        /* [n_embd] or NULL */
 	const float *ffn_norm;              /* [n_embd], NULL without pre norms */
-	struct wmat ffn_gate, ffn_up;       /* n_embd -> n_ff */
+	struct wmat ffn_gate, ffn_up;       /* n_embd -> n_ff (dense layers) */
 	struct wmat ffn_down;               /* n_ff -> n_embd */
+	struct wmat router;                 /* MoE: n_embd -> n_expert; data NULL when dense */
+	struct wmat *exp;                   /* MoE: [n_expert][3] gate, up (n_embd -> n_ff_exp),
+					     * down (n_ff_exp -> n_embd): views into the
+					     * stacked ffn_*_exps tensors (owned array) */
+	struct wmat sh_gate, sh_up, sh_down;/* shared expert (n_ff_shexp), data NULL if none */
+	const float *sh_router;             /* [n_embd]: sigmoid(x . w) scales the shared
+					     * expert (Qwen2-MoE), or NULL */
 	const float *post_ffn_norm;         /* [n_embd] or NULL */
 	bool swa;                           /* sliding-window layer */
 	bool rope;                          /* RoPE applies (false: NoPE layer) */

@@ -3,11 +3,13 @@
 /* Llama 2/3, Mistral, SmolLM2: pre-norm RMSNorm, GQA, RoPE on adjacent pairs
  * (the GGUF converter permutes Q/K rows into that layout), SwiGLU MLP.
  * Touvron et al. 2023; llama.cpp LLM_ARCH_LLAMA. A sliding window applies
- * when the file lists the layers (Mistral from HF). */
+ * when the file lists the layers (Mistral from HF); Mixtral is this row
+ * with MoE layers (softmax top-k, renormalised). */
 const struct arch_desc arch_llama = {
 	.name = "llama",
 	.rope = ROPE_ADJACENT,
 	.act = ACT_SILU,
+	.moe_norm = true,
 };
 
 /* Granite (IBM): Llama plus scalar multipliers on embeddings, residual

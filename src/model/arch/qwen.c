@@ -36,3 +36,23 @@ const struct arch_desc arch_olmo2 = {
 	.post_norms = true,
 	.no_pre_norms = true,
 };
+
+/* Qwen2-MoE (HF modeling_qwen2_moe.py): Qwen 2 attention; every layer a
+ * softmax top-k MoE plus a shared expert scaled by sigmoid(x . w_gate). */
+const struct arch_desc arch_qwen2moe = {
+	.name = "qwen2moe",
+	.rope = ROPE_NEOX,
+	.act = ACT_SILU,
+	.router = ROUTER_SOFTMAX_TOPK,
+};
+
+/* Qwen3-MoE: Qwen 3 attention (Q/K norm), softmax top-k MoE with the kept
+ * probabilities renormalised (norm_topk_prob). */
+const struct arch_desc arch_qwen3moe = {
+	.name = "qwen3moe",
+	.rope = ROPE_NEOX,
+	.act = ACT_SILU,
+	.qk_norm = QK_NORM_HEAD,
+	.router = ROUTER_SOFTMAX_TOPK,
+	.moe_norm = true,
+};
