@@ -75,6 +75,19 @@ const char *fx_model_arch_name(const struct fx_model *m); /* "gemma3", ... */
 int fx_inspect(const char *path, char **report, struct fx_err *err);
 void fx_string_free(char *s);
 
+/* Write the model at src (a GGUF file, or a Hugging Face checkpoint
+ * directory mapped as fx_model_load does) to dst as a GGUF v3 file with
+ * llama.cpp's names, keys and converter transforms, like llama.cpp's
+ * convert_hf_to_gguf.py + llama-quantize. type_name: NULL keeps every
+ * tensor's type; otherwise "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1",
+ * "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k" or "q6_k" for the weight
+ * matrices (vectors stay f32). No tokenizer is written for a directory.
+ * dst is written via "dst.tmp" and a rename: on failure dst is untouched.
+ * Errors: FX_E_INVALID (unknown type name: the message lists the valid
+ * ones), FX_E_UNSUPPORTED (no quantizer for that type in this build yet),
+ * FX_E_IO (unwritable path, disk full), FX_E_FORMAT, FX_E_NOMEM. */
+int fx_convert(const char *src, const char *dst, const char *type_name, struct fx_err *err);
+
 /* ---- vocabulary ------------------------------------------------------ */
 
 fx_token fx_token_bos(const struct fx_model *m); /* -1 when the model has none */

@@ -45,6 +45,7 @@ static const struct hf_family families[] = {
 	{ "mixtral", "llama", true, false, "ffn_norm" },
 	{ "qwen2_moe", "qwen2moe", false, false, "ffn_norm" },
 	{ "qwen3_moe", "qwen3moe", false, false, "ffn_norm" },
+	{ "gpt_oss", "gpt-oss", false, false, "post_attention_norm" },
 };
 
 /* HF per-layer tensor suffix -> GGUF suffix (NULL: the family decides). */
@@ -76,6 +77,9 @@ static const struct {
 	{ "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight" },
 	{ "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight" },
 	{ "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight" },
+	{ "self_attn.sinks", "attn_sinks.weight" },
+	{ "mlp.router.weight", "ffn_gate_inp.weight" },
+	{ "mlp.router.bias", "ffn_gate_inp.bias" },
 };
 
 /* Per-expert HF tensors (%d: expert) -> the stacked GGUF tensor kind. */
@@ -353,6 +357,7 @@ static int map_metadata(struct hf *h)
 		{ "embedding_multiplier", "embedding_scale", 0 },
 		{ "residual_multiplier", "residual_scale", 0 },
 		{ "logits_scaling", "logit_scale", 0 },
+		{ "swiglu_limit", "swiglu_limit", 0 },
 	};
 	for (size_t i = 0; i < sizeof(scal) / sizeof(scal[0]); i++) {
 		if (!cfg_num(cfg, scal[i].hf, &d))
@@ -528,6 +533,69 @@ static int finish_stacks(struct hf *h)
 	return FX_OK;
 }
 
+/* gpt-oss keeps each layer's experts fused: gate_up_proj [E, n_embd, 2I]
+ * (x @ W form) with gate and up interleaved on the last axis, its bias
+ * [E, 2I], down_proj [E, I, n_embd], its bias [E, n_embd]. Split, transpose
+ * to rows of outputs and stack as llama.cpp's converter does. */
+static int map_fused_experts(struct hf *h, const struct st_tensor *t, int il, const char *rest)
+{
+	bool gu = !strcmp(rest, "gate_up_proj"), gub = !strcmp(rest, "gate_up_proj_bias");
+	bool dn = !strcmp(rest, "down_proj"), dnb = !strcmp(rest, "down_proj_bias");
+	if (!gu && !gub && !dn && !dnb)
+		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s: tensor '%s' has no mapping", h->dir,
+			       t->name);
+	int64_t E = gu || dn ? t->ne[2] : t->ne[1];
+	if (E != h->n_expert || (gu || dn ? t->n_dims != 3 : t->n_dims != 2) ||
+	    ((gu || gub) && t->ne[0] % 2))
+		return fx_fail(h->err, FX_E_FORMAT, "%s: '%s' does not have the fused-expert shape",
+			       h->dir, t->name);
+	size_t n = (size_t)(t->ne[0] * t->ne[1] * t->ne[2]);
+	float *src = fx_malloc_array(n, sizeof(float));
+	if (!src)
+		return FX_E_NOMEM;
+	fx_type_get(t->type)->to_float(t->data, src, (int64_t)n);
+	int rc = FX_OK;
+	char name[96];
+	if (gu || gub) {
+		int64_t I = t->ne[0] / 2, in = gu ? t->ne[1] : 1;
+		for (int k = 0; k < 2 && !rc; k++) { /* k 0: gate (even), 1: up (odd) */
+			float *dst = gguf_build_alloc(h->g, (size_t)(E * I * in) * sizeof(float));
+			if (!dst) {
+				rc = FX_E_NOMEM;
+				break;
+			}
+			for (int64_t e = 0; e < E; e++)
+				for (int64_t o = 0; o < I; o++)
+					for (int64_t i = 0; i < in; i++)
+						dst[(e * I + o) * in + i] = src[(e * in + i) * 2 * I + 2 * o + k];
+			snprintf(name, sizeof(name), "blk.%d.%s.%s", il, k ? "ffn_up_exps" : "ffn_gate_exps",
+				 gu ? "weight" : "bias");
+			int64_t ne[4] = { in, I, E, 1 };
+			if (!gu)
+				ne[0] = I, ne[1] = E;
+			rc = gguf_build_tensor(h->g, name, FX_TYPE_F32, gu ? 3 : 2, ne, dst);
+		}
+	} else {
+		int64_t out = t->ne[0], in = dn ? t->ne[1] : 1;
+		float *dst = gguf_build_alloc(h->g, n * sizeof(float));
+		if (!dst) {
+			rc = FX_E_NOMEM;
+		} else {
+			for (int64_t e = 0; e < E; e++)
+				for (int64_t o = 0; o < out; o++)
+					for (int64_t i = 0; i < in; i++)
+						dst[(e * out + o) * in + i] = src[(e * in + i) * out + o];
+			snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.%s", il, dn ? "weight" : "bias");
+			int64_t ne[4] = { in, out, E, 1 };
+			if (!dn)
+				ne[0] = out, ne[1] = E;
+			rc = gguf_build_tensor(h->g, name, FX_TYPE_F32, dn ? 3 : 2, ne, dst);
+		}
+	}
+	fx_free(src);
+	return rc;
+}
+
 static int map_tensor(struct hf *h, const struct st_tensor *t)
 {
 	char buf[160];
@@ -540,6 +608,8 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 			    t->name[off + end] == 0)
 				return stack_expert(h, t, il, expert_names[i].kind, x);
 		}
+		if (!strncmp(t->name + off, "mlp.experts.", 12))
+			return map_fused_experts(h, t, il, t->name + off + 12);
 	}
 	const char *name = gguf_name(h, t->name, buf, sizeof(buf), &skip);
 	if (skip)
@@ -594,7 +664,7 @@ int hf_open(const char *dir, struct gguf_file **out, struct fx_err *err)
 		rc = fx_fail(err, FX_E_UNSUPPORTED,
 			     "%s: model_type '%s' is not supported (supported: llama, mistral, granite, "
 			     "smollm3, qwen2, qwen3, phi3, gemma, gemma2, gemma3_text, olmo2, mixtral, "
-			     "qwen2_moe, qwen3_moe)",
+			     "qwen2_moe, qwen3_moe, gpt_oss)",
 			     dir, mt->valuestring);
 		goto out;
 	}

@@ -17,6 +17,8 @@ enum rope_layout {
 enum ffn_act {
 	ACT_SILU,      /* SwiGLU: down(silu(gate x) * up x), Shazeer 2020 */
 	ACT_GELU_TANH, /* GeGLU with tanh-approximated GELU (Gemma) */
+	ACT_SWIGLU_OAI,/* gpt-oss: clamp(gate, max=L) * sigmoid(1.702 gate) *
+			* (clamp(up, -L, L) + 1), L = swiglu_limit */
 };
 
 enum qk_norm {
@@ -29,6 +31,7 @@ enum router {
 	ROUTER_SOFTMAX_TOPK, /* softmax over all experts, keep the top k, optionally
 			      * renormalised ({arch}.expert_weights_norm): Mixtral
 			      * (Jiang et al. 2024), Qwen-MoE */
+	ROUTER_TOPK_SOFTMAX, /* top k of the logits, softmax over those k (gpt-oss) */
 };
 
 struct arch_desc {
@@ -50,6 +53,8 @@ struct arch_desc {
 	enum router router;     /* how MoE layers (those with ffn_gate_inp) pick experts */
 	bool moe_norm;          /* renormalise kept routing weights unless the file says
 				 * ({arch}.expert_weights_norm) */
+	const char *ffn_norm_name; /* the pre-MLP norm's tensor suffix; NULL: "ffn_norm"
+				    * (gpt-oss in llama.cpp: "post_attention_norm") */
 };
 
 /* The supported names, comma-separated, for messages. */
@@ -59,6 +64,7 @@ const char *arch_names(void);
 const struct arch_desc *arch_find(const char *name, size_t n);
 
 extern const struct arch_desc arch_llama, arch_granite, arch_smollm3, arch_qwen2, arch_qwen3,
-	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2, arch_qwen2moe, arch_qwen3moe;
+	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2, arch_qwen2moe, arch_qwen3moe,
+	arch_gpt_oss;
 
 #endif

@@ -51,6 +51,23 @@ static void qk_decorate(const struct fx_model *m, const struct layer *L, float *
 	}
 }
 
+/* Softmax over [x, sink] keeping only x's share: the sink logit takes
+ * probability mass but carries no value (gpt-oss; Xiao et al. 2023). */
+static void softmax_with_sink(float *x, int32_t n, float sink)
+{
+	float mx = sink;
+	for (int32_t i = 0; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	double sum = expf(sink - mx);
+	for (int32_t i = 0; i < n; i++) {
+		x[i] = expf(x[i] - mx);
+		sum += x[i];
+	}
+	float inv = (float)(1.0 / sum);
+	for (int32_t i = 0; i < n; i++)
+		x[i] *= inv;
+}
+
 /* One (token, head) pair: softmax(q·K^T * scale) V over the visible keys.
  * With an f16 cache this follows llama.cpp's (non-flash) CPU path: Q is
  * rounded to f16 for the K dot product, and the attention weights are
@@ -90,7 +107,10 @@ static void attend_one(const struct attn_args *a, int ith, int32_t t, int hh)
 			d = hp->attn_softcap * tanhf(d / hp->attn_softcap);
 		scores[j] = d;
 	}
-	op_softmax(scores, nk);
+	if (L->sinks)
+		softmax_with_sink(scores, nk, L->sinks[hh]);
+	else
+		op_softmax(scores, nk);
 	bool round_w = kv_v_type(a->kv) == FX_TYPE_F16;
 	memset(out, 0, (size_t)hp->head_dim_v * sizeof(float));
 	for (int32_t j = 0; j < nk; j++) {

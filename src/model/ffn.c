@@ -7,15 +7,34 @@
 
 #include "model/forward.h"
 
-/* out[n, n_embd] = down(act(gate h) * up h) through scratch gate/up. */
+static void add_bias(float *x, const float *b, int32_t n, int64_t width)
+{
+	for (int32_t t = 0; t < n; t++)
+		for (int64_t i = 0; i < width; i++)
+			x[(size_t)t * width + i] += b[i];
+}
+
+/* out[n, n_embd] = down(act(gate h) * up h) through scratch gate/up; the
+ * biases b[3] (gate, up, down; each may be NULL) are added after each
+ * projection. */
 static void glu(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
-		const struct wmat *gate, const struct wmat *up, const struct wmat *down, int32_t n,
-		const float *h, float *out)
+		const struct wmat *gate, const struct wmat *up, const struct wmat *down,
+		const float *const b[3], int32_t n, const float *h, float *out)
 {
 	size_t nf = (size_t)n * (size_t)gate->n_out;
 	op_matmul(pool, gate, h, n, s->gate, s->qbuf);
 	op_matmul(pool, up, h, n, s->up, s->qbuf);
-	if (m->arch->act == ACT_GELU_TANH && m->hp.gelu_f16) {
+	if (b && b[0])
+		add_bias(s->gate, b[0], n, gate->n_out);
+	if (b && b[1])
+		add_bias(s->up, b[1], n, up->n_out);
+	if (m->arch->act == ACT_SWIGLU_OAI) {
+		float lim = m->hp.swiglu_limit;
+		for (size_t i = 0; i < nf; i++) {
+			float g = fminf(s->gate[i], lim), u = fmaxf(fminf(s->up[i], lim), -lim);
+			s->gate[i] = g / (1.0f + expf(-1.702f * g)) * (u + 1.0f);
+		}
+	} else if (m->arch->act == ACT_GELU_TANH && m->hp.gelu_f16) {
 		for (size_t i = 0; i < nf; i++)
 			s->gate[i] = op_gelu_tanh_f16(s->gate[i]) * s->up[i];
 	} else if (m->arch->act == ACT_GELU_TANH) {
@@ -26,6 +45,8 @@ static void glu(const struct fx_model *m, struct fx_pool *pool, struct fwd_scrat
 			s->gate[i] = op_silu(s->gate[i]) * s->up[i];
 	}
 	op_matmul(pool, down, s->gate, n, out, s->qbuf);
+	if (b && b[2])
+		add_bias(out, b[2], n, down->n_out);
 }
 
 /* The kept experts of one token: softmax over all router logits, the top k
@@ -56,6 +77,26 @@ static int route_softmax_topk(const struct hparams *hp, float *p, int *idx, floa
 	return k;
 }
 
+/* The top k of the router logits, then softmax over those k (gpt-oss). */
+static int route_topk_softmax(const struct hparams *hp, float *p, int *idx, float *w)
+{
+	int k = hp->n_expert_used;
+	for (int j = 0; j < k; j++) {
+		int best = -1;
+		for (int x = 0; x < hp->n_expert; x++) {
+			bool taken = false;
+			for (int i = 0; i < j; i++)
+				taken |= idx[i] == x;
+			if (!taken && (best < 0 || p[x] > p[best]))
+				best = x;
+		}
+		idx[j] = best;
+		w[j] = p[best];
+	}
+	op_softmax(w, k);
+	return k;
+}
+
 static void moe(const struct fx_model *m, const struct layer *L, struct fx_pool *pool,
 		struct fwd_scratch *s, int32_t n, const float *h, float *out)
 {
@@ -68,16 +109,24 @@ static void moe(const struct fx_model *m, const struct layer *L, struct fx_pool 
 	for (int32_t t = 0; t < n; t++) {
 		const float *ht = h + (size_t)t * d;
 		float *ot = out + (size_t)t * d;
-		int k = route_softmax_topk(hp, s->router + (size_t)t * hp->n_expert, idx, w);
+		float *rl = s->router + (size_t)t * hp->n_expert;
+		if (L->router_b)
+			for (int x = 0; x < hp->n_expert; x++)
+				rl[x] += L->router_b[x];
+		int k = m->arch->router == ROUTER_TOPK_SOFTMAX ? route_topk_softmax(hp, rl, idx, w)
+							       : route_softmax_topk(hp, rl, idx, w);
 		memset(ot, 0, (size_t)d * sizeof(float));
 		for (int j = 0; j < k; j++) {
 			const struct wmat *e = &L->exp[3 * idx[j]];
-			glu(m, pool, s, &e[0], &e[1], &e[2], 1, ht, s->exp_out);
+			const float *b[3];
+			for (int q = 0; q < 3; q++)
+				b[q] = L->exp_b[q] ? L->exp_b[q] + (size_t)idx[j] * e[q].n_out : NULL;
+			glu(m, pool, s, &e[0], &e[1], &e[2], b, 1, ht, s->exp_out);
 			for (int64_t i = 0; i < d; i++)
 				ot[i] += w[j] * s->exp_out[i];
 		}
 		if (L->sh_gate.data) {
-			glu(m, pool, s, &L->sh_gate, &L->sh_up, &L->sh_down, 1, ht, s->exp_out);
+			glu(m, pool, s, &L->sh_gate, &L->sh_up, &L->sh_down, NULL, 1, ht, s->exp_out);
 			float g = 1.0f;
 			if (L->sh_router) {
 				float z = 0;
@@ -98,5 +147,5 @@ void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct 
 	if (L->router.data)
 		moe(m, L, pool, s, n, h, out);
 	else
-		glu(m, pool, s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, n, h, out);
+		glu(m, pool, s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, NULL, n, h, out);
 }

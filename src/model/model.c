@@ -148,6 +148,9 @@ static int read_hparams(struct loader *ld)
 	    (rc = get_int(ld, "expert_used_count", &hp->n_expert_used, false)))
 		return rc;
 	hp->n_ff_exp = hp->n_ff;
+	hp->swiglu_limit = 7.0f;
+	if ((rc = get_float(ld, "swiglu_limit", &hp->swiglu_limit)))
+		return rc;
 	hp->expert_norm = ld->m->arch->moe_norm;
 	char kb[128];
 	gguf_get_bool(ld->m->g, key(ld, kb, sizeof(kb), "expert_weights_norm"), &hp->expert_norm);
@@ -162,6 +165,8 @@ static int read_hparams(struct loader *ld)
 	if ((rc = get_float(ld, "attention.scale", &hp->attn_scale)))
 		return rc;
 	hp->rope_base_swa = ld->m->arch->rope_base_swa > 0 ? ld->m->arch->rope_base_swa : hp->rope_base;
+	hp->has_rope_swa = ld->m->arch->rope_base_swa > 0 ||
+			   gguf_find(ld->m->g, key(ld, kb, sizeof(kb), "rope.freq_base_swa"));
 	if ((rc = get_float(ld, "rope.freq_base_swa", &hp->rope_base_swa)) ||
 	    (rc = get_float(ld, "embedding_scale", &hp->embd_mul)) ||
 	    (rc = get_float(ld, "residual_scale", &hp->residual_mul)) ||
@@ -355,6 +360,21 @@ static int bind_experts(struct loader *ld, int il, struct layer *L)
 		for (int x = 0; x < hp->n_expert; x++)
 			L->exp[3 * x + k] = mat_rows(&all, (int64_t)x * out, out);
 	}
+	for (int k = 0; k < 3; k++) {
+		int64_t out = k == 2 ? e : f;
+		snprintf(n, sizeof(n), "blk.%d.%s.bias", il, kind[k]);
+		const struct gguf_tensor *b = gguf_find_tensor(ld->m->g, n);
+		if (!b)
+			continue;
+		if (b->type != FX_TYPE_F32 || b->ne[0] != out || b->ne[1] != hp->n_expert ||
+		    (uintptr_t)b->data % sizeof(float))
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s must be f32 [%lld, %d]", n,
+				       (long long)out, hp->n_expert);
+		L->exp_b[k] = b->data;
+	}
+	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.bias", il);
+	if ((rc = bind_vec(ld, n, hp->n_expert, false, &L->router_b)))
+		return rc;
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp_shexp.weight", il);
 	if ((rc = bind_vec(ld, n, e, false, &L->sh_router)))
 		return rc;
@@ -410,10 +430,15 @@ static int bind_layer(struct loader *ld, int il)
 	    (rc = bind_vec(ld, NAME("attn_output.bias"), e, false, &L->bo)) ||
 	    (rc = bind_vec(ld, NAME("attn_q_norm.weight"), qn, qk, &L->q_norm)) ||
 	    (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, qk, &L->k_norm)) ||
-	    (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, a->post_norms, &L->post_attn_norm)) ||
-	    (rc = bind_vec(ld, NAME("ffn_norm.weight"), e, pre, &L->ffn_norm)) ||
+	    (a->post_norms &&
+	     (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, true, &L->post_attn_norm))) ||
+	    (rc = bind_vec(ld, (snprintf(n, sizeof(n), "blk.%d.%s.weight", il,
+					 a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm"), n),
+			   e, pre, &L->ffn_norm)) ||
+	    (rc = bind_vec(ld, NAME("attn_sinks.weight"), hp->n_head, false, &L->sinks)) ||
 	    (rc = bind_ffn(ld, il, L)) ||
-	    (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, a->post_norms, &L->post_ffn_norm)))
+	    (a->post_norms &&
+	     (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, true, &L->post_ffn_norm))))
 		return rc;
 #undef NAME
 	return FX_OK;
@@ -467,7 +492,12 @@ static int bind_weights(struct loader *ld)
 		return rc;
 	struct rope_scaling none = { .type = ROPE_SCALING_NONE };
 	rope_inv_freq(f_global, hp->n_rot, hp->rope_base, &hp->rope_sc, factors);
-	rope_inv_freq(f_swa, hp->n_rot, hp->rope_base_swa, &none, NULL);
+	/* Sliding layers have their own RoPE only where the family says so
+	 * (Gemma 3: base 10000, no scaling); elsewhere they share the global one. */
+	if (hp->has_rope_swa)
+		rope_inv_freq(f_swa, hp->n_rot, hp->rope_base_swa, &none, NULL);
+	else
+		memcpy(f_swa, f_global, (size_t)(hp->n_rot / 2) * sizeof(float));
 	if ((rc = read_swa_layers(ld)) || (rc = read_rope_layers(ld)))
 		return rc;
 	for (int il = 0; il < hp->n_layer; il++) {

@@ -22,6 +22,7 @@ struct hparams {
 	int32_t n_ff_exp;    /* hidden width of one expert */
 	int32_t n_ff_shexp;  /* hidden width of the shared expert (0: none) */
 	bool expert_norm;    /* renormalise the kept routing weights to sum to 1 */
+	float swiglu_limit;  /* ACT_SWIGLU_OAI clamp (gpt-oss: 7) */
 	int32_t n_head, n_head_kv;
 	int32_t head_dim;    /* per-head Q/K width ({arch}.attention.key_length) */
 	int32_t head_dim_v;  /* per-head V width (value_length) */
@@ -31,6 +32,7 @@ struct hparams {
 			      * sees keys p - n_swa < j <= p */
 	float eps;           /* RMSNorm epsilon */
 	float rope_base, rope_base_swa;
+	bool has_rope_swa;   /* sliding layers use rope_base_swa, unscaled (Gemma 3) */
 	struct rope_scaling rope_sc; /* of global layers; sliding layers use none */
 	float rope_mscale;   /* multiplies cos and sin (YaRN attention factor; 1: none) */
 	float attn_scale;    /* multiplies Q·K; default 1/sqrt(head_dim) */
@@ -60,6 +62,9 @@ struct layer {
 	struct wmat ffn_gate, ffn_up;       /* n_embd -> n_ff (dense layers) */
 	struct wmat ffn_down;               /* n_ff -> n_embd */
 	struct wmat router;                 /* MoE: n_embd -> n_expert; data NULL when dense */
+	const float *router_b;              /* [n_expert] router bias or NULL (gpt-oss) */
+	const float *exp_b[3];              /* [n_expert][n_out] gate/up/down biases or NULL */
+	const float *sinks;                 /* [n_head] attention sink logits or NULL */
 	struct wmat *exp;                   /* MoE: [n_expert][3] gate, up (n_embd -> n_ff_exp),
 					     * down (n_ff_exp -> n_embd): views into the
 					     * stacked ffn_*_exps tensors (owned array) */

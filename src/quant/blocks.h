@@ -240,11 +240,11 @@ QUANT_ROW_FNS(q8_0);
 QUANT_ROW_FNS(q8_1);
 QUANT_ROW_FNS(mxfp4);
 QUANT_ROW_FNS(q8_K);
-void quant_to_float_q2_K(const void *x, float *y, int64_t n);
-void quant_to_float_q3_K(const void *x, float *y, int64_t n);
-void quant_to_float_q4_K(const void *x, float *y, int64_t n);
-void quant_to_float_q5_K(const void *x, float *y, int64_t n);
-void quant_to_float_q6_K(const void *x, float *y, int64_t n);
+QUANT_ROW_FNS(q2_K);
+QUANT_ROW_FNS(q3_K);
+QUANT_ROW_FNS(q4_K);
+QUANT_ROW_FNS(q5_K);
+QUANT_ROW_FNS(q6_K);
 
 #undef QUANT_ROW_FNS
 

@@ -72,36 +72,41 @@ static const struct fx_type_traits type_table[FX_TYPE_COUNT] = {
 		.to_float = quant_to_float_q8_1, .from_float = quant_from_float_q8_1,
 		.vec_dot = NULL, .vec_dot_type = FX_TYPE_Q8_1,
 	},
-	/* The k-quants have reference quantizers in ggml-quants.c, but the
-	 * engine only reads them; from_float is left NULL. */
+	/* The k-quants' from_float is ggml's quantize_row_q*_K_ref (no
+	 * importance matrix), as llama-quantize uses without --imatrix. */
 	[FX_TYPE_Q2_K] = {
 		.name = "q2_K", .blck_size = QK_K,
 		.type_size = sizeof(struct block_q2_K), .is_quantized = true,
-		.to_float = quant_to_float_q2_K, .from_float = NULL,
+		.to_float = quant_to_float_q2_K,
+		.from_float = quant_from_float_q2_K,
 		.vec_dot = quant_vec_dot_q2_K_q8_K, .vec_dot_type = FX_TYPE_Q8_K,
 	},
 	[FX_TYPE_Q3_K] = {
 		.name = "q3_K", .blck_size = QK_K,
 		.type_size = sizeof(struct block_q3_K), .is_quantized = true,
-		.to_float = quant_to_float_q3_K, .from_float = NULL,
+		.to_float = quant_to_float_q3_K,
+		.from_float = quant_from_float_q3_K,
 		.vec_dot = quant_vec_dot_q3_K_q8_K, .vec_dot_type = FX_TYPE_Q8_K,
 	},
 	[FX_TYPE_Q4_K] = {
 		.name = "q4_K", .blck_size = QK_K,
 		.type_size = sizeof(struct block_q4_K), .is_quantized = true,
-		.to_float = quant_to_float_q4_K, .from_float = NULL,
+		.to_float = quant_to_float_q4_K,
+		.from_float = quant_from_float_q4_K,
 		.vec_dot = quant_vec_dot_q4_K_q8_K, .vec_dot_type = FX_TYPE_Q8_K,
 	},
 	[FX_TYPE_Q5_K] = {
 		.name = "q5_K", .blck_size = QK_K,
 		.type_size = sizeof(struct block_q5_K), .is_quantized = true,
-		.to_float = quant_to_float_q5_K, .from_float = NULL,
+		.to_float = quant_to_float_q5_K,
+		.from_float = quant_from_float_q5_K,
 		.vec_dot = quant_vec_dot_q5_K_q8_K, .vec_dot_type = FX_TYPE_Q8_K,
 	},
 	[FX_TYPE_Q6_K] = {
 		.name = "q6_K", .blck_size = QK_K,
 		.type_size = sizeof(struct block_q6_K), .is_quantized = true,
-		.to_float = quant_to_float_q6_K, .from_float = NULL,
+		.to_float = quant_to_float_q6_K,
+		.from_float = quant_from_float_q6_K,
 		.vec_dot = quant_vec_dot_q6_K_q8_K, .vec_dot_type = FX_TYPE_Q8_K,
 	},
 	/* Activation format only (no q8_K x q8_K dot product in ggml). */
