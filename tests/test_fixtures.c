@@ -211,7 +211,7 @@ int main(void)
 	static const char *const names[] = {
 		"llama", "llama3_rope", "llama_linear_rope", "llama_long", "mistral_swa",
 		"qwen2", "qwen3", "qwen3_yarn", "gemma", "gemma2", "gemma3", "phi3",
-		"granite", "olmo2", "smollm3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss",
+		"granite", "olmo2", "smollm3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "deepseek_v3",
 	};
 	int n_v4 = 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

@@ -389,6 +389,15 @@ static const struct {
 	{ "q6_k", FX_TYPE_Q6_K },
 };
 
+/* The fx_type named name (any case), or -1. */
+static int find_type(const char *name)
+{
+	for (size_t i = 0; i < sizeof(convert_types) / sizeof(convert_types[0]); i++)
+		if (!strcasecmp(name, convert_types[i].name))
+			return convert_types[i].type;
+	return -1;
+}
+
 /* "f32, f16, ..." of the names whose type has a quantizer (or all). */
 static void list_types(char *buf, size_t n, bool only_available)
 {
@@ -414,22 +423,19 @@ int fx_convert(const char *src, const char *dst, const char *type_name, struct f
 	if (!src || !dst)
 		return fx_fail(err, FX_E_INVALID, "fx_convert: src and dst are required");
 	if (type_name) {
-		size_t i, n = sizeof(convert_types) / sizeof(convert_types[0]);
-		for (i = 0; i < n && strcasecmp(type_name, convert_types[i].name); i++)
-			;
-		if (i == n) {
+		type = find_type(type_name);
+		if (type < 0) {
 			list_types(names, sizeof(names), false);
 			return fx_fail(err, FX_E_INVALID, "unknown type '%s' (valid: %s)", type_name,
 				       names);
 		}
-		const struct fx_type_traits *tt = fx_type_get(convert_types[i].type);
+		const struct fx_type_traits *tt = fx_type_get(type);
 		if (!tt || !tt->from_float) {
 			list_types(names, sizeof(names), true);
 			return fx_fail(err, FX_E_UNSUPPORTED,
 				       "type '%s' has no quantizer in this build yet (available: %s)",
 				       type_name, names);
 		}
-		type = convert_types[i].type;
 	}
 	struct stat st;
 	bool dir = stat(src, &st) == 0 && S_ISDIR(st.st_mode);

@@ -46,6 +46,8 @@ static const struct hf_family families[] = {
 	{ "qwen2_moe", "qwen2moe", false, false, "ffn_norm" },
 	{ "qwen3_moe", "qwen3moe", false, false, "ffn_norm" },
 	{ "gpt_oss", "gpt-oss", false, false, "post_attention_norm" },
+	/* rope_interleave (V3's default): HF rotates adjacent pairs already */
+	{ "deepseek_v3", "deepseek2", false, false, "ffn_norm" },
 };
 
 /* HF per-layer tensor suffix -> GGUF suffix (NULL: the family decides). */
@@ -80,6 +82,16 @@ static const struct {
 	{ "self_attn.sinks", "attn_sinks.weight" },
 	{ "mlp.router.weight", "ffn_gate_inp.weight" },
 	{ "mlp.router.bias", "ffn_gate_inp.bias" },
+	{ "self_attn.q_a_proj.weight", "attn_q_a.weight" }, /* MLA */
+	{ "self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight" },
+	{ "self_attn.q_b_proj.weight", "attn_q_b.weight" },
+	{ "self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight" },
+	{ "self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight" },
+	{ "self_attn.kv_b_proj.weight", "attn_kv_b.weight" },
+	{ "mlp.gate.e_score_correction_bias", "exp_probs_b.bias" },
+	{ "mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight" },
+	{ "mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight" },
+	{ "mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight" },
 };
 
 /* Per-expert HF tensors (%d: expert) -> the stacked GGUF tensor kind. */
@@ -122,7 +134,7 @@ struct hf {
 	cJSON *cfg;
 	struct fx_err *err;
 	const char *dir;
-	int n_head, n_head_kv, head_dim, n_layer, n_expert;
+	int n_head, n_head_kv, head_dim, head_dim_v, n_rot, n_layer, n_expert;
 	struct stack *stacks;
 	int n_stacks;
 };
@@ -223,7 +235,8 @@ static int map_rope(struct hf *h)
 	if (!(rp && cfg_num(rp, "partial_rotary_factor", &prf)))
 		cfg_num(cfg, "partial_rotary_factor", &prf);
 	if ((rc = put_f32(h, "rope.freq_base", (float)theta)) ||
-	    (rc = put_u32(h, "rope.dimension_count", (uint32_t)lround(h->head_dim * prf))))
+	    (rc = put_u32(h, "rope.dimension_count",
+			   (uint32_t)(h->n_rot ? h->n_rot : lround(h->head_dim * prf)))))
 		return rc;
 	/* Sliding layers' base: Gemma 3's per-layer-type parameters (5) or
 	 * rope_local_base_freq (4). */
@@ -325,6 +338,15 @@ static int map_metadata(struct hf *h)
 	h->head_dim = n_embd / h->n_head;
 	if (cfg_num(cfg, "head_dim", &d))
 		h->head_dim = (int)d;
+	h->head_dim_v = h->head_dim;
+	double nope, rope, vd;
+	if (cfg_num(cfg, "qk_nope_head_dim", &nope) && cfg_num(cfg, "qk_rope_head_dim", &rope) &&
+	    cfg_num(cfg, "v_head_dim", &vd)) {
+		/* MLA: a head is [no-RoPE part, RoPE part]; V is narrower. */
+		h->head_dim = (int)(nope + rope);
+		h->head_dim_v = (int)vd;
+		h->n_rot = (int)rope;
+	}
 	if (cfg_num(cfg, "max_position_embeddings", &d))
 		ctx = (int)d;
 	double eps = 1e-6;
@@ -340,7 +362,7 @@ static int map_metadata(struct hf *h)
 	    put_u32(h, "attention.head_count", (uint32_t)h->n_head) ||
 	    put_u32(h, "attention.head_count_kv", (uint32_t)h->n_head_kv) ||
 	    put_u32(h, "attention.key_length", (uint32_t)h->head_dim) ||
-	    put_u32(h, "attention.value_length", (uint32_t)h->head_dim) ||
+	    put_u32(h, "attention.value_length", (uint32_t)h->head_dim_v) ||
 	    put_f32(h, "attention.layer_norm_rms_epsilon", (float)eps))
 		return FX_E_NOMEM;
 	if ((rc = map_rope(h)) || (rc = map_window(h)))
@@ -390,6 +412,25 @@ static int map_metadata(struct hf *h)
 		    gguf_build_bool(h->g, k, norm))
 			return FX_E_NOMEM;
 	}
+	/* DeepSeek: latent ranks, routed-expert scale, groups, shared experts. */
+	static const struct {
+		const char *hf, *gguf;
+	} ds[] = {
+		{ "q_lora_rank", "attention.q_lora_rank" },
+		{ "kv_lora_rank", "attention.kv_lora_rank" },
+		{ "n_group", "expert_group_count" },
+		{ "topk_group", "expert_group_used_count" },
+	};
+	for (size_t i = 0; i < sizeof(ds) / sizeof(ds[0]); i++)
+		if (cfg_num(cfg, ds[i].hf, &d) && put_u32(h, ds[i].gguf, (uint32_t)d))
+			return FX_E_NOMEM;
+	if (cfg_num(cfg, "routed_scaling_factor", &d) && put_f32(h, "expert_weights_scale", (float)d))
+		return FX_E_NOMEM;
+	double nsh, fe;
+	if (cfg_num(cfg, "n_shared_experts", &nsh) && nsh > 0 &&
+	    cfg_num(cfg, "moe_intermediate_size", &fe) &&
+	    put_u32(h, "expert_shared_feed_forward_length", (uint32_t)(nsh * fe)))
+		return FX_E_NOMEM;
 	/* SmolLM3: RoPE skipped on every no_rope_layer_interval-th layer. */
 	const cJSON *nr = cfg_get(cfg, "no_rope_layers");
 	if (nr && cJSON_IsArray(nr)) {
@@ -664,7 +705,7 @@ int hf_open(const char *dir, struct gguf_file **out, struct fx_err *err)
 		rc = fx_fail(err, FX_E_UNSUPPORTED,
 			     "%s: model_type '%s' is not supported (supported: llama, mistral, granite, "
 			     "smollm3, qwen2, qwen3, phi3, gemma, gemma2, gemma3_text, olmo2, mixtral, "
-			     "qwen2_moe, qwen3_moe, gpt_oss)",
+			     "qwen2_moe, qwen3_moe, gpt_oss, deepseek_v3)",
 			     dir, mt->valuestring);
 		goto out;
 	}

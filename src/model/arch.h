@@ -32,6 +32,10 @@ enum router {
 			      * renormalised ({arch}.expert_weights_norm): Mixtral
 			      * (Jiang et al. 2024), Qwen-MoE */
 	ROUTER_TOPK_SOFTMAX, /* top k of the logits, softmax over those k (gpt-oss) */
+	ROUTER_SIGMOID_BIAS, /* sigmoid scores; experts chosen by score + correction
+			      * bias within the best groups, weighted by the plain
+			      * scores (renormalised) x expert_weights_scale
+			      * (DeepSeek-V3, Liu et al. 2024) */
 };
 
 struct arch_desc {
@@ -65,6 +69,6 @@ const struct arch_desc *arch_find(const char *name, size_t n);
 
 extern const struct arch_desc arch_llama, arch_granite, arch_smollm3, arch_qwen2, arch_qwen3,
 	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2, arch_qwen2moe, arch_qwen3moe,
-	arch_gpt_oss;
+	arch_gpt_oss, arch_deepseek2;
 
 #endif

@@ -132,14 +132,65 @@ static void attend_worker(void *arg, int ith, int nth)
 		attend_one(a, ith, (int32_t)(i / n_head), (int)(i % n_head));
 }
 
+/* Multi-head latent attention's projections (DeepSeek-V2, 2024), written
+ * into the same per-head Q/K/V rows plain attention uses. Each Q and K head
+ * is laid out [rope part (n_rot), no-rope part]: a permutation of HF's
+ * [nope, rope] applied to both Q and K, so every dot product is unchanged
+ * and the usual RoPE on the first n_rot dims applies. The K RoPE part comes
+ * from the shared latent and is copied to every head. */
+static void mla_project(const struct fx_model *m, const struct layer *L, struct fx_pool *pool,
+			struct fwd_scratch *s, int32_t n, const float *h)
+{
+	const struct hparams *hp = &m->hp;
+	int hd = hp->head_dim, r = hp->n_rot, nope = hd - r, dv = hp->head_dim_v;
+	int64_t qw = (int64_t)hp->n_head * hd, kvaw = hp->kv_lora + r;
+	int64_t kvbw = (int64_t)hp->n_head * (nope + dv);
+	float *qa = s->mla, *qf = qa + (size_t)n * (hp->q_lora > 0 ? hp->q_lora : 0);
+	float *kva = qf + (size_t)n * qw, *kvb = kva + (size_t)n * kvaw;
+	if (hp->q_lora > 0) {
+		op_matmul(pool, &L->wq_a, h, n, qa, s->qbuf);
+		for (int32_t t = 0; t < n; t++)
+			op_rmsnorm(qa + (size_t)t * hp->q_lora, L->q_a_norm, hp->q_lora, hp->eps,
+				   qa + (size_t)t * hp->q_lora);
+		op_matmul(pool, &L->wq_b, qa, n, qf, s->qbuf);
+	} else {
+		op_matmul(pool, &L->wq, h, n, qf, s->qbuf);
+	}
+	op_matmul(pool, &L->wkv_a, h, n, kva, s->qbuf);
+	/* Norm the latent in place (its first kv_lora values), then expand it. */
+	float *lat = s->att; /* free until attention runs: [n, kv_lora] */
+	for (int32_t t = 0; t < n; t++)
+		op_rmsnorm(kva + (size_t)t * kvaw, L->kv_a_norm, hp->kv_lora, hp->eps,
+			   lat + (size_t)t * hp->kv_lora);
+	op_matmul(pool, &L->wkv_b, lat, n, kvb, s->qbuf);
+	for (int32_t t = 0; t < n; t++) {
+		for (int hh = 0; hh < hp->n_head; hh++) {
+			const float *qsrc = qf + (size_t)t * qw + (size_t)hh * hd;
+			float *q = s->q + (size_t)t * qw + (size_t)hh * hd;
+			memcpy(q, qsrc + nope, (size_t)r * sizeof(float));
+			memcpy(q + r, qsrc, (size_t)nope * sizeof(float));
+			const float *kv = kvb + (size_t)t * kvbw + (size_t)hh * (nope + dv);
+			float *k = s->k + (size_t)t * qw + (size_t)hh * hd;
+			memcpy(k, kva + (size_t)t * kvaw + hp->kv_lora, (size_t)r * sizeof(float));
+			memcpy(k + r, kv, (size_t)nope * sizeof(float));
+			memcpy(s->v + ((size_t)t * hp->n_head + hh) * dv, kv + nope,
+			       (size_t)dv * sizeof(float));
+		}
+	}
+}
+
 void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
 		  const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h, float *out)
 {
 	const struct hparams *hp = &m->hp;
 	const struct layer *L = &m->layers[il];
-	op_matmul(pool, &L->wq, h, n, s->q, s->qbuf);
-	op_matmul(pool, &L->wk, h, n, s->k, s->qbuf);
-	op_matmul(pool, &L->wv, h, n, s->v, s->qbuf);
+	if (L->wkv_a.data) {
+		mla_project(m, L, pool, s, n, h);
+	} else {
+		op_matmul(pool, &L->wq, h, n, s->q, s->qbuf);
+		op_matmul(pool, &L->wk, h, n, s->k, s->qbuf);
+		op_matmul(pool, &L->wv, h, n, s->v, s->qbuf);
+	}
 	qk_decorate(m, L, s->q, hp->n_head, L->bq, L->q_norm, pos, n);
 	qk_decorate(m, L, s->k, hp->n_head_kv, L->bk, L->k_norm, pos, n);
 	int64_t kw = (int64_t)hp->n_head_kv * hp->head_dim, vw = (int64_t)hp->n_head_kv * hp->head_dim_v;

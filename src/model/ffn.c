@@ -97,6 +97,62 @@ static int route_topk_softmax(const struct hparams *hp, float *p, int *idx, floa
 	return k;
 }
 
+/* DeepSeek-V3: sigmoid scores; experts chosen by score + bias, only from
+ * the n_group_used groups whose two best biased scores sum highest; the
+ * weights are the plain scores, renormalised, times expert_scale. */
+static int route_sigmoid_bias(const struct hparams *hp, const float *bias, float *p, int *idx,
+			      float *w)
+{
+	int ne = hp->n_expert, per = ne / hp->n_group, k = hp->n_expert_used;
+	float choice[1024];
+	bool allowed[1024];
+	for (int x = 0; x < ne; x++) {
+		p[x] = 1.0f / (1.0f + expf(-p[x]));
+		choice[x] = p[x] + bias[x];
+		allowed[x] = hp->n_group == 1;
+	}
+	if (hp->n_group > 1) {
+		float gs[1024];
+		for (int g = 0; g < hp->n_group; g++) {
+			float b1 = -INFINITY, b2 = -INFINITY;
+			for (int x = g * per; x < (g + 1) * per; x++) {
+				if (choice[x] > b1) {
+					b2 = b1;
+					b1 = choice[x];
+				} else if (choice[x] > b2) {
+					b2 = choice[x];
+				}
+			}
+			gs[g] = per > 1 ? b1 + b2 : b1;
+		}
+		for (int j = 0; j < hp->n_group_used; j++) {
+			int best = -1;
+			for (int g = 0; g < hp->n_group; g++)
+				if (!allowed[g * per] && (best < 0 || gs[g] > gs[best]))
+					best = g;
+			for (int x = best * per; x < (best + 1) * per; x++)
+				allowed[x] = true;
+		}
+	}
+	float sum = 0;
+	for (int j = 0; j < k; j++) {
+		int best = -1;
+		for (int x = 0; x < ne; x++) {
+			bool taken = !allowed[x];
+			for (int i = 0; i < j; i++)
+				taken |= idx[i] == x;
+			if (!taken && (best < 0 || choice[x] > choice[best]))
+				best = x;
+		}
+		idx[j] = best;
+		w[j] = p[best];
+		sum += w[j];
+	}
+	for (int j = 0; j < k; j++)
+		w[j] = (hp->expert_norm ? w[j] / (sum + 1e-20f) : w[j]) * hp->expert_scale;
+	return k;
+}
+
 static void moe(const struct fx_model *m, const struct layer *L, struct fx_pool *pool,
 		struct fwd_scratch *s, int32_t n, const float *h, float *out)
 {
@@ -114,6 +170,7 @@ static void moe(const struct fx_model *m, const struct layer *L, struct fx_pool 
 			for (int x = 0; x < hp->n_expert; x++)
 				rl[x] += L->router_b[x];
 		int k = m->arch->router == ROUTER_TOPK_SOFTMAX ? route_topk_softmax(hp, rl, idx, w)
+			: m->arch->router == ROUTER_SIGMOID_BIAS ? route_sigmoid_bias(hp, L->exp_probs_b, rl, idx, w)
 							       : route_softmax_topk(hp, rl, idx, w);
 		memset(ot, 0, (size_t)d * sizeof(float));
 		for (int j = 0; j < k; j++) {

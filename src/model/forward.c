@@ -28,7 +28,8 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 		const struct layer *L = &m->layers[il];
 		const struct wmat *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate,
 					    &L->ffn_up, &L->ffn_down, &L->router, &L->sh_gate,
-					    &L->sh_up, &L->sh_down };
+					    &L->sh_up, &L->sh_down, &L->wq_a, &L->wq_b, &L->wkv_a,
+					    &L->wkv_b };
 		for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++)
 			if (ws[i]->data)
 				qb = max_sz(qb, op_matmul_scratch(ws[i], n_max));
@@ -48,6 +49,16 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	s->up = fx_malloc_array(n * ff, sizeof(float));
 	s->router = fx_malloc_array(n * (size_t)(hp->n_expert ? hp->n_expert : 1), sizeof(float));
 	s->exp_out = fx_malloc_array((size_t)hp->n_embd, sizeof(float));
+	if (hp->kv_lora > 0) {
+		size_t w = (size_t)(hp->q_lora > 0 ? hp->q_lora : 0) + qw + (size_t)hp->kv_lora +
+			   (size_t)hp->n_rot +
+			   (size_t)hp->n_head * (size_t)(hp->head_dim - hp->n_rot + hp->head_dim_v);
+		s->mla = fx_malloc_array(n * w, sizeof(float));
+		if (!s->mla || (size_t)hp->kv_lora > aw) {
+			fwd_scratch_fini(s);
+			return FX_E_NOMEM; /* the latent is normed into att: it must fit */
+		}
+	}
 	s->scores = fx_malloc_array((size_t)n_threads * (size_t)n_ctx, sizeof(float));
 	s->qbuf = fx_malloc_array(qb ? qb : 1, 1);
 	s->vrow = fx_malloc_array((size_t)n_threads * hp->head_dim_v, sizeof(float));
@@ -64,7 +75,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 void fwd_scratch_fini(struct fwd_scratch *s)
 {
 	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
-			  s->vrow, s->router, s->exp_out };
+			  s->vrow, s->router, s->exp_out, s->mla };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
 	fx_free(s->qbuf);

@@ -25,6 +25,8 @@ struct fwd_scratch {
 	float *gate, *up;    /* [n_max, max(n_ff, n_ff_exp, n_ff_shexp)] */
 	float *router;       /* [n_max, n_expert] router logits, then probabilities */
 	float *exp_out;      /* [n_embd] one expert's output for one token */
+	float *mla;          /* MLA latents: [n_max, q_lora + n_head*head_dim + kv_lora +
+			      * n_rot + n_head*(head_dim - n_rot + head_dim_v)], or NULL */
 	float *scores;       /* [n_threads, n_ctx] attention weights */
 	float *vrow;         /* [n_threads, head_dim_v] one V row as f32 */
 	void *qconv;         /* [n_threads] one Q head in K's dot type */

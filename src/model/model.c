@@ -148,6 +148,14 @@ static int read_hparams(struct loader *ld)
 	    (rc = get_int(ld, "expert_used_count", &hp->n_expert_used, false)))
 		return rc;
 	hp->n_ff_exp = hp->n_ff;
+	hp->expert_scale = 1.0f;
+	hp->n_group = hp->n_group_used = 1;
+	if ((rc = get_float(ld, "expert_weights_scale", &hp->expert_scale)) ||
+	    (rc = get_int(ld, "expert_group_count", &hp->n_group, false)) ||
+	    (rc = get_int(ld, "expert_group_used_count", &hp->n_group_used, false)) ||
+	    (rc = get_int(ld, "attention.q_lora_rank", &hp->q_lora, false)) ||
+	    (rc = get_int(ld, "attention.kv_lora_rank", &hp->kv_lora, false)))
+		return rc;
 	hp->swiglu_limit = 7.0f;
 	if ((rc = get_float(ld, "swiglu_limit", &hp->swiglu_limit)))
 		return rc;
@@ -157,6 +165,10 @@ static int read_hparams(struct loader *ld)
 	if ((rc = get_int(ld, "expert_feed_forward_length", &hp->n_ff_exp, false)) ||
 	    (rc = get_int(ld, "expert_shared_feed_forward_length", &hp->n_ff_shexp, false)))
 		return rc;
+	if (hp->n_group < 1 || hp->n_group_used < 1 || hp->n_group_used > hp->n_group ||
+	    (hp->n_expert && hp->n_expert % hp->n_group))
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %d expert groups, %d used", hp->n_group,
+			       hp->n_group_used);
 	if (hp->n_expert > 1024 || hp->n_expert_used > hp->n_expert || hp->n_expert_used > 64 ||
 	    (hp->n_expert && hp->n_expert_used <= 0))
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %d experts, %d used per token",
@@ -285,6 +297,36 @@ static struct wmat mat_rows(const struct wmat *w, int64_t r0, int64_t n)
 	return v;
 }
 
+/* Multi-head latent attention: Q through an optional low-rank latent, K
+ * and V from one compressed latent plus a RoPE part shared by all heads. */
+static int bind_mla(struct loader *ld, int il, struct layer *L)
+{
+	const struct hparams *hp = &ld->m->hp;
+	int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim;
+	int64_t kvb = (int64_t)hp->n_head * (hp->head_dim - hp->n_rot + hp->head_dim_v);
+	char n[96];
+	int rc;
+	if (hp->kv_lora <= 0 || hp->n_head_kv != hp->n_head || hp->n_rot >= hp->head_dim)
+		return fx_fail(ld->err, FX_E_FORMAT, "blk.%d: MLA needs attention.kv_lora_rank, "
+			       "n_head_kv == n_head and rope dims < key_length", il);
+#define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
+	if (hp->q_lora > 0) {
+		if ((rc = bind_mat(ld, NAME("attn_q_a.weight"), e, hp->q_lora, true, &L->wq_a)) ||
+		    (rc = bind_vec(ld, NAME("attn_q_a_norm.weight"), hp->q_lora, true, &L->q_a_norm)) ||
+		    (rc = bind_mat(ld, NAME("attn_q_b.weight"), hp->q_lora, q, true, &L->wq_b)))
+			return rc;
+	} else if ((rc = bind_mat(ld, NAME("attn_q.weight"), e, q, true, &L->wq))) {
+		return rc;
+	}
+	if ((rc = bind_mat(ld, NAME("attn_kv_a_mqa.weight"), e, hp->kv_lora + hp->n_rot, true,
+			   &L->wkv_a)) ||
+	    (rc = bind_vec(ld, NAME("attn_kv_a_norm.weight"), hp->kv_lora, true, &L->kv_a_norm)) ||
+	    (rc = bind_mat(ld, NAME("attn_kv_b.weight"), hp->kv_lora, kvb, true, &L->wkv_b)))
+		return rc;
+#undef NAME
+	return FX_OK;
+}
+
 /* Q, K, V: separate, or one fused attn_qkv [n_embd -> q + k + v] (Phi-3)
  * split into row views. */
 static int bind_qkv(struct loader *ld, int il, struct layer *L, int64_t e, int64_t q, int64_t kd,
@@ -292,6 +334,9 @@ static int bind_qkv(struct loader *ld, int il, struct layer *L, int64_t e, int64
 {
 	char n[96];
 	int rc;
+	snprintf(n, sizeof(n), "blk.%d.attn_kv_a_mqa.weight", il);
+	if (gguf_find_tensor(ld->m->g, n))
+		return bind_mla(ld, il, L);
 	snprintf(n, sizeof(n), "blk.%d.attn_qkv.weight", il);
 	if (gguf_find_tensor(ld->m->g, n)) {
 		struct wmat qkv;
@@ -374,6 +419,10 @@ static int bind_experts(struct loader *ld, int il, struct layer *L)
 	}
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.bias", il);
 	if ((rc = bind_vec(ld, n, hp->n_expert, false, &L->router_b)))
+		return rc;
+	snprintf(n, sizeof(n), "blk.%d.exp_probs_b.bias", il);
+	if ((rc = bind_vec(ld, n, hp->n_expert, ld->m->arch->router == ROUTER_SIGMOID_BIAS,
+			   &L->exp_probs_b)))
 		return rc;
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp_shexp.weight", il);
 	if ((rc = bind_vec(ld, n, e, false, &L->sh_router)))

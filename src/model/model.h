@@ -23,6 +23,9 @@ struct hparams {
 	int32_t n_ff_shexp;  /* hidden width of the shared expert (0: none) */
 	bool expert_norm;    /* renormalise the kept routing weights to sum to 1 */
 	float swiglu_limit;  /* ACT_SWIGLU_OAI clamp (gpt-oss: 7) */
+	float expert_scale;  /* routed experts' weights multiplied by it (DeepSeek: 2.5) */
+	int32_t n_group, n_group_used; /* expert groups, groups kept per token (1, 1) */
+	int32_t q_lora, kv_lora; /* MLA latent widths (q_lora 0: plain Q projection) */
 	int32_t n_head, n_head_kv;
 	int32_t head_dim;    /* per-head Q/K width ({arch}.attention.key_length) */
 	int32_t head_dim_v;  /* per-head V width (value_length) */
@@ -65,6 +68,13 @@ struct layer {
 	const float *router_b;              /* [n_expert] router bias or NULL (gpt-oss) */
 	const float *exp_b[3];              /* [n_expert][n_out] gate/up/down biases or NULL */
 	const float *sinks;                 /* [n_head] attention sink logits or NULL */
+	const float *exp_probs_b;           /* [n_expert] DeepSeek score-correction bias or NULL */
+	/* Multi-head latent attention (MLA), when wkv_a.data is set: */
+	struct wmat wq_a, wq_b;             /* n_embd -> q_lora -> n_head * head_dim */
+	const float *q_a_norm;              /* [q_lora] */
+	struct wmat wkv_a;                  /* n_embd -> kv_lora + n_rot (shared RoPE key part) */
+	const float *kv_a_norm;             /* [kv_lora] */
+	struct wmat wkv_b;                  /* kv_lora -> n_head * (head_dim - n_rot + head_dim_v) */
 	struct wmat *exp;                   /* MoE: [n_expert][3] gate, up (n_embd -> n_ff_exp),
 					     * down (n_ff_exp -> n_embd): views into the
 					     * stacked ffn_*_exps tensors (owned array) */
