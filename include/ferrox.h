@@ -51,6 +51,9 @@ struct fx_model;
 struct fx_model_params {
 	size_t size;     /* sizeof(struct fx_model_params), for ABI growth */
 	bool vocab_only; /* load only the tokenizer (GGUF files without tensors) */
+	const char *quant; /* NULL: weights as stored; else quantize float matrices on
+			    * load to this type ("q8_0", "q4_0", "q4_K", ...; GGML's names,
+			    * any case), as llama-quantize would. Borrowed during the call. */
 };
 
 struct fx_model_params fx_model_default_params(void);

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <sys/stat.h>
 
@@ -17,6 +18,7 @@
 struct loader {
 	struct fx_model *m;
 	struct fx_err *err;
+	int quant;     /* --quant target type, or -1 */
 	char arch[64]; /* general.architecture, NUL-terminated */
 };
 
@@ -216,6 +218,52 @@ static int read_swa_layers(struct loader *ld)
 	return FX_OK;
 }
 
+/* Remember an allocation the model frees. */
+static void *own(struct loader *ld, void *p)
+{
+	struct fx_model *m = ld->m;
+	float **ow = p ? fx_realloc_array(m->owned, (size_t)m->n_owned + 1, sizeof(*ow)) : NULL;
+	if (!ow) {
+		fx_free(p);
+		return NULL;
+	}
+	m->owned = ow;
+	m->owned[m->n_owned++] = p;
+	return p;
+}
+
+/* --quant: a float matrix becomes ld->quant (rows whose length the type's
+ * block does not divide fall back to q8_0, then stay as they are), row by
+ * row into an owned buffer, as llama-quantize would store it. */
+static int requant(struct loader *ld, struct wmat *w)
+{
+	int q = ld->quant;
+	if (q < 0 || (w->type != FX_TYPE_F32 && w->type != FX_TYPE_F16 && w->type != FX_TYPE_BF16))
+		return FX_OK;
+	if (w->n_in % fx_type_get(q)->blck_size)
+		q = FX_TYPE_Q8_0;
+	if (w->n_in % fx_type_get(q)->blck_size)
+		return FX_OK;
+	size_t rb = fx_row_size(q, w->n_in);
+	uint8_t *dst = own(ld, fx_malloc_array((size_t)w->n_out, rb));
+	float *row = fx_malloc_array((size_t)w->n_in, sizeof(float));
+	if (!dst || !row) {
+		fx_free(row);
+		return fx_fail(ld->err, FX_E_NOMEM, "no memory to quantize a %lld x %lld matrix",
+			       (long long)w->n_out, (long long)w->n_in);
+	}
+	const struct fx_type_traits *from = fx_type_get(w->type), *to = fx_type_get(q);
+	for (int64_t r = 0; r < w->n_out; r++) {
+		from->to_float((const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->n_in);
+		to->from_float(row, dst + (size_t)r * rb, w->n_in);
+	}
+	fx_free(row);
+	w->data = dst;
+	w->type = q;
+	w->row_bytes = rb;
+	return FX_OK;
+}
+
 /* Bind matrix `name` with n_in columns and n_out rows. */
 static int bind_mat(struct loader *ld, const char *name, int64_t n_in, int64_t n_out,
 		    bool required, struct wmat *w)
@@ -241,21 +289,7 @@ static int bind_mat(struct loader *ld, const char *name, int64_t n_in, int64_t n
 			       name, tt->name);
 	*w = (struct wmat){ .data = t->data, .type = t->type, .n_in = n_in, .n_out = n_out,
 			    .row_bytes = fx_row_size(t->type, n_in) };
-	return FX_OK;
-}
-
-/* Remember an allocation the model frees. */
-static void *own(struct loader *ld, void *p)
-{
-	struct fx_model *m = ld->m;
-	float **ow = p ? fx_realloc_array(m->owned, (size_t)m->n_owned + 1, sizeof(*ow)) : NULL;
-	if (!ow) {
-		fx_free(p);
-		return NULL;
-	}
-	m->owned = ow;
-	m->owned[m->n_owned++] = p;
-	return p;
+	return requant(ld, w);
 }
 
 /* Bind a 1-D f32 vector of n; other float types are converted once into an
@@ -402,6 +436,8 @@ static int bind_experts(struct loader *ld, int il, struct layer *L)
 				       "cannot multiply yet", n, tt->name);
 		struct wmat all = { .data = t->data, .type = t->type, .n_in = in,
 				    .n_out = out * hp->n_expert, .row_bytes = fx_row_size(t->type, in) };
+		if ((rc = requant(ld, &all)))
+			return rc;
 		for (int x = 0; x < hp->n_expert; x++)
 			L->exp[3 * x + k] = mat_rows(&all, (int64_t)x * out, out);
 	}
@@ -578,7 +614,23 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	if (!m)
 		return fx_fail(err, FX_E_NOMEM, "no memory");
 	ld.m = m;
+	ld.quant = -1;
 	m->vocab_only = p->vocab_only;
+	if (p->quant && p->quant[0]) {
+		static const int allowed[] = { FX_TYPE_F16, FX_TYPE_BF16, FX_TYPE_Q8_0, FX_TYPE_Q4_0,
+					       FX_TYPE_Q4_1, FX_TYPE_Q5_0, FX_TYPE_Q5_1, FX_TYPE_Q4_K,
+					       FX_TYPE_Q5_K, FX_TYPE_Q6_K };
+		for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+			if (!strcasecmp(p->quant, fx_type_get(allowed[i])->name) &&
+			    fx_type_get(allowed[i])->from_float)
+				ld.quant = allowed[i];
+		if (ld.quant < 0) {
+			fx_free(m);
+			return fx_fail(err, FX_E_INVALID, "--quant %s: not a type ferrox can quantize to "
+				       "(f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, and K types with a "
+				       "quantizer)", p->quant);
+		}
+	}
 	struct stat st;
 	bool hf = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 	if ((rc = hf ? hf_open(path, &m->g, err) : gguf_open(path, &m->g, err)))
@@ -601,7 +653,10 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	}
 	/* HF directories keep their tokenizer in tokenizer.json, which is not
 	 * read yet: such a model runs from token ids only (vocab NULL). */
-	if (!hf && (rc = vocab_load(m->g, &m->vocab, err)))
+	/* A GGUF without tokenizer keys (ferrox convert of an HF directory)
+	 * runs from token ids, like an HF directory. */
+	if (!hf && (p->vocab_only || gguf_find(m->g, "tokenizer.ggml.model")) &&
+	    (rc = vocab_load(m->g, &m->vocab, err)))
 		goto fail_path;
 	if (hf && p->vocab_only) {
 		rc = fx_fail(err, FX_E_UNSUPPORTED,
