@@ -97,7 +97,7 @@ static bool read_ids_file(const char *path, struct seq **seqs, size_t *n_seq)
 
 int cmd_logits(int argc, char **argv)
 {
-	const char *path = NULL, *ids = NULL, *ids_file = NULL, *out = NULL;
+	const char *path = NULL, *ids = NULL, *ids_file = NULL, *out = NULL, *quant = NULL;
 	long long ubatch = 0, threads = 0;
 	bool decode = false;
 	int32_t type_k = FX_KV_DEFAULT, type_v = FX_KV_DEFAULT;
@@ -116,6 +116,8 @@ int cmd_logits(int argc, char **argv)
 			VAL(); if (!cli_cache_type(a, v, &type_k)) return 2;
 		} else if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) {
 			VAL(); if (!cli_cache_type(a, v, &type_v)) return 2;
+		} else if (!strcmp(a, "--quant")) {
+			VAL(); quant = v;
 		} else if (!strcmp(a, "--decode")) {
 			decode = true;
 		} else if (!strcmp(a, "--ubatch")) {
@@ -124,7 +126,8 @@ int cmd_logits(int argc, char **argv)
 			VAL(); if (!cli_int(a, v, 0, 256, &threads)) return 2;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox logits -m MODEL (--ids 5,17,3 | --ids-file F) --out F\n"
-			       "                     [--decode] [--ubatch N] [-t N] [--cache-type-k/-v f16|f32]\n");
+			       "                     [--decode] [--ubatch N] [-t N] [--cache-type-k/-v f16|f32]\n"
+			       "                     [--quant q8_0|q4_0|q4_K|...]   quantize float weights on load\n");
 			return 0;
 		} else {
 			fprintf(stderr, "error: unknown option '%s'\n", a);
@@ -160,7 +163,9 @@ int cmd_logits(int argc, char **argv)
 		fprintf(stderr, "error: no token ids given\n");
 		goto out;
 	}
-	if (fx_model_load(path, NULL, &m, &err)) {
+	struct fx_model_params mp = fx_model_default_params();
+	mp.quant = quant;
+	if (fx_model_load(path, &mp, &m, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;
 	}

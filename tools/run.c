@@ -10,7 +10,7 @@
 #include "ferrox.h"
 
 struct run_opts {
-	const char *model, *prompt;
+	const char *model, *prompt, *quant;
 	long long n_predict, n_ctx, n_threads;
 	bool echo, seed_set;
 	int32_t type_k, type_v;
@@ -57,6 +57,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			VAL(); if (!cli_cache_type(a, v, &o->type_k)) return 2;
 		} else if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) {
 			VAL(); if (!cli_cache_type(a, v, &o->type_v)) return 2;
+		} else if (!strcmp(a, "--quant")) {
+			VAL(); o->quant = v;
 		} else if (!strcmp(a, "--echo")) {
 			o->echo = true;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -74,6 +76,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "                         printed to stderr)\n"
 			       "  --cache-type-k/-v T    KV cache element type, f16 or f32 (default: f16 for GGUF\n"
 			       "                         files, as llama.cpp; f32 for HF checkpoints)\n"
+			       "  --quant TYPE           quantize float weights on load (q8_0, q4_0, q4_K, ...)\n"
 			       "  --echo                 print the prompt before the continuation\n");
 			return 1;
 		} else {
@@ -114,7 +117,9 @@ int cmd_run(int argc, char **argv)
 	int status = 1;
 
 	double t0 = cli_now();
-	if (fx_model_load(o.model, NULL, &m, &err)) {
+	struct fx_model_params mp = fx_model_default_params();
+	mp.quant = o.quant;
+	if (fx_model_load(o.model, &mp, &m, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		return 1;
 	}
