@@ -11,6 +11,8 @@
 2. tests/fixtures/hf-tiny-sharded/<name>/: the checkpoint split into two
    safetensors shards plus model.safetensors.index.json, as transformers
    writes large checkpoints (the byte ranges are copied, not re-encoded).
+3. tests/fixtures/hf-tiny-dtypes/<name>-<dtype>/: the weights stored as F16
+   or BF16 (round to nearest even), as most released checkpoints are.
 Only the standard library is needed.
 """
 import json
@@ -27,6 +29,7 @@ V4 = {  # fixture -> key the rope type goes under in rope_scaling
     "phi3": None,
 }
 SHARDED = ["llama", "gemma3"]
+DTYPES = {"llama": ["F16", "BF16"], "gemma2": ["BF16"]}
 
 
 def to_v4(cfg, type_key):
@@ -81,6 +84,49 @@ def split(name):
         g.write(f.read())
 
 
+def f32_to(dtype, raw):
+    """F32 bytes -> F16 or BF16 bytes, round to nearest even."""
+    n = len(raw) // 4
+    vals = struct.unpack(f"<{n}f", raw)
+    if dtype == "F16":
+        return struct.pack(f"<{n}e", *vals)
+    out = []
+    for u in struct.unpack(f"<{n}I", raw):
+        if (u & 0x7F800000) == 0x7F800000 and u & 0x7FFFFF:
+            out.append((u >> 16) | 0x40)  # NaN stays NaN
+        else:
+            out.append((u + 0x7FFF + ((u >> 16) & 1)) >> 16 & 0xFFFF)
+    return struct.pack(f"<{n}H", *out)
+
+
+def retype(name, dtype):
+    src = os.path.join(ROOT, "hf-tiny", name)
+    dst = os.path.join(ROOT, "hf-tiny-dtypes", f"{name}-{dtype.lower()}")
+    os.makedirs(dst, exist_ok=True)
+    with open(os.path.join(src, "model.safetensors"), "rb") as f:
+        blob = f.read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    header.pop("__metadata__", None)
+    data = blob[8 + n:]
+    h, chunks, off = {}, [], 0
+    for k in sorted(header):
+        b, e = header[k]["data_offsets"]
+        c = f32_to(dtype, data[b:e])
+        h[k] = {"dtype": dtype, "shape": header[k]["shape"], "data_offsets": [off, off + len(c)]}
+        chunks.append(c)
+        off += len(c)
+    hj = json.dumps(h).encode()
+    hj += b" " * (-len(hj) % 8)
+    with open(os.path.join(dst, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(hj)) + hj + b"".join(chunks))
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["dtype"] = dtype.lower().replace("bf16", "bfloat16").replace("f16", "float16")
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+
 def main():
     for name, type_key in V4.items():
         d = os.path.join(ROOT, "hf-tiny", name)
@@ -91,6 +137,9 @@ def main():
             f.write("\n")
     for name in SHARDED:
         split(name)
+    for name, dts in DTYPES.items():
+        for dt in dts:
+            retype(name, dt)
 
 
 if __name__ == "__main__":

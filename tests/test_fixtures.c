@@ -206,6 +206,60 @@ static void rm_dir(const char *tmp)
 		fprintf(stderr, "could not remove %s\n", tmp);
 }
 
+/* Prefill logits of dir (optionally quantized on load) against the f32
+ * reference: returns the relative error, *agree the argmax agreement. */
+static double prefill_err(const char *dir, const char *quant, const struct ref *r, int *agree)
+{
+	struct fx_err err = { 0 };
+	struct fx_model *m;
+	struct fx_model_params mp = fx_model_default_params();
+	mp.quant = quant;
+	*agree = 0;
+	if (fx_model_load(dir, &mp, &m, &err)) {
+		CHECKF(false, "%s: %s", dir, err.msg);
+		return INFINITY;
+	}
+	int32_t nv = fx_model_n_vocab(m);
+	struct fx_context *c = new_ctx(m, 0);
+	CHECK(fx_decode(c, r->prompt, r->n_prompt, true) == FX_OK);
+	const float *l = fx_get_logits(c, NULL);
+	const struct st_tensor *ref_l = st_find(r->st, "logits");
+	double e = rel_err(l, ref_l, (size_t)r->n_prompt * nv);
+	for (int t = 0; t < r->n_prompt; t++) {
+		const float *row = l + (size_t)t * nv;
+		const float *ref = (const float *)ref_l->data + (size_t)t * nv;
+		int a = 0, b = 0;
+		for (int i = 1; i < nv; i++) {
+			a = row[i] > row[a] ? i : a;
+			b = ref[i] > ref[b] ? i : b;
+		}
+		*agree += a == b;
+	}
+	fx_context_free(c);
+	fx_model_free(m);
+	return e;
+}
+
+/* A config.json that is broken in one way must give a clear error. */
+static void check_bad_config(const char *from, const char *edit_from, const char *edit_to,
+			     int want, const char *needle)
+{
+	char tmp[64], cmd[1024];
+	strcpy(tmp, "/tmp/fx_badcfg_XXXXXX");
+	if (!mkdtemp(tmp))
+		return;
+	snprintf(cmd, sizeof(cmd), "sed 's/%s/%s/' '%s/config.json' > '%s/config.json' && "
+		 "cp '%s/model.safetensors' '%s/'", edit_from, edit_to, from, tmp, from, tmp);
+	CHECK(system(cmd) == 0);
+	struct fx_err err = { 0 };
+	struct fx_model *m = NULL;
+	int rc = fx_model_load(tmp, NULL, &m, &err);
+	CHECKF(rc == want && strstr(err.msg, needle), "bad config (%s -> %s): rc %d, '%s'",
+	       edit_from, edit_to, rc, err.msg);
+	fx_model_free(rc ? NULL : m);
+	rm_dir(tmp);
+}
+
 int main(void)
 {
 	static const char *const names[] = {
@@ -245,5 +299,57 @@ int main(void)
 		st_close(r.st);
 	}
 	CHECKF(n_v4 >= 4, "only %d transformers-4 config variants found", n_v4);
+
+	/* F16 and BF16 checkpoints: the same model with rounded weights. */
+	static const char *const dtypes[][2] = {
+		{ "llama-f16", "llama" }, { "llama-bf16", "llama" }, { "gemma2-bf16", "gemma2" },
+	};
+	for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++) {
+		char dir[256], base[256];
+		static struct ref r;
+		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-dtypes/%s", dtypes[i][0]);
+		snprintf(base, sizeof(base), "%s/%s", ROOT, dtypes[i][1]);
+		if (!load_ref(base, &r))
+			continue;
+		int agree;
+		double e = prefill_err(dir, NULL, &r, &agree);
+		printf("%-18s rel err %.2e vs the f32 reference, argmax %d/%d rows\n", dtypes[i][0], e,
+		       agree, r.n_prompt);
+		/* Weights and activations rounded to 11 (f16) or 8 (bf16)
+		 * significant bits, as GGML's f16/bf16 dot products do. */
+		CHECKF(e < 0.1 && agree * 10 >= r.n_prompt * 9, "%s: rel err %.3g, argmax %d/%d",
+		       dtypes[i][0], e, agree, r.n_prompt);
+		st_close(r.st);
+	}
+
+	/* --quant q8_0 on load: measured against the f32 reference (see the
+	 * closing note of the issue: tiny random models amplify rounding, so the
+	 * bound asserted here is a sanity bound, not the issue's 2e-2). */
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char dir[256];
+		static struct ref r;
+		snprintf(dir, sizeof(dir), "%s/%s", ROOT, names[i]);
+		if (!load_ref(dir, &r))
+			continue;
+		int agree;
+		double e = prefill_err(dir, "q8_0", &r, &agree);
+		printf("%-18s q8_0 on load: rel err %.2e, argmax %d/%d rows\n", names[i], e, agree,
+		       r.n_prompt);
+		CHECKF(e < 0.6 && agree * 4 >= r.n_prompt * 3, "%s q8_0: rel err %.3g, argmax %d/%d",
+		       names[i], e, agree, r.n_prompt);
+		st_close(r.st);
+	}
+
+	/* Clear errors for configs we cannot run. */
+	check_bad_config(ROOT "/llama", "\"model_type\": \"llama\"", "\"model_type\": \"mamba\"",
+			 FX_E_UNSUPPORTED, "model_type 'mamba' is not supported");
+	check_bad_config(ROOT "/llama", "\"hidden_size\"", "\"hidden_sizes\"", FX_E_FORMAT,
+			 "'hidden_size' is missing");
+	check_bad_config(ROOT "/llama", "\"rope_type\": \"default\"", "\"rope_type\": \"dynamic\"",
+			 FX_E_UNSUPPORTED, "RoPE type 'dynamic'");
+	struct fx_err err = { 0 };
+	struct fx_model *m;
+	CHECK(fx_model_load("tests/fixtures", NULL, &m, &err) == FX_E_IO &&
+	      strstr(err.msg, "config.json"));
 	return check_exit();
 }
