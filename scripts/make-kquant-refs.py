@@ -172,7 +172,13 @@ def ggml_chunk(qtype, x):
     return buf.raw[:n]
 
 
+@llama_cpp.llama_log_callback
+def quiet(level, text, user_data):
+    pass
+
+
 def main():
+    llama_cpp.llama_log_set(quiet, None)
     rng = np.random.default_rng(SEED)
     tensors = make_tensors(rng)
     names = [n for n, _, _ in tensors]

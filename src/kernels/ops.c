@@ -125,19 +125,6 @@ float op_gelu_tanh(float x)
 	return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
 }
 
-float op_gelu_tanh_f16(float x)
-{
-	if (x <= -10.0f)
-		return 0.0f;
-	if (x >= 10.0f)
-		return x;
-	float xr = fx_fp16_to_fp32(fx_fp32_to_fp16(x));
-	/* ggml_gelu_f32's form: 0.5x(1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))) */
-	float g = 0.5f * xr * (1.0f + tanhf(0.79788456080286535587989211986876f * xr *
-					    (1.0f + 0.044715f * xr * xr)));
-	return fx_fp16_to_fp32(fx_fp32_to_fp16(g));
-}
-
 float op_silu(float x)
 {
 	return x / (1.0f + expf(-x));

@@ -40,11 +40,6 @@ void op_softmax(float *x, int64_t n);
 
 /* GELU, tanh approximation (Hendrycks & Gimpel 2016), as gelu_pytorch_tanh. */
 float op_gelu_tanh(float x);
-/* GELU-tanh as llama.cpp's CPU backend computes it: the input rounded to
- * f16, looked up in a table of f16-rounded GELU values (ggml_vec_gelu_f32
- * with GGML_GELU_FP16), saturating to 0 / x beyond +-10. Computed here
- * without the 128 KB table; the values are the same. */
-float op_gelu_tanh_f16(float x);
 /* SiLU / swish: x * sigmoid(x) (Elfwing et al. 2017). */
 float op_silu(float x);
 

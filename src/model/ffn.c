@@ -34,9 +34,6 @@ static void glu(const struct fx_model *m, struct fx_pool *pool, struct fwd_scrat
 			float g = fminf(s->gate[i], lim), u = fmaxf(fminf(s->up[i], lim), -lim);
 			s->gate[i] = g / (1.0f + expf(-1.702f * g)) * (u + 1.0f);
 		}
-	} else if (m->arch->act == ACT_GELU_TANH && m->hp.gelu_f16) {
-		for (size_t i = 0; i < nf; i++)
-			s->gate[i] = op_gelu_tanh_f16(s->gate[i]) * s->up[i];
 	} else if (m->arch->act == ACT_GELU_TANH) {
 		for (size_t i = 0; i < nf; i++)
 			s->gate[i] = op_gelu_tanh(s->gate[i]) * s->up[i];

@@ -667,8 +667,8 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		goto done;
 	if ((rc = read_hparams(&ld)) || (rc = bind_weights(&ld)))
 		goto fail_path;
-	/* GGUF files follow llama.cpp's numerics, HF checkpoints transformers'. */
-	m->hp.gelu_f16 = !hf;
+	/* The KV cache defaults to llama.cpp's f16 for GGUF files and to
+	 * transformers' f32 for HF checkpoints. */
 	m->hp.kv_type = hf ? FX_KV_F32 : FX_KV_F16;
 done:
 	*out = m;

@@ -44,9 +44,6 @@ struct hparams {
 	float embd_mul;      /* extra embedding multiplier (Granite embedding_scale; 1) */
 	float residual_mul;  /* sublayer outputs scaled before each residual add (1) */
 	float logit_div;     /* logits divided by it (Granite logit_scale; 1) */
-	bool gelu_f16;       /* GELU through f16 as llama.cpp's CPU backend does: GGUF
-			      * files follow llama.cpp's numerics, HF checkpoints
-			      * transformers' (exact f32) */
 	int kv_type;         /* default KV element type: f16 for GGUF (llama.cpp's
 			      * default), f32 for HF checkpoints (transformers') */
 };

@@ -261,11 +261,11 @@ void quant_from_float_q8_K(const float *x, void *vy, int64_t n)
  * (quantize_row_q{2,3,4,5,6}_K_ref, which llama.cpp's quantize_q*_K, and
  * so llama-quantize, call when it is given none). Each f32 expression
  * keeps ggml's operand order and each int -> f32 conversion its place, and
- * nothing may be contracted into an FMA (ggml's x86 builds do not; clang
- * would, by default, and then picks other levels in a few blocks out of
- * ten, with a larger error): so the bytes are ggml's. The fitting helpers
- * below are make_qkx2_quants, make_qx_quants (rmse_type 1, no weights) and
- * make_q3_quants (do_rmse) of that file.
+ * nothing may be contracted into an FMA (ggml's x86 builds do not; with
+ * clang's default contraction up to a fifth of the blocks came out
+ * different, and the round-trip error up to 4% larger): so the bytes are
+ * ggml's. The fitting helpers below are make_qkx2_quants, make_qx_quants
+ * (rmse_type 1, no weights) and make_q3_quants (do_rmse) of that file.
  *
  * The standard pragma is for clang (gcc ignores it); the optimize one for
  * gcc in GNU C mode (in ISO C mode, as CMake builds, gcc does not contract
@@ -285,7 +285,8 @@ static inline int clamp_int(int v, int lo, int hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* Value of largest magnitude in x [n], first one on ties; 0 if none. */
+/* The value of largest magnitude in x [n] (first one on ties; 0 if all
+ * are zero); *amax_out gets its magnitude. */
 static inline float signed_amax(const float *x, int n, float *amax_out)
 {
 	float max = 0, amax = 0;
@@ -318,11 +319,12 @@ static float fit_error(const float *x, const float *w, const uint8_t *L,
 	return err;
 }
 
-/* make_qkx2_quants: x [n] (n <= 32) ~ scale * L - *the_min, L in 0..nmax,
- * scale >= 0, *the_min >= 0 (the offset never goes above zero). Starts
- * from the min/max grid, then tries nstep+1 grids of (nmax + rmin +
+/* make_qkx2_quants for nstep >= 1: x [n] (n <= 32) ~ scale * L - *the_min,
+ * L [n] in 0..nmax, *the_min >= 0 (the offset never goes above zero).
+ * Starts from the min/max grid, then tries nstep+1 grids of (nmax + rmin +
  * rdelta * is) steps, each followed by the weighted least-squares scale
- * and offset for its levels, and keeps the one of least weighted error. */
+ * and offset for its levels, and keeps the one of least weighted error
+ * (w [n]: weights; mad: absolute instead of squared error). */
 static float fit_scale_min(const float *x, const float *w, int n, int nmax,
 			   uint8_t *L, float *the_min, float rmin, float rdelta,
 			   int nstep, bool mad)
