@@ -2,14 +2,12 @@
  *   - f32: the GGUF loads and gives logits bit-identical to loading the
  *     checkpoint directory (same weights, same math), and within
  *     1e-4 x max(1, max |ref|) of transformers' reference logits;
- *     (Gemma's GELU is the exception: a GGUF follows llama.cpp's f16 GELU
- *     table, a checkpoint directory transformers' f32 tanh GELU, so those
- *     agree within 3e-3);
  *   - q8_0: loads; greedy argmax per prompt row vs the f32 file (counted),
- *     logits within 0.2 x max(1, max |ref|): on these 64-wide random
- *     weights q8_0 alone moves logits that far (llama.cpp's own logits on
- *     the same q8_0 files are 5.0e-2, 7.5e-2 and 2.2e-2 from transformers
- *     for llama, qwen2 and phi3);
+ *     logits within 0.5 x max(1, max |ref|), a sanity bound: on these
+ *     64-wide random weights q8_0 alone moves dense models' logits by
+ *     1e-2..1.2e-1 and flips MoE routing (0.2..0.37); llama.cpp's own logits
+ *     on the same q8_0 files are 5.0e-2, 7.5e-2 and 2.2e-2 from
+ *     transformers for llama, qwen2 and phi3;
  *   - every target type with a quantizer: the file's general.file_type and
  *     each tensor's type, including llama.cpp's fallbacks for rows shorter
  *     than a k-quant block;
