@@ -31,6 +31,7 @@ enum {
 	FX_E_UNSUPPORTED = -4, /* valid input ferrox does not handle (yet) */
 	FX_E_INVALID = -5,     /* bad argument from the caller */
 	FX_E_CTX_FULL = -6,    /* the sequence would exceed n_ctx */
+	FX_E_KV_FULL = -7,     /* no free KV block for the request: queue or preempt it */
 };
 
 /* Caller-owned error record; filled on failure. */
@@ -132,19 +133,31 @@ int fx_detok_push(const struct fx_model *m, struct fx_detok *st, fx_token t,
 		  bool special, char *out, size_t cap, size_t *n_out);
 int fx_detok_flush(struct fx_detok *st, char *out, size_t cap, size_t *n_out);
 
-/* ---- context: one sequence's KV cache and the forward pass ----------- */
+/* ---- context: KV caches, sequences and the forward pass -------------- */
 
 struct fx_context;
 
+/* Where sequences keep their K/V: a choice the caller names. */
+enum fx_kv_layout {
+	FX_KV_CONTIGUOUS = 0, /* each sequence owns n_ctx contiguous rows */
+	FX_KV_PAGED = 1,      /* a pool of n_ctx rows in blocks of block_size,
+			       * shared by all sequences; forks share blocks
+			       * (PagedAttention, Kwon et al. 2023) */
+};
+
 struct fx_context_params {
 	size_t size;        /* sizeof(struct fx_context_params) */
-	uint32_t n_ctx;     /* tokens the KV cache holds; 0 = the model's training context */
-	uint32_t n_ubatch;  /* max tokens per prefill step; 0 = all at once */
+	uint32_t n_ctx;     /* contiguous: tokens per sequence; paged: tokens in the
+			     * pool. 0 = the model's training context */
+	uint32_t n_ubatch;  /* max rows per forward step; 0 = n_ctx */
 	int32_t n_threads;  /* 0 = one per online core */
 	int32_t type_k;     /* KV cache element type: FX_KV_DEFAULT (f16 for GGUF files,
 			     * as llama.cpp; f32 for HF checkpoints, as transformers),
 			     * FX_KV_F16 or FX_KV_F32 */
 	int32_t type_v;
+	uint32_t n_seq_max; /* sequences alive at once (1) */
+	int32_t kv_layout;  /* enum fx_kv_layout (FX_KV_CONTIGUOUS) */
+	uint32_t block_size;/* paged: tokens per block (16) */
 };
 
 /* KV cache element types (values are GGML type ids). */
@@ -152,25 +165,72 @@ enum { FX_KV_DEFAULT = -1, FX_KV_F32 = 0, FX_KV_F16 = 1 };
 
 struct fx_context_params fx_context_default_params(void);
 
-/* The model is borrowed and must outlive the context. */
+/* The model is borrowed and must outlive the context. Memory: contiguous
+ * n_seq_max x n_ctx rows of K and V per layer; paged n_ctx rows. */
 int fx_context_create(const struct fx_model *m, const struct fx_context_params *p,
 		      struct fx_context **out, struct fx_err *err);
 void fx_context_free(struct fx_context *ctx);
 
 uint32_t fx_context_n_ctx(const struct fx_context *ctx);
-uint32_t fx_context_n_past(const struct fx_context *ctx); /* tokens in the cache */
-/* Forget the sequence (the cache is reused). */
+
+/* ---- sequences ----
+ * A sequence is an id in [0, n_seq_max). Sequence 0 exists from the start
+ * (fx_decode uses it); others are added, forked and freed. */
+typedef int32_t fx_seq;
+
+/* A new empty sequence. Errors: FX_E_INVALID (n_seq_max reached). */
+int fx_seq_add(struct fx_context *ctx, fx_seq *out);
+/* A new sequence holding src's tokens: paged, it shares src's blocks (the
+ * first write into a shared partial block copies it); contiguous, the rows
+ * are copied. Errors: FX_E_INVALID, FX_E_NOMEM. */
+int fx_seq_fork(struct fx_context *ctx, fx_seq src, fx_seq *out);
+/* Forget the sequence and release its blocks (sequence 0 is only emptied). */
+void fx_seq_free(struct fx_context *ctx, fx_seq seq);
+uint32_t fx_seq_n_past(const struct fx_context *ctx, fx_seq seq);
+/* Paged: blocks with references (0 when every sequence is empty);
+ * contiguous: 0. */
+int32_t fx_context_kv_blocks_used(const struct fx_context *ctx);
+
+/* ---- batches ----
+ * Row i appends token[i] to sequence seq[i] at its next position; rows of
+ * one sequence are taken in batch order. A row's logits depend only on its
+ * own sequence's tokens: they are bit-identical whatever else is in the
+ * batch, the ubatch size, the layout, the block size or the thread count. */
+struct fx_batch {
+	int32_t n;
+	const fx_seq *seq;      /* [n] */
+	const fx_token *token;  /* [n] */
+	const bool *logits;     /* [n] rows whose logits to keep; NULL: the last
+				 * row of each sequence in the batch */
+};
+
+/* Run a batch. Each sequence succeeds or fails as a whole: one that does
+ * not fit (FX_E_KV_FULL: no free block; FX_E_CTX_FULL: past n_ctx) or has a
+ * bad token (FX_E_INVALID) is left unchanged and its rows skipped, while
+ * the others advance. Returns FX_OK when every sequence advanced, else the
+ * first failure (message in fx_context_errmsg); seq_status, if not NULL,
+ * receives each sequence's result ([n_seq_max], FX_OK for untouched ones). */
+int fx_batch_decode(struct fx_context *ctx, const struct fx_batch *b, int *seq_status);
+
+/* Logits [n_vocab] of batch row i of the last fx_batch_decode, or NULL when
+ * not kept (or its sequence failed). Valid until the next decode. */
+const float *fx_batch_logits(const struct fx_context *ctx, int32_t i);
+
+/* ---- single sequence (sequence 0) ---- */
+
+uint32_t fx_context_n_past(const struct fx_context *ctx); /* tokens in sequence 0 */
+/* Free every sequence; sequence 0 stays, empty. */
 void fx_context_reset(struct fx_context *ctx);
 
-/* Append tokens[0..n) to the sequence and run the forward pass: prefill in
+/* Append tokens[0..n) to sequence 0 and run the forward pass: prefill in
  * chunks of n_ubatch. all_logits: keep logits for every token, else only the
- * last. Errors: FX_E_CTX_FULL (n_past + n > n_ctx; nothing is changed),
- * FX_E_INVALID (a token id out of range; nothing is changed). */
+ * last. Errors: FX_E_CTX_FULL (n_past + n > n_ctx), FX_E_KV_FULL (paged
+ * pool), FX_E_INVALID (a token id out of range); nothing is changed. */
 int fx_decode(struct fx_context *ctx, const fx_token *tokens, int32_t n, bool all_logits);
 
 /* Logits of the last fx_decode: [n_rows, n_vocab] f32 row-major, rows in
  * token order (n_rows = n with all_logits, else 1). Borrowed; valid until
- * the next fx_decode/reset/free. */
+ * the next decode/reset/free. */
 const float *fx_get_logits(const struct fx_context *ctx, int32_t *n_rows);
 
 const char *fx_context_errmsg(const struct fx_context *ctx);

@@ -43,6 +43,7 @@ const char *fx_status_str(int code)
 	case FX_E_UNSUPPORTED: return "unsupported";
 	case FX_E_INVALID: return "invalid argument";
 	case FX_E_CTX_FULL: return "context full";
+	case FX_E_KV_FULL: return "KV cache full";
 	default: return "unknown error";
 	}
 }

@@ -1,24 +1,49 @@
-/* A context: one sequence's contiguous KV cache, the thread pool and the
- * scratch of the forward pass, all sized at creation (nothing is allocated
- * per token), and the logits of the last fx_decode. */
+/* A context: the sequences' KV backings (contiguous per sequence, or a
+ * paged pool shared by all), the thread pool and the scratch of the forward
+ * pass, all sized at creation (nothing is allocated per token except when a
+ * batch wants more logits rows than ever before), and the logits of the
+ * last decode. Batches are split into ubatches of at most n_ubatch rows;
+ * each row names its own KV backing, so rows of different sequences share
+ * one forward step and every weight is read once per step. */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/alloc.h"
-#include "engine/context.h"
 #include "core/threadpool.h"
+#include "engine/context.h"
 #include "kv/kv.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "quant/quant.h"
+
+struct seq {
+	bool used;
+	uint32_t n_past;
+	struct kv_contig kv;   /* contiguous layout */
+	struct kv_seq table;   /* paged layout */
+};
 
 struct fx_context {
 	const struct fx_model *m; /* borrowed */
-	uint32_t n_ctx, n_ubatch;
+	uint32_t n_ctx, n_ubatch, n_seq_max;
+	int layout;               /* enum fx_kv_layout */
+	int k_type, v_type;
 	struct fx_pool *pool;
-	struct kv_contig kv;
+	struct kv_pool kvp;       /* paged layout */
+	struct seq *seqs;         /* [n_seq_max] */
 	struct fwd_scratch s;
-	int32_t *pos;             /* [n_ubatch] */
-	uint32_t n_past;
+	/* per-ubatch staging, [n_ubatch] each */
+	int32_t *pos;
+	fx_token *tok;
+	struct kv_view *views;
+	bool *want;
+	/* per-batch bookkeeping, grown with the largest batch */
+	int32_t *row_out;         /* batch row -> logits row, or -1 */
+	fx_seq *b_seq;            /* fx_decode's batch view */
+	bool *b_keep;
+	int32_t row_cap;
+	int32_t *s_cnt;           /* [n_seq_max] rows per sequence */
+	int *s_status;            /* [n_seq_max] per-sequence result */
 	float *logits;            /* [logits_rows, n_vocab] */
 	int32_t logits_rows, n_logits;
 	struct fx_err err;
@@ -28,7 +53,26 @@ struct fx_context_params fx_context_default_params(void)
 {
 	return (struct fx_context_params){ .size = sizeof(struct fx_context_params),
 					   .n_ctx = 4096, .n_ubatch = 512,
-					   .type_k = FX_KV_DEFAULT, .type_v = FX_KV_DEFAULT };
+					   .type_k = FX_KV_DEFAULT, .type_v = FX_KV_DEFAULT,
+					   .n_seq_max = 1, .kv_layout = FX_KV_CONTIGUOUS,
+					   .block_size = 16 };
+}
+
+static int seq_init_storage(struct fx_context *c, struct seq *q)
+{
+	const struct hparams *hp = &c->m->hp;
+	if (c->layout == FX_KV_PAGED)
+		return FX_OK;
+	return kv_contig_init(&q->kv, hp->n_layer, (int32_t)c->n_ctx,
+			      (int64_t)hp->n_head_kv * hp->head_dim,
+			      (int64_t)hp->n_head_kv * hp->head_dim_v, c->k_type, c->v_type);
+}
+
+static void seq_release(struct fx_context *c, struct seq *q)
+{
+	if (c->layout == FX_KV_PAGED)
+		kv_seq_clear(&c->kvp, &q->table);
+	q->n_past = 0;
 }
 
 int fx_context_create(const struct fx_model *m, const struct fx_context_params *p,
@@ -45,56 +89,79 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 		p = &dp;
 	const struct hparams *hp = &m->hp;
 	uint32_t n_ctx = p->n_ctx ? p->n_ctx : (uint32_t)hp->n_ctx_train;
-	if (n_ctx > (1u << 24))
-		return fx_fail(err, FX_E_INVALID, "n_ctx %u is too large", n_ctx);
+	uint32_t n_seq = p->n_seq_max ? p->n_seq_max : 1;
+	if (n_ctx > (1u << 24) || n_seq > 4096)
+		return fx_fail(err, FX_E_INVALID, "n_ctx %u or n_seq_max %u is too large", n_ctx, n_seq);
+	if (p->kv_layout != FX_KV_CONTIGUOUS && p->kv_layout != FX_KV_PAGED)
+		return fx_fail(err, FX_E_INVALID, "kv_layout %d: use FX_KV_CONTIGUOUS or FX_KV_PAGED",
+			       p->kv_layout);
+	if (p->kv_layout == FX_KV_PAGED && (p->block_size == 0 || p->block_size > n_ctx))
+		return fx_fail(err, FX_E_INVALID, "block size %u must be in [1, n_ctx %u]",
+			       p->block_size, n_ctx);
+	int kt = p->type_k == FX_KV_DEFAULT ? hp->kv_type : p->type_k;
+	int vt = p->type_v == FX_KV_DEFAULT ? hp->kv_type : p->type_v;
+	if ((kt != FX_KV_F32 && kt != FX_KV_F16) || (vt != FX_KV_F32 && vt != FX_KV_F16))
+		return fx_fail(err, FX_E_INVALID,
+			       "KV cache types %d/%d: only f32 (%d) and f16 (%d) are supported",
+			       p->type_k, p->type_v, FX_KV_F32, FX_KV_F16);
 	uint32_t n_ub = p->n_ubatch ? p->n_ubatch : n_ctx;
-	if (n_ub > n_ctx)
-		n_ub = n_ctx;
+	if (n_ub > n_ctx * n_seq)
+		n_ub = n_ctx * n_seq;
 	struct fx_context *c = fx_calloc(1, sizeof(*c));
 	if (!c)
 		return fx_fail(err, FX_E_NOMEM, "no memory for a context");
 	c->m = m;
 	c->n_ctx = n_ctx;
 	c->n_ubatch = n_ub;
+	c->n_seq_max = n_seq;
+	c->layout = p->kv_layout;
+	c->k_type = kt;
+	c->v_type = vt;
 	if ((rc = fx_pool_create(p->n_threads, &c->pool))) {
 		rc = fx_fail(err, rc, "cannot start %d threads", p->n_threads);
-		goto out_free;
+		goto fail;
 	}
-	if ((rc = kv_contig_init(&c->kv, hp->n_layer, (int32_t)n_ctx,
-				 (int64_t)hp->n_head_kv * hp->head_dim,
-				 (int64_t)hp->n_head_kv * hp->head_dim_v,
-				 p->type_k == FX_KV_DEFAULT ? hp->kv_type : p->type_k,
-				 p->type_v == FX_KV_DEFAULT ? hp->kv_type : p->type_v))) {
-		rc = rc == FX_E_INVALID
-			? fx_fail(err, rc, "KV cache types %d/%d: only f32 (%d) and f16 (%d) are supported",
-				  p->type_k, p->type_v, FX_KV_F32, FX_KV_F16)
-			: fx_fail(err, rc, "no memory for a KV cache of %u tokens (try a smaller -c)", n_ctx);
-		goto out_pool;
+	if (c->layout == FX_KV_PAGED &&
+	    (rc = kv_pool_init(&c->kvp, hp->n_layer, (int32_t)(n_ctx / p->block_size),
+			       (int32_t)p->block_size, (int64_t)hp->n_head_kv * hp->head_dim,
+			       (int64_t)hp->n_head_kv * hp->head_dim_v, kt, vt))) {
+		rc = fx_fail(err, rc, "no memory for a KV pool of %u tokens (try a smaller -c)", n_ctx);
+		goto fail;
 	}
+	c->seqs = fx_calloc(n_seq, sizeof(*c->seqs));
+	c->s_cnt = fx_calloc(n_seq, sizeof(*c->s_cnt));
+	c->s_status = fx_calloc(n_seq, sizeof(*c->s_status));
+	if (!c->seqs || !c->s_cnt || !c->s_status) {
+		rc = fx_fail(err, FX_E_NOMEM, "no memory for %u sequences", n_seq);
+		goto fail;
+	}
+	/* Contiguous caches are allocated up front so a batch never fails on memory. */
+	for (uint32_t i = 0; i < n_seq; i++)
+		if ((rc = seq_init_storage(c, &c->seqs[i]))) {
+			rc = fx_fail(err, rc, "no memory for %u KV caches of %u tokens (try a smaller -c "
+				     "or the paged layout)", n_seq, n_ctx);
+			goto fail;
+		}
+	c->seqs[0].used = true;
 	if ((rc = fwd_scratch_init(&c->s, m, (int32_t)n_ub, (int32_t)n_ctx,
 				   fx_pool_n_threads(c->pool)))) {
 		rc = fx_fail(err, rc, "no memory for %u-token batches (try a smaller ubatch)", n_ub);
-		goto out_kv;
+		goto fail;
 	}
 	c->pos = fx_calloc(n_ub, sizeof(*c->pos));
+	c->tok = fx_calloc(n_ub, sizeof(*c->tok));
+	c->views = fx_calloc(n_ub, sizeof(*c->views));
+	c->want = fx_calloc(n_ub, sizeof(*c->want));
 	c->logits_rows = 1;
 	c->logits = fx_malloc_array((size_t)hp->n_vocab, sizeof(float));
-	if (!c->pos || !c->logits) {
-		rc = fx_fail(err, FX_E_NOMEM, "no memory for logits");
-		goto out_scratch;
+	if (!c->pos || !c->tok || !c->views || !c->want || !c->logits) {
+		rc = fx_fail(err, FX_E_NOMEM, "no memory for batch staging");
+		goto fail;
 	}
 	*out = c;
 	return FX_OK;
-out_scratch:
-	fx_free(c->pos);
-	fx_free(c->logits);
-	fwd_scratch_fini(&c->s);
-out_kv:
-	kv_contig_fini(&c->kv);
-out_pool:
-	fx_pool_free(c->pool);
-out_free:
-	fx_free(c);
+fail:
+	fx_context_free(c);
 	return rc;
 }
 
@@ -102,10 +169,25 @@ void fx_context_free(struct fx_context *c)
 {
 	if (!c)
 		return;
+	for (uint32_t i = 0; c->seqs && i < c->n_seq_max; i++) {
+		if (c->layout == FX_KV_PAGED)
+			kv_seq_fini(&c->kvp, &c->seqs[i].table);
+		else
+			kv_contig_fini(&c->seqs[i].kv);
+	}
+	fx_free(c->seqs);
+	kv_pool_fini(&c->kvp);
 	fx_free(c->pos);
+	fx_free(c->tok);
+	fx_free(c->views);
+	fx_free(c->want);
+	fx_free(c->row_out);
+	fx_free(c->b_seq);
+	fx_free(c->b_keep);
+	fx_free(c->s_cnt);
+	fx_free(c->s_status);
 	fx_free(c->logits);
 	fwd_scratch_fini(&c->s);
-	kv_contig_fini(&c->kv);
 	fx_pool_free(c->pool);
 	fx_free(c);
 }
@@ -115,57 +197,261 @@ uint32_t fx_context_n_ctx(const struct fx_context *c)
 	return c->n_ctx;
 }
 
-uint32_t fx_context_n_past(const struct fx_context *c)
-{
-	return c->n_past;
-}
-
-void fx_context_reset(struct fx_context *c)
-{
-	c->n_past = 0;
-	c->n_logits = 0;
-}
-
 const char *fx_context_errmsg(const struct fx_context *c)
 {
 	return c->err.msg;
 }
 
-int fx_decode(struct fx_context *c, const fx_token *tokens, int32_t n, bool all_logits)
+/* ---- sequences --------------------------------------------------------- */
+
+static bool seq_ok(const struct fx_context *c, fx_seq s)
+{
+	return s >= 0 && (uint32_t)s < c->n_seq_max && c->seqs[s].used;
+}
+
+int fx_seq_add(struct fx_context *c, fx_seq *out)
+{
+	for (uint32_t i = 0; i < c->n_seq_max; i++) {
+		if (!c->seqs[i].used) {
+			c->seqs[i].used = true;
+			c->seqs[i].n_past = 0;
+			*out = (fx_seq)i;
+			return FX_OK;
+		}
+	}
+	return fx_fail(&c->err, FX_E_INVALID, "all %u sequences are in use (raise n_seq_max)",
+		       c->n_seq_max);
+}
+
+int fx_seq_fork(struct fx_context *c, fx_seq src, fx_seq *out)
+{
+	if (!seq_ok(c, src))
+		return fx_fail(&c->err, FX_E_INVALID, "fork: sequence %d does not exist", src);
+	int rc = fx_seq_add(c, out);
+	if (rc)
+		return rc;
+	struct seq *a = &c->seqs[src], *b = &c->seqs[*out];
+	if (c->layout == FX_KV_PAGED) {
+		if ((rc = kv_seq_fork(&c->kvp, &a->table, &b->table))) {
+			b->used = false;
+			return fx_fail(&c->err, rc, "fork: no memory for a block table");
+		}
+	} else {
+		const struct kv_contig *k = &a->kv;
+		for (int il = 0; il < k->n_layer; il++) {
+			size_t o = (size_t)il * (size_t)k->n_ctx;
+			memcpy(b->kv.k + o * k->k_row, k->k + o * k->k_row, a->n_past * k->k_row);
+			memcpy(b->kv.v + o * k->v_row, k->v + o * k->v_row, a->n_past * k->v_row);
+		}
+	}
+	b->n_past = a->n_past;
+	return FX_OK;
+}
+
+void fx_seq_free(struct fx_context *c, fx_seq s)
+{
+	if (!seq_ok(c, s))
+		return;
+	seq_release(c, &c->seqs[s]);
+	c->seqs[s].used = s == 0;
+}
+
+uint32_t fx_seq_n_past(const struct fx_context *c, fx_seq s)
+{
+	return seq_ok(c, s) ? c->seqs[s].n_past : 0;
+}
+
+int32_t fx_context_kv_blocks_used(const struct fx_context *c)
+{
+	return c->layout == FX_KV_PAGED ? kv_pool_n_used(&c->kvp) : 0;
+}
+
+uint32_t fx_context_n_past(const struct fx_context *c)
+{
+	return c->seqs[0].n_past;
+}
+
+void fx_context_reset(struct fx_context *c)
+{
+	for (uint32_t i = 0; i < c->n_seq_max; i++)
+		fx_seq_free(c, (fx_seq)i);
+	c->n_logits = 0;
+}
+
+/* ---- batches ----------------------------------------------------------- */
+
+static struct kv_view seq_view(struct fx_context *c, struct seq *q)
+{
+	if (c->layout == FX_KV_PAGED)
+		return (struct kv_view){ .kind = KV_PAGED,
+					 .paged = { .pool = &c->kvp, .blocks = q->table.blocks } };
+	/* One sequence alone decodes on its own cache; several share a step. */
+	if (c->n_seq_max == 1)
+		return (struct kv_view){ .kind = KV_DECODE, .decode = &q->kv };
+	return (struct kv_view){ .kind = KV_BATCHED, .batched = &q->kv };
+}
+
+/* Check and reserve room for every sequence's cnt[s] rows; a sequence that
+ * does not fit or has a bad token gets its status set and its rows are
+ * skipped. Returns the first failure (FX_OK if none). */
+static int admit(struct fx_context *c, const struct fx_batch *b, int *st, const int32_t *cnt)
+{
+	int32_t nv = c->m->hp.n_vocab;
+	int first = FX_OK;
+	char msg[sizeof(c->err.msg)] = "";
+	for (int32_t i = 0; i < b->n; i++) {
+		fx_seq s = b->seq[i];
+		if ((b->token[i] < 0 || b->token[i] >= nv) && !st[s]) {
+			st[s] = FX_E_INVALID;
+			if (!first)
+				snprintf(msg, sizeof(msg), "sequence %d: token id %d is outside [0, %d)",
+					 s, b->token[i], nv);
+			first = first ? first : st[s];
+		}
+	}
+	for (uint32_t s = 0; s < c->n_seq_max; s++) {
+		struct seq *q = &c->seqs[s];
+		if (!cnt[s] || st[s])
+			continue;
+		if ((uint64_t)q->n_past + (uint64_t)cnt[s] > c->n_ctx) {
+			st[s] = FX_E_CTX_FULL;
+			if (!first)
+				snprintf(msg, sizeof(msg), "sequence %u: %u tokens + %d new exceed the "
+					 "context of %u tokens (raise -c)", s, q->n_past, cnt[s], c->n_ctx);
+		} else if (c->layout == FX_KV_PAGED) {
+			q->table.n_tokens = (int32_t)q->n_past;
+			st[s] = kv_seq_reserve(&c->kvp, &q->table, cnt[s]);
+			if (st[s] && !first)
+				snprintf(msg, sizeof(msg), st[s] == FX_E_KV_FULL
+					 ? "sequence %u: the KV pool has %d free blocks of %d tokens, too "
+					   "few for %d more tokens (queue or preempt it)"
+					 : "sequence %u: no memory for its block table (%d, %d, %d)",
+					 s, c->kvp.n_free, c->kvp.block_size, cnt[s]);
+		}
+		first = first ? first : st[s];
+	}
+	if (first)
+		fx_fail(&c->err, first, "%s", msg);
+	return first;
+}
+
+/* Room for the per-row map of a batch of `rows` and for n_logits rows. */
+static int grow_rows(struct fx_context *c, int32_t rows)
+{
+	if (rows <= c->row_cap)
+		return FX_OK;
+	int32_t *r = fx_realloc_array(c->row_out, (size_t)rows, sizeof(*r));
+	if (r)
+		c->row_out = r;
+	fx_seq *q = r ? fx_realloc_array(c->b_seq, (size_t)rows, sizeof(*q)) : NULL;
+	if (q)
+		c->b_seq = q;
+	bool *k = q ? fx_realloc_array(c->b_keep, (size_t)rows, sizeof(*k)) : NULL;
+	if (k)
+		c->b_keep = k;
+	if (!k)
+		return FX_E_NOMEM;
+	c->row_cap = rows;
+	return FX_OK;
+}
+
+static int grow_logits(struct fx_context *c, int32_t n_logits)
+{
+	if (n_logits <= c->logits_rows)
+		return FX_OK;
+	float *l = fx_realloc_array(c->logits, (size_t)n_logits * (size_t)c->m->hp.n_vocab,
+				    sizeof(float));
+	if (!l)
+		return FX_E_NOMEM;
+	c->logits = l;
+	c->logits_rows = n_logits;
+	return FX_OK;
+}
+
+int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_status)
 {
 	const struct fx_model *m = c->m;
 	int32_t nv = m->hp.n_vocab;
+	if (!b || b->n <= 0 || !b->seq || !b->token)
+		return fx_fail(&c->err, FX_E_INVALID, "fx_batch_decode: an empty batch");
+	for (int32_t i = 0; i < b->n; i++)
+		if (!seq_ok(c, b->seq[i]))
+			return fx_fail(&c->err, FX_E_INVALID, "batch row %d: sequence %d does not exist",
+				       i, b->seq[i]);
+	if (grow_rows(c, b->n))
+		return fx_fail(&c->err, FX_E_NOMEM, "no memory for a batch of %d rows", b->n);
+	int32_t *cnt = c->s_cnt;
+	int *st = c->s_status;
+	memset(cnt, 0, c->n_seq_max * sizeof(*cnt));
+	memset(st, 0, c->n_seq_max * sizeof(*st));
+	for (int32_t i = 0; i < b->n; i++)
+		cnt[b->seq[i]]++;
+	int rc = admit(c, b, st, cnt);
+	/* Which rows keep logits (default: each sequence's last), in order. */
+	int32_t n_out = 0;
+	for (int32_t i = 0; i < b->n; i++) {
+		fx_seq s = b->seq[i];
+		bool keep = b->logits ? b->logits[i] : --cnt[s] == 0;
+		c->row_out[i] = keep && !st[s] ? n_out++ : -1;
+	}
+	c->n_logits = 0;
+	if (grow_logits(c, n_out)) {
+		for (uint32_t s = 0; s < c->n_seq_max; s++)
+			if (c->layout == FX_KV_PAGED && c->seqs[s].used)
+				c->seqs[s].table.n_tokens = (int32_t)c->seqs[s].n_past;
+		return fx_fail(&c->err, FX_E_NOMEM, "no memory for %d rows of logits", n_out);
+	}
+	/* Run the admitted rows in ubatches, in batch order. */
+	int32_t done = 0;
+	for (int32_t i = 0; i < b->n;) {
+		int32_t nb = 0, wanted = 0;
+		for (; i < b->n && nb < (int32_t)c->n_ubatch; i++) {
+			struct seq *q = &c->seqs[b->seq[i]];
+			if (st[b->seq[i]])
+				continue;
+			c->tok[nb] = b->token[i];
+			c->pos[nb] = (int32_t)q->n_past++;
+			c->views[nb] = seq_view(c, q);
+			c->want[nb] = c->row_out[i] >= 0;
+			wanted += c->want[nb];
+			nb++;
+		}
+		if (!nb)
+			continue;
+		model_forward(m, c->pool, &c->s, c->views, c->tok, c->pos, nb, c->want,
+			      c->logits + (size_t)done * nv);
+		done += wanted;
+	}
+	for (uint32_t s = 0; s < c->n_seq_max; s++)
+		if (c->layout == FX_KV_PAGED && c->seqs[s].used)
+			c->seqs[s].table.n_tokens = (int32_t)c->seqs[s].n_past;
+	c->n_logits = n_out;
+	if (seq_status)
+		memcpy(seq_status, st, c->n_seq_max * sizeof(*st));
+	return rc;
+}
+
+const float *fx_batch_logits(const struct fx_context *c, int32_t i)
+{
+	if (i < 0 || i >= c->row_cap || c->row_out[i] < 0 || c->row_out[i] >= c->n_logits)
+		return NULL;
+	return c->logits + (size_t)c->row_out[i] * (size_t)c->m->hp.n_vocab;
+}
+
+/* ---- single sequence --------------------------------------------------- */
+
+int fx_decode(struct fx_context *c, const fx_token *tokens, int32_t n, bool all_logits)
+{
 	if (n <= 0 || !tokens)
 		return fx_fail(&c->err, FX_E_INVALID, "fx_decode: no tokens");
-	if ((uint64_t)c->n_past + (uint64_t)n > c->n_ctx)
-		return fx_fail(&c->err, FX_E_CTX_FULL,
-			       "%u tokens in the cache + %d new exceed the context of %u tokens (raise -c)",
-			       c->n_past, n, c->n_ctx);
-	for (int32_t i = 0; i < n; i++)
-		if (tokens[i] < 0 || tokens[i] >= nv)
-			return fx_fail(&c->err, FX_E_INVALID, "token id %d at %d is outside [0, %d)",
-				       tokens[i], i, nv);
-	int32_t rows = all_logits ? n : 1;
-	if (rows > c->logits_rows) {
-		float *l = fx_realloc_array(c->logits, (size_t)rows * (size_t)nv, sizeof(float));
-		if (!l)
-			return fx_fail(&c->err, FX_E_NOMEM, "no memory for %d rows of logits", rows);
-		c->logits = l;
-		c->logits_rows = rows;
+	if (grow_rows(c, n))
+		return fx_fail(&c->err, FX_E_NOMEM, "no memory for %d rows", n);
+	for (int32_t i = 0; i < n; i++) {
+		c->b_seq[i] = 0;
+		c->b_keep[i] = all_logits || i == n - 1;
 	}
-	struct kv_view kv = { .kind = KV_CONTIG, .contig = &c->kv };
-	for (int32_t i = 0; i < n; i += (int32_t)c->n_ubatch) {
-		int32_t nb = n - i < (int32_t)c->n_ubatch ? n - i : (int32_t)c->n_ubatch;
-		for (int32_t t = 0; t < nb; t++)
-			c->pos[t] = (int32_t)c->n_past + t;
-		/* Without all_logits only the final chunk runs the LM head. */
-		float *dst = all_logits ? c->logits + (size_t)i * nv
-			   : i + nb == n ? c->logits : NULL;
-		model_forward(m, c->pool, &c->s, &kv, tokens + i, c->pos, nb, all_logits, dst);
-		c->n_past += (uint32_t)nb;
-	}
-	c->n_logits = rows;
-	return FX_OK;
+	struct fx_batch b = { .n = n, .seq = c->b_seq, .token = tokens, .logits = c->b_keep };
+	return fx_batch_decode(c, &b, NULL);
 }
 
 const float *fx_get_logits(const struct fx_context *c, int32_t *n_rows)

@@ -1,7 +1,12 @@
 /* Where a row's K/V lives: a tagged variant the one attention body takes
- * as a parameter. A caller must name its backing; there is no default.
- * Only the contiguous single-sequence cache exists so far; the batched and
- * paged arms (issue 4) are further kinds with their own row lookups. */
+ * as a parameter, one per batch row. A caller must name its backing; there
+ * is no default:
+ *   KV_DECODE   a single sequence's contiguous cache (the only arm a
+ *               device-resident cache may serve later);
+ *   KV_BATCHED  one sequence of a batch, each with its own contiguous cache:
+ *               the same math, never the resident hook;
+ *   KV_PAGED    a block table into a pool of fixed-size blocks shared by all
+ *               sequences (vLLM's PagedAttention layout, Kwon et al. 2023). */
 #ifndef FX_KV_KV_H
 #define FX_KV_KV_H
 
@@ -21,16 +26,64 @@ struct kv_contig {
 	uint8_t *k, *v;
 };
 
+/* The paged pool: per layer, n_blocks blocks of block_size rows of K and V.
+ * k: [n_layer][n_blocks][block_size][k_width] (v likewise), elements of
+ * k_type / v_type. Blocks are reference counted (shared prefixes, forks)
+ * and handed out from a free list. */
+struct kv_pool {
+	int32_t n_layer, n_blocks, block_size;
+	int64_t k_width, v_width;
+	int k_type, v_type;
+	size_t k_row, v_row;
+	uint8_t *k, *v;
+	int32_t *ref;        /* [n_blocks] references; 0: free */
+	int32_t *free_list;  /* [n_blocks] stack of free block ids */
+	int32_t n_free;
+};
+
 enum kv_kind {
-	KV_CONTIG = 1, /* single-sequence contiguous cache */
+	KV_DECODE = 1,
+	KV_BATCHED,
+	KV_PAGED,
 };
 
 struct kv_view {
 	enum kv_kind kind;
 	union {
-		struct kv_contig *contig;
+		struct kv_contig *decode;
+		struct kv_contig *batched;
+		struct {
+			struct kv_pool *pool;
+			const int32_t *blocks; /* logical block -> pool block */
+		} paged;
 	};
 };
+
+/* A sequence's block table in a pool: positions [0, n_tokens) live in
+ * blocks[pos / block_size]. Caller-owned (zero-initialised = empty). */
+struct kv_seq {
+	int32_t *blocks;
+	int32_t n_blocks, cap;
+	int32_t n_tokens;
+};
+
+/* Errors: FX_E_NOMEM, FX_E_INVALID (sizes or types). kv_pool_fini frees. */
+int kv_pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, int32_t block_size,
+		 int64_t k_width, int64_t v_width, int k_type, int v_type);
+void kv_pool_fini(struct kv_pool *p);
+int32_t kv_pool_n_used(const struct kv_pool *p); /* blocks with references */
+
+/* Make positions [s->n_tokens, s->n_tokens + n) writable: allocate missing
+ * blocks and copy any shared block about to be written (copy-on-write).
+ * All or nothing: FX_E_KV_FULL (no free block) leaves s and the pool as
+ * they were; FX_E_NOMEM likewise. Does not advance n_tokens. */
+int kv_seq_reserve(struct kv_pool *p, struct kv_seq *s, int32_t n);
+/* dst (empty) shares all of src's blocks; the first write into a shared
+ * partial block copies it. */
+int kv_seq_fork(struct kv_pool *p, const struct kv_seq *src, struct kv_seq *dst);
+/* Drop every reference s holds and empty it (the table stays allocated). */
+void kv_seq_clear(struct kv_pool *p, struct kv_seq *s);
+void kv_seq_fini(struct kv_pool *p, struct kv_seq *s);
 
 /* Errors: FX_E_NOMEM, FX_E_INVALID (sizes, or a type other than f32/f16).
  * Caller owns *c (kv_contig_fini). */
@@ -42,7 +95,9 @@ void kv_contig_fini(struct kv_contig *c);
 static inline int kv_k_type(const struct kv_view *kv)
 {
 	switch (kv->kind) {
-	case KV_CONTIG: return kv->contig->k_type;
+	case KV_DECODE: return kv->decode->k_type;
+	case KV_BATCHED: return kv->batched->k_type;
+	case KV_PAGED: return kv->paged.pool->k_type;
 	}
 	return -1;
 }
@@ -50,21 +105,37 @@ static inline int kv_k_type(const struct kv_view *kv)
 static inline int kv_v_type(const struct kv_view *kv)
 {
 	switch (kv->kind) {
-	case KV_CONTIG: return kv->contig->v_type;
+	case KV_DECODE: return kv->decode->v_type;
+	case KV_BATCHED: return kv->batched->v_type;
+	case KV_PAGED: return kv->paged.pool->v_type;
 	}
 	return -1;
 }
 
+static inline uint8_t *contig_row(const struct kv_contig *c, uint8_t *base, size_t row, int il,
+				  int32_t pos)
+{
+	return base + ((size_t)il * (size_t)c->n_ctx + (size_t)pos) * row;
+}
+
+static inline uint8_t *paged_row(const struct kv_view *kv, uint8_t *base, size_t row, int il,
+				 int32_t pos)
+{
+	const struct kv_pool *p = kv->paged.pool;
+	size_t blk = (size_t)kv->paged.blocks[pos / p->block_size];
+	return base + (((size_t)il * (size_t)p->n_blocks + blk) * (size_t)p->block_size +
+		       (size_t)(pos % p->block_size)) * row;
+}
+
 /* K (or V) row of layer il at position pos: k_width (v_width) elements of
- * kv_k_type (kv_v_type). pos must be < the backing's capacity: callers
- * check before writing. */
+ * kv_k_type (kv_v_type). pos must be reserved in the backing: callers
+ * check (and for paged, kv_seq_reserve) before the forward pass. */
 static inline void *kv_k_row(const struct kv_view *kv, int il, int32_t pos)
 {
 	switch (kv->kind) {
-	case KV_CONTIG: {
-		const struct kv_contig *c = kv->contig;
-		return c->k + ((size_t)il * (size_t)c->n_ctx + (size_t)pos) * c->k_row;
-	}
+	case KV_DECODE: return contig_row(kv->decode, kv->decode->k, kv->decode->k_row, il, pos);
+	case KV_BATCHED: return contig_row(kv->batched, kv->batched->k, kv->batched->k_row, il, pos);
+	case KV_PAGED: return paged_row(kv, kv->paged.pool->k, kv->paged.pool->k_row, il, pos);
 	}
 	return NULL;
 }
@@ -72,10 +143,9 @@ static inline void *kv_k_row(const struct kv_view *kv, int il, int32_t pos)
 static inline void *kv_v_row(const struct kv_view *kv, int il, int32_t pos)
 {
 	switch (kv->kind) {
-	case KV_CONTIG: {
-		const struct kv_contig *c = kv->contig;
-		return c->v + ((size_t)il * (size_t)c->n_ctx + (size_t)pos) * c->v_row;
-	}
+	case KV_DECODE: return contig_row(kv->decode, kv->decode->v, kv->decode->v_row, il, pos);
+	case KV_BATCHED: return contig_row(kv->batched, kv->batched->v, kv->batched->v_row, il, pos);
+	case KV_PAGED: return paged_row(kv, kv->paged.pool->v, kv->paged.pool->v_row, il, pos);
 	}
 	return NULL;
 }

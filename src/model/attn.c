@@ -14,7 +14,7 @@ struct attn_args {
 	const struct fx_model *m;
 	int il;
 	struct fwd_scratch *s;
-	const struct kv_view *kv;
+	const struct kv_view *kv;   /* [n]: each row's backing */
 	const int32_t *pos;
 	int32_t n;
 };
@@ -83,10 +83,11 @@ static void attend_one(const struct attn_args *a, int ith, int32_t t, int hh)
 	float *out = s->att + ((size_t)t * hp->n_head + hh) * hp->head_dim_v;
 	float *scores = s->scores + (size_t)ith * s->n_ctx;
 	float *vrow = s->vrow + (size_t)ith * hp->head_dim_v;
-	const struct fx_type_traits *kt = fx_type_get(kv_k_type(a->kv));
-	const struct fx_type_traits *vt = fx_type_get(kv_v_type(a->kv));
-	size_t k_off = fx_row_size(kv_k_type(a->kv), (int64_t)g * hp->head_dim);
-	size_t v_off = fx_row_size(kv_v_type(a->kv), (int64_t)g * hp->head_dim_v);
+	const struct kv_view *kv = &a->kv[t];
+	const struct fx_type_traits *kt = fx_type_get(kv_k_type(kv));
+	const struct fx_type_traits *vt = fx_type_get(kv_v_type(kv));
+	size_t k_off = fx_row_size(kv_k_type(kv), (int64_t)g * hp->head_dim);
+	size_t v_off = fx_row_size(kv_v_type(kv), (int64_t)g * hp->head_dim_v);
 	const void *qd = q;
 	if (kt->vec_dot_type != FX_TYPE_F32) {
 		void *qc = (uint8_t *)s->qconv + (size_t)ith * s->qconv_stride;
@@ -99,7 +100,7 @@ static void attend_one(const struct attn_args *a, int ith, int32_t t, int hh)
 		lo = p - hp->n_swa + 1;
 	int32_t nk = p - lo + 1;
 	for (int32_t j = 0; j < nk; j++) {
-		const uint8_t *k = (const uint8_t *)kv_k_row(a->kv, a->il, lo + j) + k_off;
+		const uint8_t *k = (const uint8_t *)kv_k_row(kv, a->il, lo + j) + k_off;
 		float d;
 		kt->vec_dot(hp->head_dim, &d, k, qd);
 		d *= hp->attn_scale;
@@ -111,10 +112,10 @@ static void attend_one(const struct attn_args *a, int ith, int32_t t, int hh)
 		softmax_with_sink(scores, nk, L->sinks[hh]);
 	else
 		op_softmax(scores, nk);
-	bool round_w = kv_v_type(a->kv) == FX_TYPE_F16;
+	bool round_w = kv_v_type(kv) == FX_TYPE_F16;
 	memset(out, 0, (size_t)hp->head_dim_v * sizeof(float));
 	for (int32_t j = 0; j < nk; j++) {
-		const uint8_t *v = (const uint8_t *)kv_v_row(a->kv, a->il, lo + j) + v_off;
+		const uint8_t *v = (const uint8_t *)kv_v_row(kv, a->il, lo + j) + v_off;
 		float w = round_w ? fx_fp16_to_fp32(fx_fp32_to_fp16(scores[j])) : scores[j];
 		vt->to_float(v, vrow, hp->head_dim_v);
 		for (int i = 0; i < hp->head_dim_v; i++)
@@ -196,11 +197,9 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 	int64_t kw = (int64_t)hp->n_head_kv * hp->head_dim, vw = (int64_t)hp->n_head_kv * hp->head_dim_v;
 	if (L->bv)
 		add_bias(s->v, L->bv, n, vw);
-	fx_from_float_fn kq = fx_type_get(kv_k_type(kv))->from_float;
-	fx_from_float_fn vq = fx_type_get(kv_v_type(kv))->from_float;
 	for (int32_t t = 0; t < n; t++) {
-		kq(s->k + t * kw, kv_k_row(kv, il, pos[t]), kw);
-		vq(s->v + t * vw, kv_v_row(kv, il, pos[t]), vw);
+		fx_type_get(kv_k_type(&kv[t]))->from_float(s->k + t * kw, kv_k_row(&kv[t], il, pos[t]), kw);
+		fx_type_get(kv_v_type(&kv[t]))->from_float(s->v + t * vw, kv_v_row(&kv[t], il, pos[t]), vw);
 	}
 	struct attn_args a = { .m = m, .il = il, .s = s, .kv = kv, .pos = pos, .n = n };
 	fx_pool_run(pool, attend_worker, &a);

@@ -125,7 +125,7 @@ static void add_rows(float *x, const float *y, size_t n, float mul)
 
 void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
 		   const struct kv_view *kv, const fx_token *tok, const int32_t *pos, int32_t n,
-		   bool all_logits, float *logits)
+		   const bool *want, float *logits)
 {
 	const struct hparams *hp = &m->hp;
 	int64_t d = hp->n_embd;
@@ -152,11 +152,14 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 		float *last = s->capture + (size_t)hp->n_layer * nd;
 		norm_rows(s->x, m->output_norm, n, d, hp->eps, last);
 	}
-	if (!logits)
-		return;
 	/* Only the rows whose logits are wanted go through the LM head. */
-	int32_t first = all_logits ? 0 : n - 1, n_out = n - first;
-	norm_rows(s->x + (size_t)first * d, m->output_norm, n_out, d, hp->eps, s->h);
+	int32_t n_out = 0;
+	for (int32_t t = 0; want && t < n; t++)
+		if (want[t])
+			norm_rows(s->x + (size_t)t * d, m->output_norm, 1, d, hp->eps,
+				  s->h + (size_t)n_out++ * d);
+	if (!n_out)
+		return;
 	op_matmul(pool, &m->output, s->h, n_out, logits, s->qbuf);
 	size_t nl = (size_t)n_out * (size_t)hp->n_vocab;
 	if (hp->logit_div != 1.0f)

@@ -42,9 +42,11 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 void fwd_scratch_fini(struct fwd_scratch *s);
 
 /* Self-attention sublayer of layer il on h [n, n_embd] (already normed):
- * Q/K/V projections, Q/K norms, RoPE at pos[n], K/V written to kv at those
- * positions, causal (and sliding-window) attention over kv, output
- * projection into out [n, n_embd]. */
+ * Q/K/V projections, Q/K norms, RoPE at pos[n], row t's K/V written to its
+ * backing kv[t] at pos[t], causal (and sliding-window) attention over that
+ * backing's rows 0..pos[t], output projection into out [n, n_embd]. Rows
+ * may belong to different sequences: each row's result depends only on its
+ * own backing. */
 void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
 		  const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h, float *out);
 
@@ -52,12 +54,12 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
 		 int32_t n, const float *h, float *out);
 
-/* Run tokens tok[n] at positions pos[n] (n <= s->n_max, every pos < the
- * backing's capacity, checked by the caller) and write logits: [n, n_vocab]
- * when all_logits, else [1, n_vocab] for the last token; logits NULL skips
- * the LM head (a prefill chunk whose logits nobody reads). */
+/* Run rows tok[n] at positions pos[n] with K/V backings kv[n] (n <=
+ * s->n_max, every position reserved in its backing by the caller) and
+ * write the logits of the rows with want[t] set, in row order, to logits
+ * [n_wanted, n_vocab]; want NULL (or all false) skips the LM head. */
 void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
 		   const struct kv_view *kv, const fx_token *tok, const int32_t *pos, int32_t n,
-		   bool all_logits, float *logits);
+		   const bool *want, float *logits);
 
 #endif
