@@ -10,6 +10,7 @@ int cmd_run(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_batched_bench(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 
 /* Parse a whole decimal/float argument; false (with a message naming the

@@ -95,11 +95,88 @@ static bool read_ids_file(const char *path, struct seq **seqs, size_t *n_seq)
 	return ok;
 }
 
+/* --batch: every sequence advances each step; a sequence's first half is
+ * its prompt, prefilled in chunks of `chunk` tokens (0: at once), the rest
+ * decoded one token per step. Rows are written in file order. */
+static int run_batch(struct fx_context *ctx, const struct seq *seqs, size_t n_seq, int32_t nv,
+		     size_t chunk, FILE *fo, const char *out)
+{
+	size_t total = 0;
+	for (size_t s = 0; s < n_seq; s++)
+		total += seqs[s].n;
+	float *all = malloc(total * (size_t)nv * sizeof(float));
+	size_t *done = calloc(n_seq, sizeof(*done)), *base = calloc(n_seq, sizeof(*base));
+	fx_seq *id = calloc(n_seq, sizeof(*id)), *bs = malloc(total * sizeof(*bs));
+	fx_token *bt = malloc(total * sizeof(*bt));
+	size_t *brow = malloc(total * sizeof(*brow));
+	int rc = 1;
+	if (!all || !done || !base || !id || !bs || !bt || !brow) {
+		fprintf(stderr, "error: no memory for %zu rows of logits\n", total);
+		goto out;
+	}
+	for (size_t s = 1; s < n_seq; s++) {
+		base[s] = base[s - 1] + seqs[s - 1].n;
+		if (fx_seq_add(ctx, &id[s])) {
+			fprintf(stderr, "error: %s\n", fx_context_errmsg(ctx));
+			goto out;
+		}
+	}
+	for (;;) {
+		int32_t n = 0;
+		for (size_t s = 0; s < n_seq; s++) {
+			size_t prompt = seqs[s].n - seqs[s].n / 2;
+			size_t take = done[s] < prompt ? (chunk ? chunk : prompt) : 1;
+			if (done[s] < prompt && done[s] + take > prompt)
+				take = prompt - done[s];
+			for (size_t k = 0; k < take && done[s] < seqs[s].n; k++, done[s]++, n++) {
+				bs[n] = id[s];
+				bt[n] = seqs[s].ids[done[s]];
+				brow[n] = base[s] + done[s];
+			}
+		}
+		if (!n)
+			break;
+		struct fx_batch b = { .n = n, .seq = bs, .token = bt };
+		bool *k = malloc((size_t)n * sizeof(*k)); /* keep every row's logits */
+		if (!k) {
+			fprintf(stderr, "error: no memory\n");
+			goto out;
+		}
+		for (int32_t i = 0; i < n; i++)
+			k[i] = true;
+		b.logits = k;
+		int r = fx_batch_decode(ctx, &b, NULL);
+		free(k);
+		if (r) {
+			fprintf(stderr, "error: %s\n", fx_context_errmsg(ctx));
+			goto out;
+		}
+		for (int32_t i = 0; i < n; i++)
+			memcpy(all + brow[i] * (size_t)nv, fx_batch_logits(ctx, i), (size_t)nv * sizeof(float));
+	}
+	if (fwrite(all, sizeof(float) * (size_t)nv, total, fo) != total) {
+		fprintf(stderr, "error: writing %s failed\n", out);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(all);
+	free(done);
+	free(base);
+	free(id);
+	free(bs);
+	free(bt);
+	free(brow);
+	return rc;
+}
+
 int cmd_logits(int argc, char **argv)
 {
 	const char *path = NULL, *ids = NULL, *ids_file = NULL, *out = NULL, *quant = NULL;
 	long long ubatch = 0, threads = 0;
-	bool decode = false;
+	bool decode = false, batch = false;
+	long long block = 16;
+	int32_t layout = FX_KV_CONTIGUOUS;
 	int32_t type_k = FX_KV_DEFAULT, type_v = FX_KV_DEFAULT;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
@@ -120,6 +197,20 @@ int cmd_logits(int argc, char **argv)
 			VAL(); quant = v;
 		} else if (!strcmp(a, "--decode")) {
 			decode = true;
+		} else if (!strcmp(a, "--batch")) {
+			batch = true;
+		} else if (!strcmp(a, "--kv")) {
+			VAL();
+			if (!strcmp(v, "contiguous")) {
+				layout = FX_KV_CONTIGUOUS;
+			} else if (!strcmp(v, "paged")) {
+				layout = FX_KV_PAGED;
+			} else {
+				fprintf(stderr, "error: --kv wants contiguous or paged, got '%s'\n", v);
+				return 2;
+			}
+		} else if (!strcmp(a, "--block-size")) {
+			VAL(); if (!cli_int(a, v, 1, 1 << 16, &block)) return 2;
 		} else if (!strcmp(a, "--ubatch")) {
 			VAL(); if (!cli_int(a, v, 1, 1 << 24, &ubatch)) return 2;
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
@@ -127,6 +218,10 @@ int cmd_logits(int argc, char **argv)
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox logits -m MODEL (--ids 5,17,3 | --ids-file F) --out F\n"
 			       "                     [--decode] [--ubatch N] [-t N] [--cache-type-k/-v f16|f32]\n"
+			       "                     [--batch] [--kv contiguous|paged] [--block-size N]\n"
+			       "  --batch   all sequences of --ids-file advance together: each one's first\n"
+			       "            half is prefilled in chunks of --ubatch, the rest decoded one\n"
+			       "            token per step; rows are written in file order as without it\n"
 			       "                     [--quant q8_0|q4_0|q4_K|...]   quantize float weights on load\n");
 			return 0;
 		} else {
@@ -140,7 +235,7 @@ int cmd_logits(int argc, char **argv)
 		return 2;
 	}
 	struct seq *seqs = NULL;
-	size_t n_seq = 0;
+	size_t n_seq = 0, n_seq_done = 0;
 	int status = 1;
 	struct fx_err err = { 0 };
 	struct fx_model *m = NULL;
@@ -170,8 +265,16 @@ int cmd_logits(int argc, char **argv)
 		goto out;
 	}
 	struct fx_context_params cp = fx_context_default_params();
-	cp.n_ctx = (uint32_t)longest;
-	cp.n_ubatch = decode ? 1 : ubatch ? (uint32_t)ubatch : (uint32_t)longest;
+	size_t pool = 0;
+	for (size_t i = 0; i < n_seq; i++)
+		pool += (seqs[i].n + (size_t)block - 1) / (size_t)block * (size_t)block;
+	cp.kv_layout = layout;
+	cp.block_size = (uint32_t)block;
+	cp.n_seq_max = batch ? (uint32_t)n_seq : 1;
+	cp.n_ctx = layout == FX_KV_PAGED
+		? (uint32_t)(batch ? pool : (longest + (size_t)block - 1) / (size_t)block * (size_t)block)
+		: (uint32_t)longest;
+	cp.n_ubatch = decode ? 1 : ubatch ? (uint32_t)ubatch : (uint32_t)(batch ? pool : longest);
 	cp.n_threads = (int32_t)threads;
 	cp.type_k = type_k;
 	cp.type_v = type_v;
@@ -184,7 +287,12 @@ int cmd_logits(int argc, char **argv)
 		goto out;
 	}
 	int32_t nv = fx_model_n_vocab(m);
-	for (size_t s = 0; s < n_seq; s++) {
+	if (batch) {
+		if (run_batch(ctx, seqs, n_seq, nv, decode ? 1 : (size_t)ubatch, fo, out))
+			goto out;
+		n_seq_done = n_seq;
+	}
+	for (size_t s = n_seq_done; s < n_seq; s++) {
 		fx_context_reset(ctx);
 		size_t step = decode ? 1 : seqs[s].n;
 		for (size_t i = 0; i < seqs[s].n; i += step) {

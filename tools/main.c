@@ -75,6 +75,7 @@ static void usage(FILE *f)
 		"  inspect   -m MODEL                 describe a GGUF file\n"
 		"  tokenize  -m MODEL -p TEXT [--ids] [--no-bos] [--special]\n"
 		"  logits    -m MODEL (--ids 1,2,3 | --ids-file F) --out F [--decode] [--ubatch N] [-t N]\n"
+		"  batched-bench -m MODEL [-npp 128] [-ntg 128] [-npl 1,2,4,8,16] [-t N]   throughput\n"
 		"            [--cache-type-k f16|f32] [--cache-type-v f16|f32]   raw f32 logits\n"
 		"  convert   SRC -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q6_k]\n"
 		"            write an HF directory or GGUF file as GGUF\n"
@@ -91,6 +92,7 @@ int main(int argc, char **argv)
 		{ "inspect", cmd_inspect },
 		{ "tokenize", cmd_tokenize },
 		{ "logits", cmd_logits },
+		{ "batched-bench", cmd_batched_bench },
 		{ "convert", cmd_convert },
 	};
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
