@@ -75,8 +75,8 @@ static void usage(FILE *f)
 		"  inspect   -m MODEL                 describe a GGUF file\n"
 		"  tokenize  -m MODEL -p TEXT [--ids] [--no-bos] [--special]\n"
 		"  logits    -m MODEL (--ids 1,2,3 | --ids-file F) --out F [--decode] [--ubatch N] [-t N]\n"
-		"  batched-bench -m MODEL [-npp 128] [-ntg 128] [-npl 1,2,4,8,16] [-t N]   throughput\n"
 		"            [--cache-type-k f16|f32] [--cache-type-v f16|f32]   raw f32 logits\n"
+		"  batched-bench -m MODEL [-npp 128] [-ntg 128] [-npl 1,2,4,8,16] [-t N]   throughput\n"
 		"  convert   SRC -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q6_k]\n"
 		"            write an HF directory or GGUF file as GGUF\n"
 		"Run `ferrox COMMAND --help` for details.\n");
