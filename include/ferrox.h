@@ -190,6 +190,12 @@ uint32_t fx_seq_n_past(const struct fx_context *ctx, fx_seq seq);
 /* Paged: blocks with references (0 when every sequence is empty);
  * contiguous: 0. */
 int32_t fx_context_kv_blocks_used(const struct fx_context *ctx);
+/* Paged: prompt tokens served from the prefix cache so far. A new
+ * sequence whose first rows repeat full blocks another sequence computed
+ * (keyed by the tokens of the block and of all before it) reuses them
+ * instead of recomputing, with bit-identical results; idle cached blocks
+ * are evicted least recently used first. */
+int64_t fx_context_prefix_hits(const struct fx_context *ctx);
 
 /* ---- batches ----
  * Row i appends token[i] to sequence seq[i] at its next position; rows of

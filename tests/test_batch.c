@@ -116,6 +116,58 @@ static int run_batched(const struct fx_model *m, const struct run *r, int chunk,
 	return used;
 }
 
+/* Logits after prompt[0..n) run alone on a contiguous cache. */
+static void alone_last(const struct fx_model *m, const fx_token *prompt, int n, float *out)
+{
+	struct run cr = { FX_KV_CONTIGUOUS, 16, 0, 2 };
+	struct fx_context *c = make_ctx(m, &cr, 64, 1);
+	CHECK(fx_decode(c, prompt, n, false) == FX_OK);
+	memcpy(out, fx_get_logits(c, NULL), (size_t)fx_model_n_vocab(m) * sizeof(float));
+	fx_context_free(c);
+}
+
+/* Prefix caching: a later sequence repeating a finished one's prompt reuses
+ * its full blocks, with the same logits; LRU eviction under pressure. */
+static void check_prefix_cache(const char *label, const struct fx_model *m)
+{
+	int32_t nv = fx_model_n_vocab(m);
+	struct run pr = { FX_KV_PAGED, 4, 0, 2 };
+	struct fx_context *c = make_ctx(m, &pr, 32, 2); /* 8 blocks of 4 */
+	fx_token p[12];
+	for (int i = 0; i < 12; i++)
+		p[i] = tok_at(2, i, nv);
+	float *want = malloc((size_t)nv * sizeof(float));
+	CHECK(fx_decode(c, p, 10, false) == FX_OK);
+	fx_seq_free(c, 0);
+	CHECK(fx_context_kv_blocks_used(c) == 0);
+	/* Same 9-token prompt then a different token: blocks 0 and 1 reused. */
+	fx_token q[10];
+	memcpy(q, p, 9 * sizeof(*q));
+	q[9] = tok_at(1, 0, nv);
+	CHECK(fx_decode(c, q, 10, false) == FX_OK);
+	CHECK(fx_context_prefix_hits(c) == 8);
+	alone_last(m, q, 10, want);
+	CHECKF(!memcmp(fx_get_logits(c, NULL), want, (size_t)nv * sizeof(float)),
+	       "%s: a prefix-cached sequence's logits differ from an unshared run", label);
+	CHECK(fx_context_kv_blocks_used(c) == 3);
+	fx_seq_free(c, 0);
+	/* Fill the whole pool with other tokens: the cached chain is evicted
+	 * (LRU), and the prompt is then computed from scratch, still correctly. */
+	fx_token o[32];
+	for (int i = 0; i < 32; i++)
+		o[i] = tok_at(0, i + 50, nv);
+	CHECK(fx_decode(c, o, 32, false) == FX_OK);
+	fx_seq_free(c, 0);
+	CHECK(fx_decode(c, q, 10, false) == FX_OK);
+	CHECK(fx_context_prefix_hits(c) == 8); /* no new hits: evicted */
+	CHECKF(!memcmp(fx_get_logits(c, NULL), want, (size_t)nv * sizeof(float)),
+	       "%s: recomputed after eviction, logits differ", label);
+	fx_seq_free(c, 0);
+	CHECK(fx_context_kv_blocks_used(c) == 0);
+	free(want);
+	fx_context_free(c);
+}
+
 static void check_model(const char *label, const char *path)
 {
 	struct fx_err err = { 0 };
@@ -225,6 +277,7 @@ static void check_model(const char *label, const char *path)
 	CHECK(fx_context_kv_blocks_used(c) == 0);
 	fx_context_free(c);
 
+	check_prefix_cache(label, m);
 	for (int s = 0; s < N_SEQ; s++) {
 		free(ref[s]);
 		free(got[s]);

@@ -40,7 +40,9 @@ struct fx_context {
 	/* per-batch bookkeeping, grown with the largest batch */
 	int32_t *row_out;         /* batch row -> logits row, or -1 */
 	fx_seq *b_seq;            /* fx_decode's batch view */
-	bool *b_keep;
+	bool *b_keep;             /* rows whose logits are kept */
+	bool *b_skip;             /* rows served from the prefix cache */
+	fx_token *b_tok;          /* one sequence's tokens, gathered */
 	int32_t row_cap;
 	int32_t *s_cnt;           /* [n_seq_max] rows per sequence */
 	int *s_status;            /* [n_seq_max] per-sequence result */
@@ -184,6 +186,8 @@ void fx_context_free(struct fx_context *c)
 	fx_free(c->row_out);
 	fx_free(c->b_seq);
 	fx_free(c->b_keep);
+	fx_free(c->b_skip);
+	fx_free(c->b_tok);
 	fx_free(c->s_cnt);
 	fx_free(c->s_status);
 	fx_free(c->logits);
@@ -266,6 +270,11 @@ int32_t fx_context_kv_blocks_used(const struct fx_context *c)
 	return c->layout == FX_KV_PAGED ? kv_pool_n_used(&c->kvp) : 0;
 }
 
+int64_t fx_context_prefix_hits(const struct fx_context *c)
+{
+	return c->layout == FX_KV_PAGED ? c->kvp.n_hit_blocks * c->kvp.block_size : 0;
+}
+
 uint32_t fx_context_n_past(const struct fx_context *c)
 {
 	return c->seqs[0].n_past;
@@ -294,7 +303,33 @@ static struct kv_view seq_view(struct fx_context *c, struct seq *q)
 /* Check and reserve room for every sequence's cnt[s] rows; a sequence that
  * does not fit or has a bad token gets its status set and its rows are
  * skipped. Returns the first failure (FX_OK if none). */
-static int admit(struct fx_context *c, const struct fx_batch *b, int *st, const int32_t *cnt)
+/* Paged: a new sequence whose first rows repeat cached full blocks takes
+ * those blocks instead of recomputing them; the rows they cover are
+ * skipped. Only rows whose logits are not wanted are skipped, and at least
+ * one row is always computed. Returns the rows skipped. */
+static int32_t reuse_prefix(struct fx_context *c, const struct fx_batch *b, fx_seq s, int32_t cnt)
+{
+	struct seq *q = &c->seqs[s];
+	int32_t n = 0, first_keep = cnt - 1;
+	if (c->layout != FX_KV_PAGED || q->n_past || cnt < c->kvp.block_size + 1)
+		return 0;
+	for (int32_t i = 0; i < b->n && n < cnt; i++) {
+		if (b->seq[i] != s)
+			continue;
+		if (c->b_keep[i] && n < first_keep)
+			first_keep = n;
+		c->b_tok[n++] = b->token[i];
+	}
+	int32_t got = kv_seq_reuse_prefix(&c->kvp, &q->table, c->b_tok, n,
+					  first_keep / c->kvp.block_size);
+	q->n_past = (uint32_t)got;
+	for (int32_t i = 0, k = 0; i < b->n && k < got; i++)
+		if (b->seq[i] == s)
+			c->b_skip[i] = true, k++;
+	return got;
+}
+
+static int admit(struct fx_context *c, const struct fx_batch *b, int *st, int32_t *cnt)
 {
 	int32_t nv = c->m->hp.n_vocab;
 	int first = FX_OK;
@@ -313,13 +348,14 @@ static int admit(struct fx_context *c, const struct fx_batch *b, int *st, const 
 		struct seq *q = &c->seqs[s];
 		if (!cnt[s] || st[s])
 			continue;
+		int32_t reused = reuse_prefix(c, b, (fx_seq)s, cnt[s]);
+		cnt[s] -= reused;
 		if ((uint64_t)q->n_past + (uint64_t)cnt[s] > c->n_ctx) {
 			st[s] = FX_E_CTX_FULL;
 			if (!first)
 				snprintf(msg, sizeof(msg), "sequence %u: %u tokens + %d new exceed the "
 					 "context of %u tokens (raise -c)", s, q->n_past, cnt[s], c->n_ctx);
 		} else if (c->layout == FX_KV_PAGED) {
-			q->table.n_tokens = (int32_t)q->n_past;
 			st[s] = kv_seq_reserve(&c->kvp, &q->table, cnt[s]);
 			if (st[s] && !first)
 				snprintf(msg, sizeof(msg), st[s] == FX_E_KV_FULL
@@ -327,6 +363,11 @@ static int admit(struct fx_context *c, const struct fx_batch *b, int *st, const 
 					   "few for %d more tokens (queue or preempt it)"
 					 : "sequence %u: no memory for its block table (%d, %d, %d)",
 					 s, c->kvp.n_free, c->kvp.block_size, cnt[s]);
+		}
+		if (st[s] && reused) {
+			/* Left as it was: give the cached blocks back. */
+			kv_seq_clear(&c->kvp, &q->table);
+			q->n_past = 0;
 		}
 		first = first ? first : st[s];
 	}
@@ -349,7 +390,13 @@ static int grow_rows(struct fx_context *c, int32_t rows)
 	bool *k = q ? fx_realloc_array(c->b_keep, (size_t)rows, sizeof(*k)) : NULL;
 	if (k)
 		c->b_keep = k;
-	if (!k)
+	bool *sk = k ? fx_realloc_array(c->b_skip, (size_t)rows, sizeof(*sk)) : NULL;
+	if (sk)
+		c->b_skip = sk;
+	fx_token *t = sk ? fx_realloc_array(c->b_tok, (size_t)rows, sizeof(*t)) : NULL;
+	if (t)
+		c->b_tok = t;
+	if (!t)
 		return FX_E_NOMEM;
 	c->row_cap = rows;
 	return FX_OK;
@@ -386,28 +433,31 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 	memset(st, 0, c->n_seq_max * sizeof(*st));
 	for (int32_t i = 0; i < b->n; i++)
 		cnt[b->seq[i]]++;
-	int rc = admit(c, b, st, cnt);
-	/* Which rows keep logits (default: each sequence's last), in order. */
-	int32_t n_out = 0;
+	/* Which rows keep logits: as asked, or each sequence's last. */
 	for (int32_t i = 0; i < b->n; i++) {
-		fx_seq s = b->seq[i];
-		bool keep = b->logits ? b->logits[i] : --cnt[s] == 0;
-		c->row_out[i] = keep && !st[s] ? n_out++ : -1;
+		c->b_skip[i] = false;
+		c->row_out[i] = cnt[b->seq[i]]; /* rows left in this sequence, this one included */
+		cnt[b->seq[i]]--;
 	}
+	for (int32_t i = 0; i < b->n; i++) {
+		bool keep = b->logits ? b->logits[i] : c->row_out[i] == 1;
+		c->b_keep[i] = keep;
+		cnt[b->seq[i]]++;
+	}
+	int rc = admit(c, b, st, cnt);
+	int32_t n_out = 0;
+	for (int32_t i = 0; i < b->n; i++)
+		c->row_out[i] = c->b_keep[i] && !st[b->seq[i]] ? n_out++ : -1;
 	c->n_logits = 0;
-	if (grow_logits(c, n_out)) {
-		for (uint32_t s = 0; s < c->n_seq_max; s++)
-			if (c->layout == FX_KV_PAGED && c->seqs[s].used)
-				c->seqs[s].table.n_tokens = (int32_t)c->seqs[s].n_past;
-		return fx_fail(&c->err, FX_E_NOMEM, "no memory for %d rows of logits", n_out);
-	}
+	if (grow_logits(c, n_out))
+		rc = fx_fail(&c->err, FX_E_NOMEM, "no memory for %d rows of logits", n_out);
 	/* Run the admitted rows in ubatches, in batch order. */
 	int32_t done = 0;
-	for (int32_t i = 0; i < b->n;) {
+	for (int32_t i = 0; i < b->n && rc != FX_E_NOMEM;) {
 		int32_t nb = 0, wanted = 0;
 		for (; i < b->n && nb < (int32_t)c->n_ubatch; i++) {
 			struct seq *q = &c->seqs[b->seq[i]];
-			if (st[b->seq[i]])
+			if (st[b->seq[i]] || c->b_skip[i])
 				continue;
 			c->tok[nb] = b->token[i];
 			c->pos[nb] = (int32_t)q->n_past++;
@@ -422,10 +472,11 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 			      c->logits + (size_t)done * nv);
 		done += wanted;
 	}
-	for (uint32_t s = 0; s < c->n_seq_max; s++)
-		if (c->layout == FX_KV_PAGED && c->seqs[s].used)
-			c->seqs[s].table.n_tokens = (int32_t)c->seqs[s].n_past;
-	c->n_logits = n_out;
+	/* Paged: record the new tokens, caching every block that filled up. */
+	for (int32_t i = 0; c->layout == FX_KV_PAGED && i < b->n; i++)
+		if (!st[b->seq[i]] && !c->b_skip[i])
+			kv_seq_commit(&c->kvp, &c->seqs[b->seq[i]].table, &b->token[i], 1);
+	c->n_logits = rc == FX_E_NOMEM ? 0 : n_out;
 	if (seq_status)
 		memcpy(seq_status, st, c->n_seq_max * sizeof(*st));
 	return rc;

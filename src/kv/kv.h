@@ -29,16 +29,26 @@ struct kv_contig {
 /* The paged pool: per layer, n_blocks blocks of block_size rows of K and V.
  * k: [n_layer][n_blocks][block_size][k_width] (v likewise), elements of
  * k_type / v_type. Blocks are reference counted (shared prefixes, forks)
- * and handed out from a free list. */
+ * and handed out from a free list. A full block is also cached under a key
+ * hashing its tokens and its parent block's key (vLLM's automatic prefix
+ * caching): when its last reference goes it stays cached, and a new
+ * sequence whose prompt starts with the same tokens reuses it; cached
+ * unreferenced blocks are evicted least recently used first when the free
+ * list runs dry. */
 struct kv_pool {
 	int32_t n_layer, n_blocks, block_size;
 	int64_t k_width, v_width;
 	int k_type, v_type;
 	size_t k_row, v_row;
 	uint8_t *k, *v;
-	int32_t *ref;        /* [n_blocks] references; 0: free */
-	int32_t *free_list;  /* [n_blocks] stack of free block ids */
+	int32_t *ref;        /* [n_blocks] references; 0: free or cached */
+	int32_t *free_list;  /* [n_blocks] stack of free (uncached, unreferenced) ids */
 	int32_t n_free;
+	uint64_t *key;       /* [n_blocks] prefix-cache key, 0: not cached */
+	uint64_t *last_use;  /* [n_blocks] clock of the last release, for LRU */
+	uint64_t clock;
+	int32_t n_cached_idle;  /* cached blocks with no reference (evictable) */
+	int64_t n_hit_blocks;   /* prefix-cache hits, for reports */
 };
 
 enum kv_kind {
@@ -65,6 +75,10 @@ struct kv_seq {
 	int32_t *blocks;
 	int32_t n_blocks, cap;
 	int32_t n_tokens;
+	int32_t *tokens;     /* [n_tokens] ids, for prefix-cache keys */
+	int32_t tok_cap;
+	int32_t n_keyed;     /* leading blocks already given a cache key */
+	uint64_t chain;      /* key of block n_keyed - 1 (0 when none) */
 };
 
 /* Errors: FX_E_NOMEM, FX_E_INVALID (sizes or types). kv_pool_fini frees. */
@@ -81,6 +95,16 @@ int kv_seq_reserve(struct kv_pool *p, struct kv_seq *s, int32_t n);
 /* dst (empty) shares all of src's blocks; the first write into a shared
  * partial block copies it. */
 int kv_seq_fork(struct kv_pool *p, const struct kv_seq *src, struct kv_seq *dst);
+/* Reuse cached blocks for an empty s whose first tokens are tok[0..n):
+ * takes the longest chain of full cached blocks matching them, at most
+ * max_blocks. Returns the number of tokens now in s (a multiple of the
+ * block size). */
+int32_t kv_seq_reuse_prefix(struct kv_pool *p, struct kv_seq *s, const int32_t *tok, int32_t n,
+			    int32_t max_blocks);
+/* Record tok[0..n) as s's next tokens (after they were written) and cache
+ * every block that became full. Errors: FX_E_NOMEM (the tokens are then not
+ * cached, nothing else changes). */
+int kv_seq_commit(struct kv_pool *p, struct kv_seq *s, const int32_t *tok, int32_t n);
 /* Drop every reference s holds and empty it (the table stays allocated). */
 void kv_seq_clear(struct kv_pool *p, struct kv_seq *s);
 void kv_seq_fini(struct kv_pool *p, struct kv_seq *s);

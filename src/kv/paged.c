@@ -27,7 +27,9 @@ int kv_pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, int32_t b
 	p->v = fx_malloc_array(rows, p->v_row);
 	p->ref = fx_calloc((size_t)n_blocks, sizeof(*p->ref));
 	p->free_list = fx_malloc_array((size_t)n_blocks, sizeof(*p->free_list));
-	if (!p->k || !p->v || !p->ref || !p->free_list) {
+	p->key = fx_calloc((size_t)n_blocks, sizeof(*p->key));
+	p->last_use = fx_calloc((size_t)n_blocks, sizeof(*p->last_use));
+	if (!p->k || !p->v || !p->ref || !p->free_list || !p->key || !p->last_use) {
 		kv_pool_fini(p);
 		return FX_E_NOMEM;
 	}
@@ -44,18 +46,67 @@ void kv_pool_fini(struct kv_pool *p)
 	fx_free(p->v);
 	fx_free(p->ref);
 	fx_free(p->free_list);
+	fx_free(p->key);
+	fx_free(p->last_use);
 	memset(p, 0, sizeof(*p));
 }
 
 int32_t kv_pool_n_used(const struct kv_pool *p)
 {
-	return p->n_blocks - p->n_free;
+	return p->n_blocks - p->n_free - p->n_cached_idle;
 }
 
+/* A cached block keeps its contents when its last reference goes. */
 static void unref(struct kv_pool *p, int32_t b)
 {
-	if (--p->ref[b] == 0)
+	if (--p->ref[b])
+		return;
+	if (p->key[b]) {
+		p->n_cached_idle++;
+		p->last_use[b] = ++p->clock;
+	} else {
 		p->free_list[p->n_free++] = b;
+	}
+}
+
+/* A block to write: a free one, else the least recently released cached
+ * one (its key is forgotten). The caller checked availability. */
+static int32_t take_block(struct kv_pool *p)
+{
+	int32_t b = -1;
+	if (p->n_free) {
+		b = p->free_list[--p->n_free];
+	} else {
+		for (int32_t i = 0; i < p->n_blocks; i++)
+			if (!p->ref[i] && p->key[i] && (b < 0 || p->last_use[i] < p->last_use[b]))
+				b = i;
+		p->key[b] = 0;
+		p->n_cached_idle--;
+	}
+	p->ref[b] = 1;
+	return b;
+}
+
+/* Key of a full block: FNV-1a over its parent's key and its tokens (never 0). */
+static uint64_t block_key(uint64_t parent, const int32_t *tok, int32_t n)
+{
+	uint64_t h = 1469598103934665603ull ^ parent;
+	for (int32_t i = 0; i < n; i++) {
+		uint32_t t = (uint32_t)tok[i];
+		for (int k = 0; k < 4; k++) {
+			h ^= (t >> (8 * k)) & 0xff;
+			h *= 1099511628211ull;
+		}
+	}
+	return h ? h : 1;
+}
+
+static int32_t find_key(const struct kv_pool *p, uint64_t key)
+{
+	for (int32_t i = 0; i < p->n_blocks; i++)
+		if (p->key[i] == key)
+			return i;
+	return -1;
 }
 
 /* Copy block src's rows of every layer into dst. */
@@ -79,7 +130,7 @@ int kv_seq_reserve(struct kv_pool *p, struct kv_seq *s, int32_t n)
 	 * block we are about to write into (only the first can be partial). */
 	int32_t need = last + 1 > s->n_blocks ? last + 1 - s->n_blocks : 0;
 	bool cow = first < s->n_blocks && p->ref[s->blocks[first]] > 1;
-	if (need + cow > p->n_free)
+	if (need + cow > p->n_free + p->n_cached_idle)
 		return FX_E_KV_FULL;
 	if (last + 1 > s->cap) {
 		int32_t cap = s->cap ? s->cap : 8;
@@ -92,17 +143,13 @@ int kv_seq_reserve(struct kv_pool *p, struct kv_seq *s, int32_t n)
 		s->cap = cap;
 	}
 	if (cow) {
-		int32_t nb = p->free_list[--p->n_free];
-		p->ref[nb] = 1;
+		int32_t nb = take_block(p);
 		copy_block(p, nb, s->blocks[first]);
 		unref(p, s->blocks[first]);
 		s->blocks[first] = nb;
 	}
-	while (s->n_blocks <= last) {
-		int32_t nb = p->free_list[--p->n_free];
-		p->ref[nb] = 1;
-		s->blocks[s->n_blocks++] = nb;
-	}
+	while (s->n_blocks <= last)
+		s->blocks[s->n_blocks++] = take_block(p);
 	return FX_OK;
 }
 
@@ -117,26 +164,112 @@ int kv_seq_fork(struct kv_pool *p, const struct kv_seq *src, struct kv_seq *dst)
 		dst->blocks = b;
 		dst->cap = src->n_blocks;
 	}
+	if (src->n_tokens > dst->tok_cap) {
+		int32_t *t = fx_realloc_array(dst->tokens, (size_t)src->n_tokens, sizeof(*t));
+		if (!t)
+			return FX_E_NOMEM;
+		dst->tokens = t;
+		dst->tok_cap = src->n_tokens;
+	}
 	for (int32_t i = 0; i < src->n_blocks; i++) {
 		dst->blocks[i] = src->blocks[i];
 		p->ref[src->blocks[i]]++;
 	}
+	if (src->n_tokens)
+		memcpy(dst->tokens, src->tokens, (size_t)src->n_tokens * sizeof(*dst->tokens));
 	dst->n_blocks = src->n_blocks;
 	dst->n_tokens = src->n_tokens;
+	dst->n_keyed = src->n_keyed;
+	dst->chain = src->chain;
 	return FX_OK;
 }
 
 void kv_seq_clear(struct kv_pool *p, struct kv_seq *s)
 {
-	for (int32_t i = 0; i < s->n_blocks; i++)
+	/* Release the newest blocks first, so LRU evicts a chain's tail
+	 * before its head (a head is worth more: every longer prefix needs it). */
+	for (int32_t i = s->n_blocks - 1; i >= 0; i--)
 		unref(p, s->blocks[i]);
 	s->n_blocks = 0;
 	s->n_tokens = 0;
+	s->n_keyed = 0;
+	s->chain = 0;
+}
+
+static int grow_tokens(struct kv_seq *s, int32_t n)
+{
+	if (n <= s->tok_cap)
+		return FX_OK;
+	int32_t cap = s->tok_cap ? s->tok_cap : 64;
+	while (cap < n)
+		cap *= 2;
+	int32_t *t = fx_realloc_array(s->tokens, (size_t)cap, sizeof(*t));
+	if (!t)
+		return FX_E_NOMEM;
+	s->tokens = t;
+	s->tok_cap = cap;
+	return FX_OK;
+}
+
+int32_t kv_seq_reuse_prefix(struct kv_pool *p, struct kv_seq *s, const int32_t *tok, int32_t n,
+			    int32_t max_blocks)
+{
+	int32_t bs = p->block_size, k = 0;
+	uint64_t chain = 0;
+	if (s->n_blocks || s->n_tokens)
+		return 0;
+	for (; k < max_blocks && (k + 1) * bs <= n; k++) {
+		uint64_t key = block_key(chain, tok + k * bs, bs);
+		int32_t b = find_key(p, key);
+		if (b < 0)
+			break;
+		if (k + 1 > s->cap) {
+			int32_t *nb = fx_realloc_array(s->blocks, (size_t)(k + 8), sizeof(*nb));
+			if (!nb)
+				break;
+			s->blocks = nb;
+			s->cap = k + 8;
+		}
+		if (grow_tokens(s, (k + 1) * bs))
+			break;
+		if (!p->ref[b]++)
+			p->n_cached_idle--;
+		s->blocks[s->n_blocks++] = b;
+		chain = key;
+	}
+	if (k) {
+		memcpy(s->tokens, tok, (size_t)(k * bs) * sizeof(*tok));
+		s->n_tokens = k * bs;
+		s->n_keyed = k;
+		s->chain = chain;
+		p->n_hit_blocks += k;
+	}
+	return s->n_tokens;
+}
+
+int kv_seq_commit(struct kv_pool *p, struct kv_seq *s, const int32_t *tok, int32_t n)
+{
+	int32_t bs = p->block_size;
+	if (grow_tokens(s, s->n_tokens + n))
+		return FX_E_NOMEM;
+	memcpy(s->tokens + s->n_tokens, tok, (size_t)n * sizeof(*tok));
+	s->n_tokens += n;
+	while ((s->n_keyed + 1) * bs <= s->n_tokens && s->n_keyed < s->n_blocks) {
+		int32_t b = s->blocks[s->n_keyed];
+		uint64_t key = block_key(s->chain, s->tokens + s->n_keyed * bs, bs);
+		/* A twin computed concurrently keeps the key; this copy stays private. */
+		if (!p->key[b] && find_key(p, key) < 0)
+			p->key[b] = key;
+		s->chain = key;
+		s->n_keyed++;
+	}
+	return FX_OK;
 }
 
 void kv_seq_fini(struct kv_pool *p, struct kv_seq *s)
 {
 	kv_seq_clear(p, s);
 	fx_free(s->blocks);
+	fx_free(s->tokens);
 	memset(s, 0, sizeof(*s));
 }
