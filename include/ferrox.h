@@ -153,15 +153,16 @@ struct fx_context_params {
 	int32_t n_threads;  /* 0 = one per online core */
 	int32_t type_k;     /* KV cache element type: FX_KV_DEFAULT (f16 for GGUF files,
 			     * as llama.cpp; f32 for HF checkpoints, as transformers),
-			     * FX_KV_F16 or FX_KV_F32 */
+			     * FX_KV_F32, FX_KV_F16 or FX_KV_Q8_0 */
 	int32_t type_v;
 	uint32_t n_seq_max; /* sequences alive at once (1) */
 	int32_t kv_layout;  /* enum fx_kv_layout (FX_KV_CONTIGUOUS) */
 	uint32_t block_size;/* paged: tokens per block (16) */
 };
 
-/* KV cache element types (values are GGML type ids). */
-enum { FX_KV_DEFAULT = -1, FX_KV_F32 = 0, FX_KV_F16 = 1 };
+/* KV cache element types (values are GGML type ids). q8_0 halves f16's
+ * memory again at some precision (32-value blocks with an f16 scale). */
+enum { FX_KV_DEFAULT = -1, FX_KV_F32 = 0, FX_KV_F16 = 1, FX_KV_Q8_0 = 8 };
 
 struct fx_context_params fx_context_default_params(void);
 

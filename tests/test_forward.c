@@ -107,9 +107,25 @@ static void check_model(const char *file)
 	CHECK(fx_decode(ctx, ids, 2, false) == FX_OK && fx_context_n_past(ctx) == 8);
 	fx_context_free(ctx);
 
-	cp.type_k = 8; /* q8_0: not a supported cache type yet */
+	cp.type_k = 2; /* q4_0: not a cache type */
 	CHECK(fx_context_create(m, &cp, &ctx, &err) == FX_E_INVALID);
 	CHECK(strstr(err.msg, "KV cache types") != NULL);
+
+	/* q8_0 cache: still batch-invariant, and close to f32. */
+	float *q_all = run(m, ids, N_TOK, 2, FX_KV_Q8_0);
+	float *q_one = run(m, ids, 1, 1, FX_KV_Q8_0);
+	float *f_all = run(m, ids, N_TOK, 2, FX_KV_F32);
+	if (q_all && q_one && f_all) {
+		CHECKF(!memcmp(q_all, q_one, bytes), "%s: q8_0 cache: decode differs from prefill", file);
+		float dq = 0;
+		for (size_t i = 0; i < (size_t)N_TOK * nv; i++)
+			dq = fmaxf(dq, fabsf(q_all[i] - f_all[i]));
+		printf("%s: q8_0 vs f32 KV cache: max |dlogit| %.4f\n", file, dq);
+		CHECK(dq < 3.0f);
+	}
+	free(q_all);
+	free(q_one);
+	free(f_all);
 	fx_model_free(m);
 }
 

@@ -217,7 +217,7 @@ int cmd_logits(int argc, char **argv)
 			VAL(); if (!cli_int(a, v, 0, 256, &threads)) return 2;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox logits -m MODEL (--ids 5,17,3 | --ids-file F) --out F\n"
-			       "                     [--decode] [--ubatch N] [-t N] [--cache-type-k/-v f16|f32]\n"
+			       "                     [--decode] [--ubatch N] [-t N] [--cache-type-k/-v f16|f32|q8_0]\n"
 			       "                     [--batch] [--kv contiguous|paged] [--block-size N]\n"
 			       "  --batch   all sequences of --ids-file advance together: each one's first\n"
 			       "            half is prefilled in chunks of --ubatch, the rest decoded one\n"

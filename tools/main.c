@@ -50,8 +50,10 @@ bool cli_cache_type(const char *opt, const char *s, int32_t *out)
 		*out = FX_KV_F16;
 	} else if (!strcmp(s, "f32")) {
 		*out = FX_KV_F32;
+	} else if (!strcmp(s, "q8_0")) {
+		*out = FX_KV_Q8_0;
 	} else {
-		fprintf(stderr, "error: %s wants f16 or f32, got '%s'\n", opt, s);
+		fprintf(stderr, "error: %s wants f16, f32 or q8_0, got '%s'\n", opt, s);
 		return false;
 	}
 	return true;
@@ -71,11 +73,11 @@ static void usage(FILE *f)
 		"commands:\n"
 		"  run       -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
 		"            [--repeat-penalty R] [--repeat-last-n N] [--seed S] [-t N] [-c N] [--echo]\n"
-		"            [--cache-type-k f16|f32] [--cache-type-v f16|f32]   generate text\n"
+		"            [--cache-type-k f16|f32|q8_0] [--cache-type-v ...]   generate text\n"
 		"  inspect   -m MODEL                 describe a GGUF file\n"
 		"  tokenize  -m MODEL -p TEXT [--ids] [--no-bos] [--special]\n"
 		"  logits    -m MODEL (--ids 1,2,3 | --ids-file F) --out F [--decode] [--ubatch N] [-t N]\n"
-		"            [--cache-type-k f16|f32] [--cache-type-v f16|f32]   raw f32 logits\n"
+		"            [--cache-type-k f16|f32|q8_0] [--cache-type-v ...]   raw f32 logits\n"
 		"  batched-bench -m MODEL [-npp 128] [-ntg 128] [-npl 1,2,4,8,16] [-t N]   throughput\n"
 		"  convert   SRC -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q6_k]\n"
 		"            write an HF directory or GGUF file as GGUF\n"

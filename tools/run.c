@@ -74,7 +74,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "  --repeat-last-n N      tokens the penalty looks back (default 64)\n"
 			       "  -s, --seed S           sampling seed (same seed, same text; default: random,\n"
 			       "                         printed to stderr)\n"
-			       "  --cache-type-k/-v T    KV cache element type, f16 or f32 (default: f16 for GGUF\n"
+			       "  --cache-type-k/-v T    KV cache element type, f16, f32 or q8_0 (default: f16 for GGUF\n"
 			       "                         files, as llama.cpp; f32 for HF checkpoints)\n"
 			       "  --quant TYPE           quantize float weights on load (q8_0, q4_0, q4_K, ...)\n"
 			       "  --echo                 print the prompt before the continuation\n");

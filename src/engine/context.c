@@ -102,10 +102,11 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 			       p->block_size, n_ctx);
 	int kt = p->type_k == FX_KV_DEFAULT ? hp->kv_type : p->type_k;
 	int vt = p->type_v == FX_KV_DEFAULT ? hp->kv_type : p->type_v;
-	if ((kt != FX_KV_F32 && kt != FX_KV_F16) || (vt != FX_KV_F32 && vt != FX_KV_F16))
+	if (!kv_type_ok(kt, hp->head_dim) || !kv_type_ok(vt, hp->head_dim_v))
 		return fx_fail(err, FX_E_INVALID,
-			       "KV cache types %d/%d: only f32 (%d) and f16 (%d) are supported",
-			       p->type_k, p->type_v, FX_KV_F32, FX_KV_F16);
+			       "KV cache types %d/%d: f32 (%d), f16 (%d) and q8_0 (%d, head sizes "
+			       "multiple of 32) are supported; this model's heads are %d/%d wide",
+			       kt, vt, FX_KV_F32, FX_KV_F16, FX_KV_Q8_0, hp->head_dim, hp->head_dim_v);
 	uint32_t n_ub = p->n_ubatch ? p->n_ubatch : n_ctx;
 	if (n_ub > n_ctx * n_seq)
 		n_ub = n_ctx * n_seq;

@@ -4,9 +4,11 @@
 #include "ferrox.h"
 #include "quant/quant.h"
 
-static bool kv_type_ok(int t)
+bool kv_type_ok(int type, int64_t head_width)
 {
-	return t == FX_TYPE_F32 || t == FX_TYPE_F16;
+	if (type != FX_TYPE_F32 && type != FX_TYPE_F16 && type != FX_TYPE_Q8_0)
+		return false;
+	return head_width > 0 && head_width % fx_type_get(type)->blck_size == 0;
 }
 
 int kv_contig_init(struct kv_contig *c, int32_t n_layer, int32_t n_ctx, int64_t k_width,
@@ -15,7 +17,7 @@ int kv_contig_init(struct kv_contig *c, int32_t n_layer, int32_t n_ctx, int64_t 
 	*c = (struct kv_contig){ .n_layer = n_layer, .n_ctx = n_ctx, .k_width = k_width,
 				 .v_width = v_width, .k_type = k_type, .v_type = v_type };
 	if (n_layer <= 0 || n_ctx <= 0 || k_width <= 0 || v_width <= 0 ||
-	    !kv_type_ok(k_type) || !kv_type_ok(v_type))
+	    !kv_type_ok(k_type, k_width) || !kv_type_ok(v_type, v_width))
 		return FX_E_INVALID;
 	c->k_row = fx_row_size(k_type, k_width);
 	c->v_row = fx_row_size(v_type, v_width);

@@ -10,6 +10,7 @@
 #ifndef FX_KV_KV_H
 #define FX_KV_KV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -109,7 +110,12 @@ int kv_seq_commit(struct kv_pool *p, struct kv_seq *s, const int32_t *tok, int32
 void kv_seq_clear(struct kv_pool *p, struct kv_seq *s);
 void kv_seq_fini(struct kv_pool *p, struct kv_seq *s);
 
-/* Errors: FX_E_NOMEM, FX_E_INVALID (sizes, or a type other than f32/f16).
+/* K/V element types a backing can hold: f32, f16 (llama.cpp's default) and
+ * q8_0 (32-value blocks, as llama.cpp's --cache-type-k q8_0), given that
+ * width (one KV head's) divides into the type's blocks. */
+bool kv_type_ok(int type, int64_t head_width);
+
+/* Errors: FX_E_NOMEM, FX_E_INVALID (sizes, or a type kv_type_ok refuses).
  * Caller owns *c (kv_contig_fini). */
 int kv_contig_init(struct kv_contig *c, int32_t n_layer, int32_t n_ctx, int64_t k_width,
 		   int64_t v_width, int k_type, int v_type);

@@ -17,8 +17,7 @@ int kv_pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, int32_t b
 			       .k_width = k_width, .v_width = v_width, .k_type = k_type,
 			       .v_type = v_type };
 	if (n_layer <= 0 || n_blocks <= 0 || block_size <= 0 || k_width <= 0 || v_width <= 0 ||
-	    (k_type != FX_TYPE_F32 && k_type != FX_TYPE_F16) ||
-	    (v_type != FX_TYPE_F32 && v_type != FX_TYPE_F16))
+	    !kv_type_ok(k_type, k_width) || !kv_type_ok(v_type, v_width))
 		return FX_E_INVALID;
 	p->k_row = fx_row_size(k_type, k_width);
 	p->v_row = fx_row_size(v_type, v_width);
