@@ -7,14 +7,11 @@
  */
 #include "io/gguf.h"
 
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/alloc.h"
+#include "io/mapfile.h"
 #include "quant/quant.h"
 
 /* A cursor over the mapping; every read checks the bytes remain. */
@@ -408,35 +405,21 @@ int gguf_open_memory(const void *buf, size_t size, struct gguf_file **out, struc
 
 int gguf_open(const char *path, struct gguf_file **out, struct fx_err *err)
 {
+	const void *m;
+	size_t size;
 	*out = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return fx_fail(err, FX_E_IO, "%s: cannot open (%m)", path);
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return fx_fail(err, FX_E_IO, "%s: not a regular file", path);
-	}
-	if (st.st_size < 4) {
-		close(fd);
-		return fx_fail(err, FX_E_FORMAT, "%s: not a GGUF file (%lld bytes)", path,
-			       (long long)st.st_size);
-	}
-	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (m == MAP_FAILED)
-		return fx_fail(err, FX_E_IO, "%s: mmap failed (%m)", path);
+	int rc = io_map(path, 4, "GGUF", &m, &size, err);
+	if (rc)
+		return rc;
 	struct gguf_file *g = fx_calloc(1, sizeof(*g));
 	if (!g) {
-		munmap(m, (size_t)st.st_size);
+		io_unmap(m, size);
 		return fx_fail(err, FX_E_NOMEM, "GGUF: no memory");
 	}
 	g->map = m;
-	g->map_size = (size_t)st.st_size;
+	g->map_size = size;
 	g->owns_map = true;
-	/* The kernel may read ahead: weights are read front to back. */
-	madvise(m, (size_t)st.st_size, MADV_WILLNEED);
-	int rc = finish_open(g, out, err);
+	rc = finish_open(g, out, err);
 	if (rc)
 		fx_err_prefix(err, path); /* so the user knows which file */
 	return rc;
@@ -457,7 +440,7 @@ void gguf_close(struct gguf_file *g)
 	if (g->release)
 		g->release(g->release_arg);
 	if (g->owns_map)
-		munmap((void *)g->map, g->map_size);
+		io_unmap(g->map, g->map_size);
 	fx_free(g);
 }
 

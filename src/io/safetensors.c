@@ -18,11 +18,11 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "io/mapfile.h"
 #include "quant/quant.h"
 
 /* Largest header (and index file) accepted, as in the reference reader. */
@@ -342,37 +342,23 @@ int st_open_memory(const void *buf, size_t size, struct st_file **out, struct fx
 
 int st_open(const char *path, struct st_file **out, struct fx_err *err)
 {
+	const void *m;
+	size_t size;
 	*out = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return fx_fail(err, FX_E_IO, "%s: cannot open (%m)", path);
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return fx_fail(err, FX_E_IO, "%s: not a regular file", path);
-	}
-	if (st.st_size < 8) {
-		close(fd);
-		return fx_fail(err, FX_E_FORMAT,
-			       "%s: safetensors: %lld-byte file is too short for the 8-byte header length",
-			       path, (long long)st.st_size);
-	}
-	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (m == MAP_FAILED)
-		return fx_fail(err, FX_E_IO, "%s: mmap failed (%m)", path);
+	int rc = io_map(path, 8, "safetensors", &m, &size, err);
+	if (rc)
+		return rc;
 	struct st_file *f = fx_calloc(1, sizeof(*f));
 	if (!f) {
-		munmap(m, (size_t)st.st_size);
+		io_unmap(m, size);
 		return fx_fail(err, FX_E_NOMEM, "safetensors: no memory");
 	}
 	f->map = m;
-	f->map_size = (size_t)st.st_size;
+	f->map_size = size;
 	f->owns_map = true;
-	madvise(m, (size_t)st.st_size, MADV_WILLNEED);
-	int rc = finish_open(f, out, err);
+	rc = finish_open(f, out, err);
 	if (rc)
-		fx_err_prefix(err, path);
+		fx_err_prefix(err, path); /* so the user knows which file */
 	return rc;
 }
 
@@ -384,7 +370,7 @@ void st_close(struct st_file *f)
 		fx_free(f->tensors[i].name);
 	fx_free(f->tensors);
 	if (f->owns_map)
-		munmap((void *)f->map, f->map_size);
+		io_unmap(f->map, f->map_size);
 	fx_free(f);
 }
 

@@ -1,0 +1,39 @@
+#include "io/mapfile.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int io_map(const char *path, size_t min_size, const char *what, const void **map, size_t *size,
+	   struct fx_err *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fx_fail(err, FX_E_IO, "%s: cannot open (%m)", path);
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return fx_fail(err, FX_E_IO, "%s: not a regular file", path);
+	}
+	if ((size_t)st.st_size < min_size) {
+		close(fd);
+		return fx_fail(err, FX_E_FORMAT, "%s: %lld bytes is too short for a %s file", path,
+			       (long long)st.st_size, what);
+	}
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return fx_fail(err, FX_E_IO, "%s: mmap failed (%m)", path);
+	/* The kernel may read ahead: weights are read front to back. */
+	madvise(m, (size_t)st.st_size, MADV_WILLNEED);
+	*map = m;
+	*size = (size_t)st.st_size;
+	return FX_OK;
+}
+
+void io_unmap(const void *map, size_t size)
+{
+	if (map)
+		munmap((void *)map, size);
+}
