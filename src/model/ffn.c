@@ -46,24 +46,33 @@ static void glu(const struct fx_model *m, struct fx_pool *pool, struct fwd_scrat
 		add_bias(out, b[2], n, down->n_out);
 }
 
+/* idx[0..k) = the k largest scores (among allowed ones, if given), largest
+ * first, the lower index first on ties: a fixed order, so routing never
+ * depends on the batch. */
+static void top_k(const float *score, int n, int k, const bool *allowed, int *idx)
+{
+	for (int j = 0; j < k; j++) {
+		int best = -1;
+		for (int x = 0; x < n; x++) {
+			bool taken = allowed && !allowed[x];
+			for (int i = 0; i < j; i++)
+				taken |= idx[i] == x;
+			if (!taken && (best < 0 || score[x] > score[best]))
+				best = x;
+		}
+		idx[j] = best;
+	}
+}
+
 /* The kept experts of one token: softmax over all router logits, the top k
  * (lower index first on ties), optionally renormalised to sum to 1. */
 static int route_softmax_topk(const struct hparams *hp, float *p, int *idx, float *w)
 {
 	op_softmax(p, hp->n_expert);
 	int k = hp->n_expert_used;
-	for (int j = 0; j < k; j++) {
-		int best = -1;
-		for (int x = 0; x < hp->n_expert; x++) {
-			bool taken = false;
-			for (int i = 0; i < j; i++)
-				taken |= idx[i] == x;
-			if (!taken && (best < 0 || p[x] > p[best]))
-				best = x;
-		}
-		idx[j] = best;
-		w[j] = p[best];
-	}
+	top_k(p, hp->n_expert, k, NULL, idx);
+	for (int j = 0; j < k; j++)
+		w[j] = p[idx[j]];
 	if (hp->expert_norm) {
 		float sum = 0;
 		for (int j = 0; j < k; j++)
@@ -78,18 +87,9 @@ static int route_softmax_topk(const struct hparams *hp, float *p, int *idx, floa
 static int route_topk_softmax(const struct hparams *hp, float *p, int *idx, float *w)
 {
 	int k = hp->n_expert_used;
-	for (int j = 0; j < k; j++) {
-		int best = -1;
-		for (int x = 0; x < hp->n_expert; x++) {
-			bool taken = false;
-			for (int i = 0; i < j; i++)
-				taken |= idx[i] == x;
-			if (!taken && (best < 0 || p[x] > p[best]))
-				best = x;
-		}
-		idx[j] = best;
-		w[j] = p[best];
-	}
+	top_k(p, hp->n_expert, k, NULL, idx);
+	for (int j = 0; j < k; j++)
+		w[j] = p[idx[j]];
 	op_softmax(w, k);
 	return k;
 }
@@ -132,17 +132,9 @@ static int route_sigmoid_bias(const struct hparams *hp, const float *bias, float
 		}
 	}
 	float sum = 0;
+	top_k(choice, ne, k, allowed, idx);
 	for (int j = 0; j < k; j++) {
-		int best = -1;
-		for (int x = 0; x < ne; x++) {
-			bool taken = !allowed[x];
-			for (int i = 0; i < j; i++)
-				taken |= idx[i] == x;
-			if (!taken && (best < 0 || choice[x] > choice[best]))
-				best = x;
-		}
-		idx[j] = best;
-		w[j] = p[best];
+		w[j] = p[idx[j]];
 		sum += w[j];
 	}
 	for (int j = 0; j < k; j++)
