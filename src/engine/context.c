@@ -20,7 +20,7 @@ struct seq {
 	bool used;
 	uint32_t n_past;
 	struct kv_contig kv;   /* contiguous layout */
-	struct kv_seq table;   /* paged layout */
+	struct kv_seq table[KV_GROUPS]; /* paged layout: one block table per layer group */
 };
 
 struct fx_context {
@@ -29,7 +29,8 @@ struct fx_context {
 	int layout;               /* enum fx_kv_layout */
 	int k_type, v_type;
 	struct fx_pool *pool;
-	struct kv_pool kvp;       /* paged layout */
+	struct kv_paged kvp;      /* paged layout: pools per layer group */
+	bool prefix_cache;        /* paged, no sliding-window group */
 	struct seq *seqs;         /* [n_seq_max] */
 	struct fwd_scratch s;
 	/* per-ubatch staging, [n_ubatch] each */
@@ -72,9 +73,55 @@ static int seq_init_storage(struct fx_context *c, struct seq *q)
 
 static void seq_release(struct fx_context *c, struct seq *q)
 {
-	if (c->layout == FX_KV_PAGED)
-		kv_seq_clear(&c->kvp, &q->table);
+	for (int g = 0; c->layout == FX_KV_PAGED && g < KV_GROUPS; g++)
+		kv_seq_clear(&c->kvp.pool[g], &q->table[g]);
 	q->n_past = 0;
+}
+
+/* Paged pools: full-attention layers in group 0 (n_ctx tokens), sliding-
+ * window layers in group 1, sized for what the windows can still see:
+ * per sequence window + one ubatch + two partial blocks. */
+static int paged_init(struct fx_context *c, uint32_t bs)
+{
+	const struct hparams *hp = &c->m->hp;
+	struct kv_paged *k = &c->kvp;
+	int32_t n[KV_GROUPS] = { 0 };
+	k->group = fx_calloc((size_t)hp->n_layer, sizeof(*k->group));
+	k->slot = fx_calloc((size_t)hp->n_layer, sizeof(*k->slot));
+	if (!k->group || !k->slot)
+		return FX_E_NOMEM;
+	for (int il = 0; il < hp->n_layer; il++) {
+		k->group[il] = c->m->layers[il].swa && hp->n_swa > 0;
+		k->slot[il] = n[k->group[il]]++;
+	}
+	k->window = hp->n_swa;
+	k->k_type = c->k_type;
+	k->v_type = c->v_type;
+	int64_t full = c->n_ctx / bs;
+	int64_t swa = (int64_t)c->n_seq_max * (((int64_t)hp->n_swa + c->n_ubatch) / bs + 2);
+	int64_t blocks[KV_GROUPS] = { full, swa < full ? swa : full };
+	for (int g = 0; g < KV_GROUPS; g++) {
+		if (!n[g])
+			continue;
+		int rc = kv_pool_init(&k->pool[g], n[g], (int32_t)blocks[g], (int32_t)bs,
+				      (int64_t)hp->n_head_kv * hp->head_dim,
+				      (int64_t)hp->n_head_kv * hp->head_dim_v, c->k_type, c->v_type);
+		if (rc)
+			return rc;
+	}
+	/* A reused prefix would need its sliding layers' blocks too, which are
+	 * released as the window moves: cache prefixes only without them. */
+	k->pool[1].no_cache = true;
+	c->prefix_cache = n[1] == 0;
+	return FX_OK;
+}
+
+static void paged_fini(struct kv_paged *k)
+{
+	for (int g = 0; g < KV_GROUPS; g++)
+		kv_pool_fini(&k->pool[g]);
+	fx_free(k->group);
+	fx_free(k->slot);
 }
 
 int fx_context_create(const struct fx_model *m, const struct fx_context_params *p,
@@ -124,10 +171,7 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 		rc = fx_fail(err, rc, "cannot start %d threads", p->n_threads);
 		goto fail;
 	}
-	if (c->layout == FX_KV_PAGED &&
-	    (rc = kv_pool_init(&c->kvp, hp->n_layer, (int32_t)(n_ctx / p->block_size),
-			       (int32_t)p->block_size, (int64_t)hp->n_head_kv * hp->head_dim,
-			       (int64_t)hp->n_head_kv * hp->head_dim_v, kt, vt))) {
+	if (c->layout == FX_KV_PAGED && (rc = paged_init(c, p->block_size))) {
 		rc = fx_fail(err, rc, "no memory for a KV pool of %u tokens (try a smaller -c)", n_ctx);
 		goto fail;
 	}
@@ -174,12 +218,13 @@ void fx_context_free(struct fx_context *c)
 		return;
 	for (uint32_t i = 0; c->seqs && i < c->n_seq_max; i++) {
 		if (c->layout == FX_KV_PAGED)
-			kv_seq_fini(&c->kvp, &c->seqs[i].table);
+			for (int g = 0; g < KV_GROUPS; g++)
+				kv_seq_fini(&c->kvp.pool[g], &c->seqs[i].table[g]);
 		else
 			kv_contig_fini(&c->seqs[i].kv);
 	}
 	fx_free(c->seqs);
-	kv_pool_fini(&c->kvp);
+	paged_fini(&c->kvp);
 	fx_free(c->pos);
 	fx_free(c->tok);
 	fx_free(c->views);
@@ -237,9 +282,12 @@ int fx_seq_fork(struct fx_context *c, fx_seq src, fx_seq *out)
 		return rc;
 	struct seq *a = &c->seqs[src], *b = &c->seqs[*out];
 	if (c->layout == FX_KV_PAGED) {
-		if ((rc = kv_seq_fork(&c->kvp, &a->table, &b->table))) {
-			b->used = false;
-			return fx_fail(&c->err, rc, "fork: no memory for a block table");
+		for (int g = 0; g < KV_GROUPS; g++) {
+			if ((rc = kv_seq_fork(&c->kvp.pool[g], &a->table[g], &b->table[g]))) {
+				seq_release(c, b);
+				b->used = false;
+				return fx_fail(&c->err, rc, "fork: no memory for a block table");
+			}
 		}
 	} else {
 		const struct kv_contig *k = &a->kv;
@@ -268,12 +316,17 @@ uint32_t fx_seq_n_past(const struct fx_context *c, fx_seq s)
 
 int32_t fx_context_kv_blocks_used(const struct fx_context *c)
 {
-	return c->layout == FX_KV_PAGED ? kv_pool_n_used(&c->kvp) : 0;
+	if (c->layout != FX_KV_PAGED)
+		return 0;
+	int32_t n = 0;
+	for (int g = 0; g < KV_GROUPS; g++)
+		n += c->kvp.pool[g].n_layer ? kv_pool_n_used(&c->kvp.pool[g]) : 0;
+	return n;
 }
 
 int64_t fx_context_prefix_hits(const struct fx_context *c)
 {
-	return c->layout == FX_KV_PAGED ? c->kvp.n_hit_blocks * c->kvp.block_size : 0;
+	return c->layout == FX_KV_PAGED ? c->kvp.pool[0].n_hit_blocks * c->kvp.pool[0].block_size : 0;
 }
 
 uint32_t fx_context_n_past(const struct fx_context *c)
@@ -294,7 +347,8 @@ static struct kv_view seq_view(struct fx_context *c, struct seq *q)
 {
 	if (c->layout == FX_KV_PAGED)
 		return (struct kv_view){ .kind = KV_PAGED,
-					 .paged = { .pool = &c->kvp, .blocks = q->table.blocks } };
+					 .paged = { .set = &c->kvp,
+						    .blocks = { q->table[0].blocks, q->table[1].blocks } } };
 	/* One sequence alone decodes on its own cache; several share a step. */
 	if (c->n_seq_max == 1)
 		return (struct kv_view){ .kind = KV_DECODE, .decode = &q->kv };
@@ -304,6 +358,23 @@ static struct kv_view seq_view(struct fx_context *c, struct seq *q)
 /* Check and reserve room for every sequence's cnt[s] rows; a sequence that
  * does not fit or has a bad token gets its status set and its rows are
  * skipped. Returns the first failure (FX_OK if none). */
+/* Reserve n rows in every group, all or nothing. */
+static int paged_reserve(struct fx_context *c, struct seq *q, int32_t n)
+{
+	for (int g = 0; g < KV_GROUPS; g++) {
+		struct kv_pool *p = &c->kvp.pool[g];
+		if (p->n_layer && kv_seq_need(p, &q->table[g], n) > kv_pool_n_available(p))
+			return FX_E_KV_FULL;
+	}
+	for (int g = 0; g < KV_GROUPS; g++) {
+		struct kv_pool *p = &c->kvp.pool[g];
+		int rc = p->n_layer ? kv_seq_reserve(p, &q->table[g], n) : FX_OK;
+		if (rc)
+			return rc; /* only FX_E_NOMEM can get here */
+	}
+	return FX_OK;
+}
+
 /* Paged: a new sequence whose first rows repeat cached full blocks takes
  * those blocks instead of recomputing them; the rows they cover are
  * skipped. Only rows whose logits are not wanted are skipped, and at least
@@ -312,7 +383,8 @@ static int32_t reuse_prefix(struct fx_context *c, const struct fx_batch *b, fx_s
 {
 	struct seq *q = &c->seqs[s];
 	int32_t n = 0, first_keep = cnt - 1;
-	if (c->layout != FX_KV_PAGED || q->n_past || cnt < c->kvp.block_size + 1)
+	if (c->layout != FX_KV_PAGED || !c->prefix_cache || q->n_past ||
+	    cnt < c->kvp.pool[0].block_size + 1)
 		return 0;
 	for (int32_t i = 0; i < b->n && n < cnt; i++) {
 		if (b->seq[i] != s)
@@ -321,8 +393,8 @@ static int32_t reuse_prefix(struct fx_context *c, const struct fx_batch *b, fx_s
 			first_keep = n;
 		c->b_tok[n++] = b->token[i];
 	}
-	int32_t got = kv_seq_reuse_prefix(&c->kvp, &q->table, c->b_tok, n,
-					  first_keep / c->kvp.block_size);
+	int32_t got = kv_seq_reuse_prefix(&c->kvp.pool[0], &q->table[0], c->b_tok, n,
+					  first_keep / c->kvp.pool[0].block_size);
 	q->n_past = (uint32_t)got;
 	for (int32_t i = 0, k = 0; i < b->n && k < got; i++)
 		if (b->seq[i] == s)
@@ -357,19 +429,17 @@ static int admit(struct fx_context *c, const struct fx_batch *b, int *st, int32_
 				snprintf(msg, sizeof(msg), "sequence %u: %u tokens + %d new exceed the "
 					 "context of %u tokens (raise -c)", s, q->n_past, cnt[s], c->n_ctx);
 		} else if (c->layout == FX_KV_PAGED) {
-			st[s] = kv_seq_reserve(&c->kvp, &q->table, cnt[s]);
+			st[s] = paged_reserve(c, q, cnt[s]);
 			if (st[s] && !first)
 				snprintf(msg, sizeof(msg), st[s] == FX_E_KV_FULL
-					 ? "sequence %u: the KV pool has %d free blocks of %d tokens, too "
-					   "few for %d more tokens (queue or preempt it)"
-					 : "sequence %u: no memory for its block table (%d, %d, %d)",
-					 s, c->kvp.n_free, c->kvp.block_size, cnt[s]);
+					 ? "sequence %u: the KV pool has too few free blocks of %d tokens "
+					   "for %d more tokens (queue or preempt it)"
+					 : "sequence %u: no memory for its block table (%d, %d)",
+					 s, c->kvp.pool[0].block_size ? c->kvp.pool[0].block_size
+					 : c->kvp.pool[1].block_size, cnt[s]);
 		}
-		if (st[s] && reused) {
-			/* Left as it was: give the cached blocks back. */
-			kv_seq_clear(&c->kvp, &q->table);
-			q->n_past = 0;
-		}
+		if (st[s] && reused)
+			seq_release(c, q); /* left as it was: give the cached blocks back */
 		first = first ? first : st[s];
 	}
 	if (first)
@@ -473,10 +543,19 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 			      c->logits + (size_t)done * nv);
 		done += wanted;
 	}
-	/* Paged: record the new tokens, caching every block that filled up. */
+	/* Paged: record the new tokens (caching every block that filled up),
+	 * then release sliding-window blocks no later query can see. */
 	for (int32_t i = 0; c->layout == FX_KV_PAGED && i < b->n; i++)
 		if (!st[b->seq[i]] && !c->b_skip[i])
-			kv_seq_commit(&c->kvp, &c->seqs[b->seq[i]].table, &b->token[i], 1);
+			for (int g = 0; g < KV_GROUPS; g++)
+				if (c->kvp.pool[g].n_layer)
+					kv_seq_commit(&c->kvp.pool[g], &c->seqs[b->seq[i]].table[g],
+						      &b->token[i], 1);
+	for (uint32_t s = 0; c->layout == FX_KV_PAGED && c->kvp.pool[1].n_layer &&
+			     s < c->n_seq_max; s++)
+		if (c->seqs[s].used)
+			kv_seq_release_before(&c->kvp.pool[1], &c->seqs[s].table[1],
+					      (int32_t)c->seqs[s].n_past - c->kvp.window + 1);
 	c->n_logits = rc == FX_E_NOMEM ? 0 : n_out;
 	if (seq_status)
 		memcpy(seq_status, st, c->n_seq_max * sizeof(*st));

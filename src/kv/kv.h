@@ -48,8 +48,24 @@ struct kv_pool {
 	uint64_t *key;       /* [n_blocks] prefix-cache key, 0: not cached */
 	uint64_t *last_use;  /* [n_blocks] clock of the last release, for LRU */
 	uint64_t clock;
+	bool no_cache;          /* never key blocks (sliding-window group) */
 	int32_t n_cached_idle;  /* cached blocks with no reference (evictable) */
 	int64_t n_hit_blocks;   /* prefix-cache hits, for reports */
+};
+
+/* The paged layout's pools, shared by all sequences. Layers are grouped by
+ * what they attend to: group 0 full-attention layers, group 1 sliding-
+ * window layers. A group-1 block wholly outside every future window is
+ * released, so sliding layers hold at most about window + ubatch tokens per
+ * sequence (llama.cpp's iSWA cache keeps the two kinds apart the same way). */
+enum { KV_GROUPS = 2 };
+
+struct kv_paged {
+	struct kv_pool pool[KV_GROUPS]; /* pool[g].n_layer == 0: no such layers */
+	uint8_t *group;                 /* [n_layer] group of each model layer */
+	int32_t *slot;                  /* [n_layer] the layer's index in its pool */
+	int32_t window;                 /* group 1's window in tokens */
+	int k_type, v_type;
 };
 
 enum kv_kind {
@@ -64,8 +80,8 @@ struct kv_view {
 		struct kv_contig *decode;
 		struct kv_contig *batched;
 		struct {
-			struct kv_pool *pool;
-			const int32_t *blocks; /* logical block -> pool block */
+			const struct kv_paged *set;
+			const int32_t *blocks[KV_GROUPS]; /* logical -> pool block */
 		} paged;
 	};
 };
@@ -87,6 +103,14 @@ int kv_pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, int32_t b
 		 int64_t k_width, int64_t v_width, int k_type, int v_type);
 void kv_pool_fini(struct kv_pool *p);
 int32_t kv_pool_n_used(const struct kv_pool *p); /* blocks with references */
+
+/* Blocks kv_seq_reserve(p, s, n) would take, and blocks it may take. */
+int32_t kv_seq_need(const struct kv_pool *p, const struct kv_seq *s, int32_t n);
+int32_t kv_pool_n_available(const struct kv_pool *p);
+
+/* Release the blocks of s wholly before position pos (they hold no key any
+ * later query can see); their table entries become -1. */
+void kv_seq_release_before(struct kv_pool *p, struct kv_seq *s, int32_t pos);
 
 /* Make positions [s->n_tokens, s->n_tokens + n) writable: allocate missing
  * blocks and copy any shared block about to be written (copy-on-write).
@@ -127,7 +151,7 @@ static inline int kv_k_type(const struct kv_view *kv)
 	switch (kv->kind) {
 	case KV_DECODE: return kv->decode->k_type;
 	case KV_BATCHED: return kv->batched->k_type;
-	case KV_PAGED: return kv->paged.pool->k_type;
+	case KV_PAGED: return kv->paged.set->k_type;
 	}
 	return -1;
 }
@@ -137,7 +161,7 @@ static inline int kv_v_type(const struct kv_view *kv)
 	switch (kv->kind) {
 	case KV_DECODE: return kv->decode->v_type;
 	case KV_BATCHED: return kv->batched->v_type;
-	case KV_PAGED: return kv->paged.pool->v_type;
+	case KV_PAGED: return kv->paged.set->v_type;
 	}
 	return -1;
 }
@@ -148,13 +172,16 @@ static inline uint8_t *contig_row(const struct kv_contig *c, uint8_t *base, size
 	return base + ((size_t)il * (size_t)c->n_ctx + (size_t)pos) * row;
 }
 
-static inline uint8_t *paged_row(const struct kv_view *kv, uint8_t *base, size_t row, int il,
-				 int32_t pos)
+static inline uint8_t *paged_row(const struct kv_view *kv, bool is_k, int il, int32_t pos)
 {
-	const struct kv_pool *p = kv->paged.pool;
-	size_t blk = (size_t)kv->paged.blocks[pos / p->block_size];
-	return base + (((size_t)il * (size_t)p->n_blocks + blk) * (size_t)p->block_size +
-		       (size_t)(pos % p->block_size)) * row;
+	const struct kv_paged *set = kv->paged.set;
+	int g = set->group[il];
+	const struct kv_pool *p = &set->pool[g];
+	size_t blk = (size_t)kv->paged.blocks[g][pos / p->block_size];
+	size_t row = is_k ? p->k_row : p->v_row;
+	return (is_k ? p->k : p->v) +
+	       (((size_t)set->slot[il] * (size_t)p->n_blocks + blk) * (size_t)p->block_size +
+		(size_t)(pos % p->block_size)) * row;
 }
 
 /* K (or V) row of layer il at position pos: k_width (v_width) elements of
@@ -165,7 +192,7 @@ static inline void *kv_k_row(const struct kv_view *kv, int il, int32_t pos)
 	switch (kv->kind) {
 	case KV_DECODE: return contig_row(kv->decode, kv->decode->k, kv->decode->k_row, il, pos);
 	case KV_BATCHED: return contig_row(kv->batched, kv->batched->k, kv->batched->k_row, il, pos);
-	case KV_PAGED: return paged_row(kv, kv->paged.pool->k, kv->paged.pool->k_row, il, pos);
+	case KV_PAGED: return paged_row(kv, true, il, pos);
 	}
 	return NULL;
 }
@@ -175,7 +202,7 @@ static inline void *kv_v_row(const struct kv_view *kv, int il, int32_t pos)
 	switch (kv->kind) {
 	case KV_DECODE: return contig_row(kv->decode, kv->decode->v, kv->decode->v_row, il, pos);
 	case KV_BATCHED: return contig_row(kv->batched, kv->batched->v, kv->batched->v_row, il, pos);
-	case KV_PAGED: return paged_row(kv, kv->paged.pool->v, kv->paged.pool->v_row, il, pos);
+	case KV_PAGED: return paged_row(kv, false, il, pos);
 	}
 	return NULL;
 }

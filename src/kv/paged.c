@@ -119,17 +119,41 @@ static void copy_block(struct kv_pool *p, int32_t dst, int32_t src)
 	}
 }
 
+int32_t kv_pool_n_available(const struct kv_pool *p)
+{
+	return p->n_free + p->n_cached_idle;
+}
+
+int32_t kv_seq_need(const struct kv_pool *p, const struct kv_seq *s, int32_t n)
+{
+	if (n <= 0)
+		return 0;
+	int32_t first = s->n_tokens / p->block_size;
+	int32_t last = (s->n_tokens + n - 1) / p->block_size;
+	/* New blocks past the table, plus a copy of a shared block about to
+	 * be written (only the first can be partial). */
+	int32_t need = last + 1 > s->n_blocks ? last + 1 - s->n_blocks : 0;
+	return need + (first < s->n_blocks && s->blocks[first] >= 0 && p->ref[s->blocks[first]] > 1);
+}
+
+void kv_seq_release_before(struct kv_pool *p, struct kv_seq *s, int32_t pos)
+{
+	for (int32_t b = 0; b < s->n_blocks && (b + 1) * p->block_size <= pos; b++) {
+		if (s->blocks[b] >= 0) {
+			unref(p, s->blocks[b]);
+			s->blocks[b] = -1;
+		}
+	}
+}
+
 int kv_seq_reserve(struct kv_pool *p, struct kv_seq *s, int32_t n)
 {
 	if (n <= 0)
 		return FX_OK;
 	int32_t first = s->n_tokens / p->block_size;
 	int32_t last = (s->n_tokens + n - 1) / p->block_size;
-	/* Blocks needed: new ones past the table, plus a copy of a shared
-	 * block we are about to write into (only the first can be partial). */
-	int32_t need = last + 1 > s->n_blocks ? last + 1 - s->n_blocks : 0;
-	bool cow = first < s->n_blocks && p->ref[s->blocks[first]] > 1;
-	if (need + cow > p->n_free + p->n_cached_idle)
+	bool cow = first < s->n_blocks && s->blocks[first] >= 0 && p->ref[s->blocks[first]] > 1;
+	if (kv_seq_need(p, s, n) > kv_pool_n_available(p))
 		return FX_E_KV_FULL;
 	if (last + 1 > s->cap) {
 		int32_t cap = s->cap ? s->cap : 8;
@@ -172,7 +196,8 @@ int kv_seq_fork(struct kv_pool *p, const struct kv_seq *src, struct kv_seq *dst)
 	}
 	for (int32_t i = 0; i < src->n_blocks; i++) {
 		dst->blocks[i] = src->blocks[i];
-		p->ref[src->blocks[i]]++;
+		if (src->blocks[i] >= 0)
+			p->ref[src->blocks[i]]++;
 	}
 	if (src->n_tokens)
 		memcpy(dst->tokens, src->tokens, (size_t)src->n_tokens * sizeof(*dst->tokens));
@@ -188,7 +213,8 @@ void kv_seq_clear(struct kv_pool *p, struct kv_seq *s)
 	/* Release the newest blocks first, so LRU evicts a chain's tail
 	 * before its head (a head is worth more: every longer prefix needs it). */
 	for (int32_t i = s->n_blocks - 1; i >= 0; i--)
-		unref(p, s->blocks[i]);
+		if (s->blocks[i] >= 0)
+			unref(p, s->blocks[i]);
 	s->n_blocks = 0;
 	s->n_tokens = 0;
 	s->n_keyed = 0;
@@ -253,7 +279,7 @@ int kv_seq_commit(struct kv_pool *p, struct kv_seq *s, const int32_t *tok, int32
 		return FX_E_NOMEM;
 	memcpy(s->tokens + s->n_tokens, tok, (size_t)n * sizeof(*tok));
 	s->n_tokens += n;
-	while ((s->n_keyed + 1) * bs <= s->n_tokens && s->n_keyed < s->n_blocks) {
+	while (!p->no_cache && (s->n_keyed + 1) * bs <= s->n_tokens && s->n_keyed < s->n_blocks) {
 		int32_t b = s->blocks[s->n_keyed];
 		uint64_t key = block_key(s->chain, s->tokens + s->n_keyed * bs, bs);
 		/* A twin computed concurrently keeps the key; this copy stays private. */
