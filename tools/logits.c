@@ -216,13 +216,20 @@ int cmd_logits(int argc, char **argv)
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
 			VAL(); if (!cli_int(a, v, 0, 256, &threads)) return 2;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			printf("usage: ferrox logits -m MODEL (--ids 5,17,3 | --ids-file F) --out F\n"
-			       "                     [--decode] [--ubatch N] [-t N] [--cache-type-k/-v f16|f32|q8_0]\n"
-			       "                     [--batch] [--kv contiguous|paged] [--block-size N]\n"
-			       "  --batch   all sequences of --ids-file advance together: each one's first\n"
-			       "            half is prefilled in chunks of --ubatch, the rest decoded one\n"
-			       "            token per step; rows are written in file order as without it\n"
-			       "                     [--quant q8_0|q4_0|q4_K|...]   quantize float weights on load\n");
+			printf("usage: ferrox logits -m MODEL (--ids 5,17,3 | --ids-file F) --out F [options]\n"
+			       "Writes raw little-endian float32 [n_ids, n_vocab]; row t = logits after\n"
+			       "ids[0..t]; ids used as given (no BOS). --ids-file: one sequence per line,\n"
+			       "each from an empty cache, rows in file order.\n"
+			       "  --decode               one token at a time (default: prefill)\n"
+			       "  --ubatch N             prefill in chunks of N tokens (default: all)\n"
+			       "  --batch                all sequences advance together: each one's first half\n"
+			       "                         prefilled in --ubatch chunks, the rest decoded one\n"
+			       "                         token per step (same output as without it)\n"
+			       "  --kv contiguous|paged  KV layout (default contiguous)\n"
+			       "  --block-size N         paged block size in tokens (default 16)\n"
+			       "  -t, --threads N        threads (default: one per core)\n"
+			       "  --cache-type-k/-v T    f16, f32 or q8_0 (default: f16 GGUF, f32 HF)\n"
+			       "  --quant TYPE           quantize float weights on load (q8_0, q4_K, ...)\n");
 			return 0;
 		} else {
 			fprintf(stderr, "error: unknown option '%s'\n", a);
@@ -298,7 +305,7 @@ int cmd_logits(int argc, char **argv)
 		for (size_t i = 0; i < seqs[s].n; i += step) {
 			int32_t rows;
 			if (fx_decode(ctx, seqs[s].ids + i, (int32_t)step, true)) {
-				fprintf(stderr, "error: sequence %zu: %s\n", s, fx_context_errmsg(ctx));
+				fprintf(stderr, "error: line %zu: %s\n", s + 1, fx_context_errmsg(ctx));
 				goto out;
 			}
 			const float *l = fx_get_logits(ctx, &rows);

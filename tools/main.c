@@ -70,16 +70,20 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: ferrox COMMAND [options]\n"
+		"MODEL is a .gguf file or a Hugging Face checkpoint directory.\n"
 		"commands:\n"
 		"  run       -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
 		"            [--repeat-penalty R] [--repeat-last-n N] [--seed S] [-t N] [-c N] [--echo]\n"
-		"            [--cache-type-k f16|f32|q8_0] [--cache-type-v ...]   generate text\n"
-		"  inspect   -m MODEL                 describe a GGUF file\n"
+		"            [--cache-type-k f16|f32|q8_0] [--cache-type-v ...] [--quant TYPE]\n"
+		"            generate text\n"
+		"  inspect   -m MODEL                 describe a GGUF file or checkpoint\n"
 		"  tokenize  -m MODEL -p TEXT [--ids] [--no-bos] [--special]\n"
 		"  logits    -m MODEL (--ids 1,2,3 | --ids-file F) --out F [--decode] [--ubatch N] [-t N]\n"
-		"            [--cache-type-k f16|f32|q8_0] [--cache-type-v ...]   raw f32 logits\n"
-		"  batched-bench -m MODEL [-npp 128] [-ntg 128] [-npl 1,2,4,8,16] [-t N]   throughput\n"
-		"  convert   SRC -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q6_k]\n"
+		"            [--batch] [--kv contiguous|paged] [--block-size N] [--cache-type-k ...]\n"
+		"            [--quant TYPE]   raw f32 logits\n"
+		"  batched-bench -m MODEL [-npp 128] [-ntg 128] [-npl 1,2,4,8,16] [-t N] [-ub 512]\n"
+		"            prompt and generation throughput for parallel sequences\n"
+		"  convert   SRC -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k..q6_k]\n"
 		"            write an HF directory or GGUF file as GGUF\n"
 		"Run `ferrox COMMAND --help` for details.\n");
 }

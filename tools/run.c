@@ -76,7 +76,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "                         printed to stderr)\n"
 			       "  --cache-type-k/-v T    KV cache element type, f16, f32 or q8_0 (default: f16 for GGUF\n"
 			       "                         files, as llama.cpp; f32 for HF checkpoints)\n"
-			       "  --quant TYPE           quantize float weights on load (q8_0, q4_0, q4_K, ...)\n"
+			       "  --quant TYPE           quantize float (F32/F16/BF16) weights on load: q8_0, q4_0,\n"
+			       "                         q4_K, ... (already-quantized weights stay as they are)\n"
 			       "  --echo                 print the prompt before the continuation\n");
 			return 1;
 		} else {
@@ -125,9 +126,10 @@ int cmd_run(int argc, char **argv)
 	}
 	double t_load = cli_now() - t0;
 	if (!fx_model_has_vocab(m)) {
-		fprintf(stderr, "error: %s is a Hugging Face checkpoint; its tokenizer (tokenizer.json) "
-			"is not supported yet, so it cannot run from text. Use `ferrox logits --ids` or "
-			"a GGUF file.\n", o.model);
+		fprintf(stderr, "error: %s has no tokenizer ferrox can read (a Hugging Face checkpoint, "
+			"whose tokenizer.json is not supported yet, or a GGUF converted from one), so it "
+			"cannot run from text. Use `ferrox logits --ids`, or a GGUF with a tokenizer.\n",
+			o.model);
 		fx_model_free(m);
 		return 1;
 	}
@@ -147,7 +149,8 @@ int cmd_run(int argc, char **argv)
 			    ((uint64_t)getpid() << 32);
 		o.sp.seed &= INT64_MAX; /* so --seed can reproduce it */
 	}
-	fprintf(stderr, "ferrox: seed %llu\n", (unsigned long long)o.sp.seed);
+	if (o.sp.temp > 0)
+		fprintf(stderr, "ferrox: seed %llu\n", (unsigned long long)o.sp.seed);
 	cp.n_threads = (int32_t)o.n_threads;
 	cp.type_k = o.type_k;
 	cp.type_v = o.type_v;

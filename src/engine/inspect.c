@@ -6,7 +6,10 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include <sys/stat.h>
+
 #include "io/gguf.h"
+#include "io/hf.h"
 #include "quant/quant.h"
 
 /* A growing string; on allocation failure it latches `failed`. */
@@ -78,7 +81,10 @@ int fx_inspect(const char *path, char **report, struct fx_err *err)
 	struct gguf_file *g;
 	struct sbuf b = { 0 };
 	struct gguf_str s = { "", 0 }, tok = { "?", 1 }, pre = { "", 0 };
-	int rc = gguf_open(path, &g, err);
+	struct stat st;
+	bool hf = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+	/* A Hugging Face directory is described through its GGUF-shaped view. */
+	int rc = hf ? hf_open(path, &g, err) : gguf_open(path, &g, err);
 	*report = NULL;
 	if (rc)
 		return rc;
@@ -86,10 +92,18 @@ int fx_inspect(const char *path, char **report, struct fx_err *err)
 	gguf_get_str(g, "tokenizer.ggml.model", &tok);
 	gguf_get_str(g, "tokenizer.ggml.pre", &pre);
 	sb_printf(&b, "file:          %s\n", path);
-	sb_printf(&b, "size:          %zu bytes (%.1f MiB)\n", g->map_size, g->map_size / 1048576.0);
-	sb_printf(&b, "gguf version:  %u, %llu metadata keys, %llu tensors, alignment %u\n",
-		  g->version, (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors,
-		  g->alignment);
+	if (hf)
+		sb_printf(&b, "format:        Hugging Face checkpoint (config.json + safetensors)\n");
+	else
+		sb_printf(&b, "size:          %zu bytes (%.1f MiB)\n", g->map_size,
+			  g->map_size / 1048576.0);
+	if (hf)
+		sb_printf(&b, "mapped to:     %llu metadata keys and %llu tensors with llama.cpp's names\n",
+			  (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors);
+	else
+		sb_printf(&b, "gguf version:  %u, %llu metadata keys, %llu tensors, alignment %u\n",
+			  g->version, (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors,
+			  g->alignment);
 	sb_printf(&b, "architecture:  %.*s\n", (int)s.n, s.p);
 	/* Hyperparameters: every "{arch}." key. */
 	for (uint64_t i = 0; i < g->n_kv; i++) {
@@ -118,8 +132,11 @@ int fx_inspect(const char *path, char **report, struct fx_err *err)
 	gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_T_STRING, &toks, &n_tok);
 	const char *kind = tok.n == 5 && !memcmp(tok.p, "llama", 5) ? "SentencePiece"
 			 : tok.n == 4 && !memcmp(tok.p, "gpt2", 4) ? "byte-level BPE" : "unknown to ferrox";
-	sb_printf(&b, "tokenizer:     %.*s (%s), pre %.*s, %llu tokens\n", (int)tok.n, tok.p, kind,
-		  (int)pre.n, pre.p, (unsigned long long)n_tok);
+	if (!n_tok)
+		sb_printf(&b, "tokenizer:     absent (runs from token ids only)\n");
+	else
+		sb_printf(&b, "tokenizer:     %.*s (%s), pre %.*s, %llu tokens\n", (int)tok.n, tok.p,
+			  kind, (int)pre.n, pre.p, (unsigned long long)n_tok);
 	struct gguf_str tmpl;
 	if (gguf_get_str(g, "tokenizer.chat_template", &tmpl))
 		sb_printf(&b, "chat template: present (%llu bytes)\n", (unsigned long long)tmpl.n);

@@ -52,21 +52,6 @@ static int ftype_of(int t)
 	}
 }
 
-/* llama.cpp's replacement when a row does not fill whole blocks
- * (llama_tensor_get_type: "convert_incompatible_tensor"); it picks iq4_nl
- * for q2_K/q3_K, which ferrox lacks, so those take q4_0. */
-static int fallback_type(int t)
-{
-	switch (t) {
-	case FX_TYPE_Q2_K:
-	case FX_TYPE_Q3_K: return FX_TYPE_Q4_0;
-	case FX_TYPE_Q4_K: return FX_TYPE_Q5_0;
-	case FX_TYPE_Q5_K: return FX_TYPE_Q5_1;
-	case FX_TYPE_Q6_K: return FX_TYPE_Q8_0;
-	default:           return FX_TYPE_F16;
-	}
-}
-
 static bool str_is(const struct gguf_str *s, const char *c)
 {
 	size_t n = strlen(c);
@@ -93,7 +78,7 @@ static int target_type(const struct gguf_tensor *t, int out_type, int *type, str
 	if (out_type >= 0 && is_matrix(t)) {
 		want = out_type;
 		while (!fits(want, t->ne[0]) && want != FX_TYPE_F16)
-			want = fallback_type(want);
+			want = fx_type_fallback(want);
 	} else if (out_type >= 0 && t->n_dims == 1 &&
 		   (t->type == FX_TYPE_F16 || t->type == FX_TYPE_BF16)) {
 		want = FX_TYPE_F32;

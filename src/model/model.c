@@ -232,17 +232,18 @@ static void *own(struct loader *ld, void *p)
 	return p;
 }
 
-/* --quant: a float matrix becomes ld->quant (rows whose length the type's
- * block does not divide fall back to q8_0, then stay as they are), row by
- * row into an owned buffer, as llama-quantize would store it. */
+/* --quant: a float matrix becomes ld->quant, or llama.cpp's fallback type
+ * when its rows do not fill whole blocks (as ferrox convert and
+ * llama-quantize store it), row by row into an owned buffer. Matrices
+ * already quantized in the file stay as they are. */
 static int requant(struct loader *ld, struct wmat *w)
 {
 	int q = ld->quant;
 	if (q < 0 || (w->type != FX_TYPE_F32 && w->type != FX_TYPE_F16 && w->type != FX_TYPE_BF16))
 		return FX_OK;
-	if (w->n_in % fx_type_get(q)->blck_size)
-		q = FX_TYPE_Q8_0;
-	if (w->n_in % fx_type_get(q)->blck_size)
+	while (w->n_in % fx_type_get(q)->blck_size && q != FX_TYPE_F16)
+		q = fx_type_fallback(q);
+	if (w->n_in % fx_type_get(q)->blck_size || q == w->type)
 		return FX_OK;
 	size_t rb = fx_row_size(q, w->n_in);
 	uint8_t *dst = own(ld, fx_malloc_array((size_t)w->n_out, rb));
@@ -618,8 +619,8 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	m->vocab_only = p->vocab_only;
 	if (p->quant && p->quant[0]) {
 		static const int allowed[] = { FX_TYPE_F16, FX_TYPE_BF16, FX_TYPE_Q8_0, FX_TYPE_Q4_0,
-					       FX_TYPE_Q4_1, FX_TYPE_Q5_0, FX_TYPE_Q5_1, FX_TYPE_Q4_K,
-					       FX_TYPE_Q5_K, FX_TYPE_Q6_K };
+					       FX_TYPE_Q4_1, FX_TYPE_Q5_0, FX_TYPE_Q5_1, FX_TYPE_Q2_K,
+					       FX_TYPE_Q3_K, FX_TYPE_Q4_K, FX_TYPE_Q5_K, FX_TYPE_Q6_K };
 		for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
 			if (!strcasecmp(p->quant, fx_type_get(allowed[i])->name) &&
 			    fx_type_get(allowed[i])->from_float)
@@ -627,8 +628,8 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		if (ld.quant < 0) {
 			fx_free(m);
 			return fx_fail(err, FX_E_INVALID, "--quant %s: not a type ferrox can quantize to "
-				       "(f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, and K types with a "
-				       "quantizer)", p->quant);
+				       "(f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, "
+				       "q6_K)", p->quant);
 		}
 	}
 	struct stat st;

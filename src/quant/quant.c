@@ -267,3 +267,15 @@ void quant_vec_dot_bf16(int64_t n, float *s, const void *vx, const void *vy)
 {
 	dot_halves(n, s, vx, vy, quant_bf16_to_fp32);
 }
+
+int fx_type_fallback(int t)
+{
+	switch (t) {
+	case FX_TYPE_Q2_K:
+	case FX_TYPE_Q3_K: return FX_TYPE_Q4_0;
+	case FX_TYPE_Q4_K: return FX_TYPE_Q5_0;
+	case FX_TYPE_Q5_K: return FX_TYPE_Q5_1;
+	case FX_TYPE_Q6_K: return FX_TYPE_Q8_0;
+	default:           return FX_TYPE_F16;
+	}
+}

@@ -62,6 +62,12 @@ const struct fx_type_traits *fx_type_get(int t);
  * block size or t is unknown. */
 size_t fx_row_size(int t, int64_t n);
 
+/* The type llama.cpp writes instead of t when a row does not fill whole
+ * blocks of t (llama_tensor_get_type's "convert_incompatible_tensor"):
+ * q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0; llama.cpp picks iq4_nl for
+ * q2_K/q3_K, which ferrox lacks, so those take q4_0; anything else f16. */
+int fx_type_fallback(int t);
+
 /* IEEE half / bfloat16 conversion (round to nearest even, as ggml). */
 float fx_fp16_to_fp32(uint16_t h);
 uint16_t fx_fp32_to_fp16(float f);
