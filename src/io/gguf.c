@@ -256,6 +256,19 @@ static int cmp_by_offset(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+/* The tensors' addresses sorted by cmp (owned by the caller), or NULL. */
+static const struct gguf_tensor **sorted(const struct gguf_file *g,
+					 int (*cmp)(const void *, const void *))
+{
+	const struct gguf_tensor **s = fx_malloc_array(g->n_tensors, sizeof(*s));
+	if (!s)
+		return NULL;
+	for (uint64_t i = 0; i < g->n_tensors; i++)
+		s[i] = &g->tensors[i];
+	qsort(s, g->n_tensors, sizeof(*s), cmp);
+	return s;
+}
+
 /* Data section: every tensor aligned, inside the file, none overlapping. */
 static int check_tensors(struct gguf_file *g, struct fx_err *err)
 {
@@ -276,12 +289,9 @@ static int check_tensors(struct gguf_file *g, struct fx_err *err)
 	}
 	if (g->n_tensors < 2)
 		return FX_OK;
-	const struct gguf_tensor **s = fx_malloc_array(g->n_tensors, sizeof(*s));
+	const struct gguf_tensor **s = sorted(g, cmp_by_offset);
 	if (!s)
 		return fx_fail(err, FX_E_NOMEM, "GGUF: no memory to sort tensors");
-	for (uint64_t i = 0; i < g->n_tensors; i++)
-		s[i] = &g->tensors[i];
-	qsort(s, g->n_tensors, sizeof(*s), cmp_by_offset);
 	int rc = FX_OK;
 	for (uint64_t i = 1; i < g->n_tensors; i++) {
 		if (s[i - 1]->offset + s[i - 1]->nbytes > s[i]->offset) {
@@ -308,12 +318,9 @@ static int check_unique_names(const struct gguf_file *g, struct fx_err *err)
 {
 	if (g->n_tensors < 2)
 		return FX_OK;
-	const struct gguf_tensor **s = fx_malloc_array(g->n_tensors, sizeof(*s));
+	const struct gguf_tensor **s = sorted(g, cmp_by_name);
 	if (!s)
 		return fx_fail(err, FX_E_NOMEM, "GGUF: no memory to sort tensors");
-	for (uint64_t i = 0; i < g->n_tensors; i++)
-		s[i] = &g->tensors[i];
-	qsort(s, g->n_tensors, sizeof(*s), cmp_by_name);
 	int rc = FX_OK;
 	for (uint64_t i = 1; i < g->n_tensors && !rc; i++)
 		if (!cmp_by_name(&s[i - 1], &s[i])) {
