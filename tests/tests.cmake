@@ -11,3 +11,6 @@ foreach(src ${FX_TEST_SOURCES})
   add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
 endforeach()
+
+# The include graph points one way (scripts/check-includes.sh).
+add_test(NAME include_graph COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check-includes.sh)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The include graph points one way (docs: ../shared/DESIGN.md, "What goes
+# where"): each src/ subsystem may include only itself and the layers below
+# it, and tools/ only the public header. Prints every violation; exit 1 if any.
+#   core < quant < kernels < io < tokenizer < sample < kv < model < engine
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+order="core quant kernels io tokenizer sample kv model engine"
+rank() { local i=0; for d in $order; do [ "$d" = "$1" ] && { echo $i; return; }; i=$((i + 1)); done; echo -1; }
+bad=0
+for f in $(find src -name '*.[ch]' | sort); do
+	dir=$(echo "$f" | cut -d/ -f2)
+	me=$(rank "$dir")
+	while IFS= read -r inc; do
+		tgt=${inc%%/*}
+		[ "$inc" = "ferrox.h" ] && continue
+		r=$(rank "$tgt")
+		if [ "$r" -lt 0 ] || [ "$r" -gt "$me" ]; then
+			echo "$f includes \"$inc\": $dir may not depend on $tgt"
+			bad=1
+		fi
+	done < <(grep -oE '^#include "[^"]+"' "$f" | sed 's/#include "//; s/"$//')
+done
+for f in $(find tools -name '*.[ch]' | sort); do
+	if grep -E '^#include "' "$f" | grep -vqE '"(ferrox\.h|cli\.h)"'; then
+		echo "$f includes an internal header: tools see only ferrox.h"
+		bad=1
+	fi
+done
+[ $bad = 0 ] && echo "include graph: ok"
+exit $bad
