@@ -38,6 +38,7 @@
 #include <cJSON.h>
 
 #include "check.h"
+#include "fixture_ref.h"
 #include "ferrox.h"
 #include "io/gguf.h"
 #include "io/gguf_write.h"
@@ -49,37 +50,6 @@
 #define TOL 1e-4
 #define TOL_Q8 0.5 /* sanity: routers of the tiny MoE fixtures flip under q8_0 */
 
-struct ref {
-	int32_t prompt[512];
-	int n_prompt;
-	struct st_file *st;
-};
-
-static bool load_ref(const char *dir, struct ref *r)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/reference.json", dir);
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return false;
-	static char buf[1 << 20];
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	cJSON *j = cJSON_Parse(buf);
-	if (!j)
-		return false;
-	const cJSON *e, *a = cJSON_GetObjectItemCaseSensitive(j, "prompt_ids");
-	r->n_prompt = 0;
-	cJSON_ArrayForEach(e, a) {
-		if (r->n_prompt < 512)
-			r->prompt[r->n_prompt++] = (int32_t)e->valuedouble;
-	}
-	cJSON_Delete(j);
-	snprintf(path, sizeof(path), "%s/reference.safetensors", dir);
-	struct fx_err err;
-	return st_open(path, &r->st, &err) == FX_OK && r->n_prompt > 0;
-}
 
 /* max |a - ref| / max(1, max |ref|) over n values (ref f32, maybe unaligned). */
 static double rel_err(const float *a, const void *ref, size_t n)

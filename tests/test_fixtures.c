@@ -22,6 +22,7 @@
 #include <cJSON.h>
 
 #include "check.h"
+#include "fixture_ref.h"
 #include "engine/context.h"
 #include "ferrox.h"
 #include "io/safetensors.h"
@@ -30,46 +31,6 @@
 #define ROOT "tests/fixtures/hf-tiny"
 #define TOL 1e-4
 
-struct ref {
-	int32_t prompt[512], all[512], greedy[64];
-	int n_prompt, n_all, n_greedy;
-	struct st_file *st;
-};
-
-static int read_ids(const cJSON *o, const char *k, int32_t *out, int cap)
-{
-	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, k);
-	int n = 0;
-	const cJSON *e;
-	cJSON_ArrayForEach(e, a) {
-		if (n < cap)
-			out[n++] = (int32_t)e->valuedouble;
-	}
-	return n;
-}
-
-static bool load_ref(const char *dir, struct ref *r)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/reference.json", dir);
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return false;
-	static char buf[1 << 20];
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	cJSON *j = cJSON_Parse(buf);
-	if (!j)
-		return false;
-	r->n_prompt = read_ids(j, "prompt_ids", r->prompt, 512);
-	r->n_all = read_ids(j, "all_ids", r->all, 512);
-	r->n_greedy = read_ids(j, "greedy_ids", r->greedy, 64);
-	cJSON_Delete(j);
-	snprintf(path, sizeof(path), "%s/reference.safetensors", dir);
-	struct fx_err err;
-	return st_open(path, &r->st, &err) == FX_OK && r->n_prompt > 0;
-}
 
 /* max |a - ref| / max(1, max |ref|) over n values; ref must be f32. */
 static double rel_err(const float *a, const struct st_tensor *ref, size_t n)
