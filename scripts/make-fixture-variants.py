@@ -50,16 +50,29 @@ def to_v4(cfg, type_key):
     return c
 
 
-def split(name):
-    src = os.path.join(ROOT, "hf-tiny", name)
-    dst = os.path.join(ROOT, "hf-tiny-sharded", name)
-    os.makedirs(dst, exist_ok=True)
-    with open(os.path.join(src, "model.safetensors"), "rb") as f:
+def read_safetensors(path):
+    """(header without __metadata__, data section bytes) of a safetensors file."""
+    with open(path, "rb") as f:
         blob = f.read()
     n = struct.unpack("<Q", blob[:8])[0]
     header = json.loads(blob[8:8 + n])
     header.pop("__metadata__", None)
-    data = blob[8 + n:]
+    return header, blob[8 + n:]
+
+
+def write_safetensors(path, header, chunks):
+    """A safetensors file: header (padded to 8 bytes) then the data chunks."""
+    hj = json.dumps(header).encode()
+    hj += b" " * (-len(hj) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)) + hj + b"".join(chunks))
+
+
+def split(name):
+    src = os.path.join(ROOT, "hf-tiny", name)
+    dst = os.path.join(ROOT, "hf-tiny-sharded", name)
+    os.makedirs(dst, exist_ok=True)
+    header, data = read_safetensors(os.path.join(src, "model.safetensors"))
     names = sorted(header)
     halves = [names[:len(names) // 2], names[len(names) // 2:]]
     weight_map = {}
@@ -73,10 +86,7 @@ def split(name):
             chunks.append(data[b:e])
             off += e - b
             weight_map[k] = fname
-        hj = json.dumps(h).encode()
-        hj += b" " * (-len(hj) % 8)
-        with open(os.path.join(dst, fname), "wb") as f:
-            f.write(struct.pack("<Q", len(hj)) + hj + b"".join(chunks))
+        write_safetensors(os.path.join(dst, fname), h, chunks)
     with open(os.path.join(dst, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": len(data)}, "weight_map": weight_map}, f, indent=1)
     with open(os.path.join(src, "config.json")) as f, \
@@ -103,12 +113,7 @@ def retype(name, dtype):
     src = os.path.join(ROOT, "hf-tiny", name)
     dst = os.path.join(ROOT, "hf-tiny-dtypes", f"{name}-{dtype.lower()}")
     os.makedirs(dst, exist_ok=True)
-    with open(os.path.join(src, "model.safetensors"), "rb") as f:
-        blob = f.read()
-    n = struct.unpack("<Q", blob[:8])[0]
-    header = json.loads(blob[8:8 + n])
-    header.pop("__metadata__", None)
-    data = blob[8 + n:]
+    header, data = read_safetensors(os.path.join(src, "model.safetensors"))
     h, chunks, off = {}, [], 0
     for k in sorted(header):
         b, e = header[k]["data_offsets"]
@@ -116,10 +121,7 @@ def retype(name, dtype):
         h[k] = {"dtype": dtype, "shape": header[k]["shape"], "data_offsets": [off, off + len(c)]}
         chunks.append(c)
         off += len(c)
-    hj = json.dumps(h).encode()
-    hj += b" " * (-len(hj) % 8)
-    with open(os.path.join(dst, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(hj)) + hj + b"".join(chunks))
+    write_safetensors(os.path.join(dst, "model.safetensors"), h, chunks)
     with open(os.path.join(src, "config.json")) as f:
         cfg = json.load(f)
     cfg["dtype"] = dtype.lower().replace("bf16", "bfloat16").replace("f16", "float16")

@@ -33,6 +33,29 @@ static inline const char *check_model_path(const char *file, char *buf, size_t n
 	return NULL;
 }
 
+/* Whole file at path into a malloc'ed buffer, or NULL (counted as a
+ * failure: test data is committed). *size gets its length. */
+static inline void *check_read_file(const char *path, size_t *size)
+{
+	void *buf = NULL;
+	long len;
+	FILE *f = fopen(path, "rb");
+	CHECKF(f != NULL, "cannot open %s (run from the repo root)", path);
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0) {
+		buf = malloc((size_t)len);
+		if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+			free(buf);
+			buf = NULL;
+		}
+		*size = (size_t)len;
+	}
+	fclose(f);
+	CHECKF(buf != NULL, "cannot read %s", path);
+	return buf;
+}
+
 static inline int check_exit(void)
 {
 	printf("%d checks, %d failed\n", check_count, check_failures);

@@ -48,27 +48,8 @@ struct ref_tensor {
 static void *load(const char *file, size_t *size)
 {
 	char path[256];
-	FILE *f;
-	void *buf = NULL;
-	long len;
-
 	snprintf(path, sizeof(path), DATA_DIR "%s", file);
-	f = fopen(path, "rb");
-	CHECKF(f != NULL, "cannot open %s (run from the repo root)", path);
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 &&
-	    fseek(f, 0, SEEK_SET) == 0) {
-		buf = malloc((size_t)len);
-		if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
-			free(buf);
-			buf = NULL;
-		}
-		*size = (size_t)len;
-	}
-	fclose(f);
-	CHECKF(buf != NULL, "cannot read %s", path);
-	return buf;
+	return check_read_file(path, size);
 }
 
 /* Parse tensors.txt ("name count description" lines) into t [MAX_TENSORS];
