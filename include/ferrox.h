@@ -158,7 +158,13 @@ struct fx_context_params {
 	uint32_t n_seq_max; /* sequences alive at once (1) */
 	int32_t kv_layout;  /* enum fx_kv_layout (FX_KV_CONTIGUOUS) */
 	uint32_t block_size;/* paged: tokens per block (16) */
+	int32_t kernels;    /* enum fx_kernels (FX_KERNELS_AUTO) */
 };
+
+/* Which compute kernels a context runs. AUTO picks the fastest set the CPU
+ * supports (AVX2/FMA/F16C on x86-64); PORTABLE forces the scalar C oracle
+ * (slow; for checking the SIMD kernels end to end). */
+enum fx_kernels { FX_KERNELS_AUTO = 0, FX_KERNELS_PORTABLE = 1 };
 
 /* KV cache element types (values are GGML type ids). q8_0 halves f16's
  * memory again at some precision (32-value blocks with an f16 scale). */

@@ -8,9 +8,11 @@
  *
  * A step whose top-2 gap in llama.cpp is below NOISE is not held against
  * us: llama.cpp's own logits move by up to ~1.4 between its f16 and f32 KV
- * caches and ~0.8 between ubatch sizes on these models (measured with
- * scripts/llamacpp-noise.py; docs/BENCHMARKS.md), because 8-bit activation
- * quantization turns last-bit differences into whole quantization steps.
+ * caches and up to 3.1 between ubatch 1 and 512 on these models (measured
+ * with scripts/llamacpp-noise.py; docs/BENCHMARKS.md), because 8-bit
+ * activation quantization turns last-bit differences into whole
+ * quantization steps. Our AVX2 and portable kernels (which differ only in
+ * the order of float additions) are as far apart as that on Gemma 3.
  * The issue's stricter rule (sequences may part only after a gap < 0.01)
  * is reported for every prompt, not asserted.
  */
@@ -24,7 +26,7 @@
 
 #define MAX_IDS 512
 #define NEAR_TIE 0.01f /* the rule, reported */
-#define NOISE 0.5f     /* llama.cpp's own numerical noise, asserted */
+#define NOISE 1.0f     /* llama.cpp's own numerical noise, asserted */
 
 struct ref {
 	char prompt[1024];

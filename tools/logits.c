@@ -174,7 +174,7 @@ int cmd_logits(int argc, char **argv)
 {
 	const char *path = NULL, *ids = NULL, *ids_file = NULL, *out = NULL, *quant = NULL;
 	long long ubatch = 0, threads = 0;
-	bool decode = false, batch = false;
+	bool decode = false, batch = false, portable = false;
 	long long block = 16;
 	int32_t layout = FX_KV_CONTIGUOUS;
 	int32_t type_k = FX_KV_DEFAULT, type_v = FX_KV_DEFAULT;
@@ -199,6 +199,8 @@ int cmd_logits(int argc, char **argv)
 			decode = true;
 		} else if (!strcmp(a, "--batch")) {
 			batch = true;
+		} else if (!strcmp(a, "--portable")) {
+			portable = true;
 		} else if (!strcmp(a, "--kv")) {
 			VAL();
 			if (!strcmp(v, "contiguous")) {
@@ -229,7 +231,8 @@ int cmd_logits(int argc, char **argv)
 			       "  --block-size N         paged block size in tokens (default 16)\n"
 			       "  -t, --threads N        threads (default: one per core)\n"
 			       "  --cache-type-k/-v T    f16, f32 or q8_0 (default: f16 GGUF, f32 HF)\n"
-			       "  --quant TYPE           quantize float weights on load (q8_0, q4_K, ...)\n");
+			       "  --quant TYPE           quantize float weights on load (q8_0, q4_K, ...)\n"
+			       "  --portable             the portable C kernels (the oracle), not AVX2\n");
 			return 0;
 		} else {
 			fprintf(stderr, "error: unknown option '%s'\n", a);
@@ -285,6 +288,7 @@ int cmd_logits(int argc, char **argv)
 	cp.n_threads = (int32_t)threads;
 	cp.type_k = type_k;
 	cp.type_v = type_v;
+	cp.kernels = portable ? FX_KERNELS_PORTABLE : FX_KERNELS_AUTO;
 	if (fx_context_create(m, &cp, &ctx, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;

@@ -22,6 +22,7 @@ struct fx_pool {
 	bool stop;
 	fx_pool_fn fn;
 	void *arg;
+	int kernels; /* kernel set the pool's callers use (kernels/dot.h) */
 };
 
 struct worker_arg {
@@ -111,6 +112,16 @@ void fx_pool_free(struct fx_pool *p)
 int fx_pool_n_threads(const struct fx_pool *p)
 {
 	return p->n;
+}
+
+void fx_pool_set_kernels(struct fx_pool *p, int kernels)
+{
+	p->kernels = kernels;
+}
+
+int fx_pool_kernels(const struct fx_pool *p)
+{
+	return p->kernels;
 }
 
 void fx_pool_run(struct fx_pool *p, fx_pool_fn fn, void *arg)

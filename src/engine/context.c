@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/threadpool.h"
 #include "engine/context.h"
+#include "kernels/dot.h"
 #include "kv/kv.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -171,6 +172,7 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 		rc = fx_fail(err, rc, "cannot start %d threads", p->n_threads);
 		goto fail;
 	}
+	fx_pool_set_kernels(c->pool, p->kernels == FX_KERNELS_PORTABLE ? KERN_PORTABLE : kern_isa_best());
 	if (c->layout == FX_KV_PAGED && (rc = paged_init(c, p->block_size))) {
 		rc = fx_fail(err, rc, "no memory for a KV pool of %u tokens (try a smaller -c)", n_ctx);
 		goto fail;

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/dot.h"
 #include "quant/quant.h"
 
 static size_t act_row_bytes(const struct wmat *w)
@@ -25,11 +26,13 @@ struct matmul_args {
 	size_t act_bytes;
 	int64_t n_tok;
 	float *y;
-	fx_vec_dot_fn dot;
+	fx_vec_dot_fn dot; /* portable: one row pair per call */
+	kern_dot_fn kern;  /* ISA kernel (one weight row, up to KERN_NT_MAX tokens), or NULL */
 };
 
 /* Tokens are taken in blocks so a block's activations stay in cache while
- * this thread's weight rows stream past once per block. */
+ * this thread's weight rows stream past once per block; within a block an
+ * ISA kernel unpacks each weight block once for KERN_NT_MAX tokens. */
 enum { TOK_BLOCK = 32 };
 
 static void matmul_worker(void *arg, int ith, int nth)
@@ -42,6 +45,14 @@ static void matmul_worker(void *arg, int ith, int nth)
 		int64_t t1 = t0 + TOK_BLOCK < a->n_tok ? t0 + TOK_BLOCK : a->n_tok;
 		for (long r = r0; r < r1; r++) {
 			const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+			if (a->kern) {
+				for (int64_t t = t0; t < t1; t += KERN_NT_MAX) {
+					int nt = t1 - t < KERN_NT_MAX ? (int)(t1 - t) : KERN_NT_MAX;
+					a->kern(w->n_in, wr, (const uint8_t *)a->xq + (size_t)t * a->act_bytes,
+						a->act_bytes, nt, &a->y[t * w->n_out + r], (size_t)w->n_out);
+				}
+				continue;
+			}
 			for (int64_t t = t0; t < t1; t++)
 				a->dot(w->n_in, &a->y[t * w->n_out + r], wr,
 				       (const uint8_t *)a->xq + (size_t)t * a->act_bytes);
@@ -71,7 +82,8 @@ void op_matmul(struct fx_pool *pool, const struct wmat *w, const float *x, int64
 {
 	const struct fx_type_traits *tt = fx_type_get(w->type);
 	const struct fx_type_traits *vt = fx_type_get(tt->vec_dot_type);
-	struct matmul_args a = { .w = w, .n_tok = n_tok, .y = y, .dot = tt->vec_dot };
+	struct matmul_args a = { .w = w, .n_tok = n_tok, .y = y, .dot = tt->vec_dot,
+				 .kern = kern_dot_get(w->type, (enum kern_isa)fx_pool_kernels(pool)) };
 	if (tt->vec_dot_type == FX_TYPE_F32) {
 		a.xq = x;
 		a.act_bytes = (size_t)w->n_in * sizeof(float);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/dot.h"
 #include "model/forward.h"
 #include "quant/quant.h"
 
@@ -15,6 +16,7 @@ struct attn_args {
 	int il;
 	struct fwd_scratch *s;
 	const struct kv_view *kv;   /* [n]: each row's backing */
+	enum kern_isa isa;
 	const int32_t *pos;
 	int32_t n;
 };
@@ -85,7 +87,6 @@ static void attend_one(const struct attn_args *a, int ith, int32_t t, int hh)
 	float *vrow = s->vrow + (size_t)ith * hp->head_dim_v;
 	const struct kv_view *kv = &a->kv[t];
 	const struct fx_type_traits *kt = fx_type_get(kv_k_type(kv));
-	const struct fx_type_traits *vt = fx_type_get(kv_v_type(kv));
 	size_t k_off = fx_row_size(kv_k_type(kv), (int64_t)g * hp->head_dim);
 	size_t v_off = fx_row_size(kv_v_type(kv), (int64_t)g * hp->head_dim_v);
 	const void *qd = q;
@@ -102,7 +103,7 @@ static void attend_one(const struct attn_args *a, int ith, int32_t t, int hh)
 	for (int32_t j = 0; j < nk; j++) {
 		const uint8_t *k = (const uint8_t *)kv_k_row(kv, a->il, lo + j) + k_off;
 		float d;
-		kt->vec_dot(hp->head_dim, &d, k, qd);
+		kern_vec_dot(a->isa, kv_k_type(kv), hp->head_dim, &d, k, qd);
 		d *= hp->attn_scale;
 		if (hp->attn_softcap > 0)
 			d = hp->attn_softcap * tanhf(d / hp->attn_softcap);
@@ -117,9 +118,7 @@ static void attend_one(const struct attn_args *a, int ith, int32_t t, int hh)
 	for (int32_t j = 0; j < nk; j++) {
 		const uint8_t *v = (const uint8_t *)kv_v_row(kv, a->il, lo + j) + v_off;
 		float w = round_w ? fx_fp16_to_fp32(fx_fp32_to_fp16(scores[j])) : scores[j];
-		vt->to_float(v, vrow, hp->head_dim_v);
-		for (int i = 0; i < hp->head_dim_v; i++)
-			out[i] += w * vrow[i];
+		kern_axpy(a->isa, kv_v_type(kv), hp->head_dim_v, w, v, out, vrow);
 	}
 }
 
@@ -201,7 +200,8 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 		fx_type_get(kv_k_type(&kv[t]))->from_float(s->k + t * kw, kv_k_row(&kv[t], il, pos[t]), kw);
 		fx_type_get(kv_v_type(&kv[t]))->from_float(s->v + t * vw, kv_v_row(&kv[t], il, pos[t]), vw);
 	}
-	struct attn_args a = { .m = m, .il = il, .s = s, .kv = kv, .pos = pos, .n = n };
+	struct attn_args a = { .m = m, .il = il, .s = s, .kv = kv, .pos = pos, .n = n,
+			       .isa = (enum kern_isa)fx_pool_kernels(pool) };
 	fx_pool_run(pool, attend_worker, &a);
 	op_matmul(pool, &L->wo, s->att, n, out, s->qbuf);
 	if (L->bo)

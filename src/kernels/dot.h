@@ -1,0 +1,60 @@
+/* Dot-product kernels of one weight row with several activation rows,
+ * chosen at run time by CPU features.
+ *
+ * The portable C dot products of the type table (quant/quant.h) are the
+ * oracle; an ISA kernel computes the same sums with SIMD instructions in
+ * its own fixed order, which is the order llama.cpp's kernels for that ISA
+ * use (ggml-cpu/arch/x86/quants.c), so results track llama.cpp's. A kernel
+ * called with nt activation rows performs, for every row, exactly the
+ * operations it performs with nt = 1: the weights are unpacked once and
+ * reused, but each (weight row, activation row) sum is bit-identical
+ * whatever nt, the thread count or the batch composition.
+ */
+#ifndef FX_KERNELS_DOT_H
+#define FX_KERNELS_DOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Kernel sets. */
+enum kern_isa {
+	KERN_PORTABLE = 0, /* the type table's scalar C */
+	KERN_AVX2 = 1,     /* x86-64 AVX2 + FMA + F16C */
+};
+
+/* Most activation rows one kernel call takes. */
+#define KERN_NT_MAX 4
+
+/* out[t * out_stride] = dot(w, act + t * act_stride) for t < nt
+ * (1 <= nt <= KERN_NT_MAX). w: one row of n elements of the weight type;
+ * act: rows of the type's vec_dot_type (q8_0/q8_1/q8_K blocks or
+ * f32/f16/bf16), act_stride bytes apart. n is a multiple of the block
+ * size. */
+typedef void (*kern_dot_fn)(int64_t n, const void *w, const void *act, size_t act_stride,
+			    int nt, float *out, size_t out_stride);
+
+/* The best kernel set this CPU runs (KERN_AVX2 when it has AVX2, FMA and
+ * F16C; KERN_PORTABLE otherwise or on other architectures). */
+enum kern_isa kern_isa_best(void);
+
+/* The kernel of set isa for weight type t, or NULL when that set has none
+ * for t (callers then use the type table's vec_dot) or the CPU cannot run
+ * it. */
+kern_dot_fn kern_dot_get(int t, enum kern_isa isa);
+
+/* Single-row form for callers that want one sum: *s = dot(x, y) over n
+ * with isa's kernel for t, falling back to the type table's vec_dot. */
+void kern_vec_dot(enum kern_isa isa, int t, int64_t n, float *s, const void *x, const void *y);
+
+/* out[i] += w * v[i] for i < n, v a row of type t (f32 or f16; other
+ * types are converted through tmp[n]). Used for attention's weighted sum
+ * of V rows. */
+void kern_axpy(enum kern_isa isa, int t, int64_t n, float w, const void *v, float *out, float *tmp);
+
+#if defined(__x86_64__)
+kern_dot_fn kern_dot_get_avx2(int t);
+void kern_axpy_avx2_f32(int64_t n, float w, const float *v, float *out);
+void kern_axpy_avx2_f16(int64_t n, float w, const uint16_t *v, float *out);
+#endif
+
+#endif

@@ -1,0 +1,495 @@
+/* AVX2/FMA/F16C dot-product kernels: one weight row against NT activation
+ * rows (see kernels/dot.h). Built with -mavx2 -mfma -mf16c whatever the
+ * build's -march; kern_dot_get() hands them out only when the CPU has
+ * those features.
+ *
+ * Each block's float work per (weight row, activation row) follows
+ * llama.cpp's AVX2 vec_dot for the type (ggml-cpu/arch/x86/quants.c):
+ * integer sums of the block with maddubs/madd, one FMA into an 8-lane f32
+ * accumulator per block, and the same horizontal sum at the end. Integer
+ * sums are exact, so only those float steps fix the result; they are the
+ * same for every NT because body functions are instantiated with NT a
+ * compile-time constant and loop over rows with per-row accumulators.
+ */
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/dot.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+ALWAYS_INLINE float h2f(fx_half h)
+{
+	return _cvtsh_ss(h);
+}
+
+/* Sum of 8 lanes in llama.cpp's order (hsum_float_8). */
+ALWAYS_INLINE float hsum8(__m256 x)
+{
+	__m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+	r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+	r = _mm_add_ss(r, _mm_movehdup_ps(r));
+	return _mm_cvtss_f32(r);
+}
+
+/* u8 x s8 products summed in pairs, then in fours, as 8 f32 lanes. */
+ALWAYS_INLINE __m256 mul_sum_us8(__m256i ax, __m256i sy)
+{
+	__m256i dot = _mm256_maddubs_epi16(ax, sy);
+	return _mm256_cvtepi32_ps(_mm256_madd_epi16(dot, _mm256_set1_epi16(1)));
+}
+
+/* 32 nibbles of 16 bytes: low nibbles to bytes 0..15, high to 16..31. */
+ALWAYS_INLINE __m256i nibbles32(const uint8_t *p)
+{
+	__m128i t = _mm_loadu_si128((const __m128i *)p);
+	__m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+	return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* Byte j = 0xFF where bit j of the 32-bit little-endian word is set. */
+ALWAYS_INLINE __m256i bits32(const uint8_t *p)
+{
+	uint32_t x;
+	memcpy(&x, p, sizeof(x));
+	const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+					       0x0101010101010101, 0x0000000000000000);
+	__m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
+	b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+	return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
+}
+
+#define ACT(t, T) ((const T *)((const uint8_t *)act + (size_t)(t) * act_stride))
+
+/* Instantiate body for NT = 1..4 behind one dispatcher. */
+#define KERNEL(name, body)                                                              \
+	static void name##_1(int64_t n, const void *w, const void *act, size_t as,          \
+			     float *out, size_t os) { body(n, w, act, as, out, os, 1); }         \
+	static void name##_2(int64_t n, const void *w, const void *act, size_t as,          \
+			     float *out, size_t os) { body(n, w, act, as, out, os, 2); }         \
+	static void name##_3(int64_t n, const void *w, const void *act, size_t as,          \
+			     float *out, size_t os) { body(n, w, act, as, out, os, 3); }         \
+	static void name##_4(int64_t n, const void *w, const void *act, size_t as,          \
+			     float *out, size_t os) { body(n, w, act, as, out, os, 4); }         \
+	static void name(int64_t n, const void *w, const void *act, size_t as, int nt,      \
+			 float *out, size_t os)                                               \
+	{                                                                                   \
+		switch (nt) {                                                               \
+		case 1: name##_1(n, w, act, as, out, os); break;                            \
+		case 2: name##_2(n, w, act, as, out, os); break;                            \
+		case 3: name##_3(n, w, act, as, out, os); break;                            \
+		default: name##_4(n, w, act, as, out, os); break;                           \
+		}                                                                           \
+	}
+
+/* ---- q8_0 / q4_0 / q5_0 x q8_0: signed weights, sign trick ------------- */
+
+/* Signed 8-bit weights qx against block ib of every activation row. */
+ALWAYS_INLINE void q8_blocks(__m256 *acc, __m256i qx, float dx, const void *act,
+			     size_t act_stride, int64_t ib, const int NT)
+{
+	__m256i ax = _mm256_sign_epi8(qx, qx);
+	for (int t = 0; t < NT; t++) {
+		const struct block_q8_0 *y = ACT(t, struct block_q8_0) + ib;
+		__m256 d = _mm256_set1_ps(dx * h2f(y->d));
+		__m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y->qs), qx);
+		acc[t] = _mm256_fmadd_ps(d, mul_sum_us8(ax, sy), acc[t]);
+	}
+}
+
+ALWAYS_INLINE void store_hsum(const __m256 *acc, float *out, size_t os, const int NT)
+{
+	for (int t = 0; t < NT; t++)
+		out[(size_t)t * os] = hsum8(acc[t]);
+}
+
+ALWAYS_INLINE void body_q8_0(int64_t n, const void *vw, const void *act, size_t act_stride,
+			     float *out, size_t os, const int NT)
+{
+	const struct block_q8_0 *x = vw;
+	__m256 acc[KERN_NT_MAX];
+	for (int t = 0; t < NT; t++)
+		acc[t] = _mm256_setzero_ps();
+	for (int64_t ib = 0; ib < n / QK8_0; ib++) {
+		__m256i qx = _mm256_loadu_si256((const __m256i *)x[ib].qs);
+		q8_blocks(acc, qx, h2f(x[ib].d), act, act_stride, ib, NT);
+	}
+	store_hsum(acc, out, os, NT);
+}
+KERNEL(dot_q8_0, body_q8_0)
+
+ALWAYS_INLINE void body_q4_0(int64_t n, const void *vw, const void *act, size_t act_stride,
+			     float *out, size_t os, const int NT)
+{
+	const struct block_q4_0 *x = vw;
+	__m256 acc[KERN_NT_MAX];
+	for (int t = 0; t < NT; t++)
+		acc[t] = _mm256_setzero_ps();
+	for (int64_t ib = 0; ib < n / QK4_0; ib++) {
+		__m256i qx = _mm256_sub_epi8(nibbles32(x[ib].qs), _mm256_set1_epi8(8));
+		q8_blocks(acc, qx, h2f(x[ib].d), act, act_stride, ib, NT);
+	}
+	store_hsum(acc, out, os, NT);
+}
+KERNEL(dot_q4_0, body_q4_0)
+
+ALWAYS_INLINE void body_q5_0(int64_t n, const void *vw, const void *act, size_t act_stride,
+			     float *out, size_t os, const int NT)
+{
+	const struct block_q5_0 *x = vw;
+	__m256 acc[KERN_NT_MAX];
+	for (int t = 0; t < NT; t++)
+		acc[t] = _mm256_setzero_ps();
+	for (int64_t ib = 0; ib < n / QK5_0; ib++) {
+		/* (q | hbit << 4) - 16: bytes whose 5th bit is clear get 0xF0. */
+		__m256i hi = _mm256_andnot_si256(bits32(x[ib].qh), _mm256_set1_epi8((char)0xF0));
+		__m256i qx = _mm256_or_si256(nibbles32(x[ib].qs), hi);
+		q8_blocks(acc, qx, h2f(x[ib].d), act, act_stride, ib, NT);
+	}
+	store_hsum(acc, out, os, NT);
+}
+KERNEL(dot_q5_0, body_q5_0)
+
+/* ---- q4_1 x q8_1: unsigned nibbles and a min ---------------------------- */
+
+ALWAYS_INLINE void body_q4_1(int64_t n, const void *vw, const void *act, size_t act_stride,
+			     float *out, size_t os, const int NT)
+{
+	const struct block_q4_1 *x = vw;
+	__m256 acc[KERN_NT_MAX];
+	float summs[KERN_NT_MAX];
+	for (int t = 0; t < NT; t++) {
+		acc[t] = _mm256_setzero_ps();
+		summs[t] = 0;
+	}
+	for (int64_t ib = 0; ib < n / QK4_1; ib++) {
+		float d0 = h2f(x[ib].d), m0 = h2f(x[ib].m);
+		__m256i qx = nibbles32(x[ib].qs);
+		for (int t = 0; t < NT; t++) {
+			const struct block_q8_1 *y = ACT(t, struct block_q8_1) + ib;
+			summs[t] += m0 * h2f(y->s);
+			__m256 d = _mm256_set1_ps(d0 * h2f(y->d));
+			__m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+			acc[t] = _mm256_fmadd_ps(d, mul_sum_us8(qx, qy), acc[t]);
+		}
+	}
+	for (int t = 0; t < NT; t++)
+		out[(size_t)t * os] = hsum8(acc[t]) + summs[t];
+}
+KERNEL(dot_q4_1, body_q4_1)
+
+/* ---- k-quants x q8_K ------------------------------------------------------ */
+
+/* The 8 6-bit scales and 8 6-bit mins of a q4_K/q5_K block as 16 int16:
+ * lanes 0..7 scales, 8..15 mins (get_scale_min_k4 unpacked at once). */
+ALWAYS_INLINE __m256i k4_scales_mins(const uint8_t *scales)
+{
+	uint32_t u[4];
+	memcpy(u, scales, 12);
+	u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+	uint32_t aux = u[1] & 0x3f3f3f3f;
+	u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+	u[2] = aux;
+	u[0] &= 0x3f3f3f3f;
+	return _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
+}
+
+/* Broadcast int16 lane i of each 128-bit half to the whole half. */
+ALWAYS_INLINE __m256i bcast16(__m256i v, int i)
+{
+	return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(((2 * i + 1) << 8) | (2 * i))));
+}
+
+/* The mins term of one q4_K/q5_K block for one q8_K row:
+ * acc_m += -d_y * dmin * sum_sub min[sub] * sum(y over sub). */
+ALWAYS_INLINE __m128 k4_mins(__m128 acc_m, __m256i ms, const struct block_q8_K *y, float dmin)
+{
+	__m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+	__m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+	__m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), q8s);
+	return _mm_fmadd_ps(_mm_set1_ps(-y->d * dmin), _mm_cvtepi32_ps(prod), acc_m);
+}
+
+ALWAYS_INLINE void store_k4(const __m256 *acc, __m128 *acc_m, float *out, size_t os, const int NT)
+{
+	for (int t = 0; t < NT; t++) {
+		__m128 m = acc_m[t];
+		m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+		m = _mm_add_ss(m, _mm_movehdup_ps(m));
+		out[(size_t)t * os] = hsum8(acc[t]) + _mm_cvtss_f32(m);
+	}
+}
+
+ALWAYS_INLINE void body_q4_K(int64_t n, const void *vw, const void *act, size_t act_stride,
+			     float *out, size_t os, const int NT)
+{
+	const struct block_q4_K *x = vw;
+	const __m256i m4 = _mm256_set1_epi8(0x0F);
+	__m256 acc[KERN_NT_MAX];
+	__m128 acc_m[KERN_NT_MAX];
+	for (int t = 0; t < NT; t++) {
+		acc[t] = _mm256_setzero_ps();
+		acc_m[t] = _mm_setzero_ps();
+	}
+	for (int64_t ib = 0; ib < n / QK_K; ib++) {
+		float d = h2f(x[ib].d), dmin = h2f(x[ib].dmin);
+		__m256i ms = k4_scales_mins(x[ib].scales);
+		__m128i sc128 = _mm256_castsi256_si128(ms);
+		__m256i scales = _mm256_set_m128i(sc128, sc128);
+		__m256i sumi[KERN_NT_MAX];
+		for (int t = 0; t < NT; t++) {
+			acc_m[t] = k4_mins(acc_m[t], ms, ACT(t, struct block_q8_K) + ib, dmin);
+			sumi[t] = _mm256_setzero_si256();
+		}
+		for (int j = 0; j < QK_K / 64; j++) {
+			__m256i scale_l = bcast16(scales, 2 * j), scale_h = bcast16(scales, 2 * j + 1);
+			__m256i q4bits = _mm256_loadu_si256((const __m256i *)(x[ib].qs + 32 * j));
+			__m256i q4l = _mm256_and_si256(q4bits, m4);
+			__m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+			for (int t = 0; t < NT; t++) {
+				const int8_t *q8 = (ACT(t, struct block_q8_K) + ib)->qs + 64 * j;
+				__m256i pl = _mm256_maddubs_epi16(q4l, _mm256_loadu_si256((const __m256i *)q8));
+				__m256i ph = _mm256_maddubs_epi16(q4h, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
+				pl = _mm256_madd_epi16(scale_l, pl);
+				ph = _mm256_madd_epi16(scale_h, ph);
+				sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
+			}
+		}
+		for (int t = 0; t < NT; t++) {
+			__m256 vd = _mm256_set1_ps((ACT(t, struct block_q8_K) + ib)->d * d);
+			acc[t] = _mm256_fmadd_ps(vd, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+		}
+	}
+	store_k4(acc, acc_m, out, os, NT);
+}
+KERNEL(dot_q4_K, body_q4_K)
+
+ALWAYS_INLINE void body_q5_K(int64_t n, const void *vw, const void *act, size_t act_stride,
+			     float *out, size_t os, const int NT)
+{
+	const struct block_q5_K *x = vw;
+	const __m256i m4 = _mm256_set1_epi8(0x0F);
+	__m256 acc[KERN_NT_MAX];
+	__m128 acc_m[KERN_NT_MAX];
+	for (int t = 0; t < NT; t++) {
+		acc[t] = _mm256_setzero_ps();
+		acc_m[t] = _mm_setzero_ps();
+	}
+	for (int64_t ib = 0; ib < n / QK_K; ib++) {
+		float d = h2f(x[ib].d), dmin = h2f(x[ib].dmin);
+		__m256i ms = k4_scales_mins(x[ib].scales);
+		__m128i sc128 = _mm256_castsi256_si128(ms);
+		__m256i scales = _mm256_set_m128i(sc128, sc128);
+		__m256i sumi[KERN_NT_MAX];
+		for (int t = 0; t < NT; t++) {
+			acc_m[t] = k4_mins(acc_m[t], ms, ACT(t, struct block_q8_K) + ib, dmin);
+			sumi[t] = _mm256_setzero_si256();
+		}
+		__m256i hbits = _mm256_loadu_si256((const __m256i *)x[ib].qh);
+		for (int j = 0; j < QK_K / 64; j++) {
+			__m256i scale_l = bcast16(scales, 2 * j), scale_h = bcast16(scales, 2 * j + 1);
+			__m256i q5bits = _mm256_loadu_si256((const __m256i *)(x[ib].qs + 32 * j));
+			/* Bit 2j of qh[l] is the 5th bit of element 64j + l, bit
+			 * 2j+1 of element 64j + 32 + l. */
+			__m256i hl = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), _mm256_set1_epi8(1));
+			__m256i hh = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), _mm256_set1_epi8(1));
+			__m256i q5l = _mm256_add_epi8(_mm256_and_si256(q5bits, m4), _mm256_slli_epi16(hl, 4));
+			__m256i q5h = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(q5bits, 4), m4),
+						      _mm256_slli_epi16(hh, 4));
+			for (int t = 0; t < NT; t++) {
+				const int8_t *q8 = (ACT(t, struct block_q8_K) + ib)->qs + 64 * j;
+				__m256i pl = _mm256_maddubs_epi16(q5l, _mm256_loadu_si256((const __m256i *)q8));
+				__m256i ph = _mm256_maddubs_epi16(q5h, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
+				pl = _mm256_madd_epi16(scale_l, pl);
+				ph = _mm256_madd_epi16(scale_h, ph);
+				sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
+			}
+		}
+		for (int t = 0; t < NT; t++) {
+			__m256 vd = _mm256_set1_ps((ACT(t, struct block_q8_K) + ib)->d * d);
+			acc[t] = _mm256_fmadd_ps(vd, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+		}
+	}
+	store_k4(acc, acc_m, out, os, NT);
+}
+KERNEL(dot_q5_K, body_q5_K)
+
+/* Broadcast int8 scales 2i and 2i+1 to 8 int16 lanes each. */
+ALWAYS_INLINE __m256i q6_scale(__m128i scales, int i)
+{
+	__m128i sh = _mm_set_epi64x(0x0101010101010101LL * (2 * i + 1), 0x0101010101010101LL * (2 * i));
+	return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, sh));
+}
+
+ALWAYS_INLINE void body_q6_K(int64_t n, const void *vw, const void *act, size_t act_stride,
+			     float *out, size_t os, const int NT)
+{
+	const struct block_q6_K *x = vw;
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+	const __m256i m32s = _mm256_set1_epi8(32);
+	__m256 acc[KERN_NT_MAX];
+	for (int t = 0; t < NT; t++)
+		acc[t] = _mm256_setzero_ps();
+	for (int64_t ib = 0; ib < n / QK_K; ib++) {
+		float d = h2f(x[ib].d);
+		__m128i scales = _mm_loadu_si128((const __m128i *)x[ib].scales);
+		__m256i sumi[KERN_NT_MAX];
+		for (int t = 0; t < NT; t++)
+			sumi[t] = _mm256_setzero_si256();
+		for (int j = 0; j < QK_K / 128; j++) {
+			__m256i sc[4];
+			for (int k = 0; k < 4; k++)
+				sc[k] = q6_scale(scales, 4 * j + k);
+			__m256i b1 = _mm256_loadu_si256((const __m256i *)(x[ib].ql + 64 * j));
+			__m256i b2 = _mm256_loadu_si256((const __m256i *)(x[ib].ql + 64 * j + 32));
+			__m256i bh = _mm256_loadu_si256((const __m256i *)(x[ib].qh + 32 * j));
+			__m256i q[4];
+			q[0] = _mm256_or_si256(_mm256_and_si256(b1, m4),
+					       _mm256_slli_epi16(_mm256_and_si256(bh, m2), 4));
+			q[1] = _mm256_or_si256(_mm256_and_si256(b2, m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m2), 4));
+			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m2), 4));
+			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m2), 4));
+			for (int t = 0; t < NT; t++) {
+				const int8_t *q8 = (ACT(t, struct block_q8_K) + ib)->qs + 128 * j;
+				__m256i p[4];
+				for (int k = 0; k < 4; k++) {
+					__m256i y = _mm256_loadu_si256((const __m256i *)(q8 + 32 * k));
+					/* (q - 32) * y as q * y - 32 * y: maddubs needs u8 x s8. */
+					p[k] = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], y),
+								_mm256_maddubs_epi16(m32s, y));
+					p[k] = _mm256_madd_epi16(sc[k], p[k]);
+				}
+				sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p[0], p[1]));
+				sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p[2], p[3]));
+			}
+		}
+		for (int t = 0; t < NT; t++) {
+			__m256 vd = _mm256_set1_ps((ACT(t, struct block_q8_K) + ib)->d * d);
+			acc[t] = _mm256_fmadd_ps(vd, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+		}
+	}
+	store_hsum(acc, out, os, NT);
+}
+KERNEL(dot_q6_K, body_q6_K)
+
+/* ---- f32 / f16 / bf16 ------------------------------------------------------
+ * Four 8-lane FMA accumulators over steps of 32 elements, reduced as
+ * ggml's GGML_F32x8_REDUCE ((0+2) + (1+3), then across lanes); the tail
+ * (n % 32) is summed in double as ggml's leftovers. */
+
+ALWAYS_INLINE __m256 ld_f32(const void *p, int64_t i)
+{
+	return _mm256_loadu_ps((const float *)p + i);
+}
+ALWAYS_INLINE __m256 ld_f16(const void *p, int64_t i)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+}
+ALWAYS_INLINE __m256 ld_bf16(const void *p, int64_t i)
+{
+	__m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+	return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+ALWAYS_INLINE float reduce4(__m256 *s)
+{
+	s[0] = _mm256_add_ps(s[0], s[2]);
+	s[1] = _mm256_add_ps(s[1], s[3]);
+	s[0] = _mm256_add_ps(s[0], s[1]);
+	__m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s[0]), _mm256_extractf128_ps(s[0], 1));
+	__m128 t1 = _mm_hadd_ps(t0, t0);
+	return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+#define FLOAT_BODY(name, LD, ELEM, CVT)                                                          \
+	ALWAYS_INLINE void name(int64_t n, const void *w, const void *act, size_t act_stride,   \
+				float *out, size_t os, const int NT)                              \
+	{                                                                                       \
+		__m256 s[KERN_NT_MAX][4];                                                       \
+		for (int t = 0; t < NT; t++)                                                    \
+			for (int k = 0; k < 4; k++)                                             \
+				s[t][k] = _mm256_setzero_ps();                                  \
+		int64_t np = n & ~(int64_t)31;                                                  \
+		for (int64_t i = 0; i < np; i += 32) {                                          \
+			__m256 wx[4];                                                           \
+			for (int k = 0; k < 4; k++)                                             \
+				wx[k] = LD(w, i + 8 * k);                                       \
+			for (int t = 0; t < NT; t++) {                                          \
+				const void *y = ACT(t, uint8_t);                                \
+				for (int k = 0; k < 4; k++)                                     \
+					s[t][k] = _mm256_fmadd_ps(wx[k], LD(y, i + 8 * k), s[t][k]); \
+			}                                                                       \
+		}                                                                               \
+		for (int t = 0; t < NT; t++) {                                                  \
+			const ELEM *y = ACT(t, ELEM);                                           \
+			double tail = 0;                                                        \
+			for (int64_t i = np; i < n; i++)                                        \
+				tail += (double)(CVT(((const ELEM *)w)[i]) * CVT(y[i]));        \
+			out[(size_t)t * os] = (float)((double)reduce4(s[t]) + tail);           \
+		}                                                                               \
+	}
+
+ALWAYS_INLINE float id_f32(float x)
+{
+	return x;
+}
+ALWAYS_INLINE float cvt_bf16(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+FLOAT_BODY(body_f32, ld_f32, float, id_f32)
+FLOAT_BODY(body_f16, ld_f16, uint16_t, h2f)
+FLOAT_BODY(body_bf16, ld_bf16, uint16_t, cvt_bf16)
+KERNEL(dot_f32, body_f32)
+KERNEL(dot_f16, body_f16)
+KERNEL(dot_bf16, body_bf16)
+
+kern_dot_fn kern_dot_get_avx2(int t)
+{
+	switch (t) {
+	case FX_TYPE_F32: return dot_f32;
+	case FX_TYPE_F16: return dot_f16;
+	case FX_TYPE_BF16: return dot_bf16;
+	case FX_TYPE_Q4_0: return dot_q4_0;
+	case FX_TYPE_Q4_1: return dot_q4_1;
+	case FX_TYPE_Q5_0: return dot_q5_0;
+	case FX_TYPE_Q8_0: return dot_q8_0;
+	case FX_TYPE_Q4_K: return dot_q4_K;
+	case FX_TYPE_Q5_K: return dot_q5_K;
+	case FX_TYPE_Q6_K: return dot_q6_K;
+	default: return NULL;
+	}
+}
+
+void kern_axpy_avx2_f32(int64_t n, float w, const float *v, float *out)
+{
+	__m256 vw = _mm256_set1_ps(w);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, _mm256_fmadd_ps(vw, _mm256_loadu_ps(v + i), _mm256_loadu_ps(out + i)));
+	for (; i < n; i++)
+		out[i] += w * v[i];
+}
+
+void kern_axpy_avx2_f16(int64_t n, float w, const uint16_t *v, float *out)
+{
+	__m256 vw = _mm256_set1_ps(w);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, _mm256_fmadd_ps(vw, ld_f16(v, i), _mm256_loadu_ps(out + i)));
+	for (; i < n; i++)
+		out[i] += w * h2f(v[i]);
+}
+
+#endif /* __x86_64__ */

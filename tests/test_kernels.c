@@ -1,0 +1,134 @@
+/* ISA kernels (src/kernels/dot_*.c) against the portable oracle.
+ *
+ * For every weight type with a SIMD kernel, on random rows of several
+ * block counts:
+ * - the kernel's sum equals the type table's portable vec_dot to 2e-6 of
+ *   the sum of |terms| (they differ only in the order of float additions);
+ * - with nt = 1..KERN_NT_MAX activation rows at once, every row's result is
+ *   bit-identical to the same row alone (batch invariance);
+ * - attention's axpy matches the scalar form.
+ * On an x86-64 CPU with AVX2/FMA/F16C the AVX2 set must be selected and
+ * present for every listed type: the test fails, never skips, there.
+ */
+#include "check.h"
+#include "kernels/dot.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1DULL;
+}
+
+static float rng_f(uint64_t *s)
+{
+	return (float)((double)(rng_next(s) >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+}
+
+static const int types[] = {
+	FX_TYPE_F32, FX_TYPE_F16, FX_TYPE_BF16, FX_TYPE_Q4_0, FX_TYPE_Q4_1, FX_TYPE_Q5_0,
+	FX_TYPE_Q8_0, FX_TYPE_Q4_K, FX_TYPE_Q5_K, FX_TYPE_Q6_K,
+};
+
+/* One type at n elements: weights and KERN_NT_MAX activation rows. */
+static void check_type(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
+{
+	const struct fx_type_traits *tt = fx_type_get(type);
+	const struct fx_type_traits *vt = fx_type_get(tt->vec_dot_type);
+	kern_dot_fn k = kern_dot_get(type, isa);
+	CHECKF(k != NULL, "%s: no kernel", tt->name);
+	if (!k)
+		return;
+	size_t wb = fx_row_size(type, n), ab = fx_row_size(tt->vec_dot_type, n);
+	float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
+	float *wd = malloc((size_t)n * sizeof(float)), *ad = malloc((size_t)n * sizeof(float));
+	uint8_t *w = malloc(wb), *a = malloc(ab * KERN_NT_MAX);
+	for (int64_t i = 0; i < n; i++)
+		wf[i] = rng_f(rng) * (i % 7 == 0 ? 4.0f : 1.0f); /* uneven blocks */
+	tt->from_float(wf, w, n);
+	tt->to_float(w, wd, n);
+	float alone[KERN_NT_MAX];
+	for (int t = 0; t < KERN_NT_MAX; t++) {
+		for (int64_t i = 0; i < n; i++)
+			af[i] = rng_f(rng) * (t + 1);
+		vt->from_float(af, a + (size_t)t * ab, n);
+		vt->to_float(a + (size_t)t * ab, ad, n);
+		double mag = 0;
+		for (int64_t i = 0; i < n; i++)
+			mag += fabs((double)wd[i] * ad[i]);
+		float ref;
+		tt->vec_dot(n, &ref, w, a + (size_t)t * ab);
+		k(n, w, a + (size_t)t * ab, ab, 1, &alone[t], 1);
+		CHECKF(fabs((double)alone[t] - ref) <= 2e-6 * mag + 1e-30,
+		       "%s n=%lld row %d: kernel %.9g vs portable %.9g (|terms| %.3g)", tt->name,
+		       (long long)n, t, alone[t], ref, mag);
+	}
+	for (int nt = 1; nt <= KERN_NT_MAX; nt++) {
+		for (int t0 = 0; t0 + nt <= KERN_NT_MAX; t0++) {
+			float out[2 * KERN_NT_MAX];
+			k(n, w, a + (size_t)t0 * ab, ab, nt, out, 2);
+			for (int t = 0; t < nt; t++)
+				CHECKF(memcmp(&out[2 * t], &alone[t0 + t], sizeof(float)) == 0,
+				       "%s n=%lld nt=%d row %d: %.9g vs alone %.9g", tt->name,
+				       (long long)n, nt, t0 + t, out[2 * t], alone[t0 + t]);
+		}
+	}
+	free(wf);
+	free(af);
+	free(wd);
+	free(ad);
+	free(w);
+	free(a);
+}
+
+static void check_axpy(enum kern_isa isa, uint64_t *rng)
+{
+	enum { N = 72 };
+	float v32[N], tmp[N], out[N], ref[N];
+	uint16_t v16[N];
+	for (int i = 0; i < N; i++) {
+		v32[i] = rng_f(rng);
+		v16[i] = fx_fp32_to_fp16(v32[i]);
+		out[i] = ref[i] = rng_f(rng);
+	}
+	float w = 0.37f;
+	kern_axpy(isa, FX_TYPE_F32, N, w, v32, out, tmp);
+	for (int i = 0; i < N; i++)
+		CHECK(fabsf(out[i] - (ref[i] + w * v32[i])) <= 1e-6f);
+	for (int i = 0; i < N; i++)
+		out[i] = ref[i];
+	kern_axpy(isa, FX_TYPE_F16, N, w, v16, out, tmp);
+	for (int i = 0; i < N; i++)
+		CHECK(fabsf(out[i] - (ref[i] + w * fx_fp16_to_fp32(v16[i]))) <= 1e-6f);
+}
+
+int main(void)
+{
+	uint64_t rng = 0x9E3779B97F4A7C15ULL;
+	enum kern_isa best = kern_isa_best();
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+	    __builtin_cpu_supports("f16c"))
+		CHECKF(best == KERN_AVX2, "this CPU has AVX2/FMA/F16C but the AVX2 set is not chosen");
+#endif
+	if (best == KERN_PORTABLE) {
+		fprintf(stderr, "note: no ISA kernel set on this CPU; only the portable path runs\n");
+		CHECK(kern_dot_get(FX_TYPE_Q8_0, KERN_PORTABLE) == NULL);
+		return check_exit();
+	}
+	static const int64_t sizes[] = { 256, 512, 2048, 2560 };
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		for (size_t j = 0; j < sizeof(sizes) / sizeof(sizes[0]); j++)
+			check_type(best, types[i], sizes[j] + (fx_type_get(types[i])->blck_size == 1 ? 5 : 0), &rng);
+	check_axpy(best, &rng);
+	printf("kernels: %d checks on kernel set %d\n", check_count, (int)best);
+	return check_exit();
+}
