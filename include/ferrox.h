@@ -72,6 +72,14 @@ int32_t fx_model_n_vocab(const struct fx_model *m);
 bool fx_model_has_vocab(const struct fx_model *m);
 int32_t fx_model_n_ctx_train(const struct fx_model *m);
 const char *fx_model_arch_name(const struct fx_model *m); /* "gemma3", ... */
+/* *total: bytes of every weight tensor the model uses (as loaded: after
+ * --quant, the requantized sizes). *per_token: bytes one decode step reads
+ * from them: every matrix once (MoE layers: n_expert_used of n_expert
+ * experts, pro rata) and one token-embedding row unless the
+ * embedding doubles as the LM head. Over memory bandwidth it bounds decode
+ * speed (the roofline). *n_params: weight elements. */
+void fx_model_weight_bytes(const struct fx_model *m, uint64_t *total, uint64_t *per_token,
+			   uint64_t *n_params);
 
 /* Human-readable report of a GGUF file (architecture, sizes, tensor types
  * with counts, tokenizer kind, chat template present). *report is
@@ -203,6 +211,11 @@ int32_t fx_context_kv_blocks_used(const struct fx_context *ctx);
  * instead of recomputing, with bit-identical results; idle cached blocks
  * are evicted least recently used first. */
 int64_t fx_context_prefix_hits(const struct fx_context *ctx);
+
+/* Bytes the context holds: *kv_bytes in K/V caches (allocated, used or
+ * not), *scratch_bytes in per-step activation buffers and logits. With
+ * fx_model_weight_bytes this is what peak RSS should come to. */
+void fx_context_memory(const struct fx_context *ctx, uint64_t *kv_bytes, uint64_t *scratch_bytes);
 
 /* ---- batches ----
  * Row i appends token[i] to sequence seq[i] at its next position; rows of

@@ -12,6 +12,8 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_batched_bench(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 /* Parse a whole decimal/float argument; false (with a message naming the
  * option) when it is not one. */

@@ -85,6 +85,10 @@ static void usage(FILE *f)
 		"            prompt and generation throughput for parallel sequences\n"
 		"  convert   SRC -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k..q6_k]\n"
 		"            write an HF directory or GGUF file as GGUF\n"
+		"  bench     -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [-o md|json]\n"
+		"            prompt/generation tokens/s (llama-bench's method), RSS, roofline\n"
+		"  perplexity -m MODEL -f TEXT [-c 512] [-b 512] [-t N]\n"
+		"            perplexity over a text file (llama-perplexity's method)\n"
 		"Run `ferrox COMMAND --help` for details.\n");
 }
 
@@ -100,6 +104,8 @@ int main(int argc, char **argv)
 		{ "logits", cmd_logits },
 		{ "batched-bench", cmd_batched_bench },
 		{ "convert", cmd_convert },
+		{ "bench", cmd_bench },
+		{ "perplexity", cmd_perplexity },
 	};
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(argc < 2 ? stderr : stdout);

@@ -598,3 +598,24 @@ void context_set_capture(struct fx_context *c, float *buf)
 {
 	c->s.capture = buf;
 }
+
+void fx_context_memory(const struct fx_context *c, uint64_t *kv_bytes, uint64_t *scratch_bytes)
+{
+	uint64_t kv = 0;
+	if (c->layout == FX_KV_PAGED) {
+		for (int g = 0; g < KV_GROUPS; g++) {
+			const struct kv_pool *p = &c->kvp.pool[g];
+			if (p->k)
+				kv += (uint64_t)p->n_layer * (uint64_t)p->n_blocks * (uint64_t)p->block_size *
+				      (p->k_row + p->v_row);
+		}
+	} else {
+		for (uint32_t i = 0; i < c->n_seq_max; i++) {
+			const struct kv_contig *k = &c->seqs[i].kv;
+			if (k->k)
+				kv += (uint64_t)k->n_layer * (uint64_t)k->n_ctx * (k->k_row + k->v_row);
+		}
+	}
+	*kv_bytes = kv;
+	*scratch_bytes = c->s.bytes + (uint64_t)c->logits_rows * (uint64_t)c->m->hp.n_vocab * sizeof(float);
+}

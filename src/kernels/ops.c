@@ -1,6 +1,7 @@
 #include "kernels/ops.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/dot.h"
@@ -20,14 +21,21 @@ size_t op_matmul_scratch(const struct wmat *w, int64_t n_tok)
 	return act_row_bytes(w) * (size_t)n_tok;
 }
 
+/* Up to MM_MAX matrices sharing one input: their rows are concatenated and
+ * split across threads as one range, so Q/K/V or gate/up cost one
+ * parallel region and one activation conversion. */
+enum { MM_MAX = 4 };
+
 struct matmul_args {
-	const struct wmat *w;
+	const struct wmat *w[MM_MAX];
+	float *y[MM_MAX];
+	int n_w;
+	long n_rows;      /* sum of the matrices' n_out */
 	const void *xq;   /* [n_tok] rows of act_bytes */
 	size_t act_bytes;
 	int64_t n_tok;
-	float *y;
-	fx_vec_dot_fn dot; /* portable: one row pair per call */
-	kern_dot_fn kern;  /* ISA kernel (one weight row, up to KERN_NT_MAX tokens), or NULL */
+	fx_vec_dot_fn dot[MM_MAX]; /* portable: one row pair per call */
+	kern_dot_fn kern[MM_MAX];  /* ISA kernel (one weight row, up to KERN_NT_MAX tokens), or NULL */
 };
 
 /* Tokens are taken in blocks so a block's activations stay in cache while
@@ -35,27 +43,42 @@ struct matmul_args {
  * ISA kernel unpacks each weight block once for KERN_NT_MAX tokens. */
 enum { TOK_BLOCK = 32 };
 
+/* Rows [r0, r1) of matrix i for tokens [t0, t1). */
+static void matmul_rows(const struct matmul_args *a, int i, long r0, long r1, int64_t t0,
+			int64_t t1)
+{
+	const struct wmat *w = a->w[i];
+	float *y = a->y[i];
+	for (long r = r0; r < r1; r++) {
+		const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+		if (a->kern[i]) {
+			for (int64_t t = t0; t < t1; t += KERN_NT_MAX) {
+				int nt = t1 - t < KERN_NT_MAX ? (int)(t1 - t) : KERN_NT_MAX;
+				a->kern[i](w->n_in, wr, (const uint8_t *)a->xq + (size_t)t * a->act_bytes,
+					   a->act_bytes, nt, &y[t * w->n_out + r], (size_t)w->n_out);
+			}
+			continue;
+		}
+		for (int64_t t = t0; t < t1; t++)
+			a->dot[i](w->n_in, &y[t * w->n_out + r], wr,
+				  (const uint8_t *)a->xq + (size_t)t * a->act_bytes);
+	}
+}
+
 static void matmul_worker(void *arg, int ith, int nth)
 {
 	const struct matmul_args *a = arg;
-	const struct wmat *w = a->w;
 	long r0, r1;
-	fx_split((long)w->n_out, ith, nth, &r0, &r1);
+	fx_split(a->n_rows, ith, nth, &r0, &r1);
 	for (int64_t t0 = 0; t0 < a->n_tok; t0 += TOK_BLOCK) {
 		int64_t t1 = t0 + TOK_BLOCK < a->n_tok ? t0 + TOK_BLOCK : a->n_tok;
-		for (long r = r0; r < r1; r++) {
-			const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-			if (a->kern) {
-				for (int64_t t = t0; t < t1; t += KERN_NT_MAX) {
-					int nt = t1 - t < KERN_NT_MAX ? (int)(t1 - t) : KERN_NT_MAX;
-					a->kern(w->n_in, wr, (const uint8_t *)a->xq + (size_t)t * a->act_bytes,
-						a->act_bytes, nt, &a->y[t * w->n_out + r], (size_t)w->n_out);
-				}
-				continue;
-			}
-			for (int64_t t = t0; t < t1; t++)
-				a->dot(w->n_in, &a->y[t * w->n_out + r], wr,
-				       (const uint8_t *)a->xq + (size_t)t * a->act_bytes);
+		long base = 0;
+		for (int i = 0; i < a->n_w; i++) {
+			long n = (long)a->w[i]->n_out;
+			long lo = r0 > base ? r0 - base : 0, hi = r1 - base < n ? r1 - base : n;
+			if (lo < hi)
+				matmul_rows(a, i, lo, hi, t0, t1);
+			base += n;
 		}
 	}
 }
@@ -77,19 +100,35 @@ static void quant_worker(void *arg, int ith, int nth)
 		a->q(a->x + t * a->n_in, (uint8_t *)a->xq + (size_t)t * a->act_bytes, a->n_in);
 }
 
-void op_matmul(struct fx_pool *pool, const struct wmat *w, const float *x, int64_t n_tok,
-	       float *y, void *scratch)
+void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, const float *x,
+		 int64_t n_tok, float *const *y, void *scratch)
 {
-	const struct fx_type_traits *tt = fx_type_get(w->type);
-	const struct fx_type_traits *vt = fx_type_get(tt->vec_dot_type);
-	struct matmul_args a = { .w = w, .n_tok = n_tok, .y = y, .dot = tt->vec_dot,
-				 .kern = kern_dot_get(w->type, (enum kern_isa)fx_pool_kernels(pool)) };
+	const struct fx_type_traits *tt = fx_type_get(w[0]->type);
+	bool shared = n_w <= MM_MAX;
+	for (int i = 1; i < n_w && shared; i++)
+		shared = w[i]->n_in == w[0]->n_in &&
+			 fx_type_get(w[i]->type)->vec_dot_type == tt->vec_dot_type;
+	if (!shared) {
+		for (int i = 0; i < n_w; i++)
+			op_matmul_n(pool, 1, &w[i], x, n_tok, &y[i], scratch);
+		return;
+	}
+	enum kern_isa isa = (enum kern_isa)fx_pool_kernels(pool);
+	struct matmul_args a = { .n_w = n_w, .n_tok = n_tok };
+	for (int i = 0; i < n_w; i++) {
+		a.w[i] = w[i];
+		a.y[i] = y[i];
+		a.n_rows += (long)w[i]->n_out;
+		a.dot[i] = fx_type_get(w[i]->type)->vec_dot;
+		a.kern[i] = kern_dot_get(w[i]->type, isa);
+	}
 	if (tt->vec_dot_type == FX_TYPE_F32) {
 		a.xq = x;
-		a.act_bytes = (size_t)w->n_in * sizeof(float);
+		a.act_bytes = (size_t)w[0]->n_in * sizeof(float);
 	} else {
-		struct quant_args q = { .x = x, .xq = scratch, .n_in = w->n_in, .n_tok = n_tok,
-					.act_bytes = act_row_bytes(w), .q = vt->from_float };
+		struct quant_args q = { .x = x, .xq = scratch, .n_in = w[0]->n_in, .n_tok = n_tok,
+					.act_bytes = act_row_bytes(w[0]),
+					.q = fx_type_get(tt->vec_dot_type)->from_float };
 		if (n_tok > 1)
 			fx_pool_run(pool, quant_worker, &q);
 		else
@@ -98,6 +137,12 @@ void op_matmul(struct fx_pool *pool, const struct wmat *w, const float *x, int64
 		a.act_bytes = q.act_bytes;
 	}
 	fx_pool_run(pool, matmul_worker, &a);
+}
+
+void op_matmul(struct fx_pool *pool, const struct wmat *w, const float *x, int64_t n_tok,
+	       float *y, void *scratch)
+{
+	op_matmul_n(pool, 1, &w, x, n_tok, &y, scratch);
 }
 
 void op_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *out)

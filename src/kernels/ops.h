@@ -31,6 +31,13 @@ size_t op_matmul_scratch(const struct wmat *w, int64_t n_tok);
 void op_matmul(struct fx_pool *pool, const struct wmat *w, const float *x, int64_t n_tok,
 	       float *y, void *scratch);
 
+/* op_matmul for n_w matrices on the same x: y[i] = x W[i]^T, in one
+ * parallel region when they share n_in and activation format (Q/K/V,
+ * gate/up), else one after another. Results are bit-identical to separate
+ * op_matmul calls. scratch: the largest op_matmul_scratch of them. */
+void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, const float *x,
+		 int64_t n_tok, float *const *y, void *scratch);
+
 /* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] over n (RMSNorm, Zhang &
  * Sennrich 2019); w may be NULL (no scale). out may alias x. */
 void op_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *out);

@@ -187,9 +187,9 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 	if (L->wkv_a.data) {
 		mla_project(m, L, pool, s, n, h);
 	} else {
-		op_matmul(pool, &L->wq, h, n, s->q, s->qbuf);
-		op_matmul(pool, &L->wk, h, n, s->k, s->qbuf);
-		op_matmul(pool, &L->wv, h, n, s->v, s->qbuf);
+		const struct wmat *w[] = { &L->wq, &L->wk, &L->wv };
+		float *y[] = { s->q, s->k, s->v };
+		op_matmul_n(pool, 3, w, h, n, y, s->qbuf);
 	}
 	qk_decorate(m, L, s->q, hp->n_head, L->bq, L->q_norm, pos, n);
 	qk_decorate(m, L, s->k, hp->n_head_kv, L->bk, L->k_norm, pos, n);

@@ -14,6 +14,37 @@ static void add_bias(float *x, const float *b, int32_t n, int64_t width)
 			x[(size_t)t * width + i] += b[i];
 }
 
+struct glu_args {
+	int act;           /* enum of the arch row's activation */
+	float lim;         /* gpt-oss clamp */
+	float *gate;       /* [n] in: gate projection; out: act(gate) * up */
+	const float *up;   /* [n] */
+	long n;
+};
+
+/* Elementwise GLU over a slice; each element's value is independent of
+ * the split. */
+static void glu_worker(void *arg, int ith, int nth)
+{
+	const struct glu_args *a = arg;
+	long i0, i1;
+	fx_split(a->n, ith, nth, &i0, &i1);
+	float *g = a->gate;
+	const float *u = a->up;
+	if (a->act == ACT_SWIGLU_OAI) {
+		for (long i = i0; i < i1; i++) {
+			float gg = fminf(g[i], a->lim), uu = fmaxf(fminf(u[i], a->lim), -a->lim);
+			g[i] = gg / (1.0f + expf(-1.702f * gg)) * (uu + 1.0f);
+		}
+	} else if (a->act == ACT_GELU_TANH) {
+		for (long i = i0; i < i1; i++)
+			g[i] = op_gelu_tanh(g[i]) * u[i];
+	} else {
+		for (long i = i0; i < i1; i++)
+			g[i] = op_silu(g[i]) * u[i];
+	}
+}
+
 /* out[n, n_embd] = down(act(gate h) * up h) through scratch gate/up; the
  * biases b[3] (gate, up, down; each may be NULL) are added after each
  * projection. */
@@ -21,26 +52,19 @@ static void glu(const struct fx_model *m, struct fx_pool *pool, struct fwd_scrat
 		const struct wmat *gate, const struct wmat *up, const struct wmat *down,
 		const float *const b[3], int32_t n, const float *h, float *out)
 {
-	size_t nf = (size_t)n * (size_t)gate->n_out;
-	op_matmul(pool, gate, h, n, s->gate, s->qbuf);
-	op_matmul(pool, up, h, n, s->up, s->qbuf);
+	const struct wmat *w[] = { gate, up };
+	float *y[] = { s->gate, s->up };
+	op_matmul_n(pool, 2, w, h, n, y, s->qbuf);
 	if (b && b[0])
 		add_bias(s->gate, b[0], n, gate->n_out);
 	if (b && b[1])
 		add_bias(s->up, b[1], n, up->n_out);
-	if (m->arch->act == ACT_SWIGLU_OAI) {
-		float lim = m->hp.swiglu_limit;
-		for (size_t i = 0; i < nf; i++) {
-			float g = fminf(s->gate[i], lim), u = fmaxf(fminf(s->up[i], lim), -lim);
-			s->gate[i] = g / (1.0f + expf(-1.702f * g)) * (u + 1.0f);
-		}
-	} else if (m->arch->act == ACT_GELU_TANH) {
-		for (size_t i = 0; i < nf; i++)
-			s->gate[i] = op_gelu_tanh(s->gate[i]) * s->up[i];
-	} else {
-		for (size_t i = 0; i < nf; i++)
-			s->gate[i] = op_silu(s->gate[i]) * s->up[i];
-	}
+	struct glu_args ga = { .act = m->arch->act, .lim = m->hp.swiglu_limit, .gate = s->gate,
+			       .up = s->up, .n = (long)n * (long)gate->n_out };
+	if (ga.n >= 4096)
+		fx_pool_run(pool, glu_worker, &ga);
+	else
+		glu_worker(&ga, 0, 1);
 	op_matmul(pool, down, s->gate, n, out, s->qbuf);
 	if (b && b[2])
 		add_bias(out, b[2], n, down->n_out);

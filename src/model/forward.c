@@ -14,6 +14,15 @@ static size_t max_sz(size_t a, size_t b)
 	return a > b ? a : b;
 }
 
+/* fx_malloc_array that also counts the bytes into s->bytes. */
+static void *scratch_alloc(struct fwd_scratch *s, size_t n, size_t size)
+{
+	void *p = fx_malloc_array(n, size);
+	if (p)
+		s->bytes += n * size;
+	return p;
+}
+
 int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_max,
 		     int32_t n_ctx, int n_threads)
 {
@@ -37,33 +46,33 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 			qb = max_sz(qb, op_matmul_scratch(&L->exp[x], 1));
 	}
 	qb = max_sz(qb, op_matmul_scratch(&m->output, n_max));
-	s->x = fx_malloc_array(n * hp->n_embd, sizeof(float));
-	s->h = fx_malloc_array(n * hp->n_embd, sizeof(float));
-	s->o = fx_malloc_array(n * hp->n_embd, sizeof(float));
-	s->q = fx_malloc_array(n * qw, sizeof(float));
-	s->att = fx_malloc_array(n * aw, sizeof(float));
-	s->k = fx_malloc_array(n * kw, sizeof(float));
-	s->v = fx_malloc_array(n * vw, sizeof(float));
+	s->x = scratch_alloc(s, n * hp->n_embd, sizeof(float));
+	s->h = scratch_alloc(s, n * hp->n_embd, sizeof(float));
+	s->o = scratch_alloc(s, n * hp->n_embd, sizeof(float));
+	s->q = scratch_alloc(s, n * qw, sizeof(float));
+	s->att = scratch_alloc(s, n * aw, sizeof(float));
+	s->k = scratch_alloc(s, n * kw, sizeof(float));
+	s->v = scratch_alloc(s, n * vw, sizeof(float));
 	size_t ff = max_sz(max_sz((size_t)hp->n_ff, (size_t)hp->n_ff_exp), (size_t)hp->n_ff_shexp);
-	s->gate = fx_malloc_array(n * ff, sizeof(float));
-	s->up = fx_malloc_array(n * ff, sizeof(float));
-	s->router = fx_malloc_array(n * (size_t)(hp->n_expert ? hp->n_expert : 1), sizeof(float));
-	s->exp_out = fx_malloc_array((size_t)hp->n_embd, sizeof(float));
+	s->gate = scratch_alloc(s, n * ff, sizeof(float));
+	s->up = scratch_alloc(s, n * ff, sizeof(float));
+	s->router = scratch_alloc(s, n * (size_t)(hp->n_expert ? hp->n_expert : 1), sizeof(float));
+	s->exp_out = scratch_alloc(s, (size_t)hp->n_embd, sizeof(float));
 	if (hp->kv_lora > 0) {
 		size_t w = (size_t)(hp->q_lora > 0 ? hp->q_lora : 0) + qw + (size_t)hp->kv_lora +
 			   (size_t)hp->n_rot +
 			   (size_t)hp->n_head * (size_t)(hp->head_dim - hp->n_rot + hp->head_dim_v);
-		s->mla = fx_malloc_array(n * w, sizeof(float));
+		s->mla = scratch_alloc(s, n * w, sizeof(float));
 		if (!s->mla || (size_t)hp->kv_lora > aw) {
 			fwd_scratch_fini(s);
 			return FX_E_NOMEM; /* the latent is normed into att: it must fit */
 		}
 	}
-	s->scores = fx_malloc_array((size_t)n_threads * (size_t)n_ctx, sizeof(float));
-	s->qbuf = fx_malloc_array(qb ? qb : 1, 1);
-	s->vrow = fx_malloc_array((size_t)n_threads * hp->head_dim_v, sizeof(float));
+	s->scores = scratch_alloc(s, (size_t)n_threads * (size_t)n_ctx, sizeof(float));
+	s->qbuf = scratch_alloc(s, qb ? qb : 1, 1);
+	s->vrow = scratch_alloc(s, (size_t)n_threads * hp->head_dim_v, sizeof(float));
 	s->qconv_stride = ((size_t)hp->head_dim * sizeof(float) + 63) & ~(size_t)63;
-	s->qconv = fx_malloc_array((size_t)n_threads, s->qconv_stride);
+	s->qconv = scratch_alloc(s, (size_t)n_threads, s->qconv_stride);
 	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
 	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->router || !s->exp_out) {
 		fwd_scratch_fini(s);

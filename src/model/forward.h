@@ -32,6 +32,7 @@ struct fwd_scratch {
 	void *qconv;         /* [n_threads] one Q head in K's dot type */
 	size_t qconv_stride; /* bytes per thread in qconv */
 	void *qbuf;          /* activations quantized for op_matmul */
+	size_t bytes;        /* all of the above together */
 	float *capture;      /* NULL, or [n_layer + 1][n][n_embd] hidden states of the
 			      * last call, HF's convention: embeddings, each layer's
 			      * output, the last one after the final norm (tests) */

@@ -719,3 +719,48 @@ const struct vocab *model_vocab(const struct fx_model *m)
 {
 	return m->vocab;
 }
+
+static uint64_t mat_bytes(const struct wmat *w)
+{
+	return w->data ? (uint64_t)w->n_out * w->row_bytes : 0;
+}
+
+void fx_model_weight_bytes(const struct fx_model *m, uint64_t *total, uint64_t *per_token,
+			   uint64_t *n_params)
+{
+	const struct hparams *hp = &m->hp;
+	uint64_t all = 0, step = 0, np = 0;
+	for (int il = 0; il < hp->n_layer; il++) {
+		const struct layer *L = &m->layers[il];
+		const struct wmat *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate,
+					    &L->ffn_up, &L->ffn_down, &L->router, &L->sh_gate,
+					    &L->sh_up, &L->sh_down, &L->wq_a, &L->wq_b, &L->wkv_a,
+					    &L->wkv_b };
+		for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++) {
+			all += mat_bytes(ws[i]);
+			step += mat_bytes(ws[i]);
+			np += ws[i]->data ? (uint64_t)ws[i]->n_in * (uint64_t)ws[i]->n_out : 0;
+		}
+		uint64_t eb = 0;
+		for (int x = 0; L->exp && x < 3 * hp->n_expert; x++) {
+			eb += mat_bytes(&L->exp[x]);
+			np += (uint64_t)L->exp[x].n_in * (uint64_t)L->exp[x].n_out;
+		}
+		all += eb;
+		if (hp->n_expert > 0)
+			step += eb / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
+	}
+	uint64_t emb = mat_bytes(&m->tok_embd);
+	all += emb;
+	np += (uint64_t)m->tok_embd.n_in * (uint64_t)m->tok_embd.n_out;
+	if (m->output.data == m->tok_embd.data) {
+		step += emb;
+	} else {
+		all += mat_bytes(&m->output);
+		step += mat_bytes(&m->output) + m->tok_embd.row_bytes;
+		np += (uint64_t)m->output.n_in * (uint64_t)m->output.n_out;
+	}
+	*total = all;
+	*per_token = step;
+	*n_params = np;
+}

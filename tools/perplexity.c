@@ -1,0 +1,188 @@
+/* `ferrox perplexity`: perplexity of a text, scored as llama-perplexity
+ * scores it (tools/perplexity/perplexity.cpp, perplexity()):
+ * - the whole file is tokenized once, with BOS when the model adds one;
+ * - it is cut into floor(n_tokens / n_ctx) chunks of n_ctx tokens (at least
+ *   2 chunks are required); each chunk runs from an empty cache, its first
+ *   token replaced by BOS when the model adds one;
+ * - only the second half is scored: logits of positions first = n_ctx/2 ..
+ *   n_ctx-2 predict the next token; nll = -log_softmax, with the max
+ *   logit subtracted in float and the sum of exponentials in double;
+ * - the running perplexity exp(mean nll) is printed after each chunk as
+ *   [i]value, then the final estimate with its standard error.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ferrox.h"
+
+static char *read_text(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "error: cannot open %s\n", path);
+		return NULL;
+	}
+	char *buf = NULL;
+	size_t cap = 0, n = 0, got;
+	do {
+		if (n + 65536 + 1 > cap) {
+			char *nb = realloc(buf, cap = (n + 65536 + 1) * 2);
+			if (!nb) {
+				free(buf);
+				fclose(f);
+				fprintf(stderr, "error: out of memory reading %s\n", path);
+				return NULL;
+			}
+			buf = nb;
+		}
+		got = fread(buf + n, 1, 65536, f);
+		n += got;
+	} while (got > 0);
+	fclose(f);
+	buf[n] = 0;
+	*len = n;
+	return buf;
+}
+
+/* -log p(tok) from one row of logits. */
+static double nll_of(const float *logits, int32_t n_vocab, fx_token tok)
+{
+	float mx = logits[0];
+	for (int32_t i = 1; i < n_vocab; i++)
+		mx = logits[i] > mx ? logits[i] : mx;
+	double sum = 0;
+	for (int32_t i = 0; i < n_vocab; i++)
+		sum += expf(logits[i] - mx);
+	return -((double)(logits[tok] - mx) - log(sum));
+}
+
+int cmd_perplexity(int argc, char **argv)
+{
+	const char *path = NULL, *text_path = NULL;
+	long long n_ctx = 512, n_batch = 512, threads = 0, n_chunks = -1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v;
+#define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
+		if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+			VAL(); path = v;
+		} else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+			VAL(); text_path = v;
+		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+			VAL(); if (!cli_int(a, v, 4, 1 << 20, &n_ctx)) return 2;
+		} else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
+			VAL(); if (!cli_int(a, v, 1, 1 << 20, &n_batch)) return 2;
+		} else if (!strcmp(a, "--chunks")) {
+			VAL(); if (!cli_int(a, v, 1, 1 << 20, &n_chunks)) return 2;
+		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+			VAL(); if (!cli_int(a, v, 0, 256, &threads)) return 2;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			printf("usage: ferrox perplexity -m MODEL -f TEXT [-c 512] [-b 512] [--chunks N] [-t N]\n"
+			       "Perplexity over TEXT in chunks of -c tokens, scoring each chunk's second\n"
+			       "half (llama-perplexity's method and output).\n");
+			return 0;
+		} else {
+			fprintf(stderr, "error: unknown option '%s'\n", a);
+			return 2;
+		}
+#undef VAL
+	}
+	if (!path || !text_path) {
+		fprintf(stderr, "error: -m MODEL and -f TEXT are required (see --help)\n");
+		return 2;
+	}
+	size_t len;
+	char *text = read_text(text_path, &len);
+	if (!text)
+		return 1;
+	struct fx_err err = { 0 };
+	struct fx_model *m = NULL;
+	struct fx_context *ctx = NULL;
+	if (fx_model_load(path, NULL, &m, &err)) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		free(text);
+		return 1;
+	}
+	size_t n_tok = 0;
+	fx_token *tok = cli_tokenize(m, text, true, false, &n_tok);
+	free(text);
+	int rc = 1;
+	bool *want = NULL;
+	fx_seq *seq = NULL;
+	if (!tok)
+		goto out;
+	if (n_tok < (size_t)(2 * n_ctx)) {
+		fprintf(stderr, "error: %s has %zu tokens; at least 2 x -c (%lld) are needed\n",
+			text_path, n_tok, 2 * n_ctx);
+		goto out;
+	}
+	struct fx_context_params cp = fx_context_default_params();
+	cp.n_ctx = (uint32_t)n_ctx;
+	cp.n_ubatch = (uint32_t)(n_batch < n_ctx ? n_batch : n_ctx);
+	cp.n_threads = (int32_t)threads;
+	if (fx_context_create(m, &cp, &ctx, &err)) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		goto out;
+	}
+	long long n_chunk = (long long)(n_tok / (size_t)n_ctx);
+	if (n_chunks > 0 && n_chunks < n_chunk)
+		n_chunk = n_chunks;
+	int32_t n_vocab = fx_model_n_vocab(m);
+	int first = (int)(n_ctx / 2);
+	bool add_bos = fx_add_bos(m);
+	want = calloc((size_t)n_ctx, sizeof(bool));
+	seq = calloc((size_t)n_ctx, sizeof(fx_seq));
+	if (!want || !seq)
+		goto out;
+	fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, scoring the last %d - 1 of each\n",
+		n_tok, n_chunk, n_ctx, (int)n_ctx - first);
+	double nll = 0, nll2 = 0, t0 = cli_now();
+	long long count = 0;
+	for (long long c = 0; c < n_chunk; c++) {
+		fx_token *chunk = tok + c * n_ctx;
+		fx_token org = chunk[0];
+		if (add_bos)
+			chunk[0] = fx_token_bos(m);
+		fx_context_reset(ctx);
+		for (long long j = 0; j < n_ctx; j += n_batch) {
+			int32_t nb = (int32_t)(n_ctx - j < n_batch ? n_ctx - j : n_batch);
+			for (int32_t k = 0; k < nb; k++)
+				want[k] = j + k >= first && j + k < n_ctx - 1;
+			struct fx_batch b = { .n = nb, .seq = seq, .token = chunk + j, .logits = want };
+			if (fx_batch_decode(ctx, &b, NULL)) {
+				fprintf(stderr, "error: %s\n", fx_context_errmsg(ctx));
+				chunk[0] = org;
+				goto out;
+			}
+			for (int32_t k = 0; k < nb; k++) {
+				if (!want[k])
+					continue;
+				double v = nll_of(fx_batch_logits(ctx, k), n_vocab, chunk[j + k + 1]);
+				nll += v;
+				nll2 += v * v;
+				count++;
+			}
+		}
+		chunk[0] = org;
+		if (c == 0)
+			fprintf(stderr, "perplexity: %.2f seconds per pass\n", cli_now() - t0);
+		printf("[%lld]%.4f,", c + 1, exp(nll / (double)count));
+		fflush(stdout);
+	}
+	double mean = nll / (double)count, var = nll2 / (double)count - mean * mean;
+	double ppl = exp(mean);
+	/* Standard error as llama-perplexity: ppl * sqrt(var / (count - 1)). */
+	double se = count > 1 && var > 0 ? ppl * sqrt(var / (double)(count - 1)) : 0;
+	printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, se);
+	fprintf(stderr, "perplexity: %lld tokens scored in %.1f s\n", count, cli_now() - t0);
+	rc = 0;
+out:
+	free(tok);
+	free(want);
+	free(seq);
+	fx_context_free(ctx);
+	fx_model_free(m);
+	return rc;
+}
