@@ -93,12 +93,17 @@ void fx_string_free(char *s);
  * convert_hf_to_gguf.py + llama-quantize. type_name: NULL keeps every
  * tensor's type; otherwise "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1",
  * "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k" or "q6_k" for the weight
- * matrices (vectors stay f32). No tokenizer is written for a directory.
+ * matrices (vectors stay f32), or "q4_k_m": llama-quantize's Q4_K_M mix
+ * (q6_K for output.weight and for attn_v/ffn_down in its use_more_bits
+ * layers, q4_K elsewhere; dense models). No tokenizer is written for a
+ * directory unless vocab_from (may be NULL) names a GGUF file whose
+ * tokenizer.* keys replace the source's.
  * dst is written via "dst.tmp" and a rename: on failure dst is untouched.
  * Errors: FX_E_INVALID (unknown type name: the message lists the valid
  * ones), FX_E_UNSUPPORTED (no quantizer for that type in this build yet),
  * FX_E_IO (unwritable path, disk full), FX_E_FORMAT, FX_E_NOMEM. */
-int fx_convert(const char *src, const char *dst, const char *type_name, struct fx_err *err);
+int fx_convert(const char *src, const char *dst, const char *type_name, const char *vocab_from,
+	       struct fx_err *err);
 
 /* ---- vocabulary ------------------------------------------------------ */
 

@@ -206,8 +206,8 @@ static bool check_fixture(const char *name, const char *dir, const char *tmp)
 		return true;
 	snprintf(f32p, sizeof(f32p), "%s/%s-f32.gguf", tmp, name);
 	snprintf(q8p, sizeof(q8p), "%s/%s-q8_0.gguf", tmp, name);
-	CHECKF(fx_convert(dir, f32p, "f32", &err) == FX_OK, "%s: convert f32: %s", name, err.msg);
-	CHECKF(fx_convert(dir, q8p, "q8_0", &err) == FX_OK, "%s: convert q8_0: %s", name, err.msg);
+	CHECKF(fx_convert(dir, f32p, "f32", NULL, &err) == FX_OK, "%s: convert f32: %s", name, err.msg);
+	CHECKF(fx_convert(dir, q8p, "q8_0", NULL, &err) == FX_OK, "%s: convert q8_0: %s", name, err.msg);
 	struct gguf_file *g = NULL;
 	uint32_t ft = 0, qv = 0;
 	CHECKF(gguf_open(q8p, &g, &err) == FX_OK, "%s: re-open q8_0: %s", name, err.msg);
@@ -285,7 +285,7 @@ static void check_types(const char *tmp)
 			continue;
 		struct fx_err err = { 0 };
 		struct gguf_file *g = NULL;
-		int rc = fx_convert(ROOT "/llama", path, types[i].name, &err);
+		int rc = fx_convert(ROOT "/llama", path, types[i].name, NULL, &err);
 		CHECKF(rc == FX_OK, "%s: %s", types[i].name, err.msg);
 		if (rc || gguf_open(path, &g, &err)) {
 			CHECKF(rc, "%s: re-open: %s", types[i].name, err.msg);
@@ -323,7 +323,7 @@ static void check_real_gguf(const char *tmp)
 	struct fx_err err = { 0 };
 	struct gguf_file *a = NULL, *b = NULL;
 	snprintf(out, sizeof(out), "%s/smollm2.gguf", tmp);
-	CHECKF(fx_convert(src, out, NULL, &err) == FX_OK, "%s", err.msg);
+	CHECKF(fx_convert(src, out, NULL, NULL, &err) == FX_OK, "%s", err.msg);
 	if (gguf_open(src, &a, &err) || gguf_open(out, &b, &err)) {
 		CHECKF(0, "re-open: %s", err.msg);
 		goto out;
@@ -355,7 +355,7 @@ static void check_real_gguf(const char *tmp)
 	CHECK(l0 && l1 && nv == nv2 && !memcmp(l0, l1, (size_t)nv * r.n_prompt * sizeof(float)));
 	free(l1);
 	unlink(out);
-	CHECKF(fx_convert(src, out, "q8_0", &err) == FX_OK, "%s", err.msg);
+	CHECKF(fx_convert(src, out, "q8_0", NULL, &err) == FX_OK, "%s", err.msg);
 	l1 = prompt_logits(out, &r, &nv2, &nov, &err);
 	CHECKF(l1, "q8_0: %s", err.msg);
 	int agree = 0;
@@ -437,22 +437,22 @@ static void check_write_failures(const char *tmp)
 
 	/* Unknown type: the message lists the valid names. */
 	snprintf(dst, sizeof(dst), "%s/x.gguf", tmp);
-	CHECK(fx_convert(dir, dst, "q9_9", &err) == FX_E_INVALID);
+	CHECK(fx_convert(dir, dst, "q9_9", NULL, &err) == FX_E_INVALID);
 	CHECKF(strstr(err.msg, "q9_9") && strstr(err.msg, "q8_0") && strstr(err.msg, "f16"),
 	       "message: %s", err.msg);
 	CHECK(!exists(dst));
 	/* A type without a quantizer in this build (if any) names the ones there are. */
 	const struct fx_type_traits *k6 = fx_type_get(FX_TYPE_Q6_K);
 	if (!k6 || !k6->from_float) {
-		CHECK(fx_convert(dir, dst, "q6_k", &err) == FX_E_UNSUPPORTED);
+		CHECK(fx_convert(dir, dst, "q6_k", NULL, &err) == FX_E_UNSUPPORTED);
 		CHECKF(strstr(err.msg, "quantizer") && strstr(err.msg, "q8_0"), "message: %s", err.msg);
 	}
-	CHECK(fx_convert(ROOT "/no-such-model", dst, "f32", &err) != FX_OK);
+	CHECK(fx_convert(ROOT "/no-such-model", dst, "f32", NULL, &err) != FX_OK);
 	CHECK(!exists(dst));
 
 	/* A directory that does not exist. */
 	snprintf(dst, sizeof(dst), "%s/no/such/dir/x.gguf", tmp);
-	CHECK(fx_convert(dir, dst, "f32", &err) == FX_E_IO);
+	CHECK(fx_convert(dir, dst, "f32", NULL, &err) == FX_E_IO);
 	CHECKF(strstr(err.msg, "x.gguf.tmp") && strstr(err.msg, "No such file"), "message: %s",
 	       err.msg);
 
@@ -460,7 +460,7 @@ static void check_write_failures(const char *tmp)
 	snprintf(dst, sizeof(dst), "%s/adir", tmp);
 	snprintf(tmpf, sizeof(tmpf), "%s.tmp", dst);
 	CHECK(mkdir(dst, 0700) == 0);
-	CHECK(fx_convert(dir, dst, "f32", &err) == FX_E_IO);
+	CHECK(fx_convert(dir, dst, "f32", NULL, &err) == FX_E_IO);
 	CHECKF(strstr(err.msg, "rename"), "message: %s", err.msg);
 	CHECK(!exists(tmpf));
 	rmdir(dst);
@@ -468,7 +468,7 @@ static void check_write_failures(const char *tmp)
 	/* Disk full (a file size limit): the old file stays, no .tmp is left. */
 	snprintf(dst, sizeof(dst), "%s/old.gguf", tmp);
 	snprintf(tmpf, sizeof(tmpf), "%s.tmp", dst);
-	CHECK(fx_convert(dir, dst, "q8_0", &err) == FX_OK);
+	CHECK(fx_convert(dir, dst, "q8_0", NULL, &err) == FX_OK);
 	size_t old = file_size(dst);
 	struct rlimit saved, lim;
 	CHECK(getrlimit(RLIMIT_FSIZE, &saved) == 0);
@@ -476,7 +476,7 @@ static void check_write_failures(const char *tmp)
 	lim.rlim_cur = 64 << 10;
 	void (*h)(int) = signal(SIGXFSZ, SIG_IGN);
 	CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
-	int rc = fx_convert(dir, dst, "f32", &err);
+	int rc = fx_convert(dir, dst, "f32", NULL, &err);
 	setrlimit(RLIMIT_FSIZE, &saved);
 	signal(SIGXFSZ, h);
 	CHECK(rc == FX_E_IO);

@@ -10,26 +10,30 @@
 static void convert_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ferrox convert SRC -o OUT.gguf [--type TYPE]\n"
+		"usage: ferrox convert SRC -o OUT.gguf [--type TYPE] [--vocab-from FILE.gguf]\n"
 		"  SRC        a Hugging Face checkpoint directory (config.json + *.safetensors)\n"
 		"             or a GGUF file\n"
 		"  -o FILE    the GGUF file to write (written as FILE.tmp, then renamed)\n"
 		"  --type T   weight matrices as f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,\n"
-		"             q2_k, q3_k, q4_k, q5_k or q6_k (norms and biases stay f32);\n"
-		"             default: keep each tensor's type\n"
-		"The output carries no tokenizer for a checkpoint directory (tokenizer.json\n"
-		"is not read yet): run it from token ids (ferrox logits).\n");
+		"             q2_k, q3_k, q4_k, q5_k, q6_k, or q4_k_m (llama-quantize's mix);\n"
+		"             norms and biases stay f32; default: keep each tensor's type\n"
+		"  --vocab-from FILE.gguf  copy FILE's tokenizer (tokenizer.* keys) into OUT\n"
+		"Without --vocab-from the output carries no tokenizer for a checkpoint\n"
+		"directory (tokenizer.json is not read yet): run it from token ids.\n");
 }
 
 int cmd_convert(int argc, char **argv)
 {
-	const char *src = NULL, *dst = NULL, *type = NULL;
+	const char *src = NULL, *dst = NULL, *type = NULL, *vocab = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) {
 			if (!(dst = cli_value(argc, argv, &i)))
 				return 2;
 		} else if (!strcmp(argv[i], "--type") || !strcmp(argv[i], "--outtype")) {
 			if (!(type = cli_value(argc, argv, &i)))
+				return 2;
+		} else if (!strcmp(argv[i], "--vocab-from")) {
+			if (!(vocab = cli_value(argc, argv, &i)))
 				return 2;
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			convert_usage(stdout);
@@ -51,7 +55,7 @@ int cmd_convert(int argc, char **argv)
 	}
 	struct fx_err err = { 0 };
 	double t0 = cli_now();
-	if (fx_convert(src, dst, type, &err)) {
+	if (fx_convert(src, dst, type, vocab, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		return 1;
 	}

@@ -72,11 +72,39 @@ static bool fits(int type, int64_t ne0)
 }
 
 /* The type tensor t is written as (see gguf_write's contract). */
-static int target_type(const struct gguf_tensor *t, int out_type, int *type, struct fx_err *err)
+/* llama.cpp's use_more_bits (llama-quant.cpp): the first and last eighth
+ * of the layers and every third one between get more bits in _M mixes. */
+static bool use_more_bits(int i, int n)
 {
-	int want = t->type;
+	return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* Q4_K_M (llama_tensor_get_type for LLAMA_FTYPE_MOSTLY_Q4_K_M, dense
+ * models): output.weight q6_K; attn_v and ffn_down q6_K in use_more_bits
+ * layers; every other matrix q4_K. */
+static int q4_k_m_type(const struct gguf_tensor *t, int n_layer)
+{
+	char name[MAX_NAME + 1];
+	size_t n = t->name.n < MAX_NAME ? t->name.n : MAX_NAME;
+	memcpy(name, t->name.p, n);
+	name[n] = 0;
+	if (!strcmp(name, "output.weight"))
+		return FX_TYPE_Q6_K;
+	int il;
+	char rest[MAX_NAME + 1];
+	if (sscanf(name, "blk.%d.%63s", &il, rest) == 2 &&
+	    (!strcmp(rest, "attn_v.weight") || !strcmp(rest, "ffn_down.weight")) &&
+	    use_more_bits(il, n_layer))
+		return FX_TYPE_Q6_K;
+	return FX_TYPE_Q4_K;
+}
+
+static int target_type(const struct gguf_tensor *t, const struct gguf_write_opts *opt,
+		       int *type, struct fx_err *err)
+{
+	int want = t->type, out_type = opt->out_type;
 	if (out_type >= 0 && is_matrix(t)) {
-		want = out_type;
+		want = opt->q4_k_m ? q4_k_m_type(t, opt->n_layer) : out_type;
 		while (!fits(want, t->ne[0]) && want != FX_TYPE_F16)
 			want = fx_type_fallback(want);
 	} else if (out_type >= 0 && t->n_dims == 1 &&
@@ -201,16 +229,31 @@ static int file_ftype(const struct gguf_file *g, const int *types, int out_type)
 	return ftype_of(best);
 }
 
-static int put_header(struct out *o, const struct gguf_file *g, const int *types, int out_type,
-		      struct fx_err *err)
+static bool is_tokenizer_key(const struct gguf_kv *kv)
 {
-	int ftype = file_ftype(g, types, out_type);
+	static const char pre[] = "tokenizer.";
+	return kv->key.n >= sizeof(pre) - 1 && !memcmp(kv->key.p, pre, sizeof(pre) - 1);
+}
+
+/* Whether g's key i is written: not one this writer sets, and not a
+ * tokenizer key when the vocabulary comes from another file. */
+static bool kept(const struct gguf_file *g, uint64_t i, const struct gguf_write_opts *opt)
+{
+	return !rewritten(&g->kv[i]) && !(opt->vocab && is_tokenizer_key(&g->kv[i]));
+}
+
+static int put_header(struct out *o, const struct gguf_file *g, const int *types,
+		      const struct gguf_write_opts *opt, struct fx_err *err)
+{
+	int ftype = opt->q4_k_m ? 15 /* MOSTLY_Q4_K_M */ : file_ftype(g, types, opt->out_type);
 	bool quantized = false;
 	for (uint64_t i = 0; i < g->n_tensors; i++)
 		quantized |= fx_type_get(types[i])->is_quantized;
 	uint64_t n_kv = (ftype >= 0) + quantized;
 	for (uint64_t i = 0; i < g->n_kv; i++)
-		n_kv += !rewritten(&g->kv[i]);
+		n_kv += kept(g, i, opt);
+	for (uint64_t i = 0; opt->vocab && i < opt->vocab->n_kv; i++)
+		n_kv += is_tokenizer_key(&opt->vocab->kv[i]);
 
 	put(o, "GGUF", 4);
 	put_u32(o, 3);
@@ -218,7 +261,12 @@ static int put_header(struct out *o, const struct gguf_file *g, const int *types
 	put_u64(o, n_kv);
 	for (uint64_t i = 0; i < g->n_kv; i++) {
 		int rc;
-		if (!rewritten(&g->kv[i]) && (rc = put_kv(o, &g->kv[i], err)))
+		if (kept(g, i, opt) && (rc = put_kv(o, &g->kv[i], err)))
+			return rc;
+	}
+	for (uint64_t i = 0; opt->vocab && i < opt->vocab->n_kv; i++) {
+		int rc;
+		if (is_tokenizer_key(&opt->vocab->kv[i]) && (rc = put_kv(o, &opt->vocab->kv[i], err)))
 			return rc;
 	}
 	if (ftype >= 0)
@@ -263,8 +311,8 @@ static void put_data(struct out *o, const struct gguf_tensor *t, int type, float
 }
 
 /* Types of every tensor, and the scratch for converting one row. */
-static int plan(const struct gguf_file *g, int out_type, int *types, float **f32, void **dst,
-		struct fx_err *err)
+static int plan(const struct gguf_file *g, const struct gguf_write_opts *opt, int *types,
+		float **f32, void **dst, struct fx_err *err)
 {
 	int64_t max_ne0 = 1;
 	size_t max_row = 1;
@@ -275,7 +323,7 @@ static int plan(const struct gguf_file *g, int out_type, int *types, float **f32
 			return fx_fail(err, FX_E_INVALID,
 				       "tensor name '%.*s' is longer than llama.cpp's %d bytes",
 				       (int)t->name.n, t->name.p, MAX_NAME);
-		if ((rc = target_type(t, out_type, &types[i], err)))
+		if ((rc = target_type(t, opt, &types[i], err)))
 			return rc;
 		if (types[i] != t->type) {
 			max_ne0 = t->ne[0] > max_ne0 ? t->ne[0] : max_ne0;
@@ -300,6 +348,14 @@ static int io_error(struct fx_err *err, const char *what, const char *path, int 
 
 int gguf_write(const struct gguf_file *g, const char *path, int out_type, struct fx_err *err)
 {
+	struct gguf_write_opts opt = { .out_type = out_type };
+	return gguf_write_opts(g, path, &opt, err);
+}
+
+int gguf_write_opts(const struct gguf_file *g, const char *path, const struct gguf_write_opts *opt,
+		    struct fx_err *err)
+{
+	int out_type = opt->out_type;
 	const struct fx_type_traits *ot = out_type >= 0 ? fx_type_get(out_type) : NULL;
 	float *f32 = NULL;
 	void *dst = NULL;
@@ -319,14 +375,14 @@ int gguf_write(const struct gguf_file *g, const char *path, int out_type, struct
 	}
 	memcpy(tmp, path, n);
 	memcpy(tmp + n, ".tmp", 5);
-	if ((rc = plan(g, out_type, types, &f32, &dst, err)))
+	if ((rc = plan(g, opt, types, &f32, &dst, err)))
 		goto out_free;
 	o.path = tmp;
 	if (!(o.f = fopen(tmp, "wb"))) {
 		rc = io_error(err, "cannot create", tmp, errno);
 		goto out_free;
 	}
-	if ((rc = put_header(&o, g, types, out_type, err)))
+	if ((rc = put_header(&o, g, types, opt, err)))
 		goto out_unlink;
 	for (uint64_t i = 0; i < g->n_tensors && !o.errno_; i++)
 		put_data(&o, &g->tensors[i], types[i], f32, dst);
@@ -399,15 +455,19 @@ static void list_types(char *buf, size_t n, bool only_available)
 	}
 }
 
-int fx_convert(const char *src, const char *dst, const char *type_name, struct fx_err *err)
+int fx_convert(const char *src, const char *dst, const char *type_name, const char *vocab_from,
+	       struct fx_err *err)
 {
-	struct gguf_file *g = NULL;
+	struct gguf_file *g = NULL, *vg = NULL;
 	char names[256];
 	int type = -1, rc;
+	bool q4_k_m = type_name && !strcasecmp(type_name, "q4_k_m");
 
 	if (!src || !dst)
 		return fx_fail(err, FX_E_INVALID, "fx_convert: src and dst are required");
-	if (type_name) {
+	if (q4_k_m) {
+		type = FX_TYPE_Q4_K;
+	} else if (type_name) {
 		type = find_type(type_name);
 		if (type < 0) {
 			list_types(names, sizeof(names), false);
@@ -426,7 +486,35 @@ int fx_convert(const char *src, const char *dst, const char *type_name, struct f
 	bool dir = stat(src, &st) == 0 && S_ISDIR(st.st_mode);
 	if ((rc = dir ? hf_open(src, &g, err) : gguf_open(src, &g, err)))
 		return rc;
-	rc = gguf_write(g, dst, type, err);
+	struct gguf_write_opts opt = { .out_type = type, .q4_k_m = q4_k_m };
+	if (vocab_from) {
+		if ((rc = gguf_open(vocab_from, &vg, err))) {
+			gguf_close(g);
+			return rc;
+		}
+		if (!gguf_find(vg, "tokenizer.ggml.tokens")) {
+			gguf_close(vg);
+			gguf_close(g);
+			return fx_fail(err, FX_E_INVALID, "%s has no tokenizer.ggml.tokens to copy",
+				       vocab_from);
+		}
+		opt.vocab = vg;
+	}
+	if (q4_k_m) {
+		const struct gguf_kv *arch = gguf_find(g, "general.architecture");
+		char key[96];
+		uint32_t nl = 0;
+		if (arch && arch->type == GGUF_T_STRING) {
+			uint64_t n;
+			memcpy(&n, arch->data, sizeof(n));
+			snprintf(key, sizeof(key), "%.*s.block_count", (int)(n < 64 ? n : 64),
+				 (const char *)arch->data + sizeof(n));
+			gguf_get_u32(g, key, &nl);
+		}
+		opt.n_layer = (int)nl;
+	}
+	rc = gguf_write_opts(g, dst, &opt, err);
+	gguf_close(vg);
 	gguf_close(g);
 	return rc;
 }

@@ -39,4 +39,17 @@
  * space left on device"), FX_E_NOMEM. */
 int gguf_write(const struct gguf_file *g, const char *path, int out_type, struct fx_err *err);
 
+/* gguf_write with more choices: q4_k_m picks each matrix's type as
+ * llama.cpp's Q4_K_M mix does (out_type must be q4_K; n_layer is the
+ * model's block count); vocab, when not NULL, replaces g's tokenizer.*
+ * keys with its own (a tokenizer for a checkpoint that has none). */
+struct gguf_write_opts {
+	int out_type;
+	bool q4_k_m;
+	int n_layer;
+	const struct gguf_file *vocab;
+};
+int gguf_write_opts(const struct gguf_file *g, const char *path, const struct gguf_write_opts *opt,
+		    struct fx_err *err);
+
 #endif

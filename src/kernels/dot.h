@@ -23,7 +23,7 @@ enum kern_isa {
 };
 
 /* Most activation rows one kernel call takes. */
-#define KERN_NT_MAX 4
+#define KERN_NT_MAX 8
 
 /* out[t * out_stride] = dot(w, act + t * act_stride) for t < nt
  * (1 <= nt <= KERN_NT_MAX). w: one row of n elements of the weight type;

@@ -65,26 +65,35 @@ ALWAYS_INLINE __m256i bits32(const uint8_t *p)
 
 #define ACT(t, T) ((const T *)((const uint8_t *)act + (size_t)(t) * act_stride))
 
-/* Instantiate body for NT = 1..4 behind one dispatcher. */
+/* Instantiate body for NT = 1..8 behind one dispatcher. Every row's sum
+ * is the same whatever NT (per-row accumulators), so any grouping of the
+ * rows gives the same results. */
 #define KERNEL(name, body)                                                              \
 	static void name##_1(int64_t n, const void *w, const void *act, size_t as,          \
 			     float *out, size_t os) { body(n, w, act, as, out, os, 1); }         \
 	static void name##_2(int64_t n, const void *w, const void *act, size_t as,          \
 			     float *out, size_t os) { body(n, w, act, as, out, os, 2); }         \
-	static void name##_3(int64_t n, const void *w, const void *act, size_t as,          \
-			     float *out, size_t os) { body(n, w, act, as, out, os, 3); }         \
 	static void name##_4(int64_t n, const void *w, const void *act, size_t as,          \
 			     float *out, size_t os) { body(n, w, act, as, out, os, 4); }         \
+	static void name##_8(int64_t n, const void *w, const void *act, size_t as,          \
+			     float *out, size_t os) { body(n, w, act, as, out, os, 8); }         \
 	static void name(int64_t n, const void *w, const void *act, size_t as, int nt,      \
 			 float *out, size_t os)                                               \
 	{                                                                                   \
-		switch (nt) {                                                               \
-		case 1: name##_1(n, w, act, as, out, os); break;                            \
-		case 2: name##_2(n, w, act, as, out, os); break;                            \
-		case 3: name##_3(n, w, act, as, out, os); break;                            \
-		default: name##_4(n, w, act, as, out, os); break;                           \
-		}                                                                           \
+		const uint8_t *a = act;                                                     \
+		for (; nt >= 8 && BODY_NT_MAX >= 8; nt -= 8, a += 8 * as, out += 8 * os)    \
+			name##_8(n, w, a, as, out, os);                                     \
+		for (; nt >= 4; nt -= 4, a += 4 * as, out += 4 * os)                        \
+			name##_4(n, w, a, as, out, os);                                     \
+		for (; nt >= 2; nt -= 2, a += 2 * as, out += 2 * os)                        \
+			name##_2(n, w, a, as, out, os);                                     \
+		if (nt)                                                                     \
+			name##_1(n, w, a, as, out, os);                                     \
 	}
+
+/* Integer kernels take 8 rows per call: their per-row state is one
+ * accumulator (or two) and the weights unpack once for all eight. */
+#define BODY_NT_MAX 8
 
 /* ---- q8_0 / q4_0 / q5_0 x q8_0: signed weights, sign trick ------------- */
 
@@ -111,7 +120,7 @@ ALWAYS_INLINE void body_q8_0(int64_t n, const void *vw, const void *act, size_t 
 			     float *out, size_t os, const int NT)
 {
 	const struct block_q8_0 *x = vw;
-	__m256 acc[KERN_NT_MAX];
+	__m256 acc[8];
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK8_0; ib++) {
@@ -126,7 +135,7 @@ ALWAYS_INLINE void body_q4_0(int64_t n, const void *vw, const void *act, size_t 
 			     float *out, size_t os, const int NT)
 {
 	const struct block_q4_0 *x = vw;
-	__m256 acc[KERN_NT_MAX];
+	__m256 acc[8];
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK4_0; ib++) {
@@ -141,7 +150,7 @@ ALWAYS_INLINE void body_q5_0(int64_t n, const void *vw, const void *act, size_t 
 			     float *out, size_t os, const int NT)
 {
 	const struct block_q5_0 *x = vw;
-	__m256 acc[KERN_NT_MAX];
+	__m256 acc[8];
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK5_0; ib++) {
@@ -160,8 +169,8 @@ ALWAYS_INLINE void body_q4_1(int64_t n, const void *vw, const void *act, size_t 
 			     float *out, size_t os, const int NT)
 {
 	const struct block_q4_1 *x = vw;
-	__m256 acc[KERN_NT_MAX];
-	float summs[KERN_NT_MAX];
+	__m256 acc[8];
+	float summs[8];
 	for (int t = 0; t < NT; t++) {
 		acc[t] = _mm256_setzero_ps();
 		summs[t] = 0;
@@ -204,24 +213,20 @@ ALWAYS_INLINE __m256i bcast16(__m256i v, int i)
 	return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(((2 * i + 1) << 8) | (2 * i))));
 }
 
-/* The mins term of one q4_K/q5_K block for one q8_K row:
- * acc_m += -d_y * dmin * sum_sub min[sub] * sum(y over sub). */
-ALWAYS_INLINE __m128 k4_mins(__m128 acc_m, __m256i ms, const struct block_q8_K *y, float dmin)
+/* One q4_K/q5_K block's contribution for one q8_K row, added to acc:
+ * d_y * d * sumi (8 lanes of scaled integer sums) and, in lanes 0..3,
+ * -d_y * dmin * sum_sub min[sub] * sum(y over sub). Both terms go into the
+ * one accumulator so four rows at once fit the 16 AVX2 registers. */
+ALWAYS_INLINE __m256 k4_block(__m256 acc, __m256i sumi, __m256i ms, const struct block_q8_K *y,
+			      float d, float dmin)
 {
 	__m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
 	__m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
 	__m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), q8s);
-	return _mm_fmadd_ps(_mm_set1_ps(-y->d * dmin), _mm_cvtepi32_ps(prod), acc_m);
-}
-
-ALWAYS_INLINE void store_k4(const __m256 *acc, __m128 *acc_m, float *out, size_t os, const int NT)
-{
-	for (int t = 0; t < NT; t++) {
-		__m128 m = acc_m[t];
-		m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-		m = _mm_add_ss(m, _mm_movehdup_ps(m));
-		out[(size_t)t * os] = hsum8(acc[t]) + _mm_cvtss_f32(m);
-	}
+	__m256 m = _mm256_castps128_ps256(_mm_cvtepi32_ps(prod));
+	m = _mm256_insertf128_ps(m, _mm_setzero_ps(), 1);
+	acc = _mm256_fmadd_ps(_mm256_set1_ps(-y->d * dmin), m, acc);
+	return _mm256_fmadd_ps(_mm256_set1_ps(y->d * d), _mm256_cvtepi32_ps(sumi), acc);
 }
 
 ALWAYS_INLINE void body_q4_K(int64_t n, const void *vw, const void *act, size_t act_stride,
@@ -229,22 +234,17 @@ ALWAYS_INLINE void body_q4_K(int64_t n, const void *vw, const void *act, size_t 
 {
 	const struct block_q4_K *x = vw;
 	const __m256i m4 = _mm256_set1_epi8(0x0F);
-	__m256 acc[KERN_NT_MAX];
-	__m128 acc_m[KERN_NT_MAX];
-	for (int t = 0; t < NT; t++) {
+	__m256 acc[8];
+	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
-		acc_m[t] = _mm_setzero_ps();
-	}
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
 		float d = h2f(x[ib].d), dmin = h2f(x[ib].dmin);
 		__m256i ms = k4_scales_mins(x[ib].scales);
 		__m128i sc128 = _mm256_castsi256_si128(ms);
 		__m256i scales = _mm256_set_m128i(sc128, sc128);
-		__m256i sumi[KERN_NT_MAX];
-		for (int t = 0; t < NT; t++) {
-			acc_m[t] = k4_mins(acc_m[t], ms, ACT(t, struct block_q8_K) + ib, dmin);
+		__m256i sumi[8];
+		for (int t = 0; t < NT; t++)
 			sumi[t] = _mm256_setzero_si256();
-		}
 		for (int j = 0; j < QK_K / 64; j++) {
 			__m256i scale_l = bcast16(scales, 2 * j), scale_h = bcast16(scales, 2 * j + 1);
 			__m256i q4bits = _mm256_loadu_si256((const __m256i *)(x[ib].qs + 32 * j));
@@ -259,12 +259,10 @@ ALWAYS_INLINE void body_q4_K(int64_t n, const void *vw, const void *act, size_t 
 				sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
 			}
 		}
-		for (int t = 0; t < NT; t++) {
-			__m256 vd = _mm256_set1_ps((ACT(t, struct block_q8_K) + ib)->d * d);
-			acc[t] = _mm256_fmadd_ps(vd, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-		}
+		for (int t = 0; t < NT; t++)
+			acc[t] = k4_block(acc[t], sumi[t], ms, ACT(t, struct block_q8_K) + ib, d, dmin);
 	}
-	store_k4(acc, acc_m, out, os, NT);
+	store_hsum(acc, out, os, NT);
 }
 KERNEL(dot_q4_K, body_q4_K)
 
@@ -273,22 +271,17 @@ ALWAYS_INLINE void body_q5_K(int64_t n, const void *vw, const void *act, size_t 
 {
 	const struct block_q5_K *x = vw;
 	const __m256i m4 = _mm256_set1_epi8(0x0F);
-	__m256 acc[KERN_NT_MAX];
-	__m128 acc_m[KERN_NT_MAX];
-	for (int t = 0; t < NT; t++) {
+	__m256 acc[8];
+	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
-		acc_m[t] = _mm_setzero_ps();
-	}
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
 		float d = h2f(x[ib].d), dmin = h2f(x[ib].dmin);
 		__m256i ms = k4_scales_mins(x[ib].scales);
 		__m128i sc128 = _mm256_castsi256_si128(ms);
 		__m256i scales = _mm256_set_m128i(sc128, sc128);
-		__m256i sumi[KERN_NT_MAX];
-		for (int t = 0; t < NT; t++) {
-			acc_m[t] = k4_mins(acc_m[t], ms, ACT(t, struct block_q8_K) + ib, dmin);
+		__m256i sumi[8];
+		for (int t = 0; t < NT; t++)
 			sumi[t] = _mm256_setzero_si256();
-		}
 		__m256i hbits = _mm256_loadu_si256((const __m256i *)x[ib].qh);
 		for (int j = 0; j < QK_K / 64; j++) {
 			__m256i scale_l = bcast16(scales, 2 * j), scale_h = bcast16(scales, 2 * j + 1);
@@ -309,12 +302,10 @@ ALWAYS_INLINE void body_q5_K(int64_t n, const void *vw, const void *act, size_t 
 				sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
 			}
 		}
-		for (int t = 0; t < NT; t++) {
-			__m256 vd = _mm256_set1_ps((ACT(t, struct block_q8_K) + ib)->d * d);
-			acc[t] = _mm256_fmadd_ps(vd, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-		}
+		for (int t = 0; t < NT; t++)
+			acc[t] = k4_block(acc[t], sumi[t], ms, ACT(t, struct block_q8_K) + ib, d, dmin);
 	}
-	store_k4(acc, acc_m, out, os, NT);
+	store_hsum(acc, out, os, NT);
 }
 KERNEL(dot_q5_K, body_q5_K)
 
@@ -331,13 +322,13 @@ ALWAYS_INLINE void body_q6_K(int64_t n, const void *vw, const void *act, size_t 
 	const struct block_q6_K *x = vw;
 	const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
 	const __m256i m32s = _mm256_set1_epi8(32);
-	__m256 acc[KERN_NT_MAX];
+	__m256 acc[8];
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
 		float d = h2f(x[ib].d);
 		__m128i scales = _mm_loadu_si128((const __m128i *)x[ib].scales);
-		__m256i sumi[KERN_NT_MAX];
+		__m256i sumi[8];
 		for (int t = 0; t < NT; t++)
 			sumi[t] = _mm256_setzero_si256();
 		for (int j = 0; j < QK_K / 128; j++) {
@@ -379,6 +370,11 @@ ALWAYS_INLINE void body_q6_K(int64_t n, const void *vw, const void *act, size_t 
 }
 KERNEL(dot_q6_K, body_q6_K)
 
+/* Float kernels keep four accumulators per row: four rows fill the
+ * registers. */
+#undef BODY_NT_MAX
+#define BODY_NT_MAX 4
+
 /* ---- f32 / f16 / bf16 ------------------------------------------------------
  * Four 8-lane FMA accumulators over steps of 32 elements, reduced as
  * ggml's GGML_F32x8_REDUCE ((0+2) + (1+3), then across lanes); the tail
@@ -412,7 +408,7 @@ ALWAYS_INLINE float reduce4(__m256 *s)
 	ALWAYS_INLINE void name(int64_t n, const void *w, const void *act, size_t act_stride,   \
 				float *out, size_t os, const int NT)                              \
 	{                                                                                       \
-		__m256 s[KERN_NT_MAX][4];                                                       \
+		__m256 s[8][4];                                                       \
 		for (int t = 0; t < NT; t++)                                                    \
 			for (int k = 0; k < 4; k++)                                             \
 				s[t][k] = _mm256_setzero_ps();                                  \
