@@ -63,6 +63,8 @@ int cmd_perplexity(int argc, char **argv)
 {
 	const char *path = NULL, *text_path = NULL;
 	long long n_ctx = 512, n_batch = 512, threads = 0, n_chunks = -1;
+	bool portable = false;
+	int32_t type_k = FX_KV_DEFAULT, type_v = FX_KV_DEFAULT;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
@@ -78,10 +80,19 @@ int cmd_perplexity(int argc, char **argv)
 			VAL(); if (!cli_int(a, v, 1, 1 << 20, &n_chunks)) return 2;
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
 			VAL(); if (!cli_int(a, v, 0, 256, &threads)) return 2;
+		} else if (!strcmp(a, "--portable")) {
+			portable = true;
+		} else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "-ctk")) {
+			VAL(); if (!cli_cache_type(a, v, &type_k)) return 2;
+		} else if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) {
+			VAL(); if (!cli_cache_type(a, v, &type_v)) return 2;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox perplexity -m MODEL -f TEXT [-c 512] [-b 512] [--chunks N] [-t N]\n"
 			       "Perplexity over TEXT in chunks of -c tokens, scoring each chunk's second\n"
-			       "half (llama-perplexity's method and output).\n");
+			       "half (llama-perplexity's method and output).\n"
+			       "  --chunks N         score only the first N chunks\n"
+			       "  -ctk/-ctv T        KV cache types (f16 default, f32, q8_0)\n"
+			       "  --portable         the portable C kernels instead of AVX2\n");
 			return 0;
 		} else {
 			fprintf(stderr, "error: unknown option '%s'\n", a);
@@ -122,6 +133,9 @@ int cmd_perplexity(int argc, char **argv)
 	cp.n_ctx = (uint32_t)n_ctx;
 	cp.n_ubatch = (uint32_t)(n_batch < n_ctx ? n_batch : n_ctx);
 	cp.n_threads = (int32_t)threads;
+	cp.type_k = type_k;
+	cp.type_v = type_v;
+	cp.kernels = portable ? FX_KERNELS_PORTABLE : FX_KERNELS_AUTO;
 	if (fx_context_create(m, &cp, &ctx, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;

@@ -53,83 +53,109 @@ static void qk_decorate(const struct fx_model *m, const struct layer *L, float *
 	}
 }
 
-/* Softmax over [x, sink] keeping only x's share: the sink logit takes
- * probability mass but carries no value (gpt-oss; Xiao et al. 2023). */
-static void softmax_with_sink(float *x, int32_t n, float sink)
-{
-	float mx = sink;
-	for (int32_t i = 0; i < n; i++)
-		mx = x[i] > mx ? x[i] : mx;
-	double sum = expf(sink - mx);
-	for (int32_t i = 0; i < n; i++) {
-		x[i] = expf(x[i] - mx);
-		sum += x[i];
-	}
-	float inv = (float)(1.0 / sum);
-	for (int32_t i = 0; i < n; i++)
-		x[i] *= inv;
-}
-
-/* One (token, head) pair: softmax(q·K^T * scale) V over the visible keys.
- * With an f16 cache this follows llama.cpp's (non-flash) CPU path: Q is
- * rounded to f16 for the K dot product, and the attention weights are
- * rounded to f16 before they multiply V; with f32 everything stays f32. */
-static void attend_one(const struct attn_args *a, int ith, int32_t t, int hh)
+/* Query heads [h0, h0 + nh) of token t, which share KV head g, in one
+ * pass over the visible keys with an online softmax (Milakov & Gimelshein
+ * 2018; the FlashAttention recurrence, Dao et al. 2022): each K row is
+ * dotted with the nh queries and each V row added into nh running sums, so
+ * K/V are read once per group and no score row is kept. Per head: m is the
+ * running max, l the running sum of exp(score - m); when a score exceeds m
+ * the sums are rescaled by exp(m_old - m_new). An attention sink (gpt-oss)
+ * joins the denominator at the end without a value (Xiao et al. 2023). A
+ * head's result depends only on its own query and the keys, never on nh,
+ * the thread or the batch. With an f16 cache Q is rounded to f16 for the K
+ * dot product, as llama.cpp does. */
+static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, int nh)
 {
 	const struct fx_model *m = a->m;
 	const struct hparams *hp = &m->hp;
 	const struct layer *L = &m->layers[a->il];
 	struct fwd_scratch *s = a->s;
-	int g = hh / (hp->n_head / hp->n_head_kv); /* GQA: query heads share a KV head */
-	const float *q = s->q + ((size_t)t * hp->n_head + hh) * hp->head_dim;
-	float *out = s->att + ((size_t)t * hp->n_head + hh) * hp->head_dim_v;
-	float *scores = s->scores + (size_t)ith * s->n_ctx;
-	float *vrow = s->vrow + (size_t)ith * hp->head_dim_v;
+	int g = h0 / (hp->n_head / hp->n_head_kv); /* GQA: query heads share a KV head */
+	int hd = hp->head_dim, dv = hp->head_dim_v;
+	float *mx = s->scores + (size_t)ith * 2 * hp->n_head, *l = mx + hp->n_head;
+	float *acc = s->vrow + (size_t)ith * (size_t)(hp->n_head + 1) * dv;
+	float *vtmp = acc + (size_t)hp->n_head * dv;
 	const struct kv_view *kv = &a->kv[t];
-	const struct fx_type_traits *kt = fx_type_get(kv_k_type(kv));
-	size_t k_off = fx_row_size(kv_k_type(kv), (int64_t)g * hp->head_dim);
-	size_t v_off = fx_row_size(kv_v_type(kv), (int64_t)g * hp->head_dim_v);
-	const void *qd = q;
-	if (kt->vec_dot_type != FX_TYPE_F32) {
-		void *qc = (uint8_t *)s->qconv + (size_t)ith * s->qconv_stride;
-		fx_type_get(kt->vec_dot_type)->from_float(q, qc, hp->head_dim);
-		qd = qc;
+	int kt = kv_k_type(kv), vt = kv_v_type(kv);
+	const struct fx_type_traits *ktt = fx_type_get(kt);
+	size_t k_off = fx_row_size(kt, (int64_t)g * hd), v_off = fx_row_size(vt, (int64_t)g * dv);
+	const void *qd[FX_MAX_HEADS];
+	for (int i = 0; i < nh; i++) {
+		const float *q = s->q + ((size_t)t * hp->n_head + h0 + i) * hd;
+		qd[i] = q;
+		if (ktt->vec_dot_type != FX_TYPE_F32) {
+			void *qc = (uint8_t *)s->qconv + ((size_t)ith * hp->n_head + i) * s->qconv_stride;
+			fx_type_get(ktt->vec_dot_type)->from_float(q, qc, hd);
+			qd[i] = qc;
+		}
+		mx[i] = -INFINITY;
+		l[i] = 0;
+		memset(acc + (size_t)i * dv, 0, (size_t)dv * sizeof(float));
 	}
 	int32_t p = a->pos[t];
 	int32_t lo = 0;
 	if (L->swa && hp->n_swa > 0 && p - hp->n_swa + 1 > 0)
 		lo = p - hp->n_swa + 1;
-	int32_t nk = p - lo + 1;
-	for (int32_t j = 0; j < nk; j++) {
-		const uint8_t *k = (const uint8_t *)kv_k_row(kv, a->il, lo + j) + k_off;
-		float d;
-		kern_vec_dot(a->isa, kv_k_type(kv), hp->head_dim, &d, k, qd);
-		d *= hp->attn_scale;
-		if (hp->attn_softcap > 0)
-			d = hp->attn_softcap * tanhf(d / hp->attn_softcap);
-		scores[j] = d;
+	for (int32_t j = lo; j <= p; j++) {
+		const uint8_t *k = (const uint8_t *)kv_k_row(kv, a->il, j) + k_off;
+		const uint8_t *v = (const uint8_t *)kv_v_row(kv, a->il, j) + v_off;
+		for (int i = 0; i < nh; i++) {
+			float d, w;
+			kern_vec_dot(a->isa, kt, hd, &d, k, qd[i]);
+			d *= hp->attn_scale;
+			if (hp->attn_softcap > 0)
+				d = hp->attn_softcap * tanhf(d / hp->attn_softcap);
+			float *o = acc + (size_t)i * dv;
+			if (d > mx[i]) {
+				float ms = expf(mx[i] - d); /* 0 for the first key */
+				for (int e = 0; e < dv; e++)
+					o[e] *= ms;
+				l[i] = l[i] * ms + 1.0f;
+				mx[i] = d;
+				w = 1.0f;
+			} else {
+				w = expf(d - mx[i]);
+				l[i] += w;
+			}
+			kern_axpy(a->isa, vt, dv, w, v, o, vtmp);
+		}
 	}
-	if (L->sinks)
-		softmax_with_sink(scores, nk, L->sinks[hh]);
-	else
-		op_softmax(scores, nk);
-	bool round_w = kv_v_type(kv) == FX_TYPE_F16;
-	memset(out, 0, (size_t)hp->head_dim_v * sizeof(float));
-	for (int32_t j = 0; j < nk; j++) {
-		const uint8_t *v = (const uint8_t *)kv_v_row(kv, a->il, lo + j) + v_off;
-		float w = round_w ? fx_fp16_to_fp32(fx_fp32_to_fp16(scores[j])) : scores[j];
-		kern_axpy(a->isa, kv_v_type(kv), hp->head_dim_v, w, v, out, vrow);
+	for (int i = 0; i < nh; i++) {
+		float *o = acc + (size_t)i * dv, sum = l[i];
+		if (L->sinks) {
+			float sk = L->sinks[h0 + i];
+			if (sk > mx[i]) {
+				float ms = expf(mx[i] - sk);
+				for (int e = 0; e < dv; e++)
+					o[e] *= ms;
+				sum = sum * ms + 1.0f;
+			} else {
+				sum += expf(sk - mx[i]);
+			}
+		}
+		float inv = 1.0f / sum;
+		float *out = s->att + ((size_t)t * hp->n_head + h0 + i) * dv;
+		for (int e = 0; e < dv; e++)
+			out[e] = o[e] * inv;
 	}
 }
 
+/* Work items are (token, KV head, slice of its query heads); slices are
+ * halved until there are enough items for the threads. Items go to threads
+ * round-robin so that causal prefill (later tokens see more keys) is
+ * balanced. */
 static void attend_worker(void *arg, int ith, int nth)
 {
 	const struct attn_args *a = arg;
-	int n_head = a->m->hp.n_head;
-	long i0, i1;
-	fx_split((long)a->n * n_head, ith, nth, &i0, &i1);
-	for (long i = i0; i < i1; i++)
-		attend_one(a, ith, (int32_t)(i / n_head), (int)(i % n_head));
+	const struct hparams *hp = &a->m->hp;
+	int G = hp->n_head / hp->n_head_kv, hpi = G;
+	while (hpi % 2 == 0 && (long)a->n * hp->n_head_kv * (G / hpi) < 4L * nth)
+		hpi /= 2;
+	long per_tok = (long)hp->n_head_kv * (G / hpi), n_items = (long)a->n * per_tok;
+	for (long i = ith; i < n_items; i += nth) {
+		long r = i % per_tok;
+		attend_group(a, ith, (int32_t)(i / per_tok), (int)(r * hpi), hpi);
+	}
 }
 
 /* Multi-head latent attention's projections (DeepSeek-V2, 2024), written

@@ -68,11 +68,12 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 			return FX_E_NOMEM; /* the latent is normed into att: it must fit */
 		}
 	}
-	s->scores = scratch_alloc(s, (size_t)n_threads * (size_t)n_ctx, sizeof(float));
+	s->scores = scratch_alloc(s, (size_t)n_threads * 2 * (size_t)hp->n_head, sizeof(float));
 	s->qbuf = scratch_alloc(s, qb ? qb : 1, 1);
-	s->vrow = scratch_alloc(s, (size_t)n_threads * hp->head_dim_v, sizeof(float));
+	s->vrow = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_head + 1) * hp->head_dim_v,
+				sizeof(float));
 	s->qconv_stride = ((size_t)hp->head_dim * sizeof(float) + 63) & ~(size_t)63;
-	s->qconv = scratch_alloc(s, (size_t)n_threads, s->qconv_stride);
+	s->qconv = scratch_alloc(s, (size_t)n_threads * (size_t)hp->n_head, s->qconv_stride);
 	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
 	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->router || !s->exp_out) {
 		fwd_scratch_fini(s);

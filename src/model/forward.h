@@ -27,9 +27,10 @@ struct fwd_scratch {
 	float *exp_out;      /* [n_embd] one expert's output for one token */
 	float *mla;          /* MLA latents: [n_max, q_lora + n_head*head_dim + kv_lora +
 			      * n_rot + n_head*(head_dim - n_rot + head_dim_v)], or NULL */
-	float *scores;       /* [n_threads, n_ctx] attention weights */
-	float *vrow;         /* [n_threads, head_dim_v] one V row as f32 */
-	void *qconv;         /* [n_threads] one Q head in K's dot type */
+	float *scores;       /* [n_threads, 2, n_head] online-softmax max and sum */
+	float *vrow;         /* [n_threads, n_head + 1, head_dim_v] running V sums of a
+			      * head group, then one V row as f32 */
+	void *qconv;         /* [n_threads, n_head] Q heads in K's dot type */
 	size_t qconv_stride; /* bytes per thread in qconv */
 	void *qbuf;          /* activations quantized for op_matmul */
 	size_t bytes;        /* all of the above together */

@@ -121,7 +121,7 @@ static int read_hparams(struct loader *ld)
 	    (rc = get_int(ld, "attention.head_count", &hp->n_head, true)))
 		return rc;
 	if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_ff <= 0 ||
-	    hp->n_layer > 4096)
+	    hp->n_layer > 4096 || hp->n_head > FX_MAX_HEADS)
 		return fx_fail(ld->err, FX_E_FORMAT,
 			       "GGUF: impossible sizes (n_embd %d, n_layer %d, n_head %d, n_ff %d)",
 			       hp->n_embd, hp->n_layer, hp->n_head, hp->n_ff);

@@ -13,6 +13,10 @@
 #include "model/rope.h"
 #include "tokenizer/model_vocab.h"
 
+/* Most attention heads a model may have (fixed-size per-head state in
+ * attention; real models have at most 128). */
+#define FX_MAX_HEADS 1024
+
 struct hparams {
 	int32_t n_vocab;
 	int32_t n_embd;      /* residual stream width */

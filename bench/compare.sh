@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# ferrox beside llama.cpp on the same GGUF files and threads, in one run:
+# prompt processing (pp) and generation (tg) tokens/s through `ferrox bench`
+# and llama-bench (same method: random ids, empty cache, warm-up, -r reps),
+# interleaved round by round so both engines see the same machine state;
+# then each engine's mean over the rounds and the ratio ferrox / llama.cpp.
+#
+#   bench/compare.sh [-t 2] [-p 512] [-n 128] [-r 3] [--rounds 2] [--batched]
+#                    [--models gemma3-270m,smollm2-135m,tinyllama-q4_k_m,tinyllama-q8_0]
+#
+# llama.cpp: $LLAMA_BIN (a directory with llama-bench), else llama-bench on
+# PATH, else $ORACLE/llama-build/bin (ORACLE defaults to ../oracle beside
+# the repo), else it is built there from the llama-cpp-python sdist (PyPI;
+# 10-20 min on 2 cores). Nothing of llama.cpp lands in this repo.
+# --batched adds ferrox batched-bench vs llama-batched-bench (npp 128,
+# ntg 128, npl 1 and 8): S_TG and the 8-sequence / 1-sequence gain.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+threads=2 np=512 ng=128 reps=3 rounds=2 batched=0
+models=gemma3-270m,smollm2-135m,tinyllama-q4_k_m,tinyllama-q8_0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-t) threads=$2; shift 2 ;;
+	-p) np=$2; shift 2 ;;
+	-n) ng=$2; shift 2 ;;
+	-r) reps=$2; shift 2 ;;
+	--rounds) rounds=$2; shift 2 ;;
+	--batched) batched=1; shift ;;
+	--models) models=$2; shift 2 ;;
+	-h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+	*) echo "unknown option $1" >&2; exit 2 ;;
+	esac
+done
+
+oracle=${ORACLE:-$(cd "$root/.." && pwd)/oracle}
+find_llama() {
+	if [ -n "${LLAMA_BIN:-}" ] && [ -x "$LLAMA_BIN/llama-bench" ]; then echo "$LLAMA_BIN"; return; fi
+	if command -v llama-bench >/dev/null; then dirname "$(command -v llama-bench)"; return; fi
+	if [ -x "$oracle/llama-build/bin/llama-bench" ]; then echo "$oracle/llama-build/bin"; return; fi
+	echo "building llama.cpp from the llama-cpp-python sdist in $oracle (10-20 min)" >&2
+	mkdir -p "$oracle/sdist"
+	python3 -m pip download --no-deps --no-binary :all: -d "$oracle/sdist" llama-cpp-python==0.3.36 >&2
+	tar -xzf "$oracle"/sdist/llama_cpp_python-*.tar.gz -C "$oracle/sdist"
+	src=$(echo "$oracle"/sdist/llama_cpp_python-*/vendor/llama.cpp)
+	cmake -S "$src" -B "$oracle/llama-build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+		-DLLAMA_BUILD_TOOLS=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF >&2
+	cmake --build "$oracle/llama-build" -j "$(nproc)" \
+		--target llama-bench llama-batched-bench llama-perplexity >&2
+	echo "$oracle/llama-build/bin"
+}
+llama_bin=$(find_llama)
+export LD_LIBRARY_PATH="$llama_bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ferrox="$root/build/bin/ferrox"
+[ -x "$ferrox" ] || { echo "build ferrox first (README)" >&2; exit 1; }
+
+model_path() {
+	case "$1" in
+	tinyllama-*) local t=${1#tinyllama-}
+		local f="$root/models/tinyllama-shape-$t.gguf"
+		[ -f "$f" ] || python3 "$root/scripts/make-speed-models.py" >&2
+		echo "$f" ;;
+	*) "$root/scripts/get-model.sh" "$1" | tail -n1 ;;
+	esac
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "# ferrox vs llama.cpp ($(basename "$(dirname "$llama_bin")")), $threads threads, pp$np / tg$ng, $rounds rounds x $reps reps, $(date -u +%F)"
+echo
+echo "| model | test | ferrox t/s | llama.cpp t/s | ratio | ferrox roofline share |"
+echo "| --- | --- | ---: | ---: | ---: | ---: |"
+IFS=, read -ra list <<<"$models"
+for name in "${list[@]}"; do
+	m=$(model_path "$name")
+	for r in $(seq "$rounds"); do
+		"$ferrox" bench -m "$m" -p "$np" -n "$ng" -r "$reps" -t "$threads" -o json >"$tmp/fx.$r.json"
+		"$llama_bin/llama-bench" -m "$m" -p "$np" -n "$ng" -r "$reps" -t "$threads" -o json \
+			2>/dev/null >"$tmp/lc.$r.json"
+	done
+	python3 - "$tmp" "$rounds" "$name" <<'PY'
+import json, sys
+d, rounds, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+fx = [json.load(open(f"{d}/fx.{r}.json")) for r in range(1, rounds + 1)]
+lc = [json.load(open(f"{d}/lc.{r}.json")) for r in range(1, rounds + 1)]
+def lc_tps(runs, pp):
+    v = [t["avg_ts"] for run in runs for t in run if (t["n_prompt"] > 0) == pp]
+    return sum(v) / len(v)
+for test, key, pp in (("pp", "pp_tps", True), ("tg", "tg_tps", False)):
+    f = sum(x[key] for x in fx) / len(fx)
+    l = lc_tps(lc, pp)
+    n = fx[0]["n_prompt"] if pp else fx[0]["n_gen"]
+    share = "" if pp else "%.0f%%" % (100 * sum(x["tg_roofline_share"] for x in fx) / len(fx))
+    print(f"| {name} | {test}{n} | {f:.2f} | {l:.2f} | {f / l:.2f}x | {share} |")
+PY
+done
+if [ "$batched" = 1 ]; then
+	echo
+	echo "| model | engine | S_TG B=1 | S_TG B=8 | B=8 / B=1 |"
+	echo "| --- | --- | ---: | ---: | ---: |"
+	for name in "${list[@]}"; do
+		m=$(model_path "$name")
+		"$ferrox" batched-bench -m "$m" -npp 128 -ntg 128 -npl 1,8 -t "$threads" >"$tmp/fxb" 2>/dev/null
+		"$llama_bin/llama-batched-bench" -m "$m" -npp 128 -ntg 128 -npl 1,8 -t "$threads" \
+			-tb "$threads" -c 2560 -b 2048 -ub 512 2>/dev/null >"$tmp/lcb"
+		for e in fxb lcb; do
+			awk -F'|' -v n="$name" -v e="$e" '$4+0==1 {a=$9+0} $4+0==8 {b=$9+0}
+				END {printf "| %s | %s | %.2f | %.2f | %.2fx |\n", n,
+				     (e=="fxb" ? "ferrox" : "llama.cpp"), a, b, b/a}' "$tmp/$e"
+		done
+	done
+fi
