@@ -124,10 +124,18 @@ int main(void)
 		CHECK(kern_dot_get(FX_TYPE_Q8_0, KERN_PORTABLE) == NULL);
 		return check_exit();
 	}
-	static const int64_t sizes[] = { 256, 512, 2048, 2560 };
-	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-		for (size_t j = 0; j < sizeof(sizes) / sizeof(sizes[0]); j++)
-			check_type(best, types[i], sizes[j] + (fx_type_get(types[i])->blck_size == 1 ? 5 : 0), &rng);
+	/* Block counts with and without partial groups of 8 (32-element
+	 * types), odd tails, and float rows with a tail past the SIMD steps. */
+	static const int64_t sizes32[] = { 32, 96, 256, 576, 640, 2048 };
+	static const int64_t sizes256[] = { 256, 512, 2560 };
+	static const int64_t sizes1[] = { 7, 64, 256, 2053 };
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		int64_t bs = fx_type_get(types[i])->blck_size;
+		const int64_t *sz = bs == 1 ? sizes1 : bs == 32 ? sizes32 : sizes256;
+		size_t nsz = bs == 1 ? 4 : bs == 32 ? 6 : 3;
+		for (size_t j = 0; j < nsz; j++)
+			check_type(best, types[i], sz[j], &rng);
+	}
 	check_axpy(best, &rng);
 	printf("kernels: %d checks on kernel set %d\n", check_count, (int)best);
 	return check_exit();

@@ -14,6 +14,8 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels/dot.h"
@@ -34,13 +36,6 @@ ALWAYS_INLINE float hsum8(__m256 x)
 	r = _mm_add_ps(r, _mm_movehl_ps(r, r));
 	r = _mm_add_ss(r, _mm_movehdup_ps(r));
 	return _mm_cvtss_f32(r);
-}
-
-/* u8 x s8 products summed in pairs, then in fours, as 8 f32 lanes. */
-ALWAYS_INLINE __m256 mul_sum_us8(__m256i ax, __m256i sy)
-{
-	__m256i dot = _mm256_maddubs_epi16(ax, sy);
-	return _mm256_cvtepi32_ps(_mm256_madd_epi16(dot, _mm256_set1_epi16(1)));
 }
 
 /* 32 nibbles of 16 bytes: low nibbles to bytes 0..15, high to 16..31. */
@@ -97,98 +92,153 @@ ALWAYS_INLINE __m256i bits32(const uint8_t *p)
 
 /* ---- q8_0 / q4_0 / q5_0 x q8_0: signed weights, sign trick ------------- */
 
-/* Signed 8-bit weights qx against block ib of every activation row. */
-ALWAYS_INLINE void q8_blocks(__m256 *acc, __m256i qx, float dx, const void *act,
-			     size_t act_stride, int64_t ib, const int NT)
-{
-	__m256i ax = _mm256_sign_epi8(qx, qx);
-	for (int t = 0; t < NT; t++) {
-		const struct block_q8_0 *y = ACT(t, struct block_q8_0) + ib;
-		__m256 d = _mm256_set1_ps(dx * h2f(y->d));
-		__m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y->qs), qx);
-		acc[t] = _mm256_fmadd_ps(d, mul_sum_us8(ax, sy), acc[t]);
-	}
-}
-
 ALWAYS_INLINE void store_hsum(const __m256 *acc, float *out, size_t os, const int NT)
 {
 	for (int t = 0; t < NT; t++)
 		out[(size_t)t * os] = hsum8(acc[t]);
 }
 
-ALWAYS_INLINE void body_q8_0(int64_t n, const void *vw, const void *act, size_t act_stride,
-			     float *out, size_t os, const int NT)
-{
-	const struct block_q8_0 *x = vw;
-	__m256 acc[8];
-	for (int t = 0; t < NT; t++)
-		acc[t] = _mm256_setzero_ps();
-	for (int64_t ib = 0; ib < n / QK8_0; ib++) {
-		__m256i qx = _mm256_loadu_si256((const __m256i *)x[ib].qs);
-		q8_blocks(acc, qx, h2f(x[ib].d), act, act_stride, ib, NT);
-	}
-	store_hsum(acc, out, os, NT);
-}
-KERNEL(dot_q8_0, body_q8_0)
+/* The 32-element block types run in groups of 8 blocks: the 8 weight and
+ * 8 activation scales of a group are converted in one vector each, and two
+ * blocks' integer sums share one hadd, one int->float conversion and one
+ * FMA against their scales (lanes 0,1,4,5: the first block, 2,3,6,7: the
+ * second). A group's tail pairs its odd last block with zeros. Which
+ * blocks meet in a lane depends only on n, so every row's sum is the same
+ * for any NT. */
 
-ALWAYS_INLINE void body_q4_0(int64_t n, const void *vw, const void *act, size_t act_stride,
-			     float *out, size_t os, const int NT)
+/* Eight fp16 values, stride bytes apart, as 8 f32; lanes >= cnt are 0. */
+ALWAYS_INLINE __m256 halves8(const uint8_t *p, size_t stride, int cnt)
 {
-	const struct block_q4_0 *x = vw;
-	__m256 acc[8];
-	for (int t = 0; t < NT; t++)
-		acc[t] = _mm256_setzero_ps();
-	for (int64_t ib = 0; ib < n / QK4_0; ib++) {
-		__m256i qx = _mm256_sub_epi8(nibbles32(x[ib].qs), _mm256_set1_epi8(8));
-		q8_blocks(acc, qx, h2f(x[ib].d), act, act_stride, ib, NT);
-	}
-	store_hsum(acc, out, os, NT);
+	__m128i v = _mm_setzero_si128();
+	uint16_t h;
+#define LANE(k) if (k < cnt) { memcpy(&h, p + (size_t)(k) * stride, 2); v = _mm_insert_epi16(v, h, k); }
+	LANE(0) LANE(1) LANE(2) LANE(3) LANE(4) LANE(5) LANE(6) LANE(7)
+#undef LANE
+	return _mm256_cvtph_ps(v);
 }
-KERNEL(dot_q4_0, body_q4_0)
 
-ALWAYS_INLINE void body_q5_0(int64_t n, const void *vw, const void *act, size_t act_stride,
-			     float *out, size_t os, const int NT)
+/* Scale lanes for pair k of a group: blocks 2k, 2k+1 as hadd lays them out. */
+ALWAYS_INLINE __m256 pair_scales(__m256 s, int k)
 {
-	const struct block_q5_0 *x = vw;
-	__m256 acc[8];
-	for (int t = 0; t < NT; t++)
-		acc[t] = _mm256_setzero_ps();
-	for (int64_t ib = 0; ib < n / QK5_0; ib++) {
+	const __m256i idx = _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1);
+	return _mm256_permutevar8x32_ps(s, _mm256_add_epi32(idx, _mm256_set1_epi32(2 * k)));
+}
+
+/* Integer sums of one 32-element block as 8 int32 lanes: signed weights
+ * (sign trick, as llama.cpp's mul_sum_i8_pairs) or unsigned ones. */
+ALWAYS_INLINE __m256i block_sum_signed(__m256i qx, __m256i ax, const int8_t *qy)
+{
+	__m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)qy), qx);
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+}
+ALWAYS_INLINE __m256i block_sum_unsigned(__m256i qx, const int8_t *qy)
+{
+	__m256i y = _mm256_loadu_si256((const __m256i *)qy);
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(qx, y), _mm256_set1_epi16(1));
+}
+
+enum { LEG_Q8_0, LEG_Q4_0, LEG_Q5_0, LEG_Q4_1 };
+
+/* Block ib's 32 weights as bytes: signed for q8_0/q4_0/q5_0, 0..15 for q4_1. */
+ALWAYS_INLINE __m256i leg_unpack(const void *vw, int64_t ib, const int KIND)
+{
+	if (KIND == LEG_Q8_0)
+		return _mm256_loadu_si256((const __m256i *)((const struct block_q8_0 *)vw)[ib].qs);
+	if (KIND == LEG_Q4_0)
+		return _mm256_sub_epi8(nibbles32(((const struct block_q4_0 *)vw)[ib].qs),
+				       _mm256_set1_epi8(8));
+	if (KIND == LEG_Q5_0) {
+		const struct block_q5_0 *x = (const struct block_q5_0 *)vw + ib;
 		/* (q | hbit << 4) - 16: bytes whose 5th bit is clear get 0xF0. */
-		__m256i hi = _mm256_andnot_si256(bits32(x[ib].qh), _mm256_set1_epi8((char)0xF0));
-		__m256i qx = _mm256_or_si256(nibbles32(x[ib].qs), hi);
-		q8_blocks(acc, qx, h2f(x[ib].d), act, act_stride, ib, NT);
+		__m256i hi = _mm256_andnot_si256(bits32(x->qh), _mm256_set1_epi8((char)0xF0));
+		return _mm256_or_si256(nibbles32(x->qs), hi);
 	}
-	store_hsum(acc, out, os, NT);
+	return nibbles32(((const struct block_q4_1 *)vw)[ib].qs);
 }
-KERNEL(dot_q5_0, body_q5_0)
 
-/* ---- q4_1 x q8_1: unsigned nibbles and a min ---------------------------- */
-
-ALWAYS_INLINE void body_q4_1(int64_t n, const void *vw, const void *act, size_t act_stride,
-			     float *out, size_t os, const int NT)
+ALWAYS_INLINE size_t leg_wsize(const int KIND)
 {
-	const struct block_q4_1 *x = vw;
-	__m256 acc[8];
-	float summs[8];
+	return KIND == LEG_Q8_0 ? sizeof(struct block_q8_0) : KIND == LEG_Q4_0 ? sizeof(struct block_q4_0)
+	       : KIND == LEG_Q5_0 ? sizeof(struct block_q5_0) : sizeof(struct block_q4_1);
+}
+
+ALWAYS_INLINE void body_legacy(int64_t n, const void *vw, const void *act, size_t act_stride,
+			       float *out, size_t os, const int NT, const int KIND)
+{
+	const uint8_t *w = vw;
+	const bool q41 = KIND == LEG_Q4_1;
+	const size_t ws = leg_wsize(KIND);
+	const size_t ys = q41 ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0);
+	const size_t yq = q41 ? offsetof(struct block_q8_1, qs) : offsetof(struct block_q8_0, qs);
+	__m256 acc[8], msum[8];
 	for (int t = 0; t < NT; t++) {
 		acc[t] = _mm256_setzero_ps();
-		summs[t] = 0;
+		msum[t] = _mm256_setzero_ps();
 	}
-	for (int64_t ib = 0; ib < n / QK4_1; ib++) {
-		float d0 = h2f(x[ib].d), m0 = h2f(x[ib].m);
-		__m256i qx = nibbles32(x[ib].qs);
+	const int64_t nb = n / 32;
+	for (int64_t g0 = 0; g0 < nb; g0 += 8) {
+		int cnt = nb - g0 < 8 ? (int)(nb - g0) : 8;
+		__m256 dx = halves8(w + (size_t)g0 * ws, ws, cnt); /* d is each block's first field */
+		__m256 mx = q41 ? halves8(w + (size_t)g0 * ws + offsetof(struct block_q4_1, m), ws, cnt)
+				: dx;
+		__m256 sc[8];
 		for (int t = 0; t < NT; t++) {
-			const struct block_q8_1 *y = ACT(t, struct block_q8_1) + ib;
-			summs[t] += m0 * h2f(y->s);
-			__m256 d = _mm256_set1_ps(d0 * h2f(y->d));
-			__m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-			acc[t] = _mm256_fmadd_ps(d, mul_sum_us8(qx, qy), acc[t]);
+			const uint8_t *y = ACT(t, uint8_t) + (size_t)g0 * ys;
+			sc[t] = _mm256_mul_ps(dx, halves8(y, ys, cnt));
+			if (q41)
+				msum[t] = _mm256_fmadd_ps(mx, halves8(y + offsetof(struct block_q8_1, s), ys, cnt),
+							  msum[t]);
+		}
+		for (int k = 0; 2 * k < cnt; k++) {
+			int64_t b0 = g0 + 2 * k;
+			bool two = 2 * k + 1 < cnt;
+			__m256i q0 = leg_unpack(vw, b0, KIND);
+			__m256i q1 = two ? leg_unpack(vw, b0 + 1, KIND) : _mm256_setzero_si256();
+			__m256i a0 = _mm256_sign_epi8(q0, q0), a1 = _mm256_sign_epi8(q1, q1);
+			for (int t = 0; t < NT; t++) {
+				const int8_t *y0 = (const int8_t *)(ACT(t, uint8_t) + (size_t)b0 * ys + yq);
+				__m256i p0, p1 = _mm256_setzero_si256();
+				if (q41) {
+					p0 = block_sum_unsigned(q0, y0);
+					if (two)
+						p1 = block_sum_unsigned(q1, y0 + ys);
+				} else {
+					p0 = block_sum_signed(q0, a0, y0);
+					if (two)
+						p1 = block_sum_signed(q1, a1, y0 + ys);
+				}
+				__m256 f = _mm256_cvtepi32_ps(_mm256_hadd_epi32(p0, p1));
+				acc[t] = _mm256_fmadd_ps(pair_scales(sc[t], k), f, acc[t]);
+			}
 		}
 	}
 	for (int t = 0; t < NT; t++)
-		out[(size_t)t * os] = hsum8(acc[t]) + summs[t];
+		out[(size_t)t * os] = q41 ? hsum8(acc[t]) + hsum8(msum[t]) : hsum8(acc[t]);
 }
+
+ALWAYS_INLINE void body_q8_0(int64_t n, const void *w, const void *act, size_t as, float *out,
+			     size_t os, const int NT)
+{
+	body_legacy(n, w, act, as, out, os, NT, LEG_Q8_0);
+}
+ALWAYS_INLINE void body_q4_0(int64_t n, const void *w, const void *act, size_t as, float *out,
+			     size_t os, const int NT)
+{
+	body_legacy(n, w, act, as, out, os, NT, LEG_Q4_0);
+}
+ALWAYS_INLINE void body_q5_0(int64_t n, const void *w, const void *act, size_t as, float *out,
+			     size_t os, const int NT)
+{
+	body_legacy(n, w, act, as, out, os, NT, LEG_Q5_0);
+}
+ALWAYS_INLINE void body_q4_1(int64_t n, const void *w, const void *act, size_t as, float *out,
+			     size_t os, const int NT)
+{
+	body_legacy(n, w, act, as, out, os, NT, LEG_Q4_1);
+}
+KERNEL(dot_q8_0, body_q8_0)
+KERNEL(dot_q4_0, body_q4_0)
+KERNEL(dot_q5_0, body_q5_0)
 KERNEL(dot_q4_1, body_q4_1)
 
 /* ---- k-quants x q8_K ------------------------------------------------------ */

@@ -187,12 +187,20 @@ float op_silu(float x)
 	return x / (1.0f + expf(-x));
 }
 
-void op_rope(float *x, int n_rot, float pos, const float *inv_freq, int neox, float mscale)
+void op_rope_table(float *cs, int n_rot, float pos, const float *inv_freq, float mscale)
+{
+	for (int i = 0; i < n_rot / 2; i++) {
+		float th = pos * inv_freq[i];
+		cs[2 * i] = cosf(th) * mscale;
+		cs[2 * i + 1] = sinf(th) * mscale;
+	}
+}
+
+void op_rope_apply(float *x, int n_rot, const float *cs, int neox)
 {
 	int half = n_rot / 2;
 	for (int i = 0; i < half; i++) {
-		float th = pos * inv_freq[i];
-		float c = cosf(th) * mscale, s = sinf(th) * mscale;
+		float c = cs[2 * i], s = cs[2 * i + 1];
 		int a = neox ? i : 2 * i;
 		int b = neox ? i + half : 2 * i + 1;
 		float x0 = x[a], x1 = x[b];

@@ -50,12 +50,15 @@ float op_gelu_tanh(float x);
 /* SiLU / swish: x * sigmoid(x) (Elfwing et al. 2017). */
 float op_silu(float x);
 
-/* Rotate one head x[head_dim] at position pos with RoPE (Su et al. 2021)
- * over its first n_rot dims; inv_freq[n_rot/2] holds base^(-2i/n_rot)
- * already divided by any linear scaling factor. neox: pairs (i, i+n_rot/2)
- * (GPT-NeoX / HF rotate_half); otherwise adjacent pairs (2i, 2i+1), the
- * layout llama.cpp's GGUF converter permutes Llama Q/K weights into.
- * cos and sin are multiplied by mscale (YaRN's attention factor; 1: none). */
-void op_rope(float *x, int n_rot, float pos, const float *inv_freq, int neox, float mscale);
+/* RoPE (Su et al. 2021) in two steps so a token's angles are computed once
+ * for all its heads. op_rope_table: cs[2i], cs[2i+1] = cos, sin of
+ * pos * inv_freq[i] for i < n_rot/2, times mscale (YaRN's attention
+ * factor; 1: none); inv_freq already divided by any linear scaling.
+ * op_rope_apply rotates one head x[head_dim] over its first n_rot dims.
+ * neox: pairs (i, i+n_rot/2) (GPT-NeoX / HF rotate_half); otherwise
+ * adjacent pairs (2i, 2i+1), the layout llama.cpp's GGUF converter permutes
+ * Llama Q/K weights into. */
+void op_rope_table(float *cs, int n_rot, float pos, const float *inv_freq, float mscale);
+void op_rope_apply(float *x, int n_rot, const float *cs, int neox);
 
 #endif

@@ -28,29 +28,59 @@ static void add_bias(float *x, const float *b, int32_t n, int64_t width)
 			x[(size_t)t * width + i] += b[i];
 }
 
+struct decorate_args {
+	const struct fx_model *m;
+	const struct layer *L;
+	float *x;
+	int n_heads;
+	const float *bias, *norm_w;
+	const int32_t *pos;
+	int32_t n;
+	float *cs; /* [n_threads, n_rot] RoPE table per thread */
+};
+
 /* Q or K rows [n, n_heads * head_dim], in place: optional bias, Q/K norm
  * (per head, or over the whole projection), RoPE on this layer's rotated
- * dims unless it is a NoPE layer. */
-static void qk_decorate(const struct fx_model *m, const struct layer *L, float *x, int n_heads,
-			const float *bias, const float *norm_w, const int32_t *pos, int32_t n)
+ * dims unless it is a NoPE layer. Tokens are split across threads; each
+ * token's result is independent of the split. */
+static void decorate_worker(void *arg, int ith, int nth)
 {
+	const struct decorate_args *a = arg;
+	const struct fx_model *m = a->m;
 	const struct hparams *hp = &m->hp;
-	int64_t width = (int64_t)n_heads * hp->head_dim;
-	if (bias)
-		add_bias(x, bias, n, width);
-	for (int32_t t = 0; t < n; t++) {
-		float *row = x + (size_t)t * width;
-		if (norm_w && m->arch->qk_norm == QK_NORM_FULL)
-			op_rmsnorm(row, norm_w, width, hp->eps, row);
-		for (int hh = 0; hh < n_heads; hh++) {
+	int64_t width = (int64_t)a->n_heads * hp->head_dim;
+	float *cs = a->cs + (size_t)ith * hp->n_rot;
+	long t0, t1;
+	fx_split(a->n, ith, nth, &t0, &t1);
+	for (long t = t0; t < t1; t++) {
+		float *row = a->x + (size_t)t * width;
+		if (a->bias)
+			for (int64_t i = 0; i < width; i++)
+				row[i] += a->bias[i];
+		if (a->norm_w && m->arch->qk_norm == QK_NORM_FULL)
+			op_rmsnorm(row, a->norm_w, width, hp->eps, row);
+		if (a->L->rope)
+			op_rope_table(cs, hp->n_rot, (float)a->pos[t], a->L->inv_freq, hp->rope_mscale);
+		for (int hh = 0; hh < a->n_heads; hh++) {
 			float *head = row + (size_t)hh * hp->head_dim;
-			if (norm_w && m->arch->qk_norm == QK_NORM_HEAD)
-				op_rmsnorm(head, norm_w, hp->head_dim, hp->eps, head);
-			if (L->rope)
-				op_rope(head, hp->n_rot, (float)pos[t], L->inv_freq,
-					m->arch->rope == ROPE_NEOX, hp->rope_mscale);
+			if (a->norm_w && m->arch->qk_norm == QK_NORM_HEAD)
+				op_rmsnorm(head, a->norm_w, hp->head_dim, hp->eps, head);
+			if (a->L->rope)
+				op_rope_apply(head, hp->n_rot, cs, m->arch->rope == ROPE_NEOX);
 		}
 	}
+}
+
+static void qk_decorate(const struct fx_model *m, const struct layer *L, struct fx_pool *pool,
+			struct fwd_scratch *s, float *x, int n_heads, const float *bias,
+			const float *norm_w, const int32_t *pos, int32_t n)
+{
+	struct decorate_args a = { .m = m, .L = L, .x = x, .n_heads = n_heads, .bias = bias,
+				   .norm_w = norm_w, .pos = pos, .n = n, .cs = s->rope_cs };
+	if (n > 1)
+		fx_pool_run(pool, decorate_worker, &a);
+	else
+		decorate_worker(&a, 0, 1);
 }
 
 /* Query heads [h0, h0 + nh) of token t, which share KV head g, in one
@@ -217,8 +247,8 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 		float *y[] = { s->q, s->k, s->v };
 		op_matmul_n(pool, 3, w, h, n, y, s->qbuf);
 	}
-	qk_decorate(m, L, s->q, hp->n_head, L->bq, L->q_norm, pos, n);
-	qk_decorate(m, L, s->k, hp->n_head_kv, L->bk, L->k_norm, pos, n);
+	qk_decorate(m, L, pool, s, s->q, hp->n_head, L->bq, L->q_norm, pos, n);
+	qk_decorate(m, L, pool, s, s->k, hp->n_head_kv, L->bk, L->k_norm, pos, n);
 	int64_t kw = (int64_t)hp->n_head_kv * hp->head_dim, vw = (int64_t)hp->n_head_kv * hp->head_dim_v;
 	if (L->bv)
 		add_bias(s->v, L->bv, n, vw);

@@ -74,8 +74,10 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 				sizeof(float));
 	s->qconv_stride = ((size_t)hp->head_dim * sizeof(float) + 63) & ~(size_t)63;
 	s->qconv = scratch_alloc(s, (size_t)n_threads * (size_t)hp->n_head, s->qconv_stride);
+	s->rope_cs = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1),
+				   sizeof(float));
 	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
-	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->router || !s->exp_out) {
+	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->rope_cs || !s->router || !s->exp_out) {
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
 	}
@@ -85,7 +87,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 void fwd_scratch_fini(struct fwd_scratch *s)
 {
 	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
-			  s->vrow, s->router, s->exp_out, s->mla };
+			  s->vrow, s->router, s->exp_out, s->mla, s->rope_cs };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
 	fx_free(s->qbuf);

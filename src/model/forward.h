@@ -31,6 +31,7 @@ struct fwd_scratch {
 	float *vrow;         /* [n_threads, n_head + 1, head_dim_v] running V sums of a
 			      * head group, then one V row as f32 */
 	void *qconv;         /* [n_threads, n_head] Q heads in K's dot type */
+	float *rope_cs;      /* [n_threads, n_rot] one token's RoPE cos/sin */
 	size_t qconv_stride; /* bytes per thread in qconv */
 	void *qbuf;          /* activations quantized for op_matmul */
 	size_t bytes;        /* all of the above together */
