@@ -5,6 +5,7 @@
  * (sliding window), Gemma 2 report (attention softcap). */
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels/dot.h"
@@ -83,17 +84,24 @@ static void qk_decorate(const struct fx_model *m, const struct layer *L, struct 
 		decorate_worker(&a, 0, 1);
 }
 
+/* Keys per online-softmax step: scores of a chunk are computed together
+ * (K rows that are adjacent in memory in one kernel call), the running
+ * max is updated once per chunk. Chunks start at the first visible key,
+ * so a query's chunking never depends on the batch. */
+enum { KCHUNK = 32 };
+
 /* Query heads [h0, h0 + nh) of token t, which share KV head g, in one
  * pass over the visible keys with an online softmax (Milakov & Gimelshein
- * 2018; the FlashAttention recurrence, Dao et al. 2022): each K row is
- * dotted with the nh queries and each V row added into nh running sums, so
- * K/V are read once per group and no score row is kept. Per head: m is the
- * running max, l the running sum of exp(score - m); when a score exceeds m
- * the sums are rescaled by exp(m_old - m_new). An attention sink (gpt-oss)
- * joins the denominator at the end without a value (Xiao et al. 2023). A
- * head's result depends only on its own query and the keys, never on nh,
- * the thread or the batch. With an f16 cache Q is rounded to f16 for the K
- * dot product, as llama.cpp does. */
+ * 2018; the FlashAttention recurrence, Dao et al. 2022, here over chunks
+ * of KCHUNK keys): each K row is dotted with the nh queries and each V row
+ * added into nh running sums, so K/V are read once per group and no score
+ * row is kept. Per head: m is the running max, l the running sum of
+ * exp(score - m); when a chunk raises m the sums are rescaled by
+ * exp(m_old - m_new). An attention sink (gpt-oss) joins the denominator at
+ * the end without a value (Xiao et al. 2023). A head's result depends only
+ * on its own query and the keys, never on nh, the thread or the batch.
+ * With an f16 cache Q is rounded to f16 for the K dot product, as
+ * llama.cpp does. */
 static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, int nh)
 {
 	const struct fx_model *m = a->m;
@@ -102,13 +110,15 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 	struct fwd_scratch *s = a->s;
 	int g = h0 / (hp->n_head / hp->n_head_kv); /* GQA: query heads share a KV head */
 	int hd = hp->head_dim, dv = hp->head_dim_v;
-	float *mx = s->scores + (size_t)ith * 2 * hp->n_head, *l = mx + hp->n_head;
+	float *mx = s->scores + (size_t)ith * (2 + KCHUNK) * hp->n_head, *l = mx + hp->n_head;
+	float *sc = l + hp->n_head; /* [nh][KCHUNK] */
 	float *acc = s->vrow + (size_t)ith * (size_t)(hp->n_head + 1) * dv;
 	float *vtmp = acc + (size_t)hp->n_head * dv;
 	const struct kv_view *kv = &a->kv[t];
 	int kt = kv_k_type(kv), vt = kv_v_type(kv);
 	const struct fx_type_traits *ktt = fx_type_get(kt);
 	size_t k_off = fx_row_size(kt, (int64_t)g * hd), v_off = fx_row_size(vt, (int64_t)g * dv);
+	kern_dot_fn kd = kern_dot_get(kt, a->isa);
 	const void *qd[FX_MAX_HEADS];
 	for (int i = 0; i < nh; i++) {
 		const float *q = s->q + ((size_t)t * hp->n_head + h0 + i) * hd;
@@ -126,28 +136,51 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 	int32_t lo = 0;
 	if (L->swa && hp->n_swa > 0 && p - hp->n_swa + 1 > 0)
 		lo = p - hp->n_swa + 1;
-	for (int32_t j = lo; j <= p; j++) {
-		const uint8_t *k = (const uint8_t *)kv_k_row(kv, a->il, j) + k_off;
-		const uint8_t *v = (const uint8_t *)kv_v_row(kv, a->il, j) + v_off;
+	const uint8_t *krow[KCHUNK], *vrow[KCHUNK];
+	for (int32_t j0 = lo; j0 <= p; j0 += KCHUNK) {
+		int nk = p - j0 + 1 < KCHUNK ? p - j0 + 1 : KCHUNK;
+		for (int r = 0; r < nk; r++) {
+			krow[r] = (const uint8_t *)kv_k_row(kv, a->il, j0 + r) + k_off;
+			vrow[r] = (const uint8_t *)kv_v_row(kv, a->il, j0 + r) + v_off;
+		}
 		for (int i = 0; i < nh; i++) {
-			float d, w;
-			kern_vec_dot(a->isa, kt, hd, &d, k, qd[i]);
-			d *= hp->attn_scale;
-			if (hp->attn_softcap > 0)
-				d = hp->attn_softcap * tanhf(d / hp->attn_softcap);
+			float *si = sc + (size_t)i * KCHUNK;
+			/* q . k_j, the query as the kernel's "weight row": the
+			 * same products and order as k_j . q. Rows adjacent in
+			 * memory go in one call. */
+			for (int r = 0; r < nk;) {
+				int run = 1;
+				ptrdiff_t st = nk > r + 1 ? krow[r + 1] - krow[r] : 0;
+				while (kd && r + run < nk && run < KERN_NT_MAX && st > 0 &&
+				       krow[r + run] - krow[r + run - 1] == st)
+					run++;
+				if (kd)
+					kd(hd, qd[i], krow[r], (size_t)st, run, si + r, 1);
+				else
+					ktt->vec_dot(hd, si + r, krow[r], qd[i]);
+				r += run;
+			}
+			float cm = -INFINITY;
+			for (int r = 0; r < nk; r++) {
+				float d = si[r] * hp->attn_scale;
+				if (hp->attn_softcap > 0)
+					d = hp->attn_softcap * tanhf(d / hp->attn_softcap);
+				si[r] = d;
+				cm = d > cm ? d : cm;
+			}
 			float *o = acc + (size_t)i * dv;
-			if (d > mx[i]) {
-				float ms = expf(mx[i] - d); /* 0 for the first key */
+			if (cm > mx[i]) {
+				float ms = expf(mx[i] - cm); /* 0 on the first chunk */
 				for (int e = 0; e < dv; e++)
 					o[e] *= ms;
-				l[i] = l[i] * ms + 1.0f;
-				mx[i] = d;
-				w = 1.0f;
-			} else {
-				w = expf(d - mx[i]);
-				l[i] += w;
+				l[i] *= ms;
+				mx[i] = cm;
 			}
-			kern_axpy(a->isa, vt, dv, w, v, o, vtmp);
+			for (int r = 0; r < nk; r++) {
+				float w = expf(si[r] - mx[i]);
+				l[i] += w;
+				kern_axpy(a->isa, vt, dv, w, vrow[r], o, vtmp);
+			}
 		}
 	}
 	for (int i = 0; i < nh; i++) {

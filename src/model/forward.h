@@ -27,7 +27,8 @@ struct fwd_scratch {
 	float *exp_out;      /* [n_embd] one expert's output for one token */
 	float *mla;          /* MLA latents: [n_max, q_lora + n_head*head_dim + kv_lora +
 			      * n_rot + n_head*(head_dim - n_rot + head_dim_v)], or NULL */
-	float *scores;       /* [n_threads, 2, n_head] online-softmax max and sum */
+	float *scores;       /* [n_threads, 2 + 32, n_head] online-softmax max and sum,
+			      * then a chunk of 32 scores per head (attn.c KCHUNK) */
 	float *vrow;         /* [n_threads, n_head + 1, head_dim_v] running V sums of a
 			      * head group, then one V row as f32 */
 	void *qconv;         /* [n_threads, n_head] Q heads in K's dot type */
