@@ -1,6 +1,7 @@
 #include "kernels/ops.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -36,6 +37,8 @@ struct matmul_args {
 	int64_t n_tok;
 	fx_vec_dot_fn dot[MM_MAX]; /* portable: one row pair per call */
 	kern_dot_fn kern[MM_MAX];  /* ISA kernel (one weight row, up to KERN_NT_MAX tokens), or NULL */
+	long chunk;                /* rows per work item */
+	atomic_long next;          /* next work item to take */
 };
 
 /* Tokens are taken in blocks so a block's activations stay in cache while
@@ -65,20 +68,29 @@ static void matmul_rows(const struct matmul_args *a, int i, long r0, long r1, in
 	}
 }
 
+/* Threads take chunks of rows from a shared counter (a thread the
+ * machine stalls takes fewer), each chunk for all tokens: which thread
+ * computes a row never changes its value. */
 static void matmul_worker(void *arg, int ith, int nth)
 {
-	const struct matmul_args *a = arg;
-	long r0, r1;
-	fx_split(a->n_rows, ith, nth, &r0, &r1);
-	for (int64_t t0 = 0; t0 < a->n_tok; t0 += TOK_BLOCK) {
-		int64_t t1 = t0 + TOK_BLOCK < a->n_tok ? t0 + TOK_BLOCK : a->n_tok;
-		long base = 0;
-		for (int i = 0; i < a->n_w; i++) {
-			long n = (long)a->w[i]->n_out;
-			long lo = r0 > base ? r0 - base : 0, hi = r1 - base < n ? r1 - base : n;
-			if (lo < hi)
-				matmul_rows(a, i, lo, hi, t0, t1);
-			base += n;
+	struct matmul_args *a = arg;
+	(void)ith;
+	(void)nth;
+	for (;;) {
+		long r0 = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed) * a->chunk;
+		if (r0 >= a->n_rows)
+			return;
+		long r1 = r0 + a->chunk < a->n_rows ? r0 + a->chunk : a->n_rows;
+		for (int64_t t0 = 0; t0 < a->n_tok; t0 += TOK_BLOCK) {
+			int64_t t1 = t0 + TOK_BLOCK < a->n_tok ? t0 + TOK_BLOCK : a->n_tok;
+			long base = 0;
+			for (int i = 0; i < a->n_w; i++) {
+				long n = (long)a->w[i]->n_out;
+				long lo = r0 > base ? r0 - base : 0, hi = r1 - base < n ? r1 - base : n;
+				if (lo < hi)
+					matmul_rows(a, i, lo, hi, t0, t1);
+				base += n;
+			}
 		}
 	}
 }
@@ -136,6 +148,12 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 		a.xq = scratch;
 		a.act_bytes = q.act_bytes;
 	}
+	/* About 8 chunks per thread, at least 16 rows each. */
+	int nth = fx_pool_n_threads(pool);
+	a.chunk = a.n_rows / (8L * nth);
+	if (a.chunk < 16)
+		a.chunk = 16;
+	atomic_init(&a.next, 0);
 	fx_pool_run(pool, matmul_worker, &a);
 }
 
