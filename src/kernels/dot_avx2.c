@@ -106,15 +106,37 @@ ALWAYS_INLINE void store_hsum(const __m256 *acc, float *out, size_t os, const in
  * blocks meet in a lane depends only on n, so every row's sum is the same
  * for any NT. */
 
-/* Eight fp16 values, stride bytes apart, as 8 f32; lanes >= cnt are 0. */
+/* Eight fp16 values, stride bytes apart, as 8 f32; lanes >= cnt are 0.
+ * Full groups take the branch-free path. */
 ALWAYS_INLINE __m256 halves8(const uint8_t *p, size_t stride, int cnt)
 {
 	__m128i v = _mm_setzero_si128();
 	uint16_t h;
-#define LANE(k) if (k < cnt) { memcpy(&h, p + (size_t)(k) * stride, 2); v = _mm_insert_epi16(v, h, k); }
-	LANE(0) LANE(1) LANE(2) LANE(3) LANE(4) LANE(5) LANE(6) LANE(7)
+#define LANE(k) { memcpy(&h, p + (size_t)(k) * stride, 2); v = _mm_insert_epi16(v, h, k); }
+	if (cnt == 8) {
+		LANE(0) LANE(1) LANE(2) LANE(3) LANE(4) LANE(5) LANE(6) LANE(7)
+	} else {
+		for (int k = 0; k < cnt; k++) {
+			memcpy(&h, p + (size_t)k * stride, 2);
+			uint16_t tmp[8];
+			_mm_storeu_si128((__m128i *)tmp, v);
+			tmp[k] = h;
+			v = _mm_loadu_si128((const __m128i *)tmp);
+		}
+	}
 #undef LANE
 	return _mm256_cvtph_ps(v);
+}
+
+/* Weights PREFETCH_AHEAD bytes ahead of the group being read are asked for
+ * now: decode streams each row once from DRAM, and the row after this one
+ * starts right where this one ends. (A prefetch past the matrix is
+ * harmless: it never faults.) */
+enum { PREFETCH_AHEAD = 1024 };
+ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
+{
+	for (size_t o = 0; o < n; o += 64)
+		_mm_prefetch((const char *)(p + PREFETCH_AHEAD + o), _MM_HINT_T0);
 }
 
 /* Scale lanes for pair k of a group: blocks 2k, 2k+1 as hadd lays them out. */
@@ -178,6 +200,7 @@ ALWAYS_INLINE void body_legacy(int64_t n, const void *vw, const void *act, size_
 	const int64_t nb = n / 32;
 	for (int64_t g0 = 0; g0 < nb; g0 += 8) {
 		int cnt = nb - g0 < 8 ? (int)(nb - g0) : 8;
+		prefetch_span(w + (size_t)g0 * ws, (size_t)cnt * ws);
 		__m256 dx = halves8(w + (size_t)g0 * ws, ws, cnt); /* d is each block's first field */
 		__m256 mx = q41 ? halves8(w + (size_t)g0 * ws + offsetof(struct block_q4_1, m), ws, cnt)
 				: dx;
@@ -288,6 +311,7 @@ ALWAYS_INLINE void body_q4_K(int64_t n, const void *vw, const void *act, size_t 
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
+		prefetch_span((const uint8_t *)(x + ib), sizeof(struct block_q4_K));
 		float d = h2f(x[ib].d), dmin = h2f(x[ib].dmin);
 		__m256i ms = k4_scales_mins(x[ib].scales);
 		__m128i sc128 = _mm256_castsi256_si128(ms);
@@ -325,6 +349,7 @@ ALWAYS_INLINE void body_q5_K(int64_t n, const void *vw, const void *act, size_t 
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
+		prefetch_span((const uint8_t *)(x + ib), sizeof(struct block_q5_K));
 		float d = h2f(x[ib].d), dmin = h2f(x[ib].dmin);
 		__m256i ms = k4_scales_mins(x[ib].scales);
 		__m128i sc128 = _mm256_castsi256_si128(ms);
@@ -376,6 +401,7 @@ ALWAYS_INLINE void body_q6_K(int64_t n, const void *vw, const void *act, size_t 
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
+		prefetch_span((const uint8_t *)(x + ib), sizeof(struct block_q6_K));
 		float d = h2f(x[ib].d);
 		__m128i scales = _mm_loadu_si128((const __m128i *)x[ib].scales);
 		__m256i sumi[8];

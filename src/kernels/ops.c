@@ -41,10 +41,12 @@ struct matmul_args {
 	atomic_long next;          /* next work item to take */
 };
 
-/* Tokens are taken in blocks so a block's activations stay in cache while
- * this thread's weight rows stream past once per block; within a block an
- * ISA kernel unpacks each weight block once for KERN_NT_MAX tokens. */
-enum { TOK_BLOCK = 32 };
+/* A thread takes a chunk of weight rows (sized to stay in L2) and runs it
+ * against the tokens TOK_BLOCK at a time: a token block's activations
+ * (KERN_NT_MAX rows, a few KiB each) stay in L1 while the chunk's rows
+ * pass, and an ISA kernel unpacks each weight block once for all of
+ * them. */
+enum { TOK_BLOCK = KERN_NT_MAX, CHUNK_BYTES = 96 * 1024 };
 
 /* Rows [r0, r1) of matrix i for tokens [t0, t1). */
 static void matmul_rows(const struct matmul_args *a, int i, long r0, long r1, int64_t t0,
@@ -148,9 +150,12 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 		a.xq = scratch;
 		a.act_bytes = q.act_bytes;
 	}
-	/* About 8 chunks per thread, at least 16 rows each. */
+	/* About 8 chunks per thread, at least 16 rows each; with several
+	 * tokens, no more rows than fit CHUNK_BYTES so they stay in L2. */
 	int nth = fx_pool_n_threads(pool);
 	a.chunk = a.n_rows / (8L * nth);
+	if (n_tok > TOK_BLOCK && a.chunk > (long)(CHUNK_BYTES / w[0]->row_bytes))
+		a.chunk = (long)(CHUNK_BYTES / w[0]->row_bytes);
 	if (a.chunk < 16)
 		a.chunk = 16;
 	atomic_init(&a.next, 0);
