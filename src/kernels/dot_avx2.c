@@ -302,32 +302,50 @@ ALWAYS_INLINE __m256 k4_block(__m256 acc, __m256i sumi, __m256i ms, const struct
 	return _mm256_fmadd_ps(_mm256_set1_ps(y->d * d), _mm256_cvtepi32_ps(sumi), acc);
 }
 
-ALWAYS_INLINE void body_q4_K(int64_t n, const void *vw, const void *act, size_t act_stride,
-			     float *out, size_t os, const int NT)
+/* q4_K and q5_K share everything but the weights' 5th bit: q5_K adds bit
+ * 2j (low half) / 2j+1 (high half) of qh[l] as 16 to element 64j + l /
+ * 64j + 32 + l. d, dmin and scales sit at the same offsets in both
+ * blocks; qs follows qh in q5_K. */
+_Static_assert(offsetof(struct block_q4_K, scales) == offsetof(struct block_q5_K, scales) &&
+	       offsetof(struct block_q4_K, dmin) == offsetof(struct block_q5_K, dmin),
+	       "q4_K and q5_K share their header layout");
+
+ALWAYS_INLINE void body_k4(int64_t n, const void *vw, const void *act, size_t act_stride,
+			   float *out, size_t os, const int NT, const bool q5)
 {
-	const struct block_q4_K *x = vw;
-	const __m256i m4 = _mm256_set1_epi8(0x0F);
+	const size_t bsz = q5 ? sizeof(struct block_q5_K) : sizeof(struct block_q4_K);
+	const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
 	__m256 acc[8];
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
-		prefetch_span((const uint8_t *)(x + ib), sizeof(struct block_q4_K));
-		float d = h2f(x[ib].d), dmin = h2f(x[ib].dmin);
-		__m256i ms = k4_scales_mins(x[ib].scales);
+		const uint8_t *blk = (const uint8_t *)vw + (size_t)ib * bsz;
+		const struct block_q5_K *x5 = (const struct block_q5_K *)blk;
+		const uint8_t *qs = q5 ? x5->qs : ((const struct block_q4_K *)blk)->qs;
+		prefetch_span(blk, bsz);
+		float d = h2f(x5->d), dmin = h2f(x5->dmin);
+		__m256i ms = k4_scales_mins(x5->scales);
 		__m128i sc128 = _mm256_castsi256_si128(ms);
 		__m256i scales = _mm256_set_m128i(sc128, sc128);
 		__m256i sumi[8];
 		for (int t = 0; t < NT; t++)
 			sumi[t] = _mm256_setzero_si256();
+		__m256i hbits = q5 ? _mm256_loadu_si256((const __m256i *)x5->qh) : _mm256_setzero_si256();
 		for (int j = 0; j < QK_K / 64; j++) {
 			__m256i scale_l = bcast16(scales, 2 * j), scale_h = bcast16(scales, 2 * j + 1);
-			__m256i q4bits = _mm256_loadu_si256((const __m256i *)(x[ib].qs + 32 * j));
-			__m256i q4l = _mm256_and_si256(q4bits, m4);
-			__m256i q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+			__m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+			__m256i ql = _mm256_and_si256(bits, m4);
+			__m256i qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+			if (q5) {
+				__m256i hl = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one);
+				__m256i hh = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one);
+				ql = _mm256_add_epi8(ql, _mm256_slli_epi16(hl, 4));
+				qh = _mm256_add_epi8(qh, _mm256_slli_epi16(hh, 4));
+			}
 			for (int t = 0; t < NT; t++) {
 				const int8_t *q8 = (ACT(t, struct block_q8_K) + ib)->qs + 64 * j;
-				__m256i pl = _mm256_maddubs_epi16(q4l, _mm256_loadu_si256((const __m256i *)q8));
-				__m256i ph = _mm256_maddubs_epi16(q4h, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
+				__m256i pl = _mm256_maddubs_epi16(ql, _mm256_loadu_si256((const __m256i *)q8));
+				__m256i ph = _mm256_maddubs_epi16(qh, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
 				pl = _mm256_madd_epi16(scale_l, pl);
 				ph = _mm256_madd_epi16(scale_h, ph);
 				sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
@@ -337,51 +355,19 @@ ALWAYS_INLINE void body_q4_K(int64_t n, const void *vw, const void *act, size_t 
 			acc[t] = k4_block(acc[t], sumi[t], ms, ACT(t, struct block_q8_K) + ib, d, dmin);
 	}
 	store_hsum(acc, out, os, NT);
+}
+
+ALWAYS_INLINE void body_q4_K(int64_t n, const void *w, const void *act, size_t as, float *out,
+			     size_t os, const int NT)
+{
+	body_k4(n, w, act, as, out, os, NT, false);
+}
+ALWAYS_INLINE void body_q5_K(int64_t n, const void *w, const void *act, size_t as, float *out,
+			     size_t os, const int NT)
+{
+	body_k4(n, w, act, as, out, os, NT, true);
 }
 KERNEL(dot_q4_K, body_q4_K)
-
-ALWAYS_INLINE void body_q5_K(int64_t n, const void *vw, const void *act, size_t act_stride,
-			     float *out, size_t os, const int NT)
-{
-	const struct block_q5_K *x = vw;
-	const __m256i m4 = _mm256_set1_epi8(0x0F);
-	__m256 acc[8];
-	for (int t = 0; t < NT; t++)
-		acc[t] = _mm256_setzero_ps();
-	for (int64_t ib = 0; ib < n / QK_K; ib++) {
-		prefetch_span((const uint8_t *)(x + ib), sizeof(struct block_q5_K));
-		float d = h2f(x[ib].d), dmin = h2f(x[ib].dmin);
-		__m256i ms = k4_scales_mins(x[ib].scales);
-		__m128i sc128 = _mm256_castsi256_si128(ms);
-		__m256i scales = _mm256_set_m128i(sc128, sc128);
-		__m256i sumi[8];
-		for (int t = 0; t < NT; t++)
-			sumi[t] = _mm256_setzero_si256();
-		__m256i hbits = _mm256_loadu_si256((const __m256i *)x[ib].qh);
-		for (int j = 0; j < QK_K / 64; j++) {
-			__m256i scale_l = bcast16(scales, 2 * j), scale_h = bcast16(scales, 2 * j + 1);
-			__m256i q5bits = _mm256_loadu_si256((const __m256i *)(x[ib].qs + 32 * j));
-			/* Bit 2j of qh[l] is the 5th bit of element 64j + l, bit
-			 * 2j+1 of element 64j + 32 + l. */
-			__m256i hl = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), _mm256_set1_epi8(1));
-			__m256i hh = _mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), _mm256_set1_epi8(1));
-			__m256i q5l = _mm256_add_epi8(_mm256_and_si256(q5bits, m4), _mm256_slli_epi16(hl, 4));
-			__m256i q5h = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(q5bits, 4), m4),
-						      _mm256_slli_epi16(hh, 4));
-			for (int t = 0; t < NT; t++) {
-				const int8_t *q8 = (ACT(t, struct block_q8_K) + ib)->qs + 64 * j;
-				__m256i pl = _mm256_maddubs_epi16(q5l, _mm256_loadu_si256((const __m256i *)q8));
-				__m256i ph = _mm256_maddubs_epi16(q5h, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
-				pl = _mm256_madd_epi16(scale_l, pl);
-				ph = _mm256_madd_epi16(scale_h, ph);
-				sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
-			}
-		}
-		for (int t = 0; t < NT; t++)
-			acc[t] = k4_block(acc[t], sumi[t], ms, ACT(t, struct block_q8_K) + ib, d, dmin);
-	}
-	store_hsum(acc, out, os, NT);
-}
 KERNEL(dot_q5_K, body_q5_K)
 
 /* Broadcast int8 scales 2i and 2i+1 to 8 int16 lanes each. */

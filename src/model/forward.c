@@ -35,11 +35,8 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	size_t qb = 0;
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct layer *L = &m->layers[il];
-		const struct wmat *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate,
-					    &L->ffn_up, &L->ffn_down, &L->router, &L->sh_gate,
-					    &L->sh_up, &L->sh_down, &L->wq_a, &L->wq_b, &L->wkv_a,
-					    &L->wkv_b };
-		for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++)
+		const struct wmat *ws[LAYER_MATS];
+		for (int i = 0; i < layer_mats(L, ws); i++)
 			if (ws[i]->data)
 				qb = max_sz(qb, op_matmul_scratch(ws[i], n_max));
 		for (int x = 0; L->exp && x < 3 * hp->n_expert; x++)

@@ -732,11 +732,8 @@ void fx_model_weight_bytes(const struct fx_model *m, uint64_t *total, uint64_t *
 	uint64_t all = 0, step = 0, np = 0;
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct layer *L = &m->layers[il];
-		const struct wmat *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate,
-					    &L->ffn_up, &L->ffn_down, &L->router, &L->sh_gate,
-					    &L->sh_up, &L->sh_down, &L->wq_a, &L->wq_b, &L->wkv_a,
-					    &L->wkv_b };
-		for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++) {
+		const struct wmat *ws[LAYER_MATS];
+		for (int i = 0; i < layer_mats(L, ws); i++) {
 			all += mat_bytes(ws[i]);
 			step += mat_bytes(ws[i]);
 			np += ws[i]->data ? (uint64_t)ws[i]->n_in * (uint64_t)ws[i]->n_out : 0;

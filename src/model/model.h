@@ -88,6 +88,20 @@ struct layer {
 	const float *inv_freq;              /* [n_rot / 2] RoPE frequencies of this layer */
 };
 
+/* The dense matrices of layer L, in a fixed order (NULL data where the
+ * layer has none); MoE experts are in L->exp. Returns the count (LAYER_MATS). */
+#define LAYER_MATS 15
+static inline int layer_mats(const struct layer *L, const struct wmat *ws[LAYER_MATS])
+{
+	const struct wmat *all[LAYER_MATS] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate,
+					       &L->ffn_up, &L->ffn_down, &L->router, &L->sh_gate,
+					       &L->sh_up, &L->sh_down, &L->wq_a, &L->wq_b,
+					       &L->wkv_a, &L->wkv_b };
+	for (int i = 0; i < LAYER_MATS; i++)
+		ws[i] = all[i];
+	return LAYER_MATS;
+}
+
 struct fx_model {
 	struct gguf_file *g;          /* owns the mapping every weight points into */
 	const struct arch_desc *arch;
