@@ -116,13 +116,9 @@ ALWAYS_INLINE __m256 halves8(const uint8_t *p, size_t stride, int cnt)
 	if (cnt == 8) {
 		LANE(0) LANE(1) LANE(2) LANE(3) LANE(4) LANE(5) LANE(6) LANE(7)
 	} else {
-		for (int k = 0; k < cnt; k++) {
-			memcpy(&h, p + (size_t)k * stride, 2);
-			uint16_t tmp[8];
-			_mm_storeu_si128((__m128i *)tmp, v);
-			tmp[k] = h;
-			v = _mm_loadu_si128((const __m128i *)tmp);
-		}
+#define PART(k) if (k < cnt) LANE(k)
+		PART(0) PART(1) PART(2) PART(3) PART(4) PART(5) PART(6)
+#undef PART
 	}
 #undef LANE
 	return _mm256_cvtph_ps(v);
