@@ -72,8 +72,8 @@ int32_t fx_model_n_vocab(const struct fx_model *m);
 bool fx_model_has_vocab(const struct fx_model *m);
 int32_t fx_model_n_ctx_train(const struct fx_model *m);
 const char *fx_model_arch_name(const struct fx_model *m); /* "gemma3", ... */
-/* *total: bytes of every weight tensor the model uses (as loaded: after
- * --quant, the requantized sizes). *per_token: bytes one decode step reads
+/* *total: bytes of every tensor of the file, norms included, as
+ * llama-bench's size column (after --quant: the matrices as requantized). *per_token: bytes one decode step reads
  * from them: every matrix once (MoE layers: n_expert_used of n_expert
  * experts, pro rata) and one token-embedding row unless the
  * embedding doubles as the LM head. Over memory bandwidth it bounds decode

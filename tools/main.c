@@ -83,11 +83,12 @@ static void usage(FILE *f)
 		"            [--quant TYPE]   raw f32 logits\n"
 		"  batched-bench -m MODEL [-npp 128] [-ntg 128] [-npl 1,2,4,8,16] [-t N] [-ub 512]\n"
 		"            prompt and generation throughput for parallel sequences\n"
-		"  convert   SRC -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k..q6_k]\n"
-		"            write an HF directory or GGUF file as GGUF\n"
-		"  bench     -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [-o md|json]\n"
+		"  convert   SRC -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k..q6_k|q4_k_m]\n"
+		"            [--vocab-from FILE.gguf]   write an HF directory or GGUF file as GGUF\n"
+		"  bench     -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [-b 512] [-o md|json] [--portable]\n"
 		"            prompt/generation tokens/s (llama-bench's method), RSS, roofline\n"
-		"  perplexity -m MODEL -f TEXT [-c 512] [-b 512] [-t N]\n"
+		"  perplexity -m MODEL -f TEXT [-c 512] [-b 512] [--chunks N] [-t N] [-ctk T] [-ctv T]\n"
+		"            [--portable]\n"
 		"            perplexity over a text file (llama-perplexity's method)\n"
 		"Run `ferrox COMMAND --help` for details.\n");
 }

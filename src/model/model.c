@@ -631,6 +631,7 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 				       "(f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, "
 				       "q6_K)", p->quant);
 		}
+		m->requantized = true;
 	}
 	struct stat st;
 	bool hf = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -756,6 +757,19 @@ void fx_model_weight_bytes(const struct fx_model *m, uint64_t *total, uint64_t *
 		all += mat_bytes(&m->output);
 		step += mat_bytes(&m->output) + m->tok_embd.row_bytes;
 		np += (uint64_t)m->output.n_in * (uint64_t)m->output.n_out;
+	}
+	/* The file's own tensors when they are what runs (not requantized):
+	 * every tensor counts, norms included, as llama-bench's size and
+	 * parameter columns do. */
+	if (!m->requantized && m->g) {
+		uint64_t fb = 0, fp = 0;
+		for (uint64_t i = 0; i < m->g->n_tensors; i++) {
+			const struct gguf_tensor *t = &m->g->tensors[i];
+			fb += t->nbytes;
+			fp += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+		}
+		all = fb;
+		np = fp;
 	}
 	*total = all;
 	*per_token = step;

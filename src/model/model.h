@@ -115,6 +115,7 @@ struct fx_model {
 	float **owned;                /* norm vectors converted to f32 (owned) */
 	int n_owned;
 	bool vocab_only;
+	bool requantized;             /* --quant: float matrices were quantized on load */
 };
 
 #endif
