@@ -186,6 +186,8 @@ int cmd_bench(int argc, char **argv)
 			       "pp: -p random ids from an empty cache in -b chunks; tg: -n single-token\n"
 			       "steps from an empty cache; mean +- sd of tokens/s over -r runs after one\n"
 			       "warm-up (llama-bench's method). Also peak RSS and the decode roofline.\n"
+			       "  -t N         threads (0, the default: one per core)\n"
+			       "  -b N         prompt tokens per forward step (512)\n"
 			       "  --portable   the portable C kernels instead of AVX2\n");
 			return 0;
 		} else {

@@ -91,6 +91,7 @@ int cmd_perplexity(int argc, char **argv)
 			       "Perplexity over TEXT in chunks of -c tokens, scoring each chunk's second\n"
 			       "half (llama-perplexity's method and output).\n"
 			       "  --chunks N         score only the first N chunks\n"
+			       "  -t N               threads (0, the default: one per core)\n"
 			       "  -ctk/-ctv T        KV cache types (f16 default, f32, q8_0)\n"
 			       "  --portable         the portable C kernels instead of AVX2\n");
 			return 0;
@@ -150,8 +151,8 @@ int cmd_perplexity(int argc, char **argv)
 	seq = calloc((size_t)n_ctx, sizeof(fx_seq));
 	if (!want || !seq)
 		goto out;
-	fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, scoring the last %d - 1 of each\n",
-		n_tok, n_chunk, n_ctx, (int)n_ctx - first);
+	fprintf(stderr, "perplexity: %zu tokens, %lld chunk%s of %lld, scoring the last %d - 1 of each\n",
+		n_tok, n_chunk, n_chunk == 1 ? "" : "s", n_ctx, (int)n_ctx - first);
 	double nll = 0, nll2 = 0, t0 = cli_now();
 	long long count = 0;
 	for (long long c = 0; c < n_chunk; c++) {
