@@ -100,12 +100,12 @@ static void check_axpy(enum kern_isa isa, uint64_t *rng)
 		out[i] = ref[i] = rng_f(rng);
 	}
 	float w = 0.37f;
-	kern_axpy(isa, FX_TYPE_F32, N, w, v32, out, tmp);
+	kern_axpy_get(FX_TYPE_F32, isa)(N, w, v32, out, tmp);
 	for (int i = 0; i < N; i++)
 		CHECK(fabsf(out[i] - (ref[i] + w * v32[i])) <= 1e-6f);
 	for (int i = 0; i < N; i++)
 		out[i] = ref[i];
-	kern_axpy(isa, FX_TYPE_F16, N, w, v16, out, tmp);
+	kern_axpy_get(FX_TYPE_F16, isa)(N, w, v16, out, tmp);
 	for (int i = 0; i < N; i++)
 		CHECK(fabsf(out[i] - (ref[i] + w * fx_fp16_to_fp32(v16[i]))) <= 1e-6f);
 }

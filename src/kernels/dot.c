@@ -27,34 +27,36 @@ kern_dot_fn kern_dot_get(int t, enum kern_isa isa)
 	return NULL;
 }
 
-void kern_vec_dot(enum kern_isa isa, int t, int64_t n, float *s, const void *x, const void *y)
+/* Portable forms: f32 directly, any other type converted to f32 first
+ * (the type table's to_float), then out += w * v. */
+static void axpy_f32(int64_t n, float w, const void *vv, float *out, float *tmp)
 {
-	kern_dot_fn k = kern_dot_get(t, isa);
-	if (k)
-		k(n, x, y, 0, 1, s, 0);
-	else
-		fx_type_get(t)->vec_dot(n, s, x, y);
+	const float *v = vv;
+	(void)tmp;
+	for (int64_t i = 0; i < n; i++)
+		out[i] += w * v[i];
 }
 
-void kern_axpy(enum kern_isa isa, int t, int64_t n, float w, const void *v, float *out, float *tmp)
+#define AXPY_CONVERTED(name, type)                                                   \
+	static void name(int64_t n, float w, const void *v, float *out, float *tmp)  \
+	{                                                                             \
+		fx_type_get(type)->to_float(v, tmp, n);                               \
+		axpy_f32(n, w, tmp, out, NULL);                                       \
+	}
+AXPY_CONVERTED(axpy_f16, FX_TYPE_F16)
+AXPY_CONVERTED(axpy_q8_0, FX_TYPE_Q8_0)
+
+kern_axpy_fn kern_axpy_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
 	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2) {
-		if (t == FX_TYPE_F32) {
-			kern_axpy_avx2_f32(n, w, v, out);
-			return;
-		}
-		if (t == FX_TYPE_F16) {
-			kern_axpy_avx2_f16(n, w, v, out);
-			return;
-		}
+		if (t == FX_TYPE_F32)
+			return kern_axpy_avx2_f32;
+		if (t == FX_TYPE_F16)
+			return kern_axpy_avx2_f16;
 	}
+#else
+	(void)isa;
 #endif
-	const float *vf = v;
-	if (t != FX_TYPE_F32) {
-		fx_type_get(t)->to_float(v, tmp, n);
-		vf = tmp;
-	}
-	for (int64_t i = 0; i < n; i++)
-		out[i] += w * vf[i];
+	return t == FX_TYPE_F32 ? axpy_f32 : t == FX_TYPE_F16 ? axpy_f16 : axpy_q8_0;
 }

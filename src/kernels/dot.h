@@ -42,19 +42,16 @@ enum kern_isa kern_isa_best(void);
  * it. */
 kern_dot_fn kern_dot_get(int t, enum kern_isa isa);
 
-/* Single-row form for callers that want one sum: *s = dot(x, y) over n
- * with isa's kernel for t, falling back to the type table's vec_dot. */
-void kern_vec_dot(enum kern_isa isa, int t, int64_t n, float *s, const void *x, const void *y);
-
-/* out[i] += w * v[i] for i < n, v a row of type t (f32 or f16; other
- * types are converted through tmp[n]). Used for attention's weighted sum
- * of V rows. */
-void kern_axpy(enum kern_isa isa, int t, int64_t n, float w, const void *v, float *out, float *tmp);
+/* out[i] += w * v[i] for i < n, v a row of a KV cache type t (f32 or f16
+ * natively; q8_0 is converted through tmp[n] first). Attention's weighted
+ * sum of V rows; resolve it once with kern_axpy_get, call it per row. */
+typedef void (*kern_axpy_fn)(int64_t n, float w, const void *v, float *out, float *tmp);
+kern_axpy_fn kern_axpy_get(int t, enum kern_isa isa);
 
 #if defined(__x86_64__)
 kern_dot_fn kern_dot_get_avx2(int t);
-void kern_axpy_avx2_f32(int64_t n, float w, const float *v, float *out);
-void kern_axpy_avx2_f16(int64_t n, float w, const uint16_t *v, float *out);
+void kern_axpy_avx2_f32(int64_t n, float w, const void *v, float *out, float *tmp);
+void kern_axpy_avx2_f16(int64_t n, float w, const void *v, float *out, float *tmp);
 #endif
 
 #endif

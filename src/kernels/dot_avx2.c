@@ -60,18 +60,19 @@ ALWAYS_INLINE __m256i bits32(const uint8_t *p)
 
 #define ACT(t, T) ((const T *)((const uint8_t *)act + (size_t)(t) * act_stride))
 
-/* Instantiate body for NT = 1..8 behind one dispatcher. Every row's sum
+/* Instantiate body(..., NT, KIND) for NT = 1..8 behind one dispatcher;
+ * KIND picks the block type where one body serves several. Every row's sum
  * is the same whatever NT (per-row accumulators), so any grouping of the
  * rows gives the same results. */
-#define KERNEL(name, body)                                                              \
+#define KERNEL(name, body, KIND)                                                              \
 	static void name##_1(int64_t n, const void *w, const void *act, size_t as,          \
-			     float *out, size_t os) { body(n, w, act, as, out, os, 1); }         \
+			     float *out, size_t os) { body(n, w, act, as, out, os, 1, KIND); }         \
 	static void name##_2(int64_t n, const void *w, const void *act, size_t as,          \
-			     float *out, size_t os) { body(n, w, act, as, out, os, 2); }         \
+			     float *out, size_t os) { body(n, w, act, as, out, os, 2, KIND); }         \
 	static void name##_4(int64_t n, const void *w, const void *act, size_t as,          \
-			     float *out, size_t os) { body(n, w, act, as, out, os, 4); }         \
+			     float *out, size_t os) { body(n, w, act, as, out, os, 4, KIND); }         \
 	static void name##_8(int64_t n, const void *w, const void *act, size_t as,          \
-			     float *out, size_t os) { body(n, w, act, as, out, os, 8); }         \
+			     float *out, size_t os) { body(n, w, act, as, out, os, 8, KIND); }         \
 	static void name(int64_t n, const void *w, const void *act, size_t as, int nt,      \
 			 float *out, size_t os)                                               \
 	{                                                                                   \
@@ -235,30 +236,10 @@ ALWAYS_INLINE void body_legacy(int64_t n, const void *vw, const void *act, size_
 		out[(size_t)t * os] = q41 ? hsum8(acc[t]) + hsum8(msum[t]) : hsum8(acc[t]);
 }
 
-ALWAYS_INLINE void body_q8_0(int64_t n, const void *w, const void *act, size_t as, float *out,
-			     size_t os, const int NT)
-{
-	body_legacy(n, w, act, as, out, os, NT, LEG_Q8_0);
-}
-ALWAYS_INLINE void body_q4_0(int64_t n, const void *w, const void *act, size_t as, float *out,
-			     size_t os, const int NT)
-{
-	body_legacy(n, w, act, as, out, os, NT, LEG_Q4_0);
-}
-ALWAYS_INLINE void body_q5_0(int64_t n, const void *w, const void *act, size_t as, float *out,
-			     size_t os, const int NT)
-{
-	body_legacy(n, w, act, as, out, os, NT, LEG_Q5_0);
-}
-ALWAYS_INLINE void body_q4_1(int64_t n, const void *w, const void *act, size_t as, float *out,
-			     size_t os, const int NT)
-{
-	body_legacy(n, w, act, as, out, os, NT, LEG_Q4_1);
-}
-KERNEL(dot_q8_0, body_q8_0)
-KERNEL(dot_q4_0, body_q4_0)
-KERNEL(dot_q5_0, body_q5_0)
-KERNEL(dot_q4_1, body_q4_1)
+KERNEL(dot_q8_0, body_legacy, LEG_Q8_0)
+KERNEL(dot_q4_0, body_legacy, LEG_Q4_0)
+KERNEL(dot_q5_0, body_legacy, LEG_Q5_0)
+KERNEL(dot_q4_1, body_legacy, LEG_Q4_1)
 
 /* ---- k-quants x q8_K ------------------------------------------------------ */
 
@@ -353,18 +334,8 @@ ALWAYS_INLINE void body_k4(int64_t n, const void *vw, const void *act, size_t ac
 	store_hsum(acc, out, os, NT);
 }
 
-ALWAYS_INLINE void body_q4_K(int64_t n, const void *w, const void *act, size_t as, float *out,
-			     size_t os, const int NT)
-{
-	body_k4(n, w, act, as, out, os, NT, false);
-}
-ALWAYS_INLINE void body_q5_K(int64_t n, const void *w, const void *act, size_t as, float *out,
-			     size_t os, const int NT)
-{
-	body_k4(n, w, act, as, out, os, NT, true);
-}
-KERNEL(dot_q4_K, body_q4_K)
-KERNEL(dot_q5_K, body_q5_K)
+KERNEL(dot_q4_K, body_k4, false)
+KERNEL(dot_q5_K, body_k4, true)
 
 /* Broadcast int8 scales 2i and 2i+1 to 8 int16 lanes each. */
 ALWAYS_INLINE __m256i q6_scale(__m128i scales, int i)
@@ -374,8 +345,9 @@ ALWAYS_INLINE __m256i q6_scale(__m128i scales, int i)
 }
 
 ALWAYS_INLINE void body_q6_K(int64_t n, const void *vw, const void *act, size_t act_stride,
-			     float *out, size_t os, const int NT)
+			     float *out, size_t os, const int NT, const int KIND)
 {
+	(void)KIND;
 	const struct block_q6_K *x = vw;
 	const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
 	const __m256i m32s = _mm256_set1_epi8(32);
@@ -426,7 +398,7 @@ ALWAYS_INLINE void body_q6_K(int64_t n, const void *vw, const void *act, size_t 
 	}
 	store_hsum(acc, out, os, NT);
 }
-KERNEL(dot_q6_K, body_q6_K)
+KERNEL(dot_q6_K, body_q6_K, 0)
 
 /* Float kernels keep four accumulators per row: four rows fill the
  * registers. */
@@ -464,8 +436,9 @@ ALWAYS_INLINE float reduce4(__m256 *s)
 
 #define FLOAT_BODY(name, LD, ELEM, CVT)                                                          \
 	ALWAYS_INLINE void name(int64_t n, const void *w, const void *act, size_t act_stride,   \
-				float *out, size_t os, const int NT)                              \
+				float *out, size_t os, const int NT, const int KIND)              \
 	{                                                                                       \
+		(void)KIND;                                                                     \
 		__m256 s[8][4];                                                       \
 		for (int t = 0; t < NT; t++)                                                    \
 			for (int k = 0; k < 4; k++)                                             \
@@ -505,9 +478,9 @@ ALWAYS_INLINE float cvt_bf16(uint16_t h)
 FLOAT_BODY(body_f32, ld_f32, float, id_f32)
 FLOAT_BODY(body_f16, ld_f16, uint16_t, h2f)
 FLOAT_BODY(body_bf16, ld_bf16, uint16_t, cvt_bf16)
-KERNEL(dot_f32, body_f32)
-KERNEL(dot_f16, body_f16)
-KERNEL(dot_bf16, body_bf16)
+KERNEL(dot_f32, body_f32, 0)
+KERNEL(dot_f16, body_f16, 0)
+KERNEL(dot_bf16, body_bf16, 0)
 
 kern_dot_fn kern_dot_get_avx2(int t)
 {
@@ -526,8 +499,10 @@ kern_dot_fn kern_dot_get_avx2(int t)
 	}
 }
 
-void kern_axpy_avx2_f32(int64_t n, float w, const float *v, float *out)
+void kern_axpy_avx2_f32(int64_t n, float w, const void *vv, float *out, float *tmp)
 {
+	const float *v = vv;
+	(void)tmp;
 	__m256 vw = _mm256_set1_ps(w);
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8)
@@ -536,8 +511,10 @@ void kern_axpy_avx2_f32(int64_t n, float w, const float *v, float *out)
 		out[i] += w * v[i];
 }
 
-void kern_axpy_avx2_f16(int64_t n, float w, const uint16_t *v, float *out)
+void kern_axpy_avx2_f16(int64_t n, float w, const void *vv, float *out, float *tmp)
 {
+	const uint16_t *v = vv;
+	(void)tmp;
 	__m256 vw = _mm256_set1_ps(w);
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8)

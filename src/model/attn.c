@@ -119,6 +119,7 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 	const struct fx_type_traits *ktt = fx_type_get(kt);
 	size_t k_off = fx_row_size(kt, (int64_t)g * hd), v_off = fx_row_size(vt, (int64_t)g * dv);
 	kern_dot_fn kd = kern_dot_get(kt, a->isa);
+	kern_axpy_fn axpy = kern_axpy_get(vt, a->isa);
 	const void *qd[FX_MAX_HEADS];
 	for (int i = 0; i < nh; i++) {
 		const float *q = s->q + ((size_t)t * hp->n_head + h0 + i) * hd;
@@ -179,7 +180,7 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 			for (int r = 0; r < nk; r++) {
 				float w = expf(si[r] - mx[i]);
 				l[i] += w;
-				kern_axpy(a->isa, vt, dv, w, vrow[r], o, vtmp);
+				axpy(dv, w, vrow[r], o, vtmp);
 			}
 		}
 	}
