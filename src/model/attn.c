@@ -56,8 +56,7 @@ static void decorate_worker(void *arg, int ith, int nth)
 	for (long t = t0; t < t1; t++) {
 		float *row = a->x + (size_t)t * width;
 		if (a->bias)
-			for (int64_t i = 0; i < width; i++)
-				row[i] += a->bias[i];
+			add_bias(row, a->bias, 1, width);
 		if (a->norm_w && m->arch->qk_norm == QK_NORM_FULL)
 			op_rmsnorm(row, a->norm_w, width, hp->eps, row);
 		if (a->L->rope)
