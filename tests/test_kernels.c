@@ -47,7 +47,7 @@ static void check_type(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 	CHECKF(k != NULL, "%s: no kernel", tt->name);
 	if (!k)
 		return;
-	size_t wb = fx_row_size(type, n), ab = fx_row_size(tt->vec_dot_type, n);
+	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
 	float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
 	float *wd = malloc((size_t)n * sizeof(float)), *ad = malloc((size_t)n * sizeof(float));
 	uint8_t *w = malloc(wb), *a = malloc(ab * KERN_NT_MAX);
@@ -59,7 +59,7 @@ static void check_type(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 	for (int t = 0; t < KERN_NT_MAX; t++) {
 		for (int64_t i = 0; i < n; i++)
 			af[i] = rng_f(rng) * (t + 1);
-		vt->from_float(af, a + (size_t)t * ab, n);
+		kern_act_quantize(tt->vec_dot_type, isa, af, a + (size_t)t * ab, n);
 		vt->to_float(a + (size_t)t * ab, ad, n);
 		double mag = 0;
 		for (int64_t i = 0; i < n; i++)

@@ -1,6 +1,9 @@
 /* Kernel-set selection (see kernels/dot.h). */
 #include "kernels/dot.h"
 
+#include <stdbool.h>
+
+#include "quant/blocks.h"
 #include "quant/quant.h"
 
 enum kern_isa kern_isa_best(void)
@@ -13,6 +16,47 @@ enum kern_isa kern_isa_best(void)
 		return KERN_AVX2;
 #endif
 	return KERN_PORTABLE;
+}
+
+/* Offsets of the f32 scale arrays in an AVX2 q8_0/q8_1 row (dot.h). */
+static size_t pad32(size_t x)
+{
+	return (x + 31) & ~(size_t)31;
+}
+
+static bool has_scale_arrays(int vdt, enum kern_isa isa)
+{
+	return isa == KERN_AVX2 && (vdt == FX_TYPE_Q8_0 || vdt == FX_TYPE_Q8_1);
+}
+
+size_t kern_act_row_bytes(int vdt, enum kern_isa isa, int64_t n)
+{
+	size_t blocks = fx_row_size(vdt, n);
+	if (!has_scale_arrays(vdt, isa))
+		return blocks;
+	size_t nb = (size_t)(n / 32), arrays = vdt == FX_TYPE_Q8_1 ? 2 : 1;
+	return pad32(blocks) + arrays * pad32(nb * sizeof(float));
+}
+
+void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, int64_t n)
+{
+	fx_type_get(vdt)->from_float(x, row, n);
+	if (!has_scale_arrays(vdt, isa))
+		return;
+	size_t nb = (size_t)(n / 32);
+	float *d = (float *)((uint8_t *)row + pad32(fx_row_size(vdt, n)));
+	if (vdt == FX_TYPE_Q8_0) {
+		const struct block_q8_0 *b = row;
+		for (size_t i = 0; i < nb; i++)
+			d[i] = fx_fp16_to_fp32(b[i].d);
+		return;
+	}
+	const struct block_q8_1 *b = row;
+	float *s = d + pad32(nb * sizeof(float)) / sizeof(float);
+	for (size_t i = 0; i < nb; i++) {
+		d[i] = fx_fp16_to_fp32(b[i].d);
+		s[i] = fx_fp16_to_fp32(b[i].s);
+	}
 }
 
 kern_dot_fn kern_dot_get(int t, enum kern_isa isa)

@@ -28,10 +28,22 @@ enum kern_isa {
 /* out[t * out_stride] = dot(w, act + t * act_stride) for t < nt
  * (1 <= nt <= KERN_NT_MAX). w: one row of n elements of the weight type;
  * act: rows of the type's vec_dot_type (q8_0/q8_1/q8_K blocks or
- * f32/f16/bf16), act_stride bytes apart. n is a multiple of the block
- * size. */
+ * f32/f16/bf16) in the kernel set's activation layout (kern_act_quantize),
+ * act_stride bytes apart. n is a multiple of the block size. */
 typedef void (*kern_dot_fn)(int64_t n, const void *w, const void *act, size_t act_stride,
 			    int nt, float *out, size_t out_stride);
+
+/* Activation rows as a set's kernels read them: bytes of one row of n
+ * elements of activation type vdt (a weight type's vec_dot_type), and its
+ * conversion from f32 x[n] (the type table's quantizer, then any extras).
+ * Portable rows are the type's own blocks. AVX2 rows of q8_0 / q8_1 are
+ * those blocks followed, at the next 32-byte boundary, by every block's d
+ * and then (q8_1) s as f32, also 32-byte padded: a kernel then reads eight
+ * blocks' scales with one load instead of eight half conversions. The
+ * values are the blocks' own, so no result changes, and the portable
+ * vec_dot reads such a row as a plain one. */
+size_t kern_act_row_bytes(int vdt, enum kern_isa isa, int64_t n);
+void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, int64_t n);
 
 /* The best kernel set this CPU runs (KERN_AVX2 when it has AVX2, FMA and
  * F16C; KERN_PORTABLE otherwise or on other architectures). */

@@ -99,13 +99,13 @@ ALWAYS_INLINE void store_hsum(const __m256 *acc, float *out, size_t os, const in
 		out[(size_t)t * os] = hsum8(acc[t]);
 }
 
-/* The 32-element block types run in groups of 8 blocks: the 8 weight and
- * 8 activation scales of a group are converted in one vector each, and two
- * blocks' integer sums share one hadd, one int->float conversion and one
- * FMA against their scales (lanes 0,1,4,5: the first block, 2,3,6,7: the
- * second). A group's tail pairs its odd last block with zeros. Which
- * blocks meet in a lane depends only on n, so every row's sum is the same
- * for any NT. */
+/* The 32-element block types follow llama.cpp's AVX2 vec_dot: per block,
+ * the integer sum as 8 int32 lanes, converted and FMA'd with the product
+ * of the two scales into an 8-lane accumulator. Blocks run in groups of 8
+ * so the weights' 8 scales convert in one vector and the activations' come
+ * from their row's f32 scale array (kern_act_quantize) in one load. q4_1's
+ * m * s terms go to a second accumulator whose lanes are the group's
+ * blocks. */
 
 /* Eight fp16 values, stride bytes apart, as 8 f32; lanes >= cnt are 0.
  * Full groups take the branch-free path. */
@@ -125,6 +125,16 @@ ALWAYS_INLINE __m256 halves8(const uint8_t *p, size_t stride, int cnt)
 	return _mm256_cvtph_ps(v);
 }
 
+/* Eight f32 from p, lanes >= cnt zero. */
+ALWAYS_INLINE __m256 floats8(const float *p, int cnt)
+{
+	if (cnt == 8)
+		return _mm256_loadu_ps(p);
+	float tmp[8] = { 0 };
+	memcpy(tmp, p, (size_t)cnt * sizeof(float));
+	return _mm256_loadu_ps(tmp);
+}
+
 /* Weights PREFETCH_AHEAD bytes ahead of the group being read are asked for
  * now: decode streams each row once from DRAM, and the row after this one
  * starts right where this one ends. (A prefetch past the matrix is
@@ -134,13 +144,6 @@ ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
 {
 	for (size_t o = 0; o < n; o += 64)
 		_mm_prefetch((const char *)(p + PREFETCH_AHEAD + o), _MM_HINT_T0);
-}
-
-/* Scale lanes for pair k of a group: blocks 2k, 2k+1 as hadd lays them out. */
-ALWAYS_INLINE __m256 pair_scales(__m256 s, int k)
-{
-	const __m256i idx = _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1);
-	return _mm256_permutevar8x32_ps(s, _mm256_add_epi32(idx, _mm256_set1_epi32(2 * k)));
 }
 
 /* Integer sums of one 32-element block as 8 int32 lanes: signed weights
@@ -181,59 +184,67 @@ ALWAYS_INLINE size_t leg_wsize(const int KIND)
 	       : KIND == LEG_Q5_0 ? sizeof(struct block_q5_0) : sizeof(struct block_q4_1);
 }
 
-ALWAYS_INLINE void body_legacy(int64_t n, const void *vw, const void *act, size_t act_stride,
-			       float *out, size_t os, const int NT, const int KIND)
+ALWAYS_INLINE size_t pad32(size_t x)
+{
+	return (x + 31) & ~(size_t)31;
+}
+
+/* Blocks [g0, g0 + cnt) (cnt <= 8) for NT rows. FULL: cnt is 8, known at
+ * compile time, so the loops unroll and the accumulators stay in
+ * registers. */
+ALWAYS_INLINE void leg_group(const void *vw, int64_t g0, int cnt, int64_t nb, const void *act,
+			     size_t act_stride, __m256 *acc, __m256 *msum, const int NT,
+			     const int KIND, const bool FULL)
 {
 	const uint8_t *w = vw;
 	const bool q41 = KIND == LEG_Q4_1;
 	const size_t ws = leg_wsize(KIND);
 	const size_t ys = q41 ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0);
 	const size_t yq = q41 ? offsetof(struct block_q8_1, qs) : offsetof(struct block_q8_0, qs);
+	const size_t d_off = pad32((size_t)nb * ys), s_off = d_off + pad32((size_t)nb * sizeof(float));
+	if (FULL)
+		cnt = 8;
+	prefetch_span(w + (size_t)g0 * ws, (size_t)cnt * ws);
+	__m256 dx = halves8(w + (size_t)g0 * ws, ws, cnt); /* d is each block's first field */
+	__m256 mx = q41 ? halves8(w + (size_t)g0 * ws + offsetof(struct block_q4_1, m), ws, cnt)
+			: dx;
+	_Alignas(32) float sc[8][8];
+#pragma GCC unroll 8
+	for (int t = 0; t < NT; t++) {
+		const uint8_t *y = ACT(t, uint8_t);
+		_mm256_store_ps(sc[t], _mm256_mul_ps(dx, floats8((const float *)(y + d_off) + g0, cnt)));
+		if (q41)
+			msum[t] = _mm256_fmadd_ps(mx, floats8((const float *)(y + s_off) + g0, cnt), msum[t]);
+	}
+#pragma GCC unroll 8
+	for (int k = 0; k < cnt; k++) {
+		__m256i q = leg_unpack(vw, g0 + k, KIND);
+		__m256i aq = _mm256_sign_epi8(q, q);
+#pragma GCC unroll 8
+		for (int t = 0; t < NT; t++) {
+			const int8_t *y = (const int8_t *)(ACT(t, uint8_t) + (size_t)(g0 + k) * ys + yq);
+			__m256i p = q41 ? block_sum_unsigned(q, y) : block_sum_signed(q, aq, y);
+			acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[t][k]), _mm256_cvtepi32_ps(p), acc[t]);
+		}
+	}
+}
+
+ALWAYS_INLINE void body_legacy(int64_t n, const void *vw, const void *act, size_t act_stride,
+			       float *out, size_t os, const int NT, const int KIND)
+{
 	__m256 acc[8], msum[8];
 	for (int t = 0; t < NT; t++) {
 		acc[t] = _mm256_setzero_ps();
 		msum[t] = _mm256_setzero_ps();
 	}
 	const int64_t nb = n / 32;
-	for (int64_t g0 = 0; g0 < nb; g0 += 8) {
-		int cnt = nb - g0 < 8 ? (int)(nb - g0) : 8;
-		prefetch_span(w + (size_t)g0 * ws, (size_t)cnt * ws);
-		__m256 dx = halves8(w + (size_t)g0 * ws, ws, cnt); /* d is each block's first field */
-		__m256 mx = q41 ? halves8(w + (size_t)g0 * ws + offsetof(struct block_q4_1, m), ws, cnt)
-				: dx;
-		__m256 sc[8];
-		for (int t = 0; t < NT; t++) {
-			const uint8_t *y = ACT(t, uint8_t) + (size_t)g0 * ys;
-			sc[t] = _mm256_mul_ps(dx, halves8(y, ys, cnt));
-			if (q41)
-				msum[t] = _mm256_fmadd_ps(mx, halves8(y + offsetof(struct block_q8_1, s), ys, cnt),
-							  msum[t]);
-		}
-		for (int k = 0; 2 * k < cnt; k++) {
-			int64_t b0 = g0 + 2 * k;
-			bool two = 2 * k + 1 < cnt;
-			__m256i q0 = leg_unpack(vw, b0, KIND);
-			__m256i q1 = two ? leg_unpack(vw, b0 + 1, KIND) : _mm256_setzero_si256();
-			__m256i a0 = _mm256_sign_epi8(q0, q0), a1 = _mm256_sign_epi8(q1, q1);
-			for (int t = 0; t < NT; t++) {
-				const int8_t *y0 = (const int8_t *)(ACT(t, uint8_t) + (size_t)b0 * ys + yq);
-				__m256i p0, p1 = _mm256_setzero_si256();
-				if (q41) {
-					p0 = block_sum_unsigned(q0, y0);
-					if (two)
-						p1 = block_sum_unsigned(q1, y0 + ys);
-				} else {
-					p0 = block_sum_signed(q0, a0, y0);
-					if (two)
-						p1 = block_sum_signed(q1, a1, y0 + ys);
-				}
-				__m256 f = _mm256_cvtepi32_ps(_mm256_hadd_epi32(p0, p1));
-				acc[t] = _mm256_fmadd_ps(pair_scales(sc[t], k), f, acc[t]);
-			}
-		}
-	}
+	int64_t g0 = 0;
+	for (; g0 + 8 <= nb; g0 += 8)
+		leg_group(vw, g0, 8, nb, act, act_stride, acc, msum, NT, KIND, true);
+	if (g0 < nb)
+		leg_group(vw, g0, (int)(nb - g0), nb, act, act_stride, acc, msum, NT, KIND, false);
 	for (int t = 0; t < NT; t++)
-		out[(size_t)t * os] = q41 ? hsum8(acc[t]) + hsum8(msum[t]) : hsum8(acc[t]);
+		out[(size_t)t * os] = KIND == LEG_Q4_1 ? hsum8(acc[t]) + hsum8(msum[t]) : hsum8(acc[t]);
 }
 
 KERNEL(dot_q8_0, body_legacy, LEG_Q8_0)

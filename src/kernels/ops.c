@@ -8,10 +8,9 @@
 #include "kernels/dot.h"
 #include "quant/quant.h"
 
-static size_t act_row_bytes(const struct wmat *w)
+static size_t act_row_bytes(const struct wmat *w, enum kern_isa isa)
 {
-	const struct fx_type_traits *tt = fx_type_get(w->type);
-	return fx_row_size(tt->vec_dot_type, w->n_in);
+	return kern_act_row_bytes(fx_type_get(w->type)->vec_dot_type, isa, w->n_in);
 }
 
 size_t op_matmul_scratch(const struct wmat *w, int64_t n_tok)
@@ -19,7 +18,8 @@ size_t op_matmul_scratch(const struct wmat *w, int64_t n_tok)
 	const struct fx_type_traits *tt = fx_type_get(w->type);
 	if (tt->vec_dot_type == FX_TYPE_F32)
 		return 0;
-	return act_row_bytes(w) * (size_t)n_tok;
+	/* The largest layout any kernel set uses (AVX2 rows add scales). */
+	return act_row_bytes(w, KERN_AVX2) * (size_t)n_tok;
 }
 
 /* Up to MM_MAX matrices sharing one input: their rows are concatenated and
@@ -102,7 +102,8 @@ struct quant_args {
 	void *xq;
 	int64_t n_in, n_tok;
 	size_t act_bytes;
-	fx_from_float_fn q;
+	int vdt;
+	enum kern_isa isa;
 };
 
 static void quant_worker(void *arg, int ith, int nth)
@@ -111,7 +112,8 @@ static void quant_worker(void *arg, int ith, int nth)
 	long t0, t1;
 	fx_split((long)a->n_tok, ith, nth, &t0, &t1);
 	for (long t = t0; t < t1; t++)
-		a->q(a->x + t * a->n_in, (uint8_t *)a->xq + (size_t)t * a->act_bytes, a->n_in);
+		kern_act_quantize(a->vdt, a->isa, a->x + t * a->n_in,
+				  (uint8_t *)a->xq + (size_t)t * a->act_bytes, a->n_in);
 }
 
 void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, const float *x,
@@ -141,8 +143,8 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 		a.act_bytes = (size_t)w[0]->n_in * sizeof(float);
 	} else {
 		struct quant_args q = { .x = x, .xq = scratch, .n_in = w[0]->n_in, .n_tok = n_tok,
-					.act_bytes = act_row_bytes(w[0]),
-					.q = fx_type_get(tt->vec_dot_type)->from_float };
+					.act_bytes = act_row_bytes(w[0], isa),
+					.vdt = tt->vec_dot_type, .isa = isa };
 		if (n_tok > 1)
 			fx_pool_run(pool, quant_worker, &q);
 		else

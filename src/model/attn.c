@@ -118,6 +118,13 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 	const struct fx_type_traits *ktt = fx_type_get(kt);
 	size_t k_off = fx_row_size(kt, (int64_t)g * hd), v_off = fx_row_size(vt, (int64_t)g * dv);
 	kern_dot_fn kd = kern_dot_get(kt, a->isa);
+	/* A kernel's activation rows may carry more than the cache's blocks
+	 * (kern_act_quantize's scale arrays): then each key row is the
+	 * "weight" and the converted query the activation, one key per call
+	 * (the same products, so the same sums). */
+	bool key_as_weight = ktt->vec_dot_type != FX_TYPE_F32 &&
+			     kern_act_row_bytes(ktt->vec_dot_type, a->isa, hd) !=
+				     fx_row_size(ktt->vec_dot_type, hd);
 	kern_axpy_fn axpy = kern_axpy_get(vt, a->isa);
 	const void *qd[FX_MAX_HEADS];
 	for (int i = 0; i < nh; i++) {
@@ -125,7 +132,7 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 		qd[i] = q;
 		if (ktt->vec_dot_type != FX_TYPE_F32) {
 			void *qc = (uint8_t *)s->qconv + ((size_t)ith * hp->n_head + i) * s->qconv_stride;
-			fx_type_get(ktt->vec_dot_type)->from_float(q, qc, hd);
+			kern_act_quantize(ktt->vec_dot_type, a->isa, q, qc, hd);
 			qd[i] = qc;
 		}
 		mx[i] = -INFINITY;
@@ -148,7 +155,9 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 			/* q . k_j, the query as the kernel's "weight row": the
 			 * same products and order as k_j . q. Rows adjacent in
 			 * memory go in one call. */
-			for (int r = 0; r < nk;) {
+			for (int r = 0; r < nk && kd && key_as_weight; r++)
+				kd(hd, krow[r], qd[i], 0, 1, si + r, 1);
+			for (int r = 0; r < nk && !key_as_weight;) {
 				int run = 1;
 				ptrdiff_t st = nk > r + 1 ? krow[r + 1] - krow[r] : 0;
 				while (kd && r + run < nk && run < KERN_NT_MAX && st > 0 &&

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "kernels/dot.h"
 #include "quant/quant.h"
 
 static size_t max_sz(size_t a, size_t b)
@@ -69,7 +70,11 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	s->qbuf = scratch_alloc(s, qb ? qb : 1, 1);
 	s->vrow = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_head + 1) * hp->head_dim_v,
 				sizeof(float));
-	s->qconv_stride = ((size_t)hp->head_dim * sizeof(float) + 63) & ~(size_t)63;
+	/* A query converted for the K cache: f32 at most, or q8_0/q8_1 with
+	 * the AVX2 kernels' scale arrays (q8_1's are the larger). */
+	s->qconv_stride = max_sz((size_t)hp->head_dim * sizeof(float),
+				 kern_act_row_bytes(FX_TYPE_Q8_1, KERN_AVX2, hp->head_dim));
+	s->qconv_stride = (s->qconv_stride + 63) & ~(size_t)63;
 	s->qconv = scratch_alloc(s, (size_t)n_threads * (size_t)hp->n_head, s->qconv_stride);
 	s->rope_cs = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1),
 				   sizeof(float));

@@ -1,0 +1,129 @@
+/* Matrix-multiply throughput of ferrox's kernels on random data: for each
+ * weight type, an n_out x n_in matrix against n_tok activation rows
+ * through op_matmul (the forward pass's path), reported as GMAC/s (best of
+ * -r runs). Used to tune the kernels; compare.sh measures whole models.
+ *
+ *   build/bin/bench_kernels [-t threads] [-k n_in] [-m n_out] [-n n_tok]
+ *                           [-r runs] [--portable] [type ...]
+ *
+ * Defaults: TinyLlama's ffn_up shape (2048 -> 5632), 512 tokens, 2 threads,
+ * 3 runs, every type with a quantizer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/threadpool.h"
+#include "kernels/dot.h"
+#include "kernels/ops.h"
+#include "quant/quant.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float frand(unsigned *s)
+{
+	*s = *s * 1664525u + 1013904223u;
+	return (float)(*s >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+}
+
+static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int64_t n, int runs)
+{
+	const struct fx_type_traits *tt = fx_type_get(type);
+	size_t row = fx_row_size(type, k);
+	float *wf = malloc((size_t)k * sizeof(float));
+	uint8_t *w = malloc(row * (size_t)m);
+	float *x = malloc((size_t)(k * n) * sizeof(float));
+	float *y = malloc((size_t)(m * n) * sizeof(float));
+	struct wmat wm = { .data = w, .type = type, .n_in = k, .n_out = m, .row_bytes = row };
+	void *scratch = malloc(op_matmul_scratch(&wm, n) + 64);
+	if (!wf || !w || !x || !y || !scratch) {
+		fprintf(stderr, "bench_kernels: out of memory\n");
+		return 1;
+	}
+	unsigned s = 1;
+	for (int64_t r = 0; r < m; r++) {
+		for (int64_t i = 0; i < k; i++)
+			wf[i] = frand(&s);
+		tt->from_float(wf, w + (size_t)r * row, k);
+	}
+	for (int64_t i = 0; i < k * n; i++)
+		x[i] = frand(&s);
+	double best = 1e30;
+	for (int r = 0; r <= runs; r++) { /* run 0 warms up */
+		double t0 = now_s();
+		op_matmul(pool, &wm, x, n, y, scratch);
+		double dt = now_s() - t0;
+		if (r > 0 && dt < best)
+			best = dt;
+	}
+	double mac = (double)k * (double)m * (double)n;
+	printf("%-6s %5lld x %5lld x %4lld  %8.2f ms  %7.2f GMAC/s  %6.2f GB/s of weights\n",
+	       tt->name, (long long)m, (long long)k, (long long)n, best * 1e3, mac / best * 1e-9,
+	       (double)(row * (size_t)m) / best * 1e-9);
+	free(wf);
+	free(w);
+	free(x);
+	free(y);
+	free(scratch);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int threads = 2, runs = 3, portable = 0;
+	int64_t k = 2048, m = 5632, n = 512;
+	const char *names[32];
+	int n_names = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--portable")) {
+			portable = 1;
+		} else if (a[0] == '-' && i + 1 < argc && strlen(a) == 2) {
+			long v = atol(argv[++i]);
+			if (v <= 0) {
+				fprintf(stderr, "bench_kernels: %s wants a positive number\n", a);
+				return 2;
+			}
+			switch (a[1]) {
+			case 't': threads = (int)v; break;
+			case 'k': k = v; break;
+			case 'm': m = v; break;
+			case 'n': n = v; break;
+			case 'r': runs = (int)v; break;
+			default: fprintf(stderr, "bench_kernels: unknown option %s\n", a); return 2;
+			}
+		} else if (a[0] != '-' && n_names < 32) {
+			names[n_names++] = a;
+		} else {
+			fprintf(stderr, "usage: bench_kernels [-t N] [-k n_in] [-m n_out] [-n n_tok] "
+					"[-r runs] [--portable] [type ...]\n");
+			return 2;
+		}
+	}
+	struct fx_pool *pool;
+	if (fx_pool_create(threads, &pool)) {
+		fprintf(stderr, "bench_kernels: cannot start %d threads\n", threads);
+		return 1;
+	}
+	fx_pool_set_kernels(pool, portable ? KERN_PORTABLE : kern_isa_best());
+	int rc = 0;
+	for (int t = 0; t < FX_TYPE_COUNT && !rc; t++) {
+		const struct fx_type_traits *tt = fx_type_get(t);
+		if (!tt || !tt->from_float || !tt->vec_dot || fx_row_size(t, k) == 0 ||
+		    t == FX_TYPE_Q8_1 || t == FX_TYPE_Q8_K)
+			continue;
+		int want = n_names == 0;
+		for (int j = 0; j < n_names; j++)
+			want |= !strcmp(names[j], tt->name);
+		if (want)
+			rc = bench_type(pool, t, k, m, n, runs);
+	}
+	fx_pool_free(pool);
+	return rc;
+}
