@@ -89,6 +89,54 @@ static void check_type(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 	free(a);
 }
 
+/* Rows-in-lanes kernels (kern_gemm_get): every (row, activation row)
+ * equals the portable vec_dot bit for bit, for any row count 1..8, any
+ * activation row count and start. */
+static void check_gemm(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
+{
+	enum { R = 11, T = 11 };
+	const struct fx_type_traits *tt = fx_type_get(type);
+	kern_gemm_fn g = kern_gemm_get(type, isa);
+	CHECKF(g != NULL, "%s: no rows-in-lanes kernel", tt->name);
+	if (!g)
+		return;
+	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
+	float *f = malloc((size_t)n * sizeof(float));
+	uint8_t *w = malloc(wb * R), *a = malloc(ab * T);
+	for (int r = 0; r < R; r++) {
+		for (int64_t i = 0; i < n; i++)
+			f[i] = rng_f(rng) * (i % 5 == 0 ? 3.0f : 1.0f) * (float)(r + 1);
+		tt->from_float(f, w + (size_t)r * wb, n);
+	}
+	for (int t = 0; t < T; t++) {
+		for (int64_t i = 0; i < n; i++)
+			f[i] = rng_f(rng) * (float)(t + 1);
+		kern_act_quantize(tt->vec_dot_type, isa, f, a + (size_t)t * ab, n);
+	}
+	float ref[T][R];
+	for (int t = 0; t < T; t++)
+		for (int r = 0; r < R; r++)
+			tt->vec_dot(n, &ref[t][r], w + (size_t)r * wb, a + (size_t)t * ab);
+	for (int nr = 1; nr <= 8; nr++) {
+		for (int r0 = 0; r0 + nr <= R; r0 += 3) {
+			for (int nt = 1; nt <= T; nt += 3) {
+				float out[T][8];
+				memset(out, 0xff, sizeof(out));
+				g(n, w + (size_t)r0 * wb, wb, nr, a, ab, nt, &out[0][0], 8);
+				for (int t = 0; t < nt; t++)
+					for (int r = 0; r < nr; r++)
+						CHECKF(memcmp(&out[t][r], &ref[t][r0 + r], sizeof(float)) == 0,
+						       "%s n=%lld nr=%d row %d act %d: %.9g vs portable %.9g",
+						       tt->name, (long long)n, nr, r0 + r, t, out[t][r],
+						       ref[t][r0 + r]);
+			}
+		}
+	}
+	free(f);
+	free(w);
+	free(a);
+}
+
 static void check_axpy(enum kern_isa isa, uint64_t *rng)
 {
 	enum { N = 72 };
@@ -136,6 +184,10 @@ int main(void)
 		for (size_t j = 0; j < nsz; j++)
 			check_type(best, types[i], sz[j], &rng);
 	}
+	static const int gemm_types[] = { FX_TYPE_Q4_0, FX_TYPE_Q4_1, FX_TYPE_Q5_0, FX_TYPE_Q8_0 };
+	for (size_t i = 0; i < sizeof(gemm_types) / sizeof(gemm_types[0]); i++)
+		for (size_t j = 0; j < 6; j++)
+			check_gemm(best, gemm_types[i], sizes32[j], &rng);
 	check_axpy(best, &rng);
 	printf("kernels: %d checks on kernel set %d\n", check_count, (int)best);
 	return check_exit();

@@ -34,8 +34,7 @@ size_t kern_act_row_bytes(int vdt, enum kern_isa isa, int64_t n)
 	size_t blocks = fx_row_size(vdt, n);
 	if (!has_scale_arrays(vdt, isa))
 		return blocks;
-	size_t nb = (size_t)(n / 32), arrays = vdt == FX_TYPE_Q8_1 ? 2 : 1;
-	return pad32(blocks) + arrays * pad32(nb * sizeof(float));
+	return pad32(blocks) + 2 * pad32((size_t)(n / 32) * sizeof(float));
 }
 
 void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, int64_t n)
@@ -45,17 +44,23 @@ void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, in
 		return;
 	size_t nb = (size_t)(n / 32);
 	float *d = (float *)((uint8_t *)row + pad32(fx_row_size(vdt, n)));
+	void *second = d + pad32(nb * sizeof(float)) / sizeof(float);
 	if (vdt == FX_TYPE_Q8_0) {
 		const struct block_q8_0 *b = row;
-		for (size_t i = 0; i < nb; i++)
+		int32_t *sum = second;
+		for (size_t i = 0; i < nb; i++) {
 			d[i] = fx_fp16_to_fp32(b[i].d);
+			sum[i] = 0;
+			for (int j = 0; j < 32; j++)
+				sum[i] += b[i].qs[j];
+		}
 		return;
 	}
 	const struct block_q8_1 *b = row;
-	float *s = d + pad32(nb * sizeof(float)) / sizeof(float);
+	float *sy = second;
 	for (size_t i = 0; i < nb; i++) {
 		d[i] = fx_fp16_to_fp32(b[i].d);
-		s[i] = fx_fp16_to_fp32(b[i].s);
+		sy[i] = fx_fp16_to_fp32(b[i].s);
 	}
 }
 
@@ -64,6 +69,18 @@ kern_dot_fn kern_dot_get(int t, enum kern_isa isa)
 #if defined(__x86_64__)
 	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2)
 		return kern_dot_get_avx2(t);
+#else
+	(void)t;
+	(void)isa;
+#endif
+	return NULL;
+}
+
+kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa)
+{
+#if defined(__x86_64__)
+	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2)
+		return kern_gemm_get_avx2(t);
 #else
 	(void)t;
 	(void)isa;

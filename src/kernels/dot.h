@@ -1,14 +1,16 @@
-/* Dot-product kernels of one weight row with several activation rows,
+/* Dot-product kernels of weight rows with several activation rows,
  * chosen at run time by CPU features.
  *
  * The portable C dot products of the type table (quant/quant.h) are the
- * oracle; an ISA kernel computes the same sums with SIMD instructions in
- * its own fixed order, which is the order llama.cpp's kernels for that ISA
- * use (ggml-cpu/arch/x86/quants.c), so results track llama.cpp's. A kernel
- * called with nt activation rows performs, for every row, exactly the
- * operations it performs with nt = 1: the weights are unpacked once and
- * reused, but each (weight row, activation row) sum is bit-identical
- * whatever nt, the thread count or the batch composition.
+ * oracle. The 32-element block types' ISA kernels (rows in SIMD lanes,
+ * kern_gemm_fn) repeat the portable float steps exactly, so they equal it
+ * bit for bit; the others compute the same sums in their own fixed order,
+ * the one llama.cpp's kernels for that ISA use (ggml-cpu/arch/x86/
+ * quants.c), so results track llama.cpp's. Either way a kernel performs,
+ * for every (weight row, activation row) pair, the same operations
+ * whatever the number of rows per call: the weights are unpacked once and
+ * reused, but each sum is bit-identical whatever the row counts, the
+ * thread count or the batch composition.
  */
 #ifndef FX_KERNELS_DOT_H
 #define FX_KERNELS_DOT_H
@@ -37,13 +39,22 @@ typedef void (*kern_dot_fn)(int64_t n, const void *w, const void *act, size_t ac
  * elements of activation type vdt (a weight type's vec_dot_type), and its
  * conversion from f32 x[n] (the type table's quantizer, then any extras).
  * Portable rows are the type's own blocks. AVX2 rows of q8_0 / q8_1 are
- * those blocks followed, at the next 32-byte boundary, by every block's d
- * and then (q8_1) s as f32, also 32-byte padded: a kernel then reads eight
- * blocks' scales with one load instead of eight half conversions. The
- * values are the blocks' own, so no result changes, and the portable
- * vec_dot reads such a row as a plain one. */
+ * those blocks followed, each at the next 32-byte boundary, by two arrays
+ * of one entry per block: d as f32, then s as f32 (q8_1) or sum(qs) as
+ * int32 (q8_0). Kernels read them with one load instead of converting
+ * halves or summing bytes per block; they are the blocks' own values, so
+ * no result changes, and the portable vec_dot reads such a row as a plain
+ * one. */
 size_t kern_act_row_bytes(int vdt, enum kern_isa isa, int64_t n);
 void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, int64_t n);
+
+/* out[t * out_stride + r] = dot(w + r * w_stride, act + t * act_stride)
+ * for r < nr (1..8 weight rows) and t < nt (any number of activation
+ * rows, laid out as for kern_dot_fn). A kernel of this form computes
+ * eight rows in SIMD lanes; each (row, activation row) result is the same
+ * whatever nr, nt or the rows' grouping. */
+typedef void (*kern_gemm_fn)(int64_t n, const void *w, size_t w_stride, int nr, const void *act,
+			     size_t act_stride, int nt, float *out, size_t out_stride);
 
 /* The best kernel set this CPU runs (KERN_AVX2 when it has AVX2, FMA and
  * F16C; KERN_PORTABLE otherwise or on other architectures). */
@@ -54,6 +65,10 @@ enum kern_isa kern_isa_best(void);
  * it. */
 kern_dot_fn kern_dot_get(int t, enum kern_isa isa);
 
+/* The rows-in-lanes kernel of set isa for weight type t, or NULL (then
+ * use kern_dot_get's). */
+kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa);
+
 /* out[i] += w * v[i] for i < n, v a row of a KV cache type t (f32 or f16
  * natively; q8_0 is converted through tmp[n] first). Attention's weighted
  * sum of V rows; resolve it once with kern_axpy_get, call it per row. */
@@ -62,6 +77,7 @@ kern_axpy_fn kern_axpy_get(int t, enum kern_isa isa);
 
 #if defined(__x86_64__)
 kern_dot_fn kern_dot_get_avx2(int t);
+kern_gemm_fn kern_gemm_get_avx2(int t);
 void kern_axpy_avx2_f32(int64_t n, float w, const void *v, float *out, float *tmp);
 void kern_axpy_avx2_f16(int64_t n, float w, const void *v, float *out, float *tmp);
 #endif

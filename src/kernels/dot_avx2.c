@@ -1,15 +1,15 @@
-/* AVX2/FMA/F16C dot-product kernels: one weight row against NT activation
- * rows (see kernels/dot.h). Built with -mavx2 -mfma -mf16c whatever the
- * build's -march; kern_dot_get() hands them out only when the CPU has
- * those features.
+/* AVX2/FMA/F16C dot-product kernels (see kernels/dot.h). Built with
+ * -mavx2 -mfma -mf16c whatever the build's -march; kern_dot_get() and
+ * kern_gemm_get() hand them out only when the CPU has those features.
  *
- * Each block's float work per (weight row, activation row) follows
- * llama.cpp's AVX2 vec_dot for the type (ggml-cpu/arch/x86/quants.c):
- * integer sums of the block with maddubs/madd, one FMA into an 8-lane f32
- * accumulator per block, and the same horizontal sum at the end. Integer
- * sums are exact, so only those float steps fix the result; they are the
- * same for every NT because body functions are instantiated with NT a
- * compile-time constant and loop over rows with per-row accumulators.
+ * 32-element block types: eight weight rows in the lanes, the portable
+ * kernels' float steps (see the section below). k-quants and float types:
+ * one weight row against NT activation rows, each block's float work per
+ * pair following llama.cpp's AVX2 vec_dot for the type (ggml-cpu/arch/
+ * x86/quants.c): integer sums with maddubs/madd, one FMA into an 8-lane
+ * f32 accumulator per block, the same horizontal sum at the end. Bodies
+ * are instantiated with NT a compile-time constant and keep per-row
+ * accumulators, so every row's result is the same for any NT.
  */
 #if defined(__x86_64__)
 
@@ -36,26 +36,6 @@ ALWAYS_INLINE float hsum8(__m256 x)
 	r = _mm_add_ps(r, _mm_movehl_ps(r, r));
 	r = _mm_add_ss(r, _mm_movehdup_ps(r));
 	return _mm_cvtss_f32(r);
-}
-
-/* 32 nibbles of 16 bytes: low nibbles to bytes 0..15, high to 16..31. */
-ALWAYS_INLINE __m256i nibbles32(const uint8_t *p)
-{
-	__m128i t = _mm_loadu_si128((const __m128i *)p);
-	__m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-	return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
-}
-
-/* Byte j = 0xFF where bit j of the 32-bit little-endian word is set. */
-ALWAYS_INLINE __m256i bits32(const uint8_t *p)
-{
-	uint32_t x;
-	memcpy(&x, p, sizeof(x));
-	const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-					       0x0101010101010101, 0x0000000000000000);
-	__m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
-	b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-	return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
 }
 
 #define ACT(t, T) ((const T *)((const uint8_t *)act + (size_t)(t) * act_stride))
@@ -99,46 +79,9 @@ ALWAYS_INLINE void store_hsum(const __m256 *acc, float *out, size_t os, const in
 		out[(size_t)t * os] = hsum8(acc[t]);
 }
 
-/* The 32-element block types follow llama.cpp's AVX2 vec_dot: per block,
- * the integer sum as 8 int32 lanes, converted and FMA'd with the product
- * of the two scales into an 8-lane accumulator. Blocks run in groups of 8
- * so the weights' 8 scales convert in one vector and the activations' come
- * from their row's f32 scale array (kern_act_quantize) in one load. q4_1's
- * m * s terms go to a second accumulator whose lanes are the group's
- * blocks. */
-
-/* Eight fp16 values, stride bytes apart, as 8 f32; lanes >= cnt are 0.
- * Full groups take the branch-free path. */
-ALWAYS_INLINE __m256 halves8(const uint8_t *p, size_t stride, int cnt)
-{
-	__m128i v = _mm_setzero_si128();
-	uint16_t h;
-#define LANE(k) { memcpy(&h, p + (size_t)(k) * stride, 2); v = _mm_insert_epi16(v, h, k); }
-	if (cnt == 8) {
-		LANE(0) LANE(1) LANE(2) LANE(3) LANE(4) LANE(5) LANE(6) LANE(7)
-	} else {
-#define PART(k) if (k < cnt) LANE(k)
-		PART(0) PART(1) PART(2) PART(3) PART(4) PART(5) PART(6)
-#undef PART
-	}
-#undef LANE
-	return _mm256_cvtph_ps(v);
-}
-
-/* Eight f32 from p, lanes >= cnt zero. */
-ALWAYS_INLINE __m256 floats8(const float *p, int cnt)
-{
-	if (cnt == 8)
-		return _mm256_loadu_ps(p);
-	float tmp[8] = { 0 };
-	memcpy(tmp, p, (size_t)cnt * sizeof(float));
-	return _mm256_loadu_ps(tmp);
-}
-
-/* Weights PREFETCH_AHEAD bytes ahead of the group being read are asked for
- * now: decode streams each row once from DRAM, and the row after this one
- * starts right where this one ends. (A prefetch past the matrix is
- * harmless: it never faults.) */
+/* Weights PREFETCH_AHEAD bytes ahead of the block being read are asked
+ * for now: decode streams each row once from DRAM. (A prefetch past the
+ * matrix is harmless: it never faults.) */
 enum { PREFETCH_AHEAD = 1024 };
 ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
 {
@@ -146,37 +89,23 @@ ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
 		_mm_prefetch((const char *)(p + PREFETCH_AHEAD + o), _MM_HINT_T0);
 }
 
-/* Integer sums of one 32-element block as 8 int32 lanes: signed weights
- * (sign trick, as llama.cpp's mul_sum_i8_pairs) or unsigned ones. */
-ALWAYS_INLINE __m256i block_sum_signed(__m256i qx, __m256i ax, const int8_t *qy)
-{
-	__m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)qy), qx);
-	return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
-}
-ALWAYS_INLINE __m256i block_sum_unsigned(__m256i qx, const int8_t *qy)
-{
-	__m256i y = _mm256_loadu_si256((const __m256i *)qy);
-	return _mm256_madd_epi16(_mm256_maddubs_epi16(qx, y), _mm256_set1_epi16(1));
-}
+/* ---- 32-element block types (q4_0, q4_1, q5_0, q8_0): eight rows at once
+ *
+ * Lanes are weight rows: for each block the eight rows' quants are
+ * transposed into eight registers W[k] whose lane r holds row r's
+ * elements 4k..4k+3, and one activation row's matching four bytes are
+ * broadcast against them. The 4- and 5-bit codes stay unsigned (0..15 or
+ * 0..31), so maddubs's 16-bit pair sums can be added across the block
+ * without overflow (16 * 31 * 128 < 2^15 for eight registers of 4-bit
+ * codes, four of 5-bit ones) before one madd widens them; the codes'
+ * offset comes off as off * sum(y) from the activation row's sum array.
+ * q8_0 keeps the sign trick and widens every register. Each row's block
+ * sum is then one exact integer and its float update is the portable
+ * vec_dot's, operation for operation (quant/q_legacy.c): so results equal
+ * the portable kernels bit for bit, whatever the rows or tokens per call.
+ */
 
 enum { LEG_Q8_0, LEG_Q4_0, LEG_Q5_0, LEG_Q4_1 };
-
-/* Block ib's 32 weights as bytes: signed for q8_0/q4_0/q5_0, 0..15 for q4_1. */
-ALWAYS_INLINE __m256i leg_unpack(const void *vw, int64_t ib, const int KIND)
-{
-	if (KIND == LEG_Q8_0)
-		return _mm256_loadu_si256((const __m256i *)((const struct block_q8_0 *)vw)[ib].qs);
-	if (KIND == LEG_Q4_0)
-		return _mm256_sub_epi8(nibbles32(((const struct block_q4_0 *)vw)[ib].qs),
-				       _mm256_set1_epi8(8));
-	if (KIND == LEG_Q5_0) {
-		const struct block_q5_0 *x = (const struct block_q5_0 *)vw + ib;
-		/* (q | hbit << 4) - 16: bytes whose 5th bit is clear get 0xF0. */
-		__m256i hi = _mm256_andnot_si256(bits32(x->qh), _mm256_set1_epi8((char)0xF0));
-		return _mm256_or_si256(nibbles32(x->qs), hi);
-	}
-	return nibbles32(((const struct block_q4_1 *)vw)[ib].qs);
-}
 
 ALWAYS_INLINE size_t leg_wsize(const int KIND)
 {
@@ -184,73 +113,209 @@ ALWAYS_INLINE size_t leg_wsize(const int KIND)
 	       : KIND == LEG_Q5_0 ? sizeof(struct block_q5_0) : sizeof(struct block_q4_1);
 }
 
+ALWAYS_INLINE size_t leg_qs_off(const int KIND)
+{
+	return KIND == LEG_Q8_0 ? offsetof(struct block_q8_0, qs) : KIND == LEG_Q4_0 ? offsetof(struct block_q4_0, qs)
+	       : KIND == LEG_Q5_0 ? offsetof(struct block_q5_0, qs) : offsetof(struct block_q4_1, qs);
+}
+
 ALWAYS_INLINE size_t pad32(size_t x)
 {
 	return (x + 31) & ~(size_t)31;
 }
 
-/* Blocks [g0, g0 + cnt) (cnt <= 8) for NT rows. FULL: cnt is 8, known at
- * compile time, so the loops unroll and the accumulators stay in
- * registers. */
-ALWAYS_INLINE void leg_group(const void *vw, int64_t g0, int cnt, int64_t nb, const void *act,
-			     size_t act_stride, __m256 *acc, __m256 *msum, const int NT,
-			     const int KIND, const bool FULL)
+/* Eight fp16 values, one at p[r] + off for each row r, as 8 f32. */
+ALWAYS_INLINE __m256 halves_rows(const uint8_t *const *p, size_t off)
 {
-	const uint8_t *w = vw;
+	__m128i v = _mm_setzero_si128();
+	uint16_t h;
+#define LANE(k) { memcpy(&h, p[k] + off, 2); v = _mm_insert_epi16(v, h, k); }
+	LANE(0) LANE(1) LANE(2) LANE(3) LANE(4) LANE(5) LANE(6) LANE(7)
+#undef LANE
+	return _mm256_cvtph_ps(v);
+}
+
+/* T[k] lane r = 32-bit word k of the 16 bytes at p[r] + off (k < 4). */
+ALWAYS_INLINE void transpose_8x4(const uint8_t *const *p, size_t off, __m256i *T)
+{
+#define LD2(a, b) _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p[a] + off))), \
+					  _mm_loadu_si128((const __m128i *)(p[b] + off)), 1)
+	__m256i r0 = LD2(0, 4), r1 = LD2(1, 5), r2 = LD2(2, 6), r3 = LD2(3, 7);
+#undef LD2
+	__m256i a = _mm256_unpacklo_epi32(r0, r1), b = _mm256_unpackhi_epi32(r0, r1);
+	__m256i c = _mm256_unpacklo_epi32(r2, r3), d = _mm256_unpackhi_epi32(r2, r3);
+	T[0] = _mm256_unpacklo_epi64(a, c);
+	T[1] = _mm256_unpackhi_epi64(a, c);
+	T[2] = _mm256_unpacklo_epi64(b, d);
+	T[3] = _mm256_unpackhi_epi64(b, d);
+}
+
+/* q5_0's fifth bits for W[k]: 0x10 in byte i of lane r when bit 4k + i of
+ * row r's qh (in QH lane r) is set. */
+ALWAYS_INLINE __m256i q5_high(__m256i QH, int k)
+{
+	const char b = (char)(k / 2);
+	const __m256i sel = _mm256_setr_epi8(b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b, 8 + b, 8 + b,
+					     12 + b, 12 + b, 12 + b, 12 + b, b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b,
+					     8 + b, 8 + b, 8 + b, 8 + b, 12 + b, 12 + b, 12 + b, 12 + b);
+	const int sh = 4 * (k % 2);
+	const __m256i bit = _mm256_set1_epi32((int)((1u << sh) | (2u << sh) << 8 | (4u << sh) << 16 |
+						    (8u << sh) << 24));
+	__m256i v = _mm256_and_si256(_mm256_shuffle_epi8(QH, sel), bit);
+	return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
+}
+
+/* Block ib of the eight rows p[] as W[8] (lanes = rows, see above); for
+ * q8_0 also |W| in A. */
+ALWAYS_INLINE void leg_rows8(const uint8_t *const *p, int64_t ib, __m256i *W, __m256i *A,
+			     const int KIND)
+{
+	const size_t base = (size_t)ib * leg_wsize(KIND), qs = base + leg_qs_off(KIND);
+	__m256i T[4];
+	if (KIND == LEG_Q8_0) {
+		transpose_8x4(p, qs, T);
+		for (int k = 0; k < 4; k++)
+			W[k] = T[k];
+		transpose_8x4(p, qs + 16, T);
+		for (int k = 0; k < 4; k++)
+			W[4 + k] = T[k];
+		for (int k = 0; k < 8; k++)
+			A[k] = _mm256_sign_epi8(W[k], W[k]);
+		return;
+	}
+	const __m256i m4 = _mm256_set1_epi8(0x0F);
+	transpose_8x4(p, qs, T);
+	for (int k = 0; k < 4; k++) {
+		W[k] = _mm256_and_si256(T[k], m4);
+		W[4 + k] = _mm256_and_si256(_mm256_srli_epi16(T[k], 4), m4);
+	}
+	if (KIND == LEG_Q5_0) {
+		uint32_t h[8];
+		for (int r = 0; r < 8; r++)
+			memcpy(&h[r], p[r] + base + offsetof(struct block_q5_0, qh), 4);
+		__m256i QH = _mm256_loadu_si256((const __m256i *)h);
+		for (int k = 0; k < 8; k++)
+			W[k] = _mm256_or_si256(W[k], q5_high(QH, k));
+	}
+}
+
+/* One activation row's block (32 bytes of q8 quants at y) against W:
+ * every row's exact integer block sum, lanes = rows. */
+ALWAYS_INLINE __m256i leg_sum8(const __m256i *W, const __m256i *A, const int8_t *y, const int KIND)
+{
+	const __m256i one = _mm256_set1_epi16(1);
+#define YB(k) _mm256_set1_epi32(*(const int32_t *)(const void *)(y + 4 * (k)))
+	if (KIND == LEG_Q8_0) {
+		__m256i s = _mm256_setzero_si256();
+		for (int k = 0; k < 8; k++)
+			s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], _mm256_sign_epi8(YB(k), W[k])), one));
+		return s;
+	}
+	if (KIND == LEG_Q5_0) {
+		__m256i s0 = _mm256_maddubs_epi16(W[0], YB(0)), s1 = _mm256_maddubs_epi16(W[4], YB(4));
+		for (int k = 1; k < 4; k++) {
+			s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(W[k], YB(k)));
+			s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(W[4 + k], YB(4 + k)));
+		}
+		return _mm256_add_epi32(_mm256_madd_epi16(s0, one), _mm256_madd_epi16(s1, one));
+	}
+	__m256i s = _mm256_maddubs_epi16(W[0], YB(0));
+	for (int k = 1; k < 8; k++)
+		s = _mm256_add_epi16(s, _mm256_maddubs_epi16(W[k], YB(k)));
+	return _mm256_madd_epi16(s, one);
+#undef YB
+}
+
+/* out[t * os + r] = row r . activation row t for r < nr, t < NT. Rows
+ * past nr repeat the last one (their lanes are computed, not stored). */
+ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr, const void *act,
+			      size_t act_stride, float *out, size_t os, const int NT, const int KIND)
+{
+	const uint8_t *p[8];
+	for (int r = 0; r < 8; r++)
+		p[r] = (const uint8_t *)vw + (size_t)(r < nr ? r : nr - 1) * w_stride;
 	const bool q41 = KIND == LEG_Q4_1;
-	const size_t ws = leg_wsize(KIND);
+	const int64_t nb = n / 32;
 	const size_t ys = q41 ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0);
 	const size_t yq = q41 ? offsetof(struct block_q8_1, qs) : offsetof(struct block_q8_0, qs);
 	const size_t d_off = pad32((size_t)nb * ys), s_off = d_off + pad32((size_t)nb * sizeof(float));
-	if (FULL)
-		cnt = 8;
-	prefetch_span(w + (size_t)g0 * ws, (size_t)cnt * ws);
-	__m256 dx = halves8(w + (size_t)g0 * ws, ws, cnt); /* d is each block's first field */
-	__m256 mx = q41 ? halves8(w + (size_t)g0 * ws + offsetof(struct block_q4_1, m), ws, cnt)
-			: dx;
-	_Alignas(32) float sc[8][8];
-#pragma GCC unroll 8
-	for (int t = 0; t < NT; t++) {
-		const uint8_t *y = ACT(t, uint8_t);
-		_mm256_store_ps(sc[t], _mm256_mul_ps(dx, floats8((const float *)(y + d_off) + g0, cnt)));
-		if (q41)
-			msum[t] = _mm256_fmadd_ps(mx, floats8((const float *)(y + s_off) + g0, cnt), msum[t]);
-	}
-#pragma GCC unroll 8
-	for (int k = 0; k < cnt; k++) {
-		__m256i q = leg_unpack(vw, g0 + k, KIND);
-		__m256i aq = _mm256_sign_epi8(q, q);
+	__m256 acc[8];
+	for (int t = 0; t < NT; t++)
+		acc[t] = _mm256_setzero_ps();
+	for (int64_t ib = 0; ib < nb; ib++) {
+		const size_t ws = leg_wsize(KIND);
+		for (int r = 0; r < nr; r++)
+			prefetch_span(p[r] + (size_t)ib * ws, ws);
+		__m256i W[8], A[8];
+		leg_rows8(p, ib, W, A, KIND);
+		__m256 dx = halves_rows(p, (size_t)ib * ws); /* d is each block's first field */
+		__m256 mx = q41 ? halves_rows(p, (size_t)ib * ws + offsetof(struct block_q4_1, m)) : dx;
 #pragma GCC unroll 8
 		for (int t = 0; t < NT; t++) {
-			const int8_t *y = (const int8_t *)(ACT(t, uint8_t) + (size_t)(g0 + k) * ys + yq);
-			__m256i p = q41 ? block_sum_unsigned(q, y) : block_sum_signed(q, aq, y);
-			acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[t][k]), _mm256_cvtepi32_ps(p), acc[t]);
+			const uint8_t *y = ACT(t, uint8_t);
+			__m256i si = leg_sum8(W, A, (const int8_t *)(y + (size_t)ib * ys + yq), KIND);
+			__m256 dy = _mm256_broadcast_ss((const float *)(y + d_off) + ib);
+			if (KIND == LEG_Q4_0 || KIND == LEG_Q5_0) {
+				int32_t ysum = ((const int32_t *)(y + s_off))[ib];
+				si = _mm256_sub_epi32(si, _mm256_set1_epi32((KIND == LEG_Q4_0 ? 8 : 16) * ysum));
+			}
+			__m256 f = _mm256_cvtepi32_ps(si);
+			__m256 term;
+			if (KIND == LEG_Q4_0) /* (sumi * dx) * dy */
+				term = _mm256_mul_ps(_mm256_mul_ps(f, dx), dy);
+			else if (KIND == LEG_Q4_1) /* (dx * dy) * sumi + mx * sy */
+				term = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dx, dy), f),
+						     _mm256_mul_ps(mx, _mm256_broadcast_ss((const float *)(y + s_off) + ib)));
+			else /* (dx * dy) * sumi */
+				term = _mm256_mul_ps(_mm256_mul_ps(dx, dy), f);
+			acc[t] = _mm256_add_ps(acc[t], term);
+		}
+	}
+	for (int t = 0; t < NT; t++) {
+		if (nr == 8) {
+			_mm256_storeu_ps(out + (size_t)t * os, acc[t]);
+		} else {
+			float tmp[8];
+			_mm256_storeu_ps(tmp, acc[t]);
+			memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));
 		}
 	}
 }
 
-ALWAYS_INLINE void body_legacy(int64_t n, const void *vw, const void *act, size_t act_stride,
-			       float *out, size_t os, const int NT, const int KIND)
-{
-	__m256 acc[8], msum[8];
-	for (int t = 0; t < NT; t++) {
-		acc[t] = _mm256_setzero_ps();
-		msum[t] = _mm256_setzero_ps();
+/* Instantiate body_rows8 for NT = 1, 2, 4, 8 behind one kern_gemm_fn, and
+ * a kern_dot_fn that is the same kernel for one row. */
+#define GEMM8(name, KIND)                                                                           \
+	static void name##_g1(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
+			      float *o, size_t os) { body_rows8(n, w, ws, nr, a, as, o, os, 1, KIND); }  \
+	static void name##_g2(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
+			      float *o, size_t os) { body_rows8(n, w, ws, nr, a, as, o, os, 2, KIND); }  \
+	static void name##_g4(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
+			      float *o, size_t os) { body_rows8(n, w, ws, nr, a, as, o, os, 4, KIND); }  \
+	static void name##_g8(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
+			      float *o, size_t os) { body_rows8(n, w, ws, nr, a, as, o, os, 8, KIND); }  \
+	static void name##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *act,         \
+				size_t as, int nt, float *out, size_t os)                             \
+	{                                                                                          \
+		const uint8_t *a = act;                                                            \
+		for (; nt >= 8; nt -= 8, a += 8 * as, out += 8 * os)                               \
+			name##_g8(n, w, ws, nr, a, as, out, os);                                   \
+		for (; nt >= 4; nt -= 4, a += 4 * as, out += 4 * os)                               \
+			name##_g4(n, w, ws, nr, a, as, out, os);                                   \
+		for (; nt >= 2; nt -= 2, a += 2 * as, out += 2 * os)                               \
+			name##_g2(n, w, ws, nr, a, as, out, os);                                   \
+		if (nt)                                                                            \
+			name##_g1(n, w, ws, nr, a, as, out, os);                                   \
+	}                                                                                          \
+	static void name(int64_t n, const void *w, const void *act, size_t as, int nt, float *out,    \
+			 size_t os)                                                                   \
+	{                                                                                          \
+		name##_gemm(n, w, 0, 1, act, as, nt, out, os);                                     \
 	}
-	const int64_t nb = n / 32;
-	int64_t g0 = 0;
-	for (; g0 + 8 <= nb; g0 += 8)
-		leg_group(vw, g0, 8, nb, act, act_stride, acc, msum, NT, KIND, true);
-	if (g0 < nb)
-		leg_group(vw, g0, (int)(nb - g0), nb, act, act_stride, acc, msum, NT, KIND, false);
-	for (int t = 0; t < NT; t++)
-		out[(size_t)t * os] = KIND == LEG_Q4_1 ? hsum8(acc[t]) + hsum8(msum[t]) : hsum8(acc[t]);
-}
 
-KERNEL(dot_q8_0, body_legacy, LEG_Q8_0)
-KERNEL(dot_q4_0, body_legacy, LEG_Q4_0)
-KERNEL(dot_q5_0, body_legacy, LEG_Q5_0)
-KERNEL(dot_q4_1, body_legacy, LEG_Q4_1)
+GEMM8(dot_q8_0, LEG_Q8_0)
+GEMM8(dot_q4_0, LEG_Q4_0)
+GEMM8(dot_q5_0, LEG_Q5_0)
+GEMM8(dot_q4_1, LEG_Q4_1)
 
 /* ---- k-quants x q8_K ------------------------------------------------------ */
 
@@ -492,6 +557,17 @@ FLOAT_BODY(body_bf16, ld_bf16, uint16_t, cvt_bf16)
 KERNEL(dot_f32, body_f32, 0)
 KERNEL(dot_f16, body_f16, 0)
 KERNEL(dot_bf16, body_bf16, 0)
+
+kern_gemm_fn kern_gemm_get_avx2(int t)
+{
+	switch (t) {
+	case FX_TYPE_Q4_0: return dot_q4_0_gemm;
+	case FX_TYPE_Q4_1: return dot_q4_1_gemm;
+	case FX_TYPE_Q5_0: return dot_q5_0_gemm;
+	case FX_TYPE_Q8_0: return dot_q8_0_gemm;
+	default: return NULL;
+	}
+}
 
 kern_dot_fn kern_dot_get_avx2(int t)
 {

@@ -37,6 +37,7 @@ struct matmul_args {
 	int64_t n_tok;
 	fx_vec_dot_fn dot[MM_MAX]; /* portable: one row pair per call */
 	kern_dot_fn kern[MM_MAX];  /* ISA kernel (one weight row, up to KERN_NT_MAX tokens), or NULL */
+	kern_gemm_fn gemm[MM_MAX]; /* ISA kernel (eight weight rows in lanes), preferred, or NULL */
 	long chunk;                /* rows per work item */
 	atomic_long next;          /* next work item to take */
 };
@@ -54,6 +55,15 @@ static void matmul_rows(const struct matmul_args *a, int i, long r0, long r1, in
 {
 	const struct wmat *w = a->w[i];
 	float *y = a->y[i];
+	if (a->gemm[i]) {
+		for (long r = r0; r < r1; r += 8) {
+			int nr = r1 - r < 8 ? (int)(r1 - r) : 8;
+			a->gemm[i](w->n_in, (const uint8_t *)w->data + (size_t)r * w->row_bytes, w->row_bytes,
+				   nr, (const uint8_t *)a->xq + (size_t)t0 * a->act_bytes, a->act_bytes,
+				   (int)(t1 - t0), &y[t0 * w->n_out + r], (size_t)w->n_out);
+		}
+		return;
+	}
 	for (long r = r0; r < r1; r++) {
 		const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
 		if (a->kern[i]) {
@@ -137,6 +147,7 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 		a.n_rows += (long)w[i]->n_out;
 		a.dot[i] = fx_type_get(w[i]->type)->vec_dot;
 		a.kern[i] = kern_dot_get(w[i]->type, isa);
+		a.gemm[i] = kern_gemm_get(w[i]->type, isa);
 	}
 	if (tt->vec_dot_type == FX_TYPE_F32) {
 		a.xq = x;
