@@ -15,6 +15,7 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,10 +90,28 @@ static void check_type(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 	free(a);
 }
 
-/* Rows-in-lanes kernels (kern_gemm_get): every (row, activation row)
- * equals the portable vec_dot bit for bit, for any row count 1..8, any
- * activation row count and start. */
-static void check_gemm(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
+/* sum |w_i * a_i| over a weight row and an activation row (the scale
+ * of a dot product's rounding error). */
+static double sum_abs_terms(int type, int64_t n, const void *w, const void *a)
+{
+	const struct fx_type_traits *tt = fx_type_get(type);
+	float *wd = malloc((size_t)n * sizeof(float)), *ad = malloc((size_t)n * sizeof(float));
+	tt->to_float(w, wd, n);
+	fx_type_get(tt->vec_dot_type)->to_float(a, ad, n);
+	double mag = 0;
+	for (int64_t i = 0; i < n; i++)
+		mag += fabs((double)wd[i] * ad[i]);
+	free(wd);
+	free(ad);
+	return mag;
+}
+
+/* Rows-in-lanes kernels (kern_gemm_get): for any row count 1..8, any
+ * activation row count and start, every (row, activation row) result
+ * equals the same kernel's one-row result (kern_dot_get) bit for bit, and
+ * the portable vec_dot: bit for bit when exact, else within 2e-6 of the
+ * sum of |terms| as check_type. */
+static void check_gemm(enum kern_isa isa, int type, int64_t n, bool exact, uint64_t *rng)
 {
 	enum { R = 11, T = 11 };
 	const struct fx_type_traits *tt = fx_type_get(type);
@@ -114,9 +133,22 @@ static void check_gemm(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 		kern_act_quantize(tt->vec_dot_type, isa, f, a + (size_t)t * ab, n);
 	}
 	float ref[T][R];
-	for (int t = 0; t < T; t++)
-		for (int r = 0; r < R; r++)
-			tt->vec_dot(n, &ref[t][r], w + (size_t)r * wb, a + (size_t)t * ab);
+	kern_dot_fn one = kern_dot_get(type, isa);
+	for (int t = 0; t < T; t++) {
+		for (int r = 0; r < R; r++) {
+			float port;
+			tt->vec_dot(n, &port, w + (size_t)r * wb, a + (size_t)t * ab);
+			one(n, w + (size_t)r * wb, a + (size_t)t * ab, ab, 1, &ref[t][r], 1);
+			if (exact)
+				CHECKF(memcmp(&port, &ref[t][r], sizeof(float)) == 0,
+				       "%s n=%lld row %d act %d: %.9g vs portable %.9g", tt->name,
+				       (long long)n, r, t, ref[t][r], port);
+			else
+				CHECKF(fabs((double)port - ref[t][r]) <= 2e-6 * sum_abs_terms(type, n, w + (size_t)r * wb, a + (size_t)t * ab) + 1e-30,
+				       "%s n=%lld row %d act %d: %.9g vs portable %.9g", tt->name,
+				       (long long)n, r, t, ref[t][r], port);
+		}
+	}
 	for (int nr = 1; nr <= 8; nr++) {
 		for (int r0 = 0; r0 + nr <= R; r0 += 3) {
 			for (int nt = 1; nt <= T; nt += 3) {
@@ -126,7 +158,7 @@ static void check_gemm(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 				for (int t = 0; t < nt; t++)
 					for (int r = 0; r < nr; r++)
 						CHECKF(memcmp(&out[t][r], &ref[t][r0 + r], sizeof(float)) == 0,
-						       "%s n=%lld nr=%d row %d act %d: %.9g vs portable %.9g",
+						       "%s n=%lld nr=%d row %d act %d: %.9g vs one row %.9g",
 						       tt->name, (long long)n, nr, r0 + r, t, out[t][r],
 						       ref[t][r0 + r]);
 			}
@@ -184,10 +216,12 @@ int main(void)
 		for (size_t j = 0; j < nsz; j++)
 			check_type(best, types[i], sz[j], &rng);
 	}
-	static const int gemm_types[] = { FX_TYPE_Q4_0, FX_TYPE_Q4_1, FX_TYPE_Q5_0, FX_TYPE_Q8_0 };
-	for (size_t i = 0; i < sizeof(gemm_types) / sizeof(gemm_types[0]); i++)
+	static const int gemm32[] = { FX_TYPE_Q4_0, FX_TYPE_Q4_1, FX_TYPE_Q5_0, FX_TYPE_Q8_0 };
+	for (size_t i = 0; i < sizeof(gemm32) / sizeof(gemm32[0]); i++)
 		for (size_t j = 0; j < 6; j++)
-			check_gemm(best, gemm_types[i], sizes32[j], &rng);
+			check_gemm(best, gemm32[i], sizes32[j], true, &rng);
+	for (size_t j = 0; j < 3; j++)
+		check_gemm(best, FX_TYPE_Q4_K, sizes256[j], false, &rng);
 	check_axpy(best, &rng);
 	printf("kernels: %d checks on kernel set %d\n", check_count, (int)best);
 	return check_exit();

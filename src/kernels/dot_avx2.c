@@ -244,8 +244,11 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < nb; ib++) {
 		const size_t ws = leg_wsize(KIND);
-		for (int r = 0; r < nr; r++)
-			prefetch_span(p[r] + (size_t)ib * ws, ws);
+		/* One prefetch per row and cache line: exactly one block of
+		 * each line starts in its first ws bytes. */
+		if ((((size_t)ib * ws) & 63) < ws)
+			for (int r = 0; r < nr; r++)
+				_mm_prefetch((const char *)(p[r] + (size_t)ib * ws + PREFETCH_AHEAD), _MM_HINT_T0);
 		__m256i W[8], A[8];
 		leg_rows8(p, ib, W, A, KIND);
 		__m256 dx = halves_rows(p, (size_t)ib * ws); /* d is each block's first field */
@@ -282,17 +285,17 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 	}
 }
 
-/* Instantiate body_rows8 for NT = 1, 2, 4, 8 behind one kern_gemm_fn, and
- * a kern_dot_fn that is the same kernel for one row. */
-#define GEMM8(name, KIND)                                                                           \
+/* Instantiate a rows-in-lanes body for NT = 1, 2, 4, 8 behind one
+ * kern_gemm_fn, and a kern_dot_fn that is the same kernel for one row. */
+#define GEMM8(name, body, KIND)                                                                           \
 	static void name##_g1(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
-			      float *o, size_t os) { body_rows8(n, w, ws, nr, a, as, o, os, 1, KIND); }  \
+			      float *o, size_t os) { body(n, w, ws, nr, a, as, o, os, 1, KIND); }  \
 	static void name##_g2(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
-			      float *o, size_t os) { body_rows8(n, w, ws, nr, a, as, o, os, 2, KIND); }  \
+			      float *o, size_t os) { body(n, w, ws, nr, a, as, o, os, 2, KIND); }  \
 	static void name##_g4(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
-			      float *o, size_t os) { body_rows8(n, w, ws, nr, a, as, o, os, 4, KIND); }  \
+			      float *o, size_t os) { body(n, w, ws, nr, a, as, o, os, 4, KIND); }  \
 	static void name##_g8(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
-			      float *o, size_t os) { body_rows8(n, w, ws, nr, a, as, o, os, 8, KIND); }  \
+			      float *o, size_t os) { body(n, w, ws, nr, a, as, o, os, 8, KIND); }  \
 	static void name##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *act,         \
 				size_t as, int nt, float *out, size_t os)                             \
 	{                                                                                          \
@@ -312,10 +315,10 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 		name##_gemm(n, w, 0, 1, act, as, nt, out, os);                                     \
 	}
 
-GEMM8(dot_q8_0, LEG_Q8_0)
-GEMM8(dot_q4_0, LEG_Q4_0)
-GEMM8(dot_q5_0, LEG_Q5_0)
-GEMM8(dot_q4_1, LEG_Q4_1)
+GEMM8(dot_q8_0, body_rows8, LEG_Q8_0)
+GEMM8(dot_q4_0, body_rows8, LEG_Q4_0)
+GEMM8(dot_q5_0, body_rows8, LEG_Q5_0)
+GEMM8(dot_q4_1, body_rows8, LEG_Q4_1)
 
 /* ---- k-quants x q8_K ------------------------------------------------------ */
 
@@ -410,8 +413,113 @@ ALWAYS_INLINE void body_k4(int64_t n, const void *vw, const void *act, size_t ac
 	store_hsum(acc, out, os, NT);
 }
 
-KERNEL(dot_q4_K, body_k4, false)
 KERNEL(dot_q5_K, body_k4, true)
+
+/* q4_K, eight rows in lanes as the 32-element types above: per 32-element
+ * sub-block the rows' codes (0..15) meet the broadcast activation bytes in
+ * maddubs, eight 16-bit pair sums add without overflow (8 * 2 * 15 * 127 <
+ * 2^15), and one madd applies each row's 6-bit sub-block scale; a block's
+ * eight sub-blocks add exactly in int32, and so do the mins against the
+ * activation's 32-element sums (its bsums, paired). Per block and row the
+ * float step is acc + ((d * dy) * sumi - (dmin * dy) * summins). The
+ * result differs from the portable vec_dot only by that float order. */
+
+/* get_scale_min_k4 for eight rows at once: the 12 packed bytes at
+ * p[r] + off transposed (lanes = rows), then out[0] / out[1] lane r =
+ * row r's scales 0..3 / 4..7 as bytes, out[2] / out[3] its mins. */
+ALWAYS_INLINE void k4_scales_rows8(const uint8_t *const *p, size_t off, __m256i *out)
+{
+	__m256i T[4];
+	transpose_8x4(p, off, T); /* T[0..2]: packed bytes 0..3, 4..7, 8..11 */
+	const __m256i m6 = _mm256_set1_epi8(63), m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+	out[0] = _mm256_and_si256(T[0], m6);
+	out[2] = _mm256_and_si256(T[1], m6);
+	out[1] = _mm256_or_si256(_mm256_and_si256(T[2], m4), _mm256_and_si256(_mm256_srli_epi16(T[0], 2), m30));
+	out[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(T[2], 4), m4),
+				 _mm256_and_si256(_mm256_srli_epi16(T[1], 2), m30));
+}
+
+/* Bytes a, b of every 32-bit lane as the lane's two int16 (b < 0: a twice). */
+ALWAYS_INLINE __m256i bytes_to_i16(__m256i v, int a, int b)
+{
+	const char z = (char)0x80;
+	const char A = (char)a, B = (char)(b < 0 ? a : b);
+	const __m256i sel = _mm256_setr_epi8(A, z, B, z, 4 + A, z, 4 + B, z, 8 + A, z, 8 + B, z, 12 + A, z, 12 + B, z,
+					     A, z, B, z, 4 + A, z, 4 + B, z, 8 + A, z, 8 + B, z, 12 + A, z, 12 + B, z);
+	return _mm256_shuffle_epi8(v, sel);
+}
+
+ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int nr, const void *act,
+				 size_t act_stride, float *out, size_t os, const int NT, const int KIND)
+{
+	(void)KIND;
+	const uint8_t *p[8];
+	for (int r = 0; r < 8; r++)
+		p[r] = (const uint8_t *)vw + (size_t)(r < nr ? r : nr - 1) * w_stride;
+	const __m256i m4 = _mm256_set1_epi8(0x0F);
+	__m256 acc[8];
+	for (int t = 0; t < NT; t++)
+		acc[t] = _mm256_setzero_ps();
+	for (int64_t ib = 0; ib < n / QK_K; ib++) {
+		const size_t base = (size_t)ib * sizeof(struct block_q4_K);
+		for (int r = 0; r < nr; r++)
+			prefetch_span(p[r] + base, sizeof(struct block_q4_K));
+		__m256i SM[4];
+		k4_scales_rows8(p, base + offsetof(struct block_q4_K, scales), SM);
+		__m256 dx = halves_rows(p, base), dmx = halves_rows(p, base + offsetof(struct block_q4_K, dmin));
+		__m256i isum[8];
+		for (int t = 0; t < NT; t++)
+			isum[t] = _mm256_setzero_si256();
+		for (int j = 0; j < QK_K / 64; j++) {
+			__m256i T[8];
+			transpose_8x4(p, base + offsetof(struct block_q4_K, qs) + 32 * (size_t)j, T);
+			transpose_8x4(p, base + offsetof(struct block_q4_K, qs) + 32 * (size_t)j + 16, T + 4);
+			for (int h = 0; h < 2; h++) {
+				__m256i W[8];
+				for (int k = 0; k < 8; k++)
+					W[k] = _mm256_and_si256(h ? _mm256_srli_epi16(T[k], 4) : T[k], m4);
+				/* lanes 2r, 2r+1: row r's scale for sub-block 2j + h */
+				__m256i scv = bytes_to_i16(SM[j / 2], 2 * (j % 2) + h, -1);
+#pragma GCC unroll 8
+				for (int t = 0; t < NT; t++) {
+					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 64 * j + 32 * h;
+#define YB(k) _mm256_set1_epi32(*(const int32_t *)(const void *)(y + 4 * (k)))
+					__m256i s16 = _mm256_maddubs_epi16(W[0], YB(0));
+					for (int k = 1; k < 8; k++)
+						s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(W[k], YB(k)));
+#undef YB
+					isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, scv));
+				}
+			}
+		}
+#pragma GCC unroll 8
+		for (int t = 0; t < NT; t++) {
+			const struct block_q8_K *y = ACT(t, struct block_q8_K) + ib;
+			__m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+			bs = _mm256_hadd_epi16(bs, bs); /* 32-element sums: 0..3 low half, 4..7 high */
+			__m256i ms = _mm256_setzero_si256();
+			for (int q = 0; q < 4; q++) {
+				__m256i pair = _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32(q < 2 ? q : q + 2));
+				__m256i mn = bytes_to_i16(SM[2 + q / 2], 2 * (q % 2), 2 * (q % 2) + 1);
+				ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mn, pair));
+			}
+			__m256 dy = _mm256_set1_ps(y->d);
+			__m256 term = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(dx, dy), _mm256_cvtepi32_ps(isum[t])),
+						    _mm256_mul_ps(_mm256_mul_ps(dmx, dy), _mm256_cvtepi32_ps(ms)));
+			acc[t] = _mm256_add_ps(acc[t], term);
+		}
+	}
+	for (int t = 0; t < NT; t++) {
+		if (nr == 8) {
+			_mm256_storeu_ps(out + (size_t)t * os, acc[t]);
+		} else {
+			float tmp[8];
+			_mm256_storeu_ps(tmp, acc[t]);
+			memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));
+		}
+	}
+}
+GEMM8(dot_q4_K, body_k4_rows8, 0)
 
 /* Broadcast int8 scales 2i and 2i+1 to 8 int16 lanes each. */
 ALWAYS_INLINE __m256i q6_scale(__m128i scales, int i)
@@ -565,6 +673,7 @@ kern_gemm_fn kern_gemm_get_avx2(int t)
 	case FX_TYPE_Q4_1: return dot_q4_1_gemm;
 	case FX_TYPE_Q5_0: return dot_q5_0_gemm;
 	case FX_TYPE_Q8_0: return dot_q8_0_gemm;
+	case FX_TYPE_Q4_K: return dot_q4_K_gemm;
 	default: return NULL;
 	}
 }
