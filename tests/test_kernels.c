@@ -12,6 +12,7 @@
  */
 #include "check.h"
 #include "kernels/dot.h"
+#include "kernels/repack.h"
 #include "quant/quant.h"
 
 #include <math.h>
@@ -163,6 +164,33 @@ static void check_gemm(enum kern_isa isa, int type, int64_t n, bool exact, uint6
 						       ref[t][r0 + r]);
 			}
 		}
+	}
+	/* The x8 layout: rows 0..7 repacked give the same results through the
+	 * x8 kernel, and unpack back to the plain rows. */
+	if (kern_x8_supported(type, isa)) {
+		uint8_t *g = malloc(8 * wb), *tmp = malloc(8 * wb), *row = malloc(wb);
+		memcpy(g, w, 8 * wb);
+		kern_x8_pack(type, n, g, tmp);
+		for (int r = 0; r < 8; r++) {
+			kern_x8_unpack_row(type, n, g, r, row);
+			CHECKF(memcmp(row, w + (size_t)r * wb, wb) == 0, "%s n=%lld: x8 row %d does not unpack",
+			       tt->name, (long long)n, r);
+		}
+		kern_gemm_fn gx = kern_gemm_x8_get(type, isa);
+		for (int nt = 1; nt <= T; nt += 2) {
+			float out[T][8];
+			gx(n, g, 0, 8, a, ab, nt, &out[0][0], 8);
+			for (int t = 0; t < nt; t++)
+				for (int r = 0; r < 8; r++)
+					CHECKF(memcmp(&out[t][r], &ref[t][r], sizeof(float)) == 0,
+					       "%s n=%lld x8 nt=%d row %d act %d: %.9g vs plain %.9g", tt->name,
+					       (long long)n, nt, r, t, out[t][r], ref[t][r]);
+		}
+		free(g);
+		free(tmp);
+		free(row);
+	} else {
+		CHECKF(false, "%s: no x8 layout", tt->name);
 	}
 	free(f);
 	free(w);

@@ -269,6 +269,7 @@ int cmd_logits(int argc, char **argv)
 		goto out;
 	}
 	struct fx_model_params mp = fx_model_default_params();
+	mp.repack = !portable; /* the portable kernels read plain rows */
 	mp.quant = quant;
 	if (fx_model_load(path, &mp, &m, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);

@@ -112,7 +112,9 @@ int cmd_perplexity(int argc, char **argv)
 	struct fx_err err = { 0 };
 	struct fx_model *m = NULL;
 	struct fx_context *ctx = NULL;
-	if (fx_model_load(path, NULL, &m, &err)) {
+	struct fx_model_params mp = fx_model_default_params();
+	mp.repack = !portable; /* the portable kernels read plain rows */
+	if (fx_model_load(path, &mp, &m, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		free(text);
 		return 1;

@@ -158,6 +158,10 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	uint32_t n_ub = p->n_ubatch ? p->n_ubatch : n_ctx;
 	if (n_ub > n_ctx * n_seq)
 		n_ub = n_ctx * n_seq;
+	if (p->kernels == FX_KERNELS_PORTABLE && m->repacked)
+		return fx_fail(err, FX_E_INVALID, "the portable kernels cannot read weights repacked "
+			       "for the SIMD kernels: load the model with fx_model_params.repack = false "
+			       "(the tools' --portable does)");
 	struct fx_context *c = fx_calloc(1, sizeof(*c));
 	if (!c)
 		return fx_fail(err, FX_E_NOMEM, "no memory for a context");

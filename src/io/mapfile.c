@@ -21,7 +21,11 @@ int io_map(const char *path, size_t min_size, const char *what, const void **map
 		return fx_fail(err, FX_E_FORMAT, "%s: %lld bytes is too short for a %s file", path,
 			       (long long)st.st_size, what);
 	}
-	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	/* Private and writable: the model may rearrange weights in place
+	 * (kernels/repack.h); written pages become the process's own and the
+	 * file never changes. Pages never written stay shared with the page
+	 * cache. */
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (m == MAP_FAILED)
 		return fx_fail(err, FX_E_IO, "%s: mmap failed (%m)", path);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "kernels/dot.h"
+#include "kernels/repack.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
@@ -165,38 +166,61 @@ ALWAYS_INLINE __m256i q5_high(__m256i QH, int k)
 	return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
 }
 
-/* Block ib of the eight rows p[] as W[8] (lanes = rows, see above); for
- * q8_0 also |W| in A. */
-ALWAYS_INLINE void leg_rows8(const uint8_t *const *p, int64_t ib, __m256i *W, __m256i *A,
-			     const int KIND)
+/* Codes as W[8] (lanes = rows, see above) from the transposed quants:
+ * T[0..7] (q8_0: bytes 4k..4k+3; with |W| in A) or T[0..3] (4/5-bit: the
+ * packed bytes 4k..4k+3, low nibbles W[k], high W[k + 4]); q5_0 adds the
+ * fifth bits from QH (lane r = row r's qh). */
+ALWAYS_INLINE void leg_codes(const __m256i *T, __m256i QH, __m256i *W, __m256i *A, const int KIND)
 {
-	const size_t base = (size_t)ib * leg_wsize(KIND), qs = base + leg_qs_off(KIND);
-	__m256i T[4];
 	if (KIND == LEG_Q8_0) {
-		transpose_8x4(p, qs, T);
-		for (int k = 0; k < 4; k++)
+		for (int k = 0; k < 8; k++) {
 			W[k] = T[k];
-		transpose_8x4(p, qs + 16, T);
-		for (int k = 0; k < 4; k++)
-			W[4 + k] = T[k];
-		for (int k = 0; k < 8; k++)
 			A[k] = _mm256_sign_epi8(W[k], W[k]);
+		}
 		return;
 	}
 	const __m256i m4 = _mm256_set1_epi8(0x0F);
-	transpose_8x4(p, qs, T);
 	for (int k = 0; k < 4; k++) {
 		W[k] = _mm256_and_si256(T[k], m4);
 		W[4 + k] = _mm256_and_si256(_mm256_srli_epi16(T[k], 4), m4);
 	}
+	if (KIND == LEG_Q5_0)
+		for (int k = 0; k < 8; k++)
+			W[k] = _mm256_or_si256(W[k], q5_high(QH, k));
+}
+
+/* Block ib of the eight plain rows p[]: transposed here. */
+ALWAYS_INLINE void leg_rows8(const uint8_t *const *p, int64_t ib, __m256i *W, __m256i *A,
+			     const int KIND)
+{
+	const size_t base = (size_t)ib * leg_wsize(KIND), qs = base + leg_qs_off(KIND);
+	__m256i T[8], QH = _mm256_setzero_si256();
+	transpose_8x4(p, qs, T);
+	if (KIND == LEG_Q8_0)
+		transpose_8x4(p, qs + 16, T + 4);
 	if (KIND == LEG_Q5_0) {
 		uint32_t h[8];
 		for (int r = 0; r < 8; r++)
 			memcpy(&h[r], p[r] + base + offsetof(struct block_q5_0, qh), 4);
-		__m256i QH = _mm256_loadu_si256((const __m256i *)h);
-		for (int k = 0; k < 8; k++)
-			W[k] = _mm256_or_si256(W[k], q5_high(QH, k));
+		QH = _mm256_loadu_si256((const __m256i *)h);
 	}
+	leg_codes(T, QH, W, A, KIND);
+}
+
+/* One x8 superblock (kernels/repack.h): d[8] (q4_1: m[8]; q5_0: qh[8])
+ * then the quants' 4-byte columns, already the registers wanted. */
+ALWAYS_INLINE size_t leg_x8_qs(const int KIND)
+{
+	return KIND == LEG_Q4_1 ? 32 : KIND == LEG_Q5_0 ? 48 : 16;
+}
+
+ALWAYS_INLINE void leg_x8(const uint8_t *sb, __m256i *W, __m256i *A, const int KIND)
+{
+	__m256i T[8];
+	for (int k = 0; k < (KIND == LEG_Q8_0 ? 8 : 4); k++)
+		T[k] = _mm256_loadu_si256((const __m256i *)(sb + leg_x8_qs(KIND) + 32 * (size_t)k));
+	__m256i QH = KIND == LEG_Q5_0 ? _mm256_loadu_si256((const __m256i *)(sb + 16)) : _mm256_setzero_si256();
+	leg_codes(T, QH, W, A, KIND);
 }
 
 /* One activation row's block (32 bytes of q8 quants at y) against W:
@@ -228,9 +252,14 @@ ALWAYS_INLINE __m256i leg_sum8(const __m256i *W, const __m256i *A, const int8_t 
 
 /* out[t * os + r] = row r . activation row t for r < nr, t < NT. Rows
  * past nr repeat the last one (their lanes are computed, not stored). */
+/* KIND | X8: the weights are x8 groups (kernels/repack.h), w one group. */
+enum { X8 = 16 };
+
 ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr, const void *act,
-			      size_t act_stride, float *out, size_t os, const int NT, const int KIND)
+			      size_t act_stride, float *out, size_t os, const int NT, const int KIND_X8)
 {
+	const int KIND = KIND_X8 & ~X8;
+	const bool x8 = KIND_X8 & X8;
 	const uint8_t *p[8];
 	for (int r = 0; r < 8; r++)
 		p[r] = (const uint8_t *)vw + (size_t)(r < nr ? r : nr - 1) * w_stride;
@@ -239,20 +268,30 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 	const size_t ys = q41 ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0);
 	const size_t yq = q41 ? offsetof(struct block_q8_1, qs) : offsetof(struct block_q8_0, qs);
 	const size_t d_off = pad32((size_t)nb * ys), s_off = d_off + pad32((size_t)nb * sizeof(float));
+	const size_t ws = leg_wsize(KIND);
 	__m256 acc[8];
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < nb; ib++) {
-		const size_t ws = leg_wsize(KIND);
-		/* One prefetch per row and cache line: exactly one block of
-		 * each line starts in its first ws bytes. */
-		if ((((size_t)ib * ws) & 63) < ws)
-			for (int r = 0; r < nr; r++)
-				_mm_prefetch((const char *)(p[r] + (size_t)ib * ws + PREFETCH_AHEAD), _MM_HINT_T0);
 		__m256i W[8], A[8];
-		leg_rows8(p, ib, W, A, KIND);
-		__m256 dx = halves_rows(p, (size_t)ib * ws); /* d is each block's first field */
-		__m256 mx = q41 ? halves_rows(p, (size_t)ib * ws + offsetof(struct block_q4_1, m)) : dx;
+		__m256 dx, mx;
+		if (x8) {
+			const uint8_t *sb = (const uint8_t *)vw + (size_t)ib * 8 * ws;
+			prefetch_span(sb, 8 * ws);
+			leg_x8(sb, W, A, KIND);
+			dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+			mx = q41 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16))) : dx;
+		} else {
+			/* One prefetch per row and cache line: exactly one
+			 * block of each line starts in its first ws bytes. */
+			if ((((size_t)ib * ws) & 63) < ws)
+				for (int r = 0; r < nr; r++)
+					_mm_prefetch((const char *)(p[r] + (size_t)ib * ws + PREFETCH_AHEAD),
+						     _MM_HINT_T0);
+			leg_rows8(p, ib, W, A, KIND);
+			dx = halves_rows(p, (size_t)ib * ws); /* d is each block's first field */
+			mx = q41 ? halves_rows(p, (size_t)ib * ws + offsetof(struct block_q4_1, m)) : dx;
+		}
 #pragma GCC unroll 8
 		for (int t = 0; t < NT; t++) {
 			const uint8_t *y = ACT(t, uint8_t);
@@ -286,7 +325,7 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 }
 
 /* Instantiate a rows-in-lanes body for NT = 1, 2, 4, 8 behind one
- * kern_gemm_fn, and a kern_dot_fn that is the same kernel for one row. */
+ * kern_gemm_fn. */
 #define GEMM8(name, body, KIND)                                                                           \
 	static void name##_g1(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
 			      float *o, size_t os) { body(n, w, ws, nr, a, as, o, os, 1, KIND); }  \
@@ -308,7 +347,10 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 			name##_g2(n, w, ws, nr, a, as, out, os);                                   \
 		if (nt)                                                                            \
 			name##_g1(n, w, ws, nr, a, as, out, os);                                   \
-	}                                                                                          \
+	}
+
+/* The kern_dot_fn of a plain-row GEMM8: the same kernel for one row. */
+#define DOT_OF_GEMM8(name)                                                                         \
 	static void name(int64_t n, const void *w, const void *act, size_t as, int nt, float *out,    \
 			 size_t os)                                                                   \
 	{                                                                                          \
@@ -316,9 +358,17 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 	}
 
 GEMM8(dot_q8_0, body_rows8, LEG_Q8_0)
+DOT_OF_GEMM8(dot_q8_0)
 GEMM8(dot_q4_0, body_rows8, LEG_Q4_0)
+DOT_OF_GEMM8(dot_q4_0)
 GEMM8(dot_q5_0, body_rows8, LEG_Q5_0)
+DOT_OF_GEMM8(dot_q5_0)
 GEMM8(dot_q4_1, body_rows8, LEG_Q4_1)
+DOT_OF_GEMM8(dot_q4_1)
+GEMM8(x8_q8_0, body_rows8, LEG_Q8_0 | X8)
+GEMM8(x8_q4_0, body_rows8, LEG_Q4_0 | X8)
+GEMM8(x8_q5_0, body_rows8, LEG_Q5_0 | X8)
+GEMM8(x8_q4_1, body_rows8, LEG_Q4_1 | X8)
 
 /* ---- k-quants x q8_K ------------------------------------------------------ */
 
@@ -424,19 +474,25 @@ KERNEL(dot_q5_K, body_k4, true)
  * float step is acc + ((d * dy) * sumi - (dmin * dy) * summins). The
  * result differs from the portable vec_dot only by that float order. */
 
-/* get_scale_min_k4 for eight rows at once: the 12 packed bytes at
- * p[r] + off transposed (lanes = rows), then out[0] / out[1] lane r =
- * row r's scales 0..3 / 4..7 as bytes, out[2] / out[3] its mins. */
-ALWAYS_INLINE void k4_scales_rows8(const uint8_t *const *p, size_t off, __m256i *out)
+/* get_scale_min_k4 for eight rows at once from the 12 packed bytes in
+ * columns (T[c] lane r = row r's bytes 4c..4c+3): out[0] / out[1] lane r
+ * = row r's scales 0..3 / 4..7 as bytes, out[2] / out[3] its mins.
+ * k4_scales_rows8 transposes plain rows p[r] + off first. */
+ALWAYS_INLINE void k4_scales_from(const __m256i *T, __m256i *out)
 {
-	__m256i T[4];
-	transpose_8x4(p, off, T); /* T[0..2]: packed bytes 0..3, 4..7, 8..11 */
 	const __m256i m6 = _mm256_set1_epi8(63), m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
 	out[0] = _mm256_and_si256(T[0], m6);
 	out[2] = _mm256_and_si256(T[1], m6);
 	out[1] = _mm256_or_si256(_mm256_and_si256(T[2], m4), _mm256_and_si256(_mm256_srli_epi16(T[0], 2), m30));
 	out[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(T[2], 4), m4),
 				 _mm256_and_si256(_mm256_srli_epi16(T[1], 2), m30));
+}
+
+ALWAYS_INLINE void k4_scales_rows8(const uint8_t *const *p, size_t off, __m256i *out)
+{
+	__m256i T[4];
+	transpose_8x4(p, off, T); /* T[0..2]: packed bytes 0..3, 4..7, 8..11 */
+	k4_scales_from(T, out);
 }
 
 /* Bytes a, b of every 32-bit lane as the lane's two int16 (b < 0: a twice). */
@@ -449,10 +505,12 @@ ALWAYS_INLINE __m256i bytes_to_i16(__m256i v, int a, int b)
 	return _mm256_shuffle_epi8(v, sel);
 }
 
+/* KIND: 0 for plain rows, X8 for x8 groups: d[8], dmin[8], the scales'
+ * three 4-byte columns, then the quants' 32 columns. */
 ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int nr, const void *act,
 				 size_t act_stride, float *out, size_t os, const int NT, const int KIND)
 {
-	(void)KIND;
+	const bool x8 = KIND & X8;
 	const uint8_t *p[8];
 	for (int r = 0; r < 8; r++)
 		p[r] = (const uint8_t *)vw + (size_t)(r < nr ? r : nr - 1) * w_stride;
@@ -462,18 +520,36 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
 		const size_t base = (size_t)ib * sizeof(struct block_q4_K);
-		for (int r = 0; r < nr; r++)
-			prefetch_span(p[r] + base, sizeof(struct block_q4_K));
+		const uint8_t *sb = (const uint8_t *)vw + 8 * base;
 		__m256i SM[4];
-		k4_scales_rows8(p, base + offsetof(struct block_q4_K, scales), SM);
-		__m256 dx = halves_rows(p, base), dmx = halves_rows(p, base + offsetof(struct block_q4_K, dmin));
+		__m256 dx, dmx;
+		if (x8) {
+			prefetch_span(sb, 8 * sizeof(struct block_q4_K));
+			__m256i T[3];
+			for (int k = 0; k < 3; k++)
+				T[k] = _mm256_loadu_si256((const __m256i *)(sb + 32 + 32 * k));
+			k4_scales_from(T, SM);
+			dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+			dmx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16)));
+		} else {
+			for (int r = 0; r < nr; r++)
+				prefetch_span(p[r] + base, sizeof(struct block_q4_K));
+			k4_scales_rows8(p, base + offsetof(struct block_q4_K, scales), SM);
+			dx = halves_rows(p, base);
+			dmx = halves_rows(p, base + offsetof(struct block_q4_K, dmin));
+		}
 		__m256i isum[8];
 		for (int t = 0; t < NT; t++)
 			isum[t] = _mm256_setzero_si256();
 		for (int j = 0; j < QK_K / 64; j++) {
 			__m256i T[8];
-			transpose_8x4(p, base + offsetof(struct block_q4_K, qs) + 32 * (size_t)j, T);
-			transpose_8x4(p, base + offsetof(struct block_q4_K, qs) + 32 * (size_t)j + 16, T + 4);
+			if (x8) {
+				for (int k = 0; k < 8; k++)
+					T[k] = _mm256_loadu_si256((const __m256i *)(sb + 128 + 32 * (8 * (size_t)j + k)));
+			} else {
+				transpose_8x4(p, base + offsetof(struct block_q4_K, qs) + 32 * (size_t)j, T);
+				transpose_8x4(p, base + offsetof(struct block_q4_K, qs) + 32 * (size_t)j + 16, T + 4);
+			}
 			for (int h = 0; h < 2; h++) {
 				__m256i W[8];
 				for (int k = 0; k < 8; k++)
@@ -520,6 +596,8 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 	}
 }
 GEMM8(dot_q4_K, body_k4_rows8, 0)
+DOT_OF_GEMM8(dot_q4_K)
+GEMM8(x8_q4_K, body_k4_rows8, X8)
 
 /* Broadcast int8 scales 2i and 2i+1 to 8 int16 lanes each. */
 ALWAYS_INLINE __m256i q6_scale(__m128i scales, int i)
@@ -674,6 +752,18 @@ kern_gemm_fn kern_gemm_get_avx2(int t)
 	case FX_TYPE_Q5_0: return dot_q5_0_gemm;
 	case FX_TYPE_Q8_0: return dot_q8_0_gemm;
 	case FX_TYPE_Q4_K: return dot_q4_K_gemm;
+	default: return NULL;
+	}
+}
+
+kern_gemm_fn kern_gemm_x8_get_avx2(int t)
+{
+	switch (t) {
+	case FX_TYPE_Q4_0: return x8_q4_0_gemm;
+	case FX_TYPE_Q4_1: return x8_q4_1_gemm;
+	case FX_TYPE_Q5_0: return x8_q5_0_gemm;
+	case FX_TYPE_Q8_0: return x8_q8_0_gemm;
+	case FX_TYPE_Q4_K: return x8_q4_K_gemm;
 	default: return NULL;
 	}
 }

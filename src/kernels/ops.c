@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/dot.h"
+#include "kernels/repack.h"
 #include "quant/quant.h"
 
 static size_t act_row_bytes(const struct wmat *w, enum kern_isa isa)
@@ -130,10 +131,16 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 		 int64_t n_tok, float *const *y, void *scratch)
 {
 	const struct fx_type_traits *tt = fx_type_get(w[0]->type);
-	bool shared = n_w <= MM_MAX;
-	for (int i = 1; i < n_w && shared; i++)
+	/* One region needs one input format and, since x8 groups are
+	 * taken whole, every matrix's rows in multiples of 8. */
+	bool shared = n_w <= MM_MAX, any_x8 = w[0]->x8, all8 = w[0]->n_out % 8 == 0;
+	for (int i = 1; i < n_w && shared; i++) {
 		shared = w[i]->n_in == w[0]->n_in &&
 			 fx_type_get(w[i]->type)->vec_dot_type == tt->vec_dot_type;
+		any_x8 |= w[i]->x8;
+		all8 &= w[i]->n_out % 8 == 0;
+	}
+	shared &= !any_x8 || all8;
 	if (!shared) {
 		for (int i = 0; i < n_w; i++)
 			op_matmul_n(pool, 1, &w[i], x, n_tok, &y[i], scratch);
@@ -147,7 +154,7 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 		a.n_rows += (long)w[i]->n_out;
 		a.dot[i] = fx_type_get(w[i]->type)->vec_dot;
 		a.kern[i] = kern_dot_get(w[i]->type, isa);
-		a.gemm[i] = kern_gemm_get(w[i]->type, isa);
+		a.gemm[i] = w[i]->x8 ? kern_gemm_x8_get(w[i]->type, isa) : kern_gemm_get(w[i]->type, isa);
 	}
 	if (tt->vec_dot_type == FX_TYPE_F32) {
 		a.xq = x;
@@ -171,6 +178,7 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 		a.chunk = (long)(CHUNK_BYTES / w[0]->row_bytes);
 	if (a.chunk < 16)
 		a.chunk = 16;
+	a.chunk = (a.chunk + 7) & ~7L; /* whole x8 groups */
 	atomic_init(&a.next, 0);
 	fx_pool_run(pool, matmul_worker, &a);
 }

@@ -5,6 +5,7 @@
 #ifndef FX_KERNELS_OPS_H
 #define FX_KERNELS_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,7 @@ struct wmat {
 	int type;          /* enum fx_type */
 	int64_t n_in, n_out;
 	size_t row_bytes;
+	bool x8;           /* rows in x8 groups (kernels/repack.h), n_out % 8 == 0 */
 };
 
 /* Bytes of scratch op_matmul needs for n_tok rows of n_in activations
@@ -27,7 +29,9 @@ size_t op_matmul_scratch(const struct wmat *w, int64_t n_tok);
  * x: [n_tok, n_in] f32 row-major; y: [n_tok, n_out] f32 row-major.
  * Activations are first converted to the weight type's vec_dot_type
  * (Q8_0/Q8_1/Q8_K blocks, or f16), as llama.cpp does, into scratch
- * (op_matmul_scratch bytes). Output rows are split across the pool. */
+ * (op_matmul_scratch bytes). Output rows are split across the pool. An x8
+ * matrix needs the pool's kernel set to have an x8 kernel for its type
+ * (kern_x8_supported; the context checks this when it is created). */
 void op_matmul(struct fx_pool *pool, const struct wmat *w, const float *x, int64_t n_tok,
 	       float *y, void *scratch);
 

@@ -8,6 +8,7 @@
 
 #include "core/alloc.h"
 #include "kernels/dot.h"
+#include "kernels/repack.h"
 #include "quant/quant.h"
 
 static size_t max_sz(size_t a, size_t b)
@@ -76,10 +77,11 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 				 kern_act_row_bytes(FX_TYPE_Q8_1, KERN_AVX2, hp->head_dim));
 	s->qconv_stride = (s->qconv_stride + 63) & ~(size_t)63;
 	s->qconv = scratch_alloc(s, (size_t)n_threads * (size_t)hp->n_head, s->qconv_stride);
+	s->erow = scratch_alloc(s, m->tok_embd.row_bytes, 1);
 	s->rope_cs = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1),
 				   sizeof(float));
 	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
-	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->rope_cs || !s->router || !s->exp_out) {
+	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->erow || !s->rope_cs || !s->router || !s->exp_out) {
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
 	}
@@ -94,10 +96,11 @@ void fwd_scratch_fini(struct fwd_scratch *s)
 		fx_free(bufs[i]);
 	fx_free(s->qbuf);
 	fx_free(s->qconv);
+	fx_free(s->erow);
 	memset(s, 0, sizeof(*s));
 }
 
-static void embed(const struct fx_model *m, const fx_token *tok, int32_t n, float *x)
+static void embed(const struct fx_model *m, const fx_token *tok, int32_t n, float *x, void *erow)
 {
 	const struct fx_type_traits *tt = fx_type_get(m->tok_embd.type);
 	int64_t d = m->hp.n_embd;
@@ -105,8 +108,13 @@ static void embed(const struct fx_model *m, const fx_token *tok, int32_t n, floa
 	float sc = (m->arch->embd_scale ? sqrtf((float)d) : 1.0f) * m->hp.embd_mul;
 	for (int32_t t = 0; t < n; t++) {
 		float *row = x + (size_t)t * d;
-		tt->to_float((const uint8_t *)m->tok_embd.data + (size_t)tok[t] * m->tok_embd.row_bytes,
-			     row, d);
+		const uint8_t *src = (const uint8_t *)m->tok_embd.data + (size_t)tok[t] * m->tok_embd.row_bytes;
+		if (m->tok_embd.x8) { /* repacked with a tied lm head */
+			kern_x8_unpack_row(m->tok_embd.type, d, src - (size_t)(tok[t] % 8) * m->tok_embd.row_bytes,
+					   tok[t] % 8, erow);
+			src = erow;
+		}
+		tt->to_float(src, row, d);
 		if (sc != 1.0f)
 			for (int64_t i = 0; i < d; i++)
 				row[i] *= sc;
@@ -144,7 +152,7 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 	const struct hparams *hp = &m->hp;
 	int64_t d = hp->n_embd;
 	size_t nd = (size_t)n * (size_t)d;
-	embed(m, tok, n, s->x);
+	embed(m, tok, n, s->x, s->erow);
 	if (s->capture)
 		memcpy(s->capture, s->x, nd * sizeof(float));
 	for (int il = 0; il < hp->n_layer; il++) {

@@ -34,6 +34,7 @@ struct fwd_scratch {
 	void *qconv;         /* [n_threads, n_head] Q heads in K's dot type */
 	float *rope_cs;      /* [n_threads, n_rot] one token's RoPE cos/sin */
 	size_t qconv_stride; /* bytes per thread in qconv */
+	void *erow;          /* one token_embd row unpacked from x8 groups */
 	void *qbuf;          /* activations quantized for op_matmul */
 	size_t bytes;        /* all of the above together */
 	float *capture;      /* NULL, or [n_layer + 1][n][n_embd] hidden states of the

@@ -12,6 +12,7 @@
 
 #include "core/alloc.h"
 #include "io/hf.h"
+#include "kernels/repack.h"
 #include "quant/quant.h"
 #include "tokenizer/vocab.h"
 
@@ -596,7 +597,56 @@ static int bind_weights(struct loader *ld)
 
 struct fx_model_params fx_model_default_params(void)
 {
-	return (struct fx_model_params){ .size = sizeof(struct fx_model_params) };
+	return (struct fx_model_params){ .size = sizeof(struct fx_model_params), .repack = true };
+}
+
+/* Every dense matrix the best kernel set has an x8 kernel for, rewritten
+ * in place into x8 groups (kernels/repack.h). The mapping is private and
+ * writable (io_map), so a repacked page becomes the process's own copy
+ * and the file is untouched. MoE experts stay plain; a tied lm head is
+ * repacked with the embeddings (embed reads their rows through
+ * kern_x8_unpack_row). */
+static int repack_weights(struct fx_model *m, struct fx_err *err)
+{
+	enum kern_isa isa = kern_isa_best();
+	struct wmat *list[LAYER_MATS + 1];
+	size_t tmp_bytes = 0;
+	void *tmp = NULL;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int il = -1; il < m->hp.n_layer; il++) {
+			int n = 0;
+			if (il < 0) {
+				list[n++] = &m->output;
+			} else {
+				const struct wmat *ws[LAYER_MATS];
+				for (int i = 0; i < layer_mats(&m->layers[il], ws); i++)
+					list[n++] = (struct wmat *)ws[i];
+			}
+			for (int i = 0; i < n; i++) {
+				struct wmat *w = list[i];
+				if (!w->data || w->x8 || w->n_out % 8 || !kern_x8_supported(w->type, isa))
+					continue;
+				if (pass == 0) {
+					tmp_bytes = 8 * w->row_bytes > tmp_bytes ? 8 * w->row_bytes : tmp_bytes;
+					continue;
+				}
+				for (int64_t r = 0; r < w->n_out; r += 8)
+					kern_x8_pack(w->type, w->n_in, (uint8_t *)w->data + (size_t)r * w->row_bytes, tmp);
+				w->x8 = true;
+				m->repacked = true;
+				if (w->data == m->tok_embd.data)
+					m->tok_embd.x8 = true;
+			}
+		}
+		if (pass == 0) {
+			if (!tmp_bytes)
+				return FX_OK;
+			if (!(tmp = fx_calloc(1, tmp_bytes)))
+				return fx_fail(err, FX_E_NOMEM, "no memory to repack the weights");
+		}
+	}
+	fx_free(tmp);
+	return FX_OK;
 }
 
 int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_model **out,
@@ -667,7 +717,8 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	}
 	if (p->vocab_only)
 		goto done;
-	if ((rc = read_hparams(&ld)) || (rc = bind_weights(&ld)))
+	if ((rc = read_hparams(&ld)) || (rc = bind_weights(&ld)) ||
+	    (p->repack && (rc = repack_weights(m, err))))
 		goto fail_path;
 	/* The KV cache defaults to llama.cpp's f16 for GGUF files and to
 	 * transformers' f32 for HF checkpoints. */

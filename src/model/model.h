@@ -116,6 +116,7 @@ struct fx_model {
 	int n_owned;
 	bool vocab_only;
 	bool requantized;             /* --quant: float matrices were quantized on load */
+	bool repacked;                /* some matrices are x8 groups (kernels/repack.h) */
 };
 
 #endif

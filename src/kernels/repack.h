@@ -1,0 +1,47 @@
+/* The eight-row interleaved weight layout ("x8"), after llama.cpp's
+ * repacked q4_0_8x8 / q4_K_8x8 (ggml-cpu/repack.cpp), in ferrox's own
+ * arrangement.
+ *
+ * A matrix whose rows are grouped by eight keeps each group in the same
+ * bytes as its eight plain rows (so repacking happens in place and costs no
+ * memory), block by block: a "superblock" per block index holds, for each
+ * field of the block type in order, either the eight rows' copies of a
+ * small field side by side (d, dmin, m, qh: [8][size]) or a byte array
+ * cut into 4-byte columns ([size/4][8][4]: column c, row r = bytes
+ * 4c..4c+3 of row r's array). Loaded as 256-bit vectors, the columns are
+ * the rows-in-lanes registers the kernels work on, with no transposes.
+ * Types: q4_0, q4_1, q5_0, q8_0, q4_K.
+ */
+#ifndef FX_KERNELS_REPACK_H
+#define FX_KERNELS_REPACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/dot.h"
+
+/* Whether weight type t has an x8 layout and set isa a kernel for it
+ * (kern_gemm_x8_get); only then is repacking worth doing. */
+bool kern_x8_supported(int t, enum kern_isa isa);
+
+/* Rewrite eight plain rows of n elements of type t (contiguous, row size
+ * fx_row_size(t, n)) in place into one x8 group. tmp: 8 rows of scratch.
+ * t must satisfy kern_x8_supported for some set; n a multiple of its block. */
+void kern_x8_pack(int t, int64_t n, void *rows, void *tmp);
+
+/* Row r (0..7) of an x8 group of n elements of type t, as a plain row
+ * (fx_row_size(t, n) bytes) into out. */
+void kern_x8_unpack_row(int t, int64_t n, const void *group, int r, void *out);
+
+/* The rows-in-lanes kernel for x8 groups of type t (w: a group's first
+ * byte, w_stride ignored, nr must be 8), or NULL when set isa has none.
+ * Results equal kern_gemm_get(t, isa)'s on the same rows unpacked, bit
+ * for bit. */
+kern_gemm_fn kern_gemm_x8_get(int t, enum kern_isa isa);
+
+#if defined(__x86_64__)
+kern_gemm_fn kern_gemm_x8_get_avx2(int t);
+#endif
+
+#endif
