@@ -197,6 +197,56 @@ static void check_gemm(enum kern_isa isa, int type, int64_t n, bool exact, uint6
 	free(a);
 }
 
+/* x8 kernels without a plain-row counterpart (q6_K): repacked rows give
+ * the portable vec_dot's value within 2e-6 of the sum of |terms|, and the
+ * same bits whatever the number of activation rows per call. */
+static void check_x8_only(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
+{
+	enum { T = 11 };
+	const struct fx_type_traits *tt = fx_type_get(type);
+	kern_gemm_fn gx = kern_gemm_x8_get(type, isa);
+	CHECKF(gx != NULL, "%s: no x8 kernel", tt->name);
+	if (!gx)
+		return;
+	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
+	float *f = malloc((size_t)n * sizeof(float));
+	uint8_t *w = malloc(wb * 8), *g = malloc(wb * 8), *tmp = malloc(wb * 8), *a = malloc(ab * T);
+	for (int r = 0; r < 8; r++) {
+		for (int64_t i = 0; i < n; i++)
+			f[i] = rng_f(rng) * (i % 5 == 0 ? 3.0f : 1.0f) * (float)(r + 1);
+		tt->from_float(f, w + (size_t)r * wb, n);
+	}
+	for (int t = 0; t < T; t++) {
+		for (int64_t i = 0; i < n; i++)
+			f[i] = rng_f(rng) * (float)(t + 1);
+		kern_act_quantize(tt->vec_dot_type, isa, f, a + (size_t)t * ab, n);
+	}
+	memcpy(g, w, 8 * wb);
+	kern_x8_pack(type, n, g, tmp);
+	float all[T][8];
+	gx(n, g, 0, 8, a, ab, T, &all[0][0], 8);
+	for (int t = 0; t < T; t++) {
+		float one[8];
+		gx(n, g, 0, 8, a + (size_t)t * ab, ab, 1, one, 8);
+		for (int r = 0; r < 8; r++) {
+			float port;
+			tt->vec_dot(n, &port, w + (size_t)r * wb, a + (size_t)t * ab);
+			CHECKF(fabs((double)port - all[t][r]) <=
+				       2e-6 * sum_abs_terms(type, n, w + (size_t)r * wb, a + (size_t)t * ab) + 1e-30,
+			       "%s n=%lld x8 row %d act %d: %.9g vs portable %.9g", tt->name, (long long)n, r,
+			       t, all[t][r], port);
+			CHECKF(memcmp(&one[r], &all[t][r], sizeof(float)) == 0,
+			       "%s n=%lld x8 row %d act %d: %.9g alone vs %.9g in a batch", tt->name,
+			       (long long)n, r, t, one[r], all[t][r]);
+		}
+	}
+	free(f);
+	free(w);
+	free(g);
+	free(tmp);
+	free(a);
+}
+
 static void check_axpy(enum kern_isa isa, uint64_t *rng)
 {
 	enum { N = 72 };
@@ -248,8 +298,10 @@ int main(void)
 	for (size_t i = 0; i < sizeof(gemm32) / sizeof(gemm32[0]); i++)
 		for (size_t j = 0; j < 6; j++)
 			check_gemm(best, gemm32[i], sizes32[j], true, &rng);
-	for (size_t j = 0; j < 3; j++)
+	for (size_t j = 0; j < 3; j++) {
 		check_gemm(best, FX_TYPE_Q4_K, sizes256[j], false, &rng);
+		check_x8_only(best, FX_TYPE_Q6_K, sizes256[j], &rng);
+	}
 	check_axpy(best, &rng);
 	printf("kernels: %d checks on kernel set %d\n", check_count, (int)best);
 	return check_exit();

@@ -662,6 +662,95 @@ ALWAYS_INLINE void body_q6_K(int64_t n, const void *vw, const void *act, size_t 
 }
 KERNEL(dot_q6_K, body_q6_K, 0)
 
+/* q6_K in x8 groups (kernels/repack.h): superblock d[8], the 16 int8
+ * scales in 4 columns, ql in 32 columns, qh in 16. Rows in lanes as
+ * q4_K: codes 0..63 unsigned, two maddubs pair sums add in 16 bits
+ * (2 * 2 * 63 * 127 < 2^15), one madd per 16-element group applies the
+ * row's scale, and the codes' offset 32 comes off as 32 * sum over groups
+ * of scale * bsum. Per block and row: acc + (d * dy) * sumi. */
+enum { Q6X_SC = 16, Q6X_QL = 16 + 4 * 32, Q6X_QH = 16 + 36 * 32 };
+
+/* Signed bytes a and b of every 32-bit lane as its two int16. */
+ALWAYS_INLINE __m256i sbytes_to_i16(__m256i v, int a, int b)
+{
+	const char z = (char)0x80, A = (char)a, B = (char)b;
+	const __m256i sel = _mm256_setr_epi8(z, A, z, B, z, 4 + A, z, 4 + B, z, 8 + A, z, 8 + B, z, 12 + A, z, 12 + B,
+					     z, A, z, B, z, 4 + A, z, 4 + B, z, 8 + A, z, 8 + B, z, 12 + A, z, 12 + B);
+	return _mm256_srai_epi16(_mm256_shuffle_epi8(v, sel), 8);
+}
+
+ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int nr, const void *act,
+				size_t act_stride, float *out, size_t os, const int NT, const int KIND)
+{
+	(void)w_stride;
+	(void)nr;
+	(void)KIND;
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+	__m256 acc[8];
+	for (int t = 0; t < NT; t++)
+		acc[t] = _mm256_setzero_ps();
+	for (int64_t ib = 0; ib < n / QK_K; ib++) {
+		const uint8_t *sb = (const uint8_t *)vw + (size_t)ib * 8 * sizeof(struct block_q6_K);
+		prefetch_span(sb, 8 * sizeof(struct block_q6_K));
+		__m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+		__m256i S[4];
+		for (int c = 0; c < 4; c++)
+			S[c] = _mm256_loadu_si256((const __m256i *)(sb + Q6X_SC + 32 * c));
+		__m256i isum[8];
+		for (int t = 0; t < NT; t++)
+			isum[t] = _mm256_setzero_si256();
+		for (int j = 0; j < 2; j++) {
+			for (int m = 0; m < 4; m++) {
+				/* sub-block 4j + m: elements 128j + 32m + (0..31) */
+				__m256i W[8];
+				for (int k = 0; k < 8; k++) {
+					__m256i ql = _mm256_loadu_si256((const __m256i *)(sb + Q6X_QL +
+						32 * (16 * (size_t)j + 8 * (size_t)(m & 1) + (size_t)k)));
+					__m256i qh = _mm256_loadu_si256((const __m256i *)(sb + Q6X_QH +
+						32 * (8 * (size_t)j + (size_t)k)));
+					__m256i lo = _mm256_and_si256(m < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+					__m256i hi = m == 3 ? _mm256_srli_epi16(qh, 2) : _mm256_slli_epi16(qh, 4 - 2 * m);
+					W[k] = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+				}
+				int g = 8 * j + 2 * m; /* the sub-block's two scale groups */
+				__m256i sc0 = sbytes_to_i16(S[g / 4], g % 4, g % 4);
+				__m256i sc1 = sbytes_to_i16(S[(g + 1) / 4], (g + 1) % 4, (g + 1) % 4);
+#pragma GCC unroll 8
+				for (int t = 0; t < NT; t++) {
+					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 128 * j + 32 * m;
+#define YB(k) _mm256_set1_epi32(*(const int32_t *)(const void *)(y + 4 * (k)))
+					__m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(W[0], YB(0)), _mm256_maddubs_epi16(W[1], YB(1)));
+					__m256i b = _mm256_add_epi16(_mm256_maddubs_epi16(W[2], YB(2)), _mm256_maddubs_epi16(W[3], YB(3)));
+					__m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(W[4], YB(4)), _mm256_maddubs_epi16(W[5], YB(5)));
+					__m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(W[6], YB(6)), _mm256_maddubs_epi16(W[7], YB(7)));
+#undef YB
+					__m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(a, sc0), _mm256_madd_epi16(b, sc0));
+					__m256i s1 = _mm256_add_epi32(_mm256_madd_epi16(c, sc1), _mm256_madd_epi16(d, sc1));
+					isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(s0, s1));
+				}
+			}
+		}
+#pragma GCC unroll 8
+		for (int t = 0; t < NT; t++) {
+			const struct block_q8_K *y = ACT(t, struct block_q8_K) + ib;
+			__m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+			__m256i corr = _mm256_setzero_si256();
+			for (int q = 0; q < 8; q++) {
+				/* groups 2q, 2q+1: bsums as one int32 pair, scales as int16 pairs */
+				__m256i pair = _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32(q));
+				__m256i sc = sbytes_to_i16(S[q / 2], 2 * (q % 2), 2 * (q % 2) + 1);
+				corr = _mm256_add_epi32(corr, _mm256_madd_epi16(sc, pair));
+			}
+			__m256i si = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr, 5));
+			__m256 dy = _mm256_set1_ps(y->d);
+			acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_mul_ps(dx, dy), _mm256_cvtepi32_ps(si)));
+		}
+	}
+	for (int t = 0; t < NT; t++)
+		_mm256_storeu_ps(out + (size_t)t * os, acc[t]);
+}
+GEMM8(x8_q6_K, body_q6_K_x8, 0)
+
 /* Float kernels keep four accumulators per row: four rows fill the
  * registers. */
 #undef BODY_NT_MAX
@@ -764,6 +853,7 @@ kern_gemm_fn kern_gemm_x8_get_avx2(int t)
 	case FX_TYPE_Q5_0: return x8_q5_0_gemm;
 	case FX_TYPE_Q8_0: return x8_q8_0_gemm;
 	case FX_TYPE_Q4_K: return x8_q4_K_gemm;
+	case FX_TYPE_Q6_K: return x8_q6_K_gemm;
 	default: return NULL;
 	}
 }

@@ -26,6 +26,8 @@ static const struct x8_layout layouts[] = {
 	{ FX_TYPE_Q5_0, 3, { { 0, 2, false }, { 2, 4, false }, { 6, 16, true } } },
 	{ FX_TYPE_Q8_0, 2, { { 0, 2, false }, { 2, 32, true } } },
 	{ FX_TYPE_Q4_K, 4, { { 0, 2, false }, { 2, 2, false }, { 4, 12, true }, { 16, 128, true } } },
+	/* q6_K: d (at 208), scales (192), ql (0), qh (128) */
+	{ FX_TYPE_Q6_K, 4, { { 208, 2, false }, { 192, 16, true }, { 0, 128, true }, { 128, 64, true } } },
 };
 
 static const struct x8_layout *layout_of(int t)

@@ -10,7 +10,7 @@
  * cut into 4-byte columns ([size/4][8][4]: column c, row r = bytes
  * 4c..4c+3 of row r's array). Loaded as 256-bit vectors, the columns are
  * the rows-in-lanes registers the kernels work on, with no transposes.
- * Types: q4_0, q4_1, q5_0, q8_0, q4_K.
+ * Types: q4_0, q4_1, q5_0, q8_0, q4_K, q6_K.
  */
 #ifndef FX_KERNELS_REPACK_H
 #define FX_KERNELS_REPACK_H
@@ -37,7 +37,8 @@ void kern_x8_unpack_row(int t, int64_t n, const void *group, int r, void *out);
 /* The rows-in-lanes kernel for x8 groups of type t (w: a group's first
  * byte, w_stride ignored, nr must be 8), or NULL when set isa has none.
  * Results equal kern_gemm_get(t, isa)'s on the same rows unpacked, bit
- * for bit. */
+ * for bit, where that exists (q6_K has no plain-row counterpart: its x8
+ * kernel sums in its own fixed order). */
 kern_gemm_fn kern_gemm_x8_get(int t, enum kern_isa isa);
 
 #if defined(__x86_64__)
