@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 
+#include "kernels/ops.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
@@ -86,6 +87,29 @@ kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa)
 	(void)isa;
 #endif
 	return NULL;
+}
+
+static void glu_silu(float *g, const float *u, long n)
+{
+	for (long i = 0; i < n; i++)
+		g[i] = op_silu(g[i]) * u[i];
+}
+
+static void glu_gelu(float *g, const float *u, long n)
+{
+	for (long i = 0; i < n; i++)
+		g[i] = op_gelu_tanh(g[i]) * u[i];
+}
+
+kern_glu_fn kern_glu_get(enum kern_glu act, enum kern_isa isa)
+{
+#if defined(__x86_64__)
+	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2)
+		return act == KERN_GLU_GELU ? kern_glu_avx2_gelu : kern_glu_avx2_silu;
+#else
+	(void)isa;
+#endif
+	return act == KERN_GLU_GELU ? glu_gelu : glu_silu;
 }
 
 /* Portable forms: f32 directly, any other type converted to f32 first

@@ -75,7 +75,19 @@ kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa);
 typedef void (*kern_axpy_fn)(int64_t n, float w, const void *v, float *out, float *tmp);
 kern_axpy_fn kern_axpy_get(int t, enum kern_isa isa);
 
+/* g[i] = act(g[i]) * u[i] for i < n: the GLU of a feed-forward block.
+ * KERN_GLU_SILU: silu (x * sigmoid x); KERN_GLU_GELU: GELU's tanh form,
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The portable forms call
+ * libm (op_silu, op_gelu_tanh in kernels/ops.h); ISA forms use a vector exp
+ * good to about 2e-7 relative, the same for every element whatever n or
+ * the slice boundaries. */
+enum kern_glu { KERN_GLU_SILU, KERN_GLU_GELU };
+typedef void (*kern_glu_fn)(float *g, const float *u, long n);
+kern_glu_fn kern_glu_get(enum kern_glu act, enum kern_isa isa);
+
 #if defined(__x86_64__)
+void kern_glu_avx2_silu(float *g, const float *u, long n);
+void kern_glu_avx2_gelu(float *g, const float *u, long n);
 kern_dot_fn kern_dot_get_avx2(int t);
 kern_gemm_fn kern_gemm_get_avx2(int t);
 void kern_axpy_avx2_f32(int64_t n, float w, const void *v, float *out, float *tmp);

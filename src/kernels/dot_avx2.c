@@ -39,6 +39,14 @@ ALWAYS_INLINE float hsum8(__m256 x)
 	return _mm_cvtss_f32(r);
 }
 
+/* Four bytes at p (any alignment) in every 32-bit lane. */
+ALWAYS_INLINE __m256i bcast4(const int8_t *p)
+{
+	int32_t v;
+	memcpy(&v, p, sizeof(v));
+	return _mm256_set1_epi32(v);
+}
+
 #define ACT(t, T) ((const T *)((const uint8_t *)act + (size_t)(t) * act_stride))
 
 /* Instantiate body(..., NT, KIND) for NT = 1..8 behind one dispatcher;
@@ -228,7 +236,7 @@ ALWAYS_INLINE void leg_x8(const uint8_t *sb, __m256i *W, __m256i *A, const int K
 ALWAYS_INLINE __m256i leg_sum8(const __m256i *W, const __m256i *A, const int8_t *y, const int KIND)
 {
 	const __m256i one = _mm256_set1_epi16(1);
-#define YB(k) _mm256_set1_epi32(*(const int32_t *)(const void *)(y + 4 * (k)))
+#define YB(k) bcast4(y + 4 * (k))
 	if (KIND == LEG_Q8_0) {
 		__m256i s = _mm256_setzero_si256();
 		for (int k = 0; k < 8; k++)
@@ -314,7 +322,7 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 		}
 	}
 	for (int t = 0; t < NT; t++) {
-		if (nr == 8) {
+		if (nr == 8 || x8) {
 			_mm256_storeu_ps(out + (size_t)t * os, acc[t]);
 		} else {
 			float tmp[8];
@@ -559,7 +567,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 #pragma GCC unroll 8
 				for (int t = 0; t < NT; t++) {
 					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 64 * j + 32 * h;
-#define YB(k) _mm256_set1_epi32(*(const int32_t *)(const void *)(y + 4 * (k)))
+#define YB(k) bcast4(y + 4 * (k))
 					__m256i s16 = _mm256_maddubs_epi16(W[0], YB(0));
 					for (int k = 1; k < 8; k++)
 						s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(W[k], YB(k)));
@@ -586,7 +594,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 		}
 	}
 	for (int t = 0; t < NT; t++) {
-		if (nr == 8) {
+		if (nr == 8 || x8) {
 			_mm256_storeu_ps(out + (size_t)t * os, acc[t]);
 		} else {
 			float tmp[8];
@@ -718,7 +726,7 @@ ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int 
 #pragma GCC unroll 8
 				for (int t = 0; t < NT; t++) {
 					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 128 * j + 32 * m;
-#define YB(k) _mm256_set1_epi32(*(const int32_t *)(const void *)(y + 4 * (k)))
+#define YB(k) bcast4(y + 4 * (k))
 					__m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(W[0], YB(0)), _mm256_maddubs_epi16(W[1], YB(1)));
 					__m256i b = _mm256_add_epi16(_mm256_maddubs_epi16(W[2], YB(2)), _mm256_maddubs_epi16(W[3], YB(3)));
 					__m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(W[4], YB(4)), _mm256_maddubs_epi16(W[5], YB(5)));

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/dot.h"
 #include "model/forward.h"
 
 static void add_bias(float *x, const float *b, int32_t n, int64_t width)
@@ -20,6 +21,7 @@ struct glu_args {
 	float *gate;       /* [n] in: gate projection; out: act(gate) * up */
 	const float *up;   /* [n] */
 	long n;
+	kern_glu_fn glu;   /* silu / GELU row kernel of the pool's set */
 };
 
 /* Elementwise GLU over a slice; each element's value is independent of
@@ -36,12 +38,8 @@ static void glu_worker(void *arg, int ith, int nth)
 			float gg = fminf(g[i], a->lim), uu = fmaxf(fminf(u[i], a->lim), -a->lim);
 			g[i] = gg / (1.0f + expf(-1.702f * gg)) * (uu + 1.0f);
 		}
-	} else if (a->act == ACT_GELU_TANH) {
-		for (long i = i0; i < i1; i++)
-			g[i] = op_gelu_tanh(g[i]) * u[i];
 	} else {
-		for (long i = i0; i < i1; i++)
-			g[i] = op_silu(g[i]) * u[i];
+		a->glu(g + i0, u + i0, i1 - i0);
 	}
 }
 
@@ -60,7 +58,9 @@ static void glu(const struct fx_model *m, struct fx_pool *pool, struct fwd_scrat
 	if (b && b[1])
 		add_bias(s->up, b[1], n, up->n_out);
 	struct glu_args ga = { .act = m->arch->act, .lim = m->hp.swiglu_limit, .gate = s->gate,
-			       .up = s->up, .n = (long)n * (long)gate->n_out };
+			       .up = s->up, .n = (long)n * (long)gate->n_out,
+			       .glu = kern_glu_get(m->arch->act == ACT_GELU_TANH ? KERN_GLU_GELU : KERN_GLU_SILU,
+						   (enum kern_isa)fx_pool_kernels(pool)) };
 	if (ga.n >= 4096)
 		fx_pool_run(pool, glu_worker, &ga);
 	else
