@@ -14,3 +14,8 @@ endforeach()
 
 # The include graph points one way (scripts/check-includes.sh).
 add_test(NAME include_graph COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check-includes.sh)
+
+# test_noalloc counts the library's heap calls through the linker's --wrap.
+if(TARGET test_noalloc)
+  target_link_options(test_noalloc PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
+endif()
