@@ -285,6 +285,43 @@ static void check_glu(enum kern_isa isa, uint64_t *rng)
 	}
 }
 
+/* Activation quantizers of the set (kern_act_quantize): the same bytes as
+ * the type table's reference quantizer, on random rows and on rows with
+ * exact halves (roundf ties away from zero for q8_0/q8_1, nearest_int to
+ * even for q8_K), zeros, and a largest magnitude that occurs twice. */
+static void check_act_quant(enum kern_isa isa, uint64_t *rng)
+{
+	static const int vdts[] = { FX_TYPE_Q8_0, FX_TYPE_Q8_1, FX_TYPE_Q8_K };
+	enum { N = 1024 };
+	float x[N];
+	for (size_t v = 0; v < sizeof(vdts) / sizeof(vdts[0]); v++) {
+		int vdt = vdts[v];
+		size_t rb = fx_row_size(vdt, N), kb = kern_act_row_bytes(vdt, isa, N);
+		uint8_t *a = malloc(kb), *b = malloc(rb);
+		for (int pass = 0; pass < 4; pass++) {
+			for (int i = 0; i < N; i++)
+				x[i] = rng_f(rng) * (float)(1 + pass * 3);
+			if (pass == 1) /* ties: the block max 127 makes id 1 (q8_0) */
+				for (int i = 0; i < N; i++)
+					x[i] = i % 32 == 0 ? 127.0f : (float)(i % 11) - 5.5f;
+			if (pass == 2) { /* a zero block; then -9 and 9 the largest of theirs */
+				for (int i = 0; i < 256; i++)
+					x[i] = 0.0f;
+				for (int i = 256; i < 512; i++)
+					x[i] = rng_f(rng);
+				x[300] = -9.0f;
+				x[301] = 9.0f;
+			}
+			kern_act_quantize(vdt, isa, x, a, N);
+			fx_type_get(vdt)->from_float(x, b, N);
+			CHECKF(memcmp(a, b, rb) == 0, "%s pass %d: quantized bytes differ from the reference",
+			       fx_type_get(vdt)->name, pass);
+		}
+		free(a);
+		free(b);
+	}
+}
+
 static void check_axpy(enum kern_isa isa, uint64_t *rng)
 {
 	enum { N = 72 };
@@ -341,6 +378,7 @@ int main(void)
 		check_x8_only(best, FX_TYPE_Q6_K, sizes256[j], &rng);
 	}
 	check_glu(best, &rng);
+	check_act_quant(best, &rng);
 	check_axpy(best, &rng);
 	printf("kernels: %d checks on kernel set %d\n", check_count, (int)best);
 	return check_exit();

@@ -1,5 +1,6 @@
-/* AVX2/FMA gated activations (see kernels/dot.h, kern_glu_get): the GLU's
- * act(gate) * up over a row, eight elements per step with a vector exp.
+/* AVX2/FMA activation kernels (see kernels/dot.h): the GLU's act(gate) *
+ * up over a row (kern_glu_get), eight elements per step with a vector exp,
+ * and the quantizers of matmul inputs (kern_act_quantize).
  * Built with -mavx2 -mfma like dot_avx2.c and handed out only when the CPU
  * has them. Every element goes through the same vector code, a partial
  * last step included (it is padded through a small buffer), so a value
@@ -7,9 +8,12 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/dot.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
 
 /* e^x, relative error about 2e-7 (Cephes expf: x = n ln2 + r with
  * |r| <= ln2 / 2, a degree-6 polynomial for e^r, 2^n through the exponent
@@ -72,5 +76,128 @@ static inline __m256 gelu_glu8(__m256 g, __m256 u)
 
 GLU_ROW(kern_glu_avx2_silu, silu_glu8)
 GLU_ROW(kern_glu_avx2_gelu, gelu_glu8)
+
+/* ---- activation quantizers, bit-identical to the type table's ----------
+ * (quant/q_legacy.c, quant/q_k.c: ggml's reference quantizers). Maxima are
+ * exact whatever the order; the scale is computed by the same scalar
+ * expression; each product x * id is the same float; roundf (half away
+ * from zero) and nearest_int (half to even) are reproduced exactly. */
+
+/* 32 int32 lanes (four vectors) to 32 int8 in order. */
+static inline __m256i pack32(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+	__m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+	__m256i v = _mm256_packs_epi16(ab, cd);
+	return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* roundf: round half away from zero (|v| < 2^23). */
+static inline __m256 round_away(__m256 v)
+{
+	__m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+	__m256 frac = _mm256_sub_ps(v, t); /* exact */
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	__m256 absf = _mm256_andnot_ps(sign, frac);
+	__m256 step = _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f)); /* +-1 */
+	__m256 up = _mm256_cmp_ps(absf, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+	return _mm256_add_ps(t, _mm256_and_ps(up, step));
+}
+
+static inline float hmax8(__m256 v)
+{
+	__m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+	m = _mm_max_ss(m, _mm_movehdup_ps(m));
+	return _mm_cvtss_f32(m);
+}
+
+/* One 32-element block: its qs by roundf(x * id), and sum(qs). */
+static inline int q8_block(const float *x, int8_t *qs, float *d_out)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	__m256 v[4], am = _mm256_setzero_ps();
+	for (int k = 0; k < 4; k++) {
+		v[k] = _mm256_loadu_ps(x + 8 * k);
+		am = _mm256_max_ps(am, _mm256_andnot_ps(sign, v[k]));
+	}
+	const float d = hmax8(am) / 127;
+	const float id = d != 0.0f ? 1.0f / d : 0.0f;
+	__m256i q[4];
+	for (int k = 0; k < 4; k++)
+		q[k] = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[k], _mm256_set1_ps(id))));
+	__m256i b = pack32(q[0], q[1], q[2], q[3]);
+	_mm256_storeu_si256((__m256i *)qs, b);
+	__m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+	__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+	s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+	s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+	*d_out = d;
+	return _mm_cvtsi128_si32(s4);
+}
+
+void kern_quant_avx2_q8_0(const float *x, void *vy, int64_t n)
+{
+	struct block_q8_0 *y = vy;
+	for (int64_t i = 0; i < n / 32; i++) {
+		float d;
+		q8_block(x + 32 * i, y[i].qs, &d);
+		y[i].d = fx_fp32_to_fp16(d);
+	}
+}
+
+void kern_quant_avx2_q8_1(const float *x, void *vy, int64_t n)
+{
+	struct block_q8_1 *y = vy;
+	for (int64_t i = 0; i < n / 32; i++) {
+		float d;
+		int sum = q8_block(x + 32 * i, y[i].qs, &d);
+		y[i].d = fx_fp32_to_fp16(d);
+		y[i].s = fx_fp32_to_fp16((float)sum * d);
+	}
+}
+
+void kern_quant_avx2_q8_K(const float *x, void *vy, int64_t n)
+{
+	struct block_q8_K *y = vy;
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+		__m256 am = _mm256_setzero_ps();
+		for (int k = 0; k < QK_K / 8; k++)
+			am = _mm256_max_ps(am, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)));
+		const float amax = hmax8(am);
+		if (amax == 0.0f) {
+			memset(&y[i], 0, sizeof(y[i]));
+			continue;
+		}
+		float max = 0; /* the first element of largest magnitude, as the reference */
+		for (int j = 0; j < QK_K; j++) {
+			if (fabsf(x[j]) == amax) {
+				max = x[j];
+				break;
+			}
+		}
+		const float iscale = -127.0f / max;
+		for (int k = 0; k < QK_K / 32; k++) {
+			__m256i q[4];
+			for (int j = 0; j < 4; j++) {
+				__m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 32 * k + 8 * j), _mm256_set1_ps(iscale));
+				q[j] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_round_ps(
+							       v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+						       _mm256_set1_epi32(127));
+			}
+			_mm256_storeu_si256((__m256i *)(y[i].qs + 32 * k), pack32(q[0], q[1], q[2], q[3]));
+			/* bsums of the two 16-element groups */
+			__m256i s0 = _mm256_add_epi32(q[0], q[1]), s1 = _mm256_add_epi32(q[2], q[3]);
+			__m256i h = _mm256_hadd_epi32(s0, s1);
+			h = _mm256_hadd_epi32(h, h);
+			/* lanes: 0 = s0 low half, 1 = s1 low half, 4, 5 = the high halves */
+			int32_t t[8];
+			_mm256_storeu_si256((__m256i *)t, h);
+			y[i].bsums[2 * k] = (int16_t)(t[0] + t[4]);
+			y[i].bsums[2 * k + 1] = (int16_t)(t[1] + t[5]);
+		}
+		y[i].d = 1 / iscale;
+	}
+}
 
 #endif /* __x86_64__ */

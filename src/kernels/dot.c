@@ -38,9 +38,28 @@ size_t kern_act_row_bytes(int vdt, enum kern_isa isa, int64_t n)
 	return pad32(blocks) + 2 * pad32((size_t)(n / 32) * sizeof(float));
 }
 
+/* The set's quantizer for activation type vdt: same bytes as the type
+ * table's (test_kernels checks), faster. */
+static fx_from_float_fn act_quantizer(int vdt, enum kern_isa isa)
+{
+#if defined(__x86_64__)
+	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2) {
+		if (vdt == FX_TYPE_Q8_0)
+			return kern_quant_avx2_q8_0;
+		if (vdt == FX_TYPE_Q8_1)
+			return kern_quant_avx2_q8_1;
+		if (vdt == FX_TYPE_Q8_K)
+			return kern_quant_avx2_q8_K;
+	}
+#else
+	(void)isa;
+#endif
+	return fx_type_get(vdt)->from_float;
+}
+
 void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, int64_t n)
 {
-	fx_type_get(vdt)->from_float(x, row, n);
+	act_quantizer(vdt, isa)(x, row, n);
 	if (!has_scale_arrays(vdt, isa))
 		return;
 	size_t nb = (size_t)(n / 32);

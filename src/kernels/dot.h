@@ -37,7 +37,8 @@ typedef void (*kern_dot_fn)(int64_t n, const void *w, const void *act, size_t ac
 
 /* Activation rows as a set's kernels read them: bytes of one row of n
  * elements of activation type vdt (a weight type's vec_dot_type), and its
- * conversion from f32 x[n] (the type table's quantizer, then any extras).
+ * conversion from f32 x[n] (the type table's quantizer, or an ISA form of it
+ * that gives the same bytes, then any extras).
  * Portable rows are the type's own blocks. AVX2 rows of q8_0 / q8_1 are
  * those blocks followed, each at the next 32-byte boundary, by two arrays
  * of one entry per block: d as f32, then s as f32 (q8_1) or sum(qs) as
@@ -86,6 +87,9 @@ typedef void (*kern_glu_fn)(float *g, const float *u, long n);
 kern_glu_fn kern_glu_get(enum kern_glu act, enum kern_isa isa);
 
 #if defined(__x86_64__)
+void kern_quant_avx2_q8_0(const float *x, void *y, int64_t n);
+void kern_quant_avx2_q8_1(const float *x, void *y, int64_t n);
+void kern_quant_avx2_q8_K(const float *x, void *y, int64_t n);
 void kern_glu_avx2_silu(float *g, const float *u, long n);
 void kern_glu_avx2_gelu(float *g, const float *u, long n);
 kern_dot_fn kern_dot_get_avx2(int t);
