@@ -322,25 +322,35 @@ static void check_act_quant(enum kern_isa isa, uint64_t *rng)
 	}
 }
 
+/* Attention's V accumulation for nh heads at once: each head's row gets
+ * out + w * v within 1e-6, and exactly what it gets when run alone. */
 static void check_axpy(enum kern_isa isa, uint64_t *rng)
 {
-	enum { N = 72 };
-	float v32[N], tmp[N], out[N], ref[N];
+	enum { N = 72, H = 3 };
+	float v32[N], tmp[N], out[H][N], ref[H][N], one[N];
 	uint16_t v16[N];
 	for (int i = 0; i < N; i++) {
 		v32[i] = rng_f(rng);
 		v16[i] = fx_fp32_to_fp16(v32[i]);
-		out[i] = ref[i] = rng_f(rng);
+		for (int h = 0; h < H; h++)
+			ref[h][i] = rng_f(rng);
 	}
-	float w = 0.37f;
-	kern_axpy_get(FX_TYPE_F32, isa)(N, w, v32, out, tmp);
-	for (int i = 0; i < N; i++)
-		CHECK(fabsf(out[i] - (ref[i] + w * v32[i])) <= 1e-6f);
-	for (int i = 0; i < N; i++)
-		out[i] = ref[i];
-	kern_axpy_get(FX_TYPE_F16, isa)(N, w, v16, out, tmp);
-	for (int i = 0; i < N; i++)
-		CHECK(fabsf(out[i] - (ref[i] + w * fx_fp16_to_fp32(v16[i]))) <= 1e-6f);
+	const float w[H] = { 0.37f, -1.25f, 3.0f };
+	for (int f16 = 0; f16 < 2; f16++) {
+		const void *v = f16 ? (const void *)v16 : (const void *)v32;
+		kern_axpy_fn ax = kern_axpy_get(f16 ? FX_TYPE_F16 : FX_TYPE_F32, isa);
+		memcpy(out, ref, sizeof(out));
+		ax(N, H, w, v, &out[0][0], N, tmp);
+		for (int h = 0; h < H; h++) {
+			memcpy(one, ref[h], sizeof(one));
+			ax(N, 1, &w[h], v, one, N, tmp);
+			for (int i = 0; i < N; i++) {
+				float x = f16 ? fx_fp16_to_fp32(v16[i]) : v32[i];
+				CHECK(fabsf(out[h][i] - (ref[h][i] + w[h] * x)) <= 1e-6f * (1 + fabsf(w[h])));
+				CHECK(memcmp(&one[i], &out[h][i], sizeof(float)) == 0);
+			}
+		}
+	}
 }
 
 int main(void)

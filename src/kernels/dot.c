@@ -132,20 +132,23 @@ kern_glu_fn kern_glu_get(enum kern_glu act, enum kern_isa isa)
 }
 
 /* Portable forms: f32 directly, any other type converted to f32 first
- * (the type table's to_float), then out += w * v. */
-static void axpy_f32(int64_t n, float w, const void *vv, float *out, float *tmp)
+ * (the type table's to_float), then out += w * v per head. */
+static void axpy_f32(int64_t n, int nh, const float *w, const void *vv, float *out,
+		     size_t out_stride, float *tmp)
 {
 	const float *v = vv;
 	(void)tmp;
-	for (int64_t i = 0; i < n; i++)
-		out[i] += w * v[i];
+	for (int h = 0; h < nh; h++)
+		for (int64_t i = 0; i < n; i++)
+			out[(size_t)h * out_stride + i] += w[h] * v[i];
 }
 
-#define AXPY_CONVERTED(name, type)                                                   \
-	static void name(int64_t n, float w, const void *v, float *out, float *tmp)  \
-	{                                                                             \
-		fx_type_get(type)->to_float(v, tmp, n);                               \
-		axpy_f32(n, w, tmp, out, NULL);                                       \
+#define AXPY_CONVERTED(name, type)                                                            \
+	static void name(int64_t n, int nh, const float *w, const void *v, float *out,        \
+			 size_t out_stride, float *tmp)                                         \
+	{                                                                                      \
+		fx_type_get(type)->to_float(v, tmp, n);                                        \
+		axpy_f32(n, nh, w, tmp, out, out_stride, NULL);                                \
 	}
 AXPY_CONVERTED(axpy_f16, FX_TYPE_F16)
 AXPY_CONVERTED(axpy_q8_0, FX_TYPE_Q8_0)

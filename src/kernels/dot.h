@@ -70,10 +70,14 @@ kern_dot_fn kern_dot_get(int t, enum kern_isa isa);
  * use kern_dot_get's). */
 kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa);
 
-/* out[i] += w * v[i] for i < n, v a row of a KV cache type t (f32 or f16
- * natively; q8_0 is converted through tmp[n] first). Attention's weighted
- * sum of V rows; resolve it once with kern_axpy_get, call it per row. */
-typedef void (*kern_axpy_fn)(int64_t n, float w, const void *v, float *out, float *tmp);
+/* out[h * out_stride + e] += w[h] * v[e] for h < nh, e < n: v a row of a KV
+ * cache type t (f32 or f16 natively; q8_0 is converted through tmp[n]
+ * first). Attention's weighted sum of V rows for the query heads sharing
+ * one KV head: the row is read and converted once for all of them, and
+ * each out row receives the same operations as with nh = 1. Resolve it
+ * once with kern_axpy_get, call it per V row. */
+typedef void (*kern_axpy_fn)(int64_t n, int nh, const float *w, const void *v, float *out,
+			     size_t out_stride, float *tmp);
 kern_axpy_fn kern_axpy_get(int t, enum kern_isa isa);
 
 /* g[i] = act(g[i]) * u[i] for i < n: the GLU of a feed-forward block.
@@ -94,8 +98,10 @@ void kern_glu_avx2_silu(float *g, const float *u, long n);
 void kern_glu_avx2_gelu(float *g, const float *u, long n);
 kern_dot_fn kern_dot_get_avx2(int t);
 kern_gemm_fn kern_gemm_get_avx2(int t);
-void kern_axpy_avx2_f32(int64_t n, float w, const void *v, float *out, float *tmp);
-void kern_axpy_avx2_f16(int64_t n, float w, const void *v, float *out, float *tmp);
+void kern_axpy_avx2_f32(int64_t n, int nh, const float *w, const void *v, float *out,
+			size_t out_stride, float *tmp);
+void kern_axpy_avx2_f16(int64_t n, int nh, const float *w, const void *v, float *out,
+			size_t out_stride, float *tmp);
 #endif
 
 #endif

@@ -883,28 +883,27 @@ kern_dot_fn kern_dot_get_avx2(int t)
 	}
 }
 
-void kern_axpy_avx2_f32(int64_t n, float w, const void *vv, float *out, float *tmp)
-{
-	const float *v = vv;
-	(void)tmp;
-	__m256 vw = _mm256_set1_ps(w);
-	int64_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(out + i, _mm256_fmadd_ps(vw, _mm256_loadu_ps(v + i), _mm256_loadu_ps(out + i)));
-	for (; i < n; i++)
-		out[i] += w * v[i];
-}
-
-void kern_axpy_avx2_f16(int64_t n, float w, const void *vv, float *out, float *tmp)
-{
-	const uint16_t *v = vv;
-	(void)tmp;
-	__m256 vw = _mm256_set1_ps(w);
-	int64_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(out + i, _mm256_fmadd_ps(vw, ld_f16(v, i), _mm256_loadu_ps(out + i)));
-	for (; i < n; i++)
-		out[i] += w * h2f(v[i]);
-}
+/* Eight elements of v converted once, then one FMA per head. */
+#define AXPY_MULTI(name, LD, T, CVT)                                                          \
+	void name(int64_t n, int nh, const float *w, const void *vv, float *out, size_t os,  \
+		  float *tmp)                                                                  \
+	{                                                                                      \
+		const T *v = vv;                                                               \
+		(void)tmp;                                                                     \
+		int64_t i = 0;                                                                 \
+		for (; i + 8 <= n; i += 8) {                                                   \
+			__m256 x = LD(v, i);                                                   \
+			for (int h = 0; h < nh; h++) {                                         \
+				float *o = out + (size_t)h * os + i;                           \
+				_mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_set1_ps(w[h]), x,   \
+								    _mm256_loadu_ps(o)));     \
+			}                                                                      \
+		}                                                                              \
+		for (; i < n; i++)                                                             \
+			for (int h = 0; h < nh; h++)                                           \
+				out[(size_t)h * os + i] += w[h] * CVT(v[i]);                   \
+	}
+AXPY_MULTI(kern_axpy_avx2_f32, ld_f32, float, id_f32)
+AXPY_MULTI(kern_axpy_avx2_f16, ld_f16, uint16_t, h2f)
 
 #endif /* __x86_64__ */

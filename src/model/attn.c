@@ -118,13 +118,15 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 	const struct fx_type_traits *ktt = fx_type_get(kt);
 	size_t k_off = fx_row_size(kt, (int64_t)g * hd), v_off = fx_row_size(vt, (int64_t)g * dv);
 	kern_dot_fn kd = kern_dot_get(kt, a->isa);
-	/* A kernel's activation rows may carry more than the cache's blocks
-	 * (kern_act_quantize's scale arrays): then each key row is the
-	 * "weight" and the converted query the activation, one key per call
-	 * (the same products, so the same sums). */
-	bool key_as_weight = ktt->vec_dot_type != FX_TYPE_F32 &&
-			     kern_act_row_bytes(ktt->vec_dot_type, a->isa, hd) !=
-				     fx_row_size(ktt->vec_dot_type, hd);
+	/* Keys go in as the kernel's "weight" rows and the queries as its
+	 * activation rows (the same products, so the same sums) when there
+	 * are several heads, or when a kernel's activation rows carry more
+	 * than the cache's blocks (kern_act_quantize's scale arrays).
+	 * q_stride: bytes between consecutive heads' queries in qd. */
+	size_t q_stride = ktt->vec_dot_type != FX_TYPE_F32 ? s->qconv_stride : (size_t)hd * sizeof(float);
+	bool key_as_weight = nh > 1 || (ktt->vec_dot_type != FX_TYPE_F32 &&
+					kern_act_row_bytes(ktt->vec_dot_type, a->isa, hd) !=
+						fx_row_size(ktt->vec_dot_type, hd));
 	kern_axpy_fn axpy = kern_axpy_get(vt, a->isa);
 	const void *qd[FX_MAX_HEADS];
 	for (int i = 0; i < nh; i++) {
@@ -150,25 +152,35 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 			krow[r] = (const uint8_t *)kv_k_row(kv, a->il, j0 + r) + k_off;
 			vrow[r] = (const uint8_t *)kv_v_row(kv, a->il, j0 + r) + v_off;
 		}
+		/* q . k_j for every head of the group. Keys as the kernel's
+		 * "weight" rows, the heads' queries as its activation rows:
+		 * each K row is read and converted once for all heads (the
+		 * same products and order as k_j . q). With one head and a
+		 * plain cache, runs of adjacent keys go in one call instead. */
+		if (kd && key_as_weight) {
+			for (int r = 0; r < nk; r++)
+				kd(hd, krow[r], qd[0], q_stride, nh, sc + r, KCHUNK);
+		} else {
+			for (int i = 0; i < nh; i++) {
+				float *si = sc + (size_t)i * KCHUNK;
+				for (int r = 0; r < nk;) {
+					int run = 1;
+					ptrdiff_t st = nk > r + 1 ? krow[r + 1] - krow[r] : 0;
+					while (kd && r + run < nk && run < KERN_NT_MAX && st > 0 &&
+					       krow[r + run] - krow[r + run - 1] == st)
+						run++;
+					if (kd)
+						kd(hd, qd[i], krow[r], (size_t)st, run, si + r, 1);
+					else
+						ktt->vec_dot(hd, si + r, krow[r], qd[i]);
+					r += run;
+				}
+			}
+		}
+		/* Per head: scale, softcap, running max (rescaling what the
+		 * head has so far), and the chunk's weights e^(s - max). */
 		for (int i = 0; i < nh; i++) {
 			float *si = sc + (size_t)i * KCHUNK;
-			/* q . k_j, the query as the kernel's "weight row": the
-			 * same products and order as k_j . q. Rows adjacent in
-			 * memory go in one call. */
-			for (int r = 0; r < nk && kd && key_as_weight; r++)
-				kd(hd, krow[r], qd[i], 0, 1, si + r, 1);
-			for (int r = 0; r < nk && !key_as_weight;) {
-				int run = 1;
-				ptrdiff_t st = nk > r + 1 ? krow[r + 1] - krow[r] : 0;
-				while (kd && r + run < nk && run < KERN_NT_MAX && st > 0 &&
-				       krow[r + run] - krow[r + run - 1] == st)
-					run++;
-				if (kd)
-					kd(hd, qd[i], krow[r], (size_t)st, run, si + r, 1);
-				else
-					ktt->vec_dot(hd, si + r, krow[r], qd[i]);
-				r += run;
-			}
 			float cm = -INFINITY;
 			for (int r = 0; r < nk; r++) {
 				float d = si[r] * hp->attn_scale;
@@ -186,10 +198,16 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 				mx[i] = cm;
 			}
 			for (int r = 0; r < nk; r++) {
-				float w = expf(si[r] - mx[i]);
-				l[i] += w;
-				axpy(dv, w, vrow[r], o, vtmp);
+				si[r] = expf(si[r] - mx[i]);
+				l[i] += si[r];
 			}
+		}
+		/* V rows key by key, each added to every head's sum. */
+		for (int r = 0; r < nk; r++) {
+			float w[FX_MAX_HEADS];
+			for (int i = 0; i < nh; i++)
+				w[i] = sc[(size_t)i * KCHUNK + r];
+			axpy(dv, nh, w, vrow[r], acc, (size_t)dv, vtmp);
 		}
 	}
 	for (int i = 0; i < nh; i++) {
