@@ -118,15 +118,16 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 	const struct fx_type_traits *ktt = fx_type_get(kt);
 	size_t k_off = fx_row_size(kt, (int64_t)g * hd), v_off = fx_row_size(vt, (int64_t)g * dv);
 	kern_dot_fn kd = kern_dot_get(kt, a->isa);
-	/* Keys go in as the kernel's "weight" rows and the queries as its
-	 * activation rows (the same products, so the same sums) when there
-	 * are several heads, or when a kernel's activation rows carry more
-	 * than the cache's blocks (kern_act_quantize's scale arrays).
-	 * q_stride: bytes between consecutive heads' queries in qd. */
+	/* A kernel's activation rows may carry more than the cache's blocks
+	 * (kern_act_quantize's scale arrays): then the keys go in as the
+	 * kernel's "weight" rows and the heads' queries as its activation
+	 * rows (the same products, so the same sums), q_stride bytes apart.
+	 * Otherwise each head's query is the weight row against runs of up
+	 * to KERN_NT_MAX keys: fewer calls, which measured faster than one
+	 * call per key for all heads (K rows are L1-resident anyway). */
 	size_t q_stride = ktt->vec_dot_type != FX_TYPE_F32 ? s->qconv_stride : (size_t)hd * sizeof(float);
-	bool key_as_weight = nh > 1 || (ktt->vec_dot_type != FX_TYPE_F32 &&
-					kern_act_row_bytes(ktt->vec_dot_type, a->isa, hd) !=
-						fx_row_size(ktt->vec_dot_type, hd));
+	bool key_as_weight = ktt->vec_dot_type != FX_TYPE_F32 &&
+			     kern_act_row_bytes(ktt->vec_dot_type, a->isa, hd) != fx_row_size(ktt->vec_dot_type, hd);
 	kern_axpy_fn axpy = kern_axpy_get(vt, a->isa);
 	const void *qd[FX_MAX_HEADS];
 	for (int i = 0; i < nh; i++) {
@@ -152,11 +153,7 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 			krow[r] = (const uint8_t *)kv_k_row(kv, a->il, j0 + r) + k_off;
 			vrow[r] = (const uint8_t *)kv_v_row(kv, a->il, j0 + r) + v_off;
 		}
-		/* q . k_j for every head of the group. Keys as the kernel's
-		 * "weight" rows, the heads' queries as its activation rows:
-		 * each K row is read and converted once for all heads (the
-		 * same products and order as k_j . q). With one head and a
-		 * plain cache, runs of adjacent keys go in one call instead. */
+		/* q . k_j for every head of the group (see key_as_weight). */
 		if (kd && key_as_weight) {
 			for (int r = 0; r < nk; r++)
 				kd(hd, krow[r], qd[0], q_stride, nh, sc + r, KCHUNK);
