@@ -4,7 +4,10 @@
  * -r runs). Used to tune the kernels; compare.sh measures whole models.
  *
  *   build/bin/bench_kernels [-t threads] [-k n_in] [-m n_out] [-n n_tok]
- *                           [-r runs] [--portable] [type ...]
+ *                           [-r runs] [--portable] [--no-repack] [type ...]
+ *
+ * Weights are repacked into x8 groups as the model loader does, unless
+ * --no-repack (or --portable) keeps plain rows.
  *
  * Defaults: TinyLlama's ffn_up shape (2048 -> 5632), 512 tokens, 2 threads,
  * 3 runs, every type with a quantizer.
@@ -17,6 +20,7 @@
 #include "core/threadpool.h"
 #include "kernels/dot.h"
 #include "kernels/ops.h"
+#include "kernels/repack.h"
 #include "quant/quant.h"
 
 static double now_s(void)
@@ -32,7 +36,8 @@ static float frand(unsigned *s)
 	return (float)(*s >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
 }
 
-static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int64_t n, int runs)
+static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int64_t n, int runs,
+		      int repack)
 {
 	const struct fx_type_traits *tt = fx_type_get(type);
 	size_t row = fx_row_size(type, k);
@@ -54,6 +59,15 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 	}
 	for (int64_t i = 0; i < k * n; i++)
 		x[i] = frand(&s);
+	/* As the model loader does: x8 groups where the set has a kernel. */
+	enum kern_isa isa = (enum kern_isa)fx_pool_kernels(pool);
+	if (repack && m % 8 == 0 && kern_x8_supported(type, isa)) {
+		void *tmp = malloc(8 * row);
+		for (int64_t r = 0; r < m; r += 8)
+			kern_x8_pack(type, k, w + (size_t)r * row, tmp);
+		free(tmp);
+		wm.x8 = true;
+	}
 	double best = 1e30;
 	for (int r = 0; r <= runs; r++) { /* run 0 warms up */
 		double t0 = now_s();
@@ -63,8 +77,8 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 			best = dt;
 	}
 	double mac = (double)k * (double)m * (double)n;
-	printf("%-6s %5lld x %5lld x %4lld  %8.2f ms  %7.2f GMAC/s  %6.2f GB/s of weights\n",
-	       tt->name, (long long)m, (long long)k, (long long)n, best * 1e3, mac / best * 1e-9,
+	printf("%-6s%s %5lld x %5lld x %4lld  %8.2f ms  %7.2f GMAC/s  %6.2f GB/s of weights\n",
+	       tt->name, wm.x8 ? " x8" : "   ", (long long)m, (long long)k, (long long)n, best * 1e3, mac / best * 1e-9,
 	       (double)(row * (size_t)m) / best * 1e-9);
 	free(wf);
 	free(w);
@@ -76,7 +90,7 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 
 int main(int argc, char **argv)
 {
-	int threads = 2, runs = 3, portable = 0;
+	int threads = 2, runs = 3, portable = 0, repack = 1;
 	int64_t k = 2048, m = 5632, n = 512;
 	const char *names[32];
 	int n_names = 0;
@@ -84,6 +98,8 @@ int main(int argc, char **argv)
 		const char *a = argv[i];
 		if (!strcmp(a, "--portable")) {
 			portable = 1;
+		} else if (!strcmp(a, "--no-repack")) {
+			repack = 0;
 		} else if (a[0] == '-' && i + 1 < argc && strlen(a) == 2) {
 			long v = atol(argv[++i]);
 			if (v <= 0) {
@@ -102,7 +118,7 @@ int main(int argc, char **argv)
 			names[n_names++] = a;
 		} else {
 			fprintf(stderr, "usage: bench_kernels [-t N] [-k n_in] [-m n_out] [-n n_tok] "
-					"[-r runs] [--portable] [type ...]\n");
+					"[-r runs] [--portable] [--no-repack] [type ...]\n");
 			return 2;
 		}
 	}
@@ -122,7 +138,7 @@ int main(int argc, char **argv)
 		for (int j = 0; j < n_names; j++)
 			want |= !strcmp(names[j], tt->name);
 		if (want)
-			rc = bench_type(pool, t, k, m, n, runs);
+			rc = bench_type(pool, t, k, m, n, runs, repack && !portable);
 	}
 	fx_pool_free(pool);
 	return rc;
