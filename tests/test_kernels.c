@@ -91,6 +91,27 @@ static void check_type(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 	free(a);
 }
 
+/* nw random weight rows of type t (rows of uneven magnitude) into w and
+ * na activation rows in the set's layout into a, n elements each. */
+static void random_rows(enum kern_isa isa, int t, int64_t n, uint8_t *w, int nw, uint8_t *a, int na,
+			uint64_t *rng)
+{
+	const struct fx_type_traits *tt = fx_type_get(t);
+	size_t wb = fx_row_size(t, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
+	float *f = malloc((size_t)n * sizeof(float));
+	for (int r = 0; r < nw; r++) {
+		for (int64_t i = 0; i < n; i++)
+			f[i] = rng_f(rng) * (i % 5 == 0 ? 3.0f : 1.0f) * (float)(r + 1);
+		tt->from_float(f, w + (size_t)r * wb, n);
+	}
+	for (int r = 0; r < na; r++) {
+		for (int64_t i = 0; i < n; i++)
+			f[i] = rng_f(rng) * (float)(r + 1);
+		kern_act_quantize(tt->vec_dot_type, isa, f, a + (size_t)r * ab, n);
+	}
+	free(f);
+}
+
 /* sum |w_i * a_i| over a weight row and an activation row (the scale
  * of a dot product's rounding error). */
 static double sum_abs_terms(int type, int64_t n, const void *w, const void *a)
@@ -121,18 +142,8 @@ static void check_gemm(enum kern_isa isa, int type, int64_t n, bool exact, uint6
 	if (!g)
 		return;
 	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
-	float *f = malloc((size_t)n * sizeof(float));
 	uint8_t *w = malloc(wb * R), *a = malloc(ab * T);
-	for (int r = 0; r < R; r++) {
-		for (int64_t i = 0; i < n; i++)
-			f[i] = rng_f(rng) * (i % 5 == 0 ? 3.0f : 1.0f) * (float)(r + 1);
-		tt->from_float(f, w + (size_t)r * wb, n);
-	}
-	for (int t = 0; t < T; t++) {
-		for (int64_t i = 0; i < n; i++)
-			f[i] = rng_f(rng) * (float)(t + 1);
-		kern_act_quantize(tt->vec_dot_type, isa, f, a + (size_t)t * ab, n);
-	}
+	random_rows(isa, type, n, w, R, a, T, rng);
 	float ref[T][R];
 	kern_dot_fn one = kern_dot_get(type, isa);
 	for (int t = 0; t < T; t++) {
@@ -192,7 +203,6 @@ static void check_gemm(enum kern_isa isa, int type, int64_t n, bool exact, uint6
 	} else {
 		CHECKF(false, "%s: no x8 layout", tt->name);
 	}
-	free(f);
 	free(w);
 	free(a);
 }
@@ -209,18 +219,8 @@ static void check_x8_only(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 	if (!gx)
 		return;
 	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
-	float *f = malloc((size_t)n * sizeof(float));
 	uint8_t *w = malloc(wb * 8), *g = malloc(wb * 8), *tmp = malloc(wb * 8), *a = malloc(ab * T);
-	for (int r = 0; r < 8; r++) {
-		for (int64_t i = 0; i < n; i++)
-			f[i] = rng_f(rng) * (i % 5 == 0 ? 3.0f : 1.0f) * (float)(r + 1);
-		tt->from_float(f, w + (size_t)r * wb, n);
-	}
-	for (int t = 0; t < T; t++) {
-		for (int64_t i = 0; i < n; i++)
-			f[i] = rng_f(rng) * (float)(t + 1);
-		kern_act_quantize(tt->vec_dot_type, isa, f, a + (size_t)t * ab, n);
-	}
+	random_rows(isa, type, n, w, 8, a, T, rng);
 	memcpy(g, w, 8 * wb);
 	kern_x8_pack(type, n, g, tmp);
 	float all[T][8];
@@ -240,7 +240,6 @@ static void check_x8_only(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 			       (long long)n, r, t, one[r], all[t][r]);
 		}
 	}
-	free(f);
 	free(w);
 	free(g);
 	free(tmp);

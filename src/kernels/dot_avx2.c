@@ -263,6 +263,20 @@ ALWAYS_INLINE __m256i leg_sum8(const __m256i *W, const __m256i *A, const int8_t 
 /* KIND | X8: the weights are x8 groups (kernels/repack.h), w one group. */
 enum { X8 = 16 };
 
+/* out[t * os + r] = lane r of acc[t] for r < nr (1..8), t < NT. */
+ALWAYS_INLINE void store_rows(const __m256 *acc, float *out, size_t os, const int NT, int nr)
+{
+	for (int t = 0; t < NT; t++) {
+		if (nr == 8) {
+			_mm256_storeu_ps(out + (size_t)t * os, acc[t]);
+		} else {
+			float tmp[8];
+			_mm256_storeu_ps(tmp, acc[t]);
+			memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));
+		}
+	}
+}
+
 ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr, const void *act,
 			      size_t act_stride, float *out, size_t os, const int NT, const int KIND_X8)
 {
@@ -321,15 +335,7 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 			acc[t] = _mm256_add_ps(acc[t], term);
 		}
 	}
-	for (int t = 0; t < NT; t++) {
-		if (nr == 8 || x8) {
-			_mm256_storeu_ps(out + (size_t)t * os, acc[t]);
-		} else {
-			float tmp[8];
-			_mm256_storeu_ps(tmp, acc[t]);
-			memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));
-		}
-	}
+	store_rows(acc, out, os, NT, x8 ? 8 : nr);
 }
 
 /* Instantiate a rows-in-lanes body for NT = 1, 2, 4, 8 behind one
@@ -593,15 +599,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 			acc[t] = _mm256_add_ps(acc[t], term);
 		}
 	}
-	for (int t = 0; t < NT; t++) {
-		if (nr == 8 || x8) {
-			_mm256_storeu_ps(out + (size_t)t * os, acc[t]);
-		} else {
-			float tmp[8];
-			_mm256_storeu_ps(tmp, acc[t]);
-			memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));
-		}
-	}
+	store_rows(acc, out, os, NT, x8 ? 8 : nr);
 }
 GEMM8(dot_q4_K, body_k4_rows8, 0)
 DOT_OF_GEMM8(dot_q4_K)
