@@ -43,17 +43,24 @@ bool kern_x8_supported(int t, enum kern_isa isa)
 	return layout_of(t) && kern_gemm_x8_get(t, isa);
 }
 
-/* Copy one field of one row between a plain block and a superblock. */
+/* Copy one field of one row between a plain block and a superblock.
+ * Columns move as fixed 4-byte copies (inlined: loading a model repacks
+ * every matrix through here). */
 static void move_field(const struct x8_field *f, uint8_t *sb, uint8_t *blk, int r, bool to_sb)
 {
-	for (int c = 0; c < (f->col ? f->size / 4 : 1); c++) {
-		size_t n = f->col ? 4 : f->size;
-		uint8_t *s = sb + (f->col ? ((size_t)c * 8 + (size_t)r) * 4 : (size_t)r * f->size);
-		uint8_t *b = blk + f->off + (f->col ? 4 * (size_t)c : 0);
+	if (!f->col) {
 		if (to_sb)
-			memcpy(s, b, n);
+			memcpy(sb + (size_t)r * f->size, blk + f->off, f->size);
 		else
-			memcpy(b, s, n);
+			memcpy(blk + f->off, sb + (size_t)r * f->size, f->size);
+		return;
+	}
+	for (int c = 0; c < f->size / 4; c++) {
+		uint8_t *s = sb + ((size_t)c * 8 + (size_t)r) * 4, *b = blk + f->off + 4 * (size_t)c;
+		if (to_sb)
+			memcpy(s, b, 4);
+		else
+			memcpy(b, s, 4);
 	}
 }
 
