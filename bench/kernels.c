@@ -12,6 +12,7 @@
  * Defaults: TinyLlama's ffn_up shape (2048 -> 5632), 512 tokens, 2 threads,
  * 3 runs, every type with a quantizer.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,8 +78,10 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 			best = dt;
 	}
 	double mac = (double)k * (double)m * (double)n;
-	printf("%-6s%s %5lld x %5lld x %4lld  %8.2f ms  %7.2f GMAC/s  %6.2f GB/s of weights\n",
-	       tt->name, wm.x8 ? " x8" : "   ", (long long)m, (long long)k, (long long)n, best * 1e3, mac / best * 1e-9,
+	const char *kind = wm.x8 ? "x8" : kern_dot_get(type, isa) || kern_gemm_get(type, isa) ? "avx2" : "portable";
+	if (isa == KERN_PORTABLE)
+		kind = "portable";
+	printf("%-6s %-8s %6lld x %5lld x %5lld  %8.2f ms  %7.2f  %6.2f\n", tt->name, kind, (long long)m, (long long)k, (long long)n, best * 1e3, mac / best * 1e-9,
 	       (double)(row * (size_t)m) / best * 1e-9);
 	free(wf);
 	free(w);
@@ -86,6 +89,22 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 	free(y);
 	free(scratch);
 	return 0;
+}
+
+static const char usage[] =
+	"usage: bench_kernels [-t N] [-k n_in] [-m n_out] [-n n_tok] [-r runs] [--portable]\n"
+	"                     [--no-repack] [type ...]\n"
+	"GMAC/s of an n_out x n_in matrix times n_tok activation rows (op_matmul),\n"
+	"best of -r runs, for every named type (default: all with a quantizer).\n"
+	"Kernel column: x8 (repacked rows-in-lanes), avx2, or portable (no ISA\n"
+	"kernel for the type: the scalar C).\n";
+
+/* A positive integer option value, whole string, or -1. */
+static long positive(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	return *s && !*end && v > 0 ? v : -1;
 }
 
 int main(int argc, char **argv)
@@ -96,14 +115,17 @@ int main(int argc, char **argv)
 	int n_names = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		if (!strcmp(a, "--portable")) {
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			fputs(usage, stdout);
+			return 0;
+		} else if (!strcmp(a, "--portable")) {
 			portable = 1;
 		} else if (!strcmp(a, "--no-repack")) {
 			repack = 0;
-		} else if (a[0] == '-' && i + 1 < argc && strlen(a) == 2) {
-			long v = atol(argv[++i]);
+		} else if (a[0] == '-' && strlen(a) == 2 && strchr("tkmnr", a[1]) && i + 1 < argc) {
+			long v = positive(argv[++i]);
 			if (v <= 0) {
-				fprintf(stderr, "bench_kernels: %s wants a positive number\n", a);
+				fprintf(stderr, "bench_kernels: %s wants a positive integer, got '%s'\n", a, argv[i]);
 				return 2;
 			}
 			switch (a[1]) {
@@ -111,14 +133,19 @@ int main(int argc, char **argv)
 			case 'k': k = v; break;
 			case 'm': m = v; break;
 			case 'n': n = v; break;
-			case 'r': runs = (int)v; break;
-			default: fprintf(stderr, "bench_kernels: unknown option %s\n", a); return 2;
+			default: runs = (int)v; break;
 			}
 		} else if (a[0] != '-' && n_names < 32) {
+			bool known = false;
+			for (int t = 0; t < FX_TYPE_COUNT; t++)
+				known |= fx_type_get(t) && !strcmp(fx_type_get(t)->name, a);
+			if (!known) {
+				fprintf(stderr, "bench_kernels: unknown type '%s' (GGML's names: q4_K, q8_0, f16, ...)\n", a);
+				return 2;
+			}
 			names[n_names++] = a;
 		} else {
-			fprintf(stderr, "usage: bench_kernels [-t N] [-k n_in] [-m n_out] [-n n_tok] "
-					"[-r runs] [--portable] [--no-repack] [type ...]\n");
+			fprintf(stderr, "bench_kernels: bad argument '%s'\n%s", a, usage);
 			return 2;
 		}
 	}
@@ -128,18 +155,27 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	fx_pool_set_kernels(pool, portable ? KERN_PORTABLE : kern_isa_best());
-	int rc = 0;
+	printf("type   kernel    n_out x  n_in x n_tok   time       GMAC/s    weight GB/s\n");
+	int rc = 0, shown = 0;
 	for (int t = 0; t < FX_TYPE_COUNT && !rc; t++) {
 		const struct fx_type_traits *tt = fx_type_get(t);
-		if (!tt || !tt->from_float || !tt->vec_dot || fx_row_size(t, k) == 0 ||
-		    t == FX_TYPE_Q8_1 || t == FX_TYPE_Q8_K)
+		if (!tt || !tt->from_float || !tt->vec_dot || t == FX_TYPE_Q8_1 || t == FX_TYPE_Q8_K)
 			continue;
 		int want = n_names == 0;
 		for (int j = 0; j < n_names; j++)
 			want |= !strcmp(names[j], tt->name);
-		if (want)
-			rc = bench_type(pool, t, k, m, n, runs, repack && !portable);
+		if (!want)
+			continue;
+		if (fx_row_size(t, k) == 0) {
+			fprintf(stderr, "bench_kernels: %s skipped: -k %lld is not a multiple of its %lld-element block\n",
+				tt->name, (long long)k, (long long)tt->blck_size);
+			continue;
+		}
+		rc = bench_type(pool, t, k, m, n, runs, repack && !portable);
+		shown++;
 	}
 	fx_pool_free(pool);
-	return rc;
+	if (!rc && !shown)
+		fprintf(stderr, "bench_kernels: no type to measure\n");
+	return rc ? rc : shown ? 0 : 1;
 }

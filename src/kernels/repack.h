@@ -4,12 +4,15 @@
  *
  * A matrix whose rows are grouped by eight keeps each group in the same
  * bytes as its eight plain rows (so repacking happens in place and costs no
- * memory), block by block: a "superblock" per block index holds, for each
- * field of the block type in order, either the eight rows' copies of a
- * small field side by side (d, dmin, m, qh: [8][size]) or a byte array
- * cut into 4-byte columns ([size/4][8][4]: column c, row r = bytes
- * 4c..4c+3 of row r's array). Loaded as 256-bit vectors, the columns are
- * the rows-in-lanes registers the kernels work on, with no transposes.
+ * memory), block by block: a "superblock" per block index holds the block
+ * type's fields in the order of repack.c's table (for q6_K: d, scales,
+ * ql, qh; for the others the block's own order), each either as the eight
+ * rows' copies of a small field side by side (d, dmin, m, q5_0's qh:
+ * [8][size]) or as a byte array cut into 4-byte columns ([size/4][8][4]:
+ * column c, row r = bytes 4c..4c+3 of row r's array). Loaded as 256-bit
+ * vectors, the columns are the rows-in-lanes registers the kernels work
+ * on, with no transposes. Only matrices whose row count is a multiple of
+ * 8 are repacked (the model loader's rule); others keep plain rows.
  * Types: q4_0, q4_1, q5_0, q8_0, q4_K, q6_K.
  */
 #ifndef FX_KERNELS_REPACK_H
@@ -21,8 +24,8 @@
 
 #include "kernels/dot.h"
 
-/* Whether weight type t has an x8 layout and set isa a kernel for it
- * (kern_gemm_x8_get); only then is repacking worth doing. */
+/* Whether weight type t has an x8 layout and kernel set isa has a kernel
+ * that reads it (kern_gemm_x8_get); only then is repacking worth doing. */
 bool kern_x8_supported(int t, enum kern_isa isa);
 
 /* Rewrite eight plain rows of n elements of type t (contiguous, row size
