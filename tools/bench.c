@@ -260,13 +260,15 @@ int cmd_bench(int argc, char **argv)
 			       " \"peak_rss_bytes\": %.0f, \"kv_bytes\": %llu, \"scratch_bytes\": %llu,"
 			       " \"rss_ratio\": %.4f, \"decode_bytes_per_token\": %llu,"
 			       " \"bandwidth_bytes_per_s\": %.0f, \"tg_roofline_tps\": %.3f,"
-			       " \"tg_roofline_share\": %.4f}\n",
+			       " \"tg_roofline_share\": %.4f, \"kernels\": \"%s\"}\n",
 			       name, fx_model_arch_name(m), (unsigned long long)nparams,
 			       (unsigned long long)wbytes, nth, n_prompt, n_gen, reps, sp.mean, sp.sd,
 			       st.mean, st.sd, rss, (unsigned long long)kvb, (unsigned long long)scr,
 			       rss / expect, (unsigned long long)step, bw, roof,
-			       roof > 0 ? st.mean / roof : 0);
+			       roof > 0 && n_gen > 0 ? st.mean / roof : 0, portable ? "portable" : "auto");
 		} else {
+			if (portable)
+				printf("(portable C kernels, plain weight rows)\n\n");
 			printf("| model | size | params | threads | test | t/s |\n");
 			printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
 			if (n_prompt > 0)
@@ -280,9 +282,11 @@ int cmd_bench(int argc, char **argv)
 			printf("\npeak RSS %.1f MiB = %.3f x (weights %.1f + KV %.1f + scratch %.1f MiB)\n",
 			       rss / 1048576.0, rss / expect, (double)wbytes / 1048576.0,
 			       (double)kvb / 1048576.0, (double)scr / 1048576.0);
-			printf("decode roofline: %.1f MiB read per token / %.2f GB/s measured = %.1f t/s;"
-			       " tg is %.0f%% of it\n", (double)step / 1048576.0, bw / 1e9, roof,
-			       roof > 0 ? 100.0 * st.mean / roof : 0);
+			printf("decode roofline: %.1f MiB read per token / %.2f GB/s measured = %.1f t/s",
+			       (double)step / 1048576.0, bw / 1e9, roof);
+			if (n_gen > 0)
+				printf("; tg is %.0f%% of it", roof > 0 ? 100.0 * st.mean / roof : 0);
+			printf("\n");
 		}
 	}
 	free(ids);
