@@ -310,7 +310,11 @@ int cmd_logits(int argc, char **argv)
 		for (size_t i = 0; i < seqs[s].n; i += step) {
 			int32_t rows;
 			if (fx_decode(ctx, seqs[s].ids + i, (int32_t)step, true)) {
-				fprintf(stderr, "error: line %zu: %s\n", s + 1, fx_context_errmsg(ctx));
+				if (ids_file)
+					fprintf(stderr, "error: %s line %zu: %s\n", ids_file, s + 1,
+						fx_context_errmsg(ctx));
+				else
+					fprintf(stderr, "error: --ids: %s\n", fx_context_errmsg(ctx));
 				goto out;
 			}
 			const float *l = fx_get_logits(ctx, &rows);
