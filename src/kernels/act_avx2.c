@@ -135,24 +135,37 @@ static inline int q8_block(const float *x, int8_t *qs, float *d_out)
 	return _mm_cvtsi128_si32(s4);
 }
 
-void kern_quant_avx2_q8_0(const float *x, void *vy, int64_t n)
+/* The blocks, then (dot.h's AVX2 layout) each block's d as stored (the
+ * fp16 value, as f32) and its sum of quants (q8_0) or s (q8_1). */
+void kern_quant_avx2_q8_0(const float *x, void *row, int64_t n)
 {
-	struct block_q8_0 *y = vy;
-	for (int64_t i = 0; i < n / 32; i++) {
+	struct block_q8_0 *y = row;
+	const int64_t nb = n / 32;
+	size_t bytes = (size_t)nb * sizeof(*y);
+	float *da = (float *)((uint8_t *)row + kern_act_d_off(bytes));
+	int32_t *sum = (int32_t *)((uint8_t *)row + kern_act_s_off(bytes, nb));
+	for (int64_t i = 0; i < nb; i++) {
 		float d;
-		q8_block(x + 32 * i, y[i].qs, &d);
+		sum[i] = q8_block(x + 32 * i, y[i].qs, &d);
 		y[i].d = fx_fp32_to_fp16(d);
+		da[i] = fx_fp16_to_fp32(y[i].d);
 	}
 }
 
-void kern_quant_avx2_q8_1(const float *x, void *vy, int64_t n)
+void kern_quant_avx2_q8_1(const float *x, void *row, int64_t n)
 {
-	struct block_q8_1 *y = vy;
-	for (int64_t i = 0; i < n / 32; i++) {
+	struct block_q8_1 *y = row;
+	const int64_t nb = n / 32;
+	size_t bytes = (size_t)nb * sizeof(*y);
+	float *da = (float *)((uint8_t *)row + kern_act_d_off(bytes));
+	float *sa = (float *)((uint8_t *)row + kern_act_s_off(bytes, nb));
+	for (int64_t i = 0; i < nb; i++) {
 		float d;
 		int sum = q8_block(x + 32 * i, y[i].qs, &d);
 		y[i].d = fx_fp32_to_fp16(d);
 		y[i].s = fx_fp32_to_fp16((float)sum * d);
+		da[i] = fx_fp16_to_fp32(y[i].d);
+		sa[i] = fx_fp16_to_fp32(y[i].s);
 	}
 }
 

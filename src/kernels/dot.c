@@ -4,7 +4,6 @@
 #include <stdbool.h>
 
 #include "kernels/ops.h"
-#include "quant/blocks.h"
 #include "quant/quant.h"
 
 enum kern_isa kern_isa_best(void)
@@ -19,15 +18,12 @@ enum kern_isa kern_isa_best(void)
 	return KERN_PORTABLE;
 }
 
-/* Offsets of the f32 scale arrays in an AVX2 q8_0/q8_1 row (dot.h). */
-static size_t pad32(size_t x)
-{
-	return (x + 31) & ~(size_t)31;
-}
-
+/* AVX2 rows of q8_0/q8_1 carry the scale and sum arrays (dot.h); the
+ * layout follows the kernels the CPU actually runs. */
 static bool has_scale_arrays(int vdt, enum kern_isa isa)
 {
-	return isa == KERN_AVX2 && (vdt == FX_TYPE_Q8_0 || vdt == FX_TYPE_Q8_1);
+	return isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2 &&
+	       (vdt == FX_TYPE_Q8_0 || vdt == FX_TYPE_Q8_1);
 }
 
 size_t kern_act_row_bytes(int vdt, enum kern_isa isa, int64_t n)
@@ -35,11 +31,12 @@ size_t kern_act_row_bytes(int vdt, enum kern_isa isa, int64_t n)
 	size_t blocks = fx_row_size(vdt, n);
 	if (!has_scale_arrays(vdt, isa))
 		return blocks;
-	return pad32(blocks) + 2 * pad32((size_t)(n / 32) * sizeof(float));
+	/* blocks, then two arrays of the same padded size */
+	return 2 * kern_act_s_off(blocks, n / 32) - kern_act_d_off(blocks);
 }
 
-/* The set's quantizer for activation type vdt: same bytes as the type
- * table's (test_kernels checks), faster. */
+/* The set's quantizer for activation type vdt: the type table's bytes
+ * (test_kernels checks), faster; for AVX2 q8_0/q8_1 also the arrays. */
 static fx_from_float_fn act_quantizer(int vdt, enum kern_isa isa)
 {
 #if defined(__x86_64__)
@@ -60,28 +57,6 @@ static fx_from_float_fn act_quantizer(int vdt, enum kern_isa isa)
 void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, int64_t n)
 {
 	act_quantizer(vdt, isa)(x, row, n);
-	if (!has_scale_arrays(vdt, isa))
-		return;
-	size_t nb = (size_t)(n / 32);
-	float *d = (float *)((uint8_t *)row + pad32(fx_row_size(vdt, n)));
-	void *second = d + pad32(nb * sizeof(float)) / sizeof(float);
-	if (vdt == FX_TYPE_Q8_0) {
-		const struct block_q8_0 *b = row;
-		int32_t *sum = second;
-		for (size_t i = 0; i < nb; i++) {
-			d[i] = fx_fp16_to_fp32(b[i].d);
-			sum[i] = 0;
-			for (int j = 0; j < 32; j++)
-				sum[i] += b[i].qs[j];
-		}
-		return;
-	}
-	const struct block_q8_1 *b = row;
-	float *sy = second;
-	for (size_t i = 0; i < nb; i++) {
-		d[i] = fx_fp16_to_fp32(b[i].d);
-		sy[i] = fx_fp16_to_fp32(b[i].s);
-	}
 }
 
 kern_dot_fn kern_dot_get(int t, enum kern_isa isa)

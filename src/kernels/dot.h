@@ -47,6 +47,17 @@ typedef void (*kern_dot_fn)(int64_t n, const void *w, const void *act, size_t ac
  * no result changes, and the portable vec_dot reads such a row as a plain
  * one. */
 size_t kern_act_row_bytes(int vdt, enum kern_isa isa, int64_t n);
+
+/* Byte offsets in an AVX2 q8_0/q8_1 activation row whose nb blocks take
+ * blocks_bytes: of the d array, and of the second array (s or sums). */
+static inline size_t kern_act_d_off(size_t blocks_bytes)
+{
+	return (blocks_bytes + 31) & ~(size_t)31;
+}
+static inline size_t kern_act_s_off(size_t blocks_bytes, int64_t nb)
+{
+	return kern_act_d_off(blocks_bytes) + (((size_t)nb * sizeof(float) + 31) & ~(size_t)31);
+}
 void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, int64_t n);
 
 /* out[t * out_stride + r] = dot(w + r * w_stride, act + t * act_stride)
@@ -91,8 +102,9 @@ typedef void (*kern_glu_fn)(float *g, const float *u, long n);
 kern_glu_fn kern_glu_get(enum kern_glu act, enum kern_isa isa);
 
 #if defined(__x86_64__)
-void kern_quant_avx2_q8_0(const float *x, void *y, int64_t n);
-void kern_quant_avx2_q8_1(const float *x, void *y, int64_t n);
+/* AVX2 rows of q8_0 / q8_1 (blocks and both arrays, see above). */
+void kern_quant_avx2_q8_0(const float *x, void *row, int64_t n);
+void kern_quant_avx2_q8_1(const float *x, void *row, int64_t n);
 void kern_quant_avx2_q8_K(const float *x, void *y, int64_t n);
 void kern_glu_avx2_silu(float *g, const float *u, long n);
 void kern_glu_avx2_gelu(float *g, const float *u, long n);

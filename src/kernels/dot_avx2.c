@@ -76,11 +76,10 @@ ALWAYS_INLINE __m256i bcast4(const int8_t *p)
 			name##_1(n, w, a, as, out, os);                                     \
 	}
 
-/* Integer kernels take 8 rows per call: their per-row state is one
- * accumulator (or two) and the weights unpack once for all eight. */
+/* Integer kernels take up to 8 activation rows per call: their state per
+ * activation row is one accumulator (or two) and the weights unpack once
+ * for all of them. */
 #define BODY_NT_MAX 8
-
-/* ---- q8_0 / q4_0 / q5_0 x q8_0: signed weights, sign trick ------------- */
 
 ALWAYS_INLINE void store_hsum(const __m256 *acc, float *out, size_t os, const int NT)
 {
@@ -126,11 +125,6 @@ ALWAYS_INLINE size_t leg_qs_off(const int KIND)
 {
 	return KIND == LEG_Q8_0 ? offsetof(struct block_q8_0, qs) : KIND == LEG_Q4_0 ? offsetof(struct block_q4_0, qs)
 	       : KIND == LEG_Q5_0 ? offsetof(struct block_q5_0, qs) : offsetof(struct block_q4_1, qs);
-}
-
-ALWAYS_INLINE size_t pad32(size_t x)
-{
-	return (x + 31) & ~(size_t)31;
 }
 
 /* Eight fp16 values, one at p[r] + off for each row r, as 8 f32. */
@@ -289,7 +283,7 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 	const int64_t nb = n / 32;
 	const size_t ys = q41 ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0);
 	const size_t yq = q41 ? offsetof(struct block_q8_1, qs) : offsetof(struct block_q8_0, qs);
-	const size_t d_off = pad32((size_t)nb * ys), s_off = d_off + pad32((size_t)nb * sizeof(float));
+	const size_t d_off = kern_act_d_off((size_t)nb * ys), s_off = kern_act_s_off((size_t)nb * ys, nb);
 	const size_t ws = leg_wsize(KIND);
 	__m256 acc[8];
 	for (int t = 0; t < NT; t++)
