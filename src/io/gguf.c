@@ -432,13 +432,30 @@ int gguf_open(const char *path, struct gguf_file **out, struct fx_err *err)
 	return rc;
 }
 
+/* Free the struct gguf_str tables built for string arrays. */
+static void free_string_arrays(struct gguf_file *g)
+{
+	for (uint64_t i = 0; g->kv && i < g->n_kv; i++)
+		if (g->kv[i].type == GGUF_T_ARRAY && g->kv[i].arr_type == GGUF_T_STRING) {
+			fx_free((void *)g->kv[i].data);
+			g->kv[i].data = NULL;
+		}
+}
+
+void gguf_release_meta(struct gguf_file *g)
+{
+	if (!g)
+		return;
+	free_string_arrays(g);
+	if (g->owns_map)
+		io_map_release(g->map, 0, g->data_offset);
+}
+
 void gguf_close(struct gguf_file *g)
 {
 	if (!g)
 		return;
-	for (uint64_t i = 0; g->kv && i < g->n_kv; i++)
-		if (g->kv[i].type == GGUF_T_ARRAY && g->kv[i].arr_type == GGUF_T_STRING)
-			fx_free((void *)g->kv[i].data);
+	free_string_arrays(g);
 	fx_free(g->kv);
 	fx_free(g->tensors);
 	for (size_t i = 0; i < g->n_owned; i++)

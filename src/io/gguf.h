@@ -76,6 +76,13 @@ int gguf_open(const char *path, struct gguf_file **out, struct fx_err *err);
 /* Same checks on a caller-owned buffer (borrowed; must outlive the file). */
 int gguf_open_memory(const void *buf, size_t size, struct gguf_file **out, struct fx_err *err);
 void gguf_close(struct gguf_file *g);
+/* For a reader that has copied what it needs from the metadata (the
+ * vocabulary) and looked up its tensors: frees the string-array tables
+ * (those keys then read as absent: data NULL) and gives the mapping's
+ * metadata pages back to the kernel (io_map_release), so they do not count
+ * in the process's RSS beside the weights. Scalar keys and tensor infos
+ * stay valid (read back from the file if touched). */
+void gguf_release_meta(struct gguf_file *g);
 
 /* Metadata lookup by key; NULL when absent. */
 const struct gguf_kv *gguf_find(const struct gguf_file *g, const char *key);

@@ -1,6 +1,7 @@
 #include "io/mapfile.h"
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +35,19 @@ int io_map(const char *path, size_t min_size, const char *what, const void **map
 	*map = m;
 	*size = (size_t)st.st_size;
 	return FX_OK;
+}
+
+void io_map_release(const void *map, size_t off, size_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)map + off, b = a + len;
+
+	if (!map || pg <= 0)
+		return;
+	a = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+	b &= ~((uintptr_t)pg - 1);
+	if (b > a)
+		madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
 void io_unmap(const void *map, size_t size)

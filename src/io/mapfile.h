@@ -1,5 +1,6 @@
-/* Read-only file mappings shared by the format readers (GGUF,
- * safetensors): weights are mmap'd, never copied. */
+/* File mappings shared by the format readers (GGUF, safetensors): weights
+ * are mmap'd, never copied. Private and writable so that weights can be
+ * rearranged in place; the file itself never changes. */
 #ifndef FX_IO_MAPFILE_H
 #define FX_IO_MAPFILE_H
 
@@ -14,5 +15,10 @@
 int io_map(const char *path, size_t min_size, const char *what, const void **map, size_t *size,
 	   struct fx_err *err);
 void io_unmap(const void *map, size_t size);
+/* Give back the resident pages of map[off, off + len) that lie wholly
+ * inside it (madvise MADV_DONTNEED): for memory read once at load, such as
+ * GGUF metadata. Only for pages never written: touched again, they are
+ * read back from the file. */
+void io_map_release(const void *map, size_t off, size_t len);
 
 #endif

@@ -715,10 +715,17 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 			     "%s: tokenizer.json (Hugging Face tokenizers) is not supported yet", path);
 		goto fail;
 	}
-	if (p->vocab_only)
+	if (p->vocab_only) {
+		gguf_release_meta(m->g);
 		goto done;
-	if ((rc = read_hparams(&ld)) || (rc = bind_weights(&ld)) ||
-	    (p->repack && (rc = repack_weights(m, err))))
+	}
+	if ((rc = read_hparams(&ld)) || (rc = bind_weights(&ld)))
+		goto fail_path;
+	/* Everything the model reads from the metadata is copied or bound by
+	 * now: its pages leave the RSS before repacking makes the weights
+	 * resident (peak RSS = weights + KV + scratch, issue 5). */
+	gguf_release_meta(m->g);
+	if (p->repack && (rc = repack_weights(m, err)))
 		goto fail_path;
 	/* The KV cache defaults to llama.cpp's f16 for GGUF files and to
 	 * transformers' f32 for HF checkpoints. */

@@ -78,7 +78,7 @@ static void decode_bpe(const struct vocab *v, const struct span *t, struct byte_
  * normal BPE text through GPT-2's byte map; byte tokens as the byte. */
 static void piece(const struct vocab *v, fx_token id, bool special, struct byte_out *o)
 {
-	const struct span *t = &v->text[id];
+	const struct span text = strtab_get(&v->text, id), *t = &text;
 	uint32_t attr = v->attr[id];
 
 	if (!special && (attr & (ATTR_UNKNOWN | ATTR_CONTROL)))

@@ -193,7 +193,7 @@ static int bpe_try_add(const struct vocab *v, struct sym *s, struct heap *h,
 	seg[0] = (struct span){ s[left].text, s[left].n };
 	seg[1] = (struct span){ " ", 1 };
 	seg[2] = (struct span){ s[right].text, s[right].n };
-	rank = strmap_find(&v->merge_map, v->merges, seg, 3);
+	rank = strmap_find(&v->merge_map, &v->merges, seg, 3);
 	if (rank < 0)
 		return FX_OK;
 	return heap_push(h, (struct bigram){ left, right, (double)rank, s[left].n + s[right].n });
@@ -326,7 +326,7 @@ static void find_present(const struct vocab *v, const char *text, size_t n, uint
 static int split_fragment(const struct vocab *v, const char *text, const struct frag *f,
 			  fx_token id, struct frags *out)
 {
-	const struct span *tok = &v->text[id];
+	const struct span text_id = strtab_get(&v->text, id), *tok = &text_id;
 	size_t base = f->off, len = f->len;
 	int rc;
 

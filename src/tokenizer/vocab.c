@@ -60,12 +60,15 @@ static int strmap_init(struct strmap *m, size_t n)
 
 /* Insert keys[idx]; when an equal key is present keep the old index unless
  * replace (std::unordered_map's operator[] vs emplace). */
-static void strmap_put(struct strmap *m, const struct span *keys, int32_t idx, bool replace)
+static void strmap_put(struct strmap *m, const struct strtab *keys, int32_t idx, bool replace)
 {
-	size_t i = hash_segs(&keys[idx], 1) & m->mask;
+	struct span key = strtab_get(keys, idx);
+	size_t i = hash_segs(&key, 1) & m->mask;
 
 	while (m->slot[i] >= 0) {
-		if (segs_equal(&keys[m->slot[i]], &keys[idx], 1)) {
+		struct span old = strtab_get(keys, m->slot[i]);
+
+		if (segs_equal(&old, &key, 1)) {
 			if (replace)
 				m->slot[i] = idx;
 			return;
@@ -75,13 +78,15 @@ static void strmap_put(struct strmap *m, const struct span *keys, int32_t idx, b
 	m->slot[i] = idx;
 }
 
-int32_t strmap_find(const struct strmap *m, const struct span *keys,
+int32_t strmap_find(const struct strmap *m, const struct strtab *keys,
 		    const struct span *seg, int nseg)
 {
 	size_t i = hash_segs(seg, nseg) & m->mask;
 
 	while (m->slot[i] >= 0) {
-		if (segs_equal(&keys[m->slot[i]], seg, nseg))
+		struct span key = strtab_get(keys, m->slot[i]);
+
+		if (segs_equal(&key, seg, nseg))
 			return m->slot[i];
 		i = (i + 1) & m->mask;
 	}
@@ -92,7 +97,7 @@ fx_token vocab_text_to_token(const struct vocab *v, const char *p, size_t n)
 {
 	struct span s = { p, n };
 
-	return strmap_find(&v->tok_map, v->text, &s, 1);
+	return strmap_find(&v->tok_map, &v->text, &s, 1);
 }
 
 fx_token vocab_byte_token(const struct vocab *v, uint8_t b)
@@ -111,8 +116,9 @@ fx_token vocab_byte_token(const struct vocab *v, uint8_t b)
 static bool text_is(const struct vocab *v, fx_token id, const char *s)
 {
 	size_t n = strlen(s);
+	struct span t = strtab_get(&v->text, id);
 
-	return v->text[id].n == n && !memcmp(v->text[id].p, s, n);
+	return t.n == n && !memcmp(t.p, s, n);
 }
 
 /* Id of the token whose text is s, or -1. */
@@ -179,13 +185,57 @@ static bool span_eq(const struct gguf_str *s, const char *c)
 
 /* ---- loading steps --------------------------------------------------- */
 
+/* Pack str[0..n) into t, an empty string i becoming "[EMPTY_i]" when
+ * name_empty (llama.cpp renames empty tokens). */
+static int strtab_build(struct strtab *t, const struct gguf_str *str, int32_t n, bool name_empty,
+			const char *what, struct fx_err *err)
+{
+	uint64_t total = 0;
+	char name[24];
+
+	for (int32_t i = 0; i < n; i++) {
+		size_t k = str[i].n;
+
+		if (!k && name_empty)
+			k = (size_t)snprintf(name, sizeof(name), "[EMPTY_%d]", (int)i);
+		total += k;
+	}
+	if (total > UINT32_MAX)
+		return fx_fail(err, FX_E_FORMAT, "GGUF: %s hold %llu bytes of text (at most 4 GiB)",
+			       what, (unsigned long long)total);
+	t->off = fx_malloc_array((size_t)n + 1, sizeof(*t->off));
+	t->buf = fx_malloc_array(total ? total : 1, 1);
+	if (!t->off || !t->buf)
+		return FX_E_NOMEM;
+	t->n = n;
+	t->off[0] = 0;
+	for (int32_t i = 0; i < n; i++) {
+		const char *src = str[i].p;
+		size_t k = str[i].n;
+
+		if (!k && name_empty) {
+			k = (size_t)snprintf(name, sizeof(name), "[EMPTY_%d]", (int)i);
+			src = name;
+		}
+		if (k)
+			memcpy(t->buf + t->off[i], src, k);
+		t->off[i + 1] = t->off[i] + (uint32_t)k;
+	}
+	return FX_OK;
+}
+
+static void strtab_free(struct strtab *t)
+{
+	fx_free(t->buf);
+	fx_free(t->off);
+	*t = (struct strtab){ 0 };
+}
+
 /* Texts, scores and attributes of every token, and the text -> id map. */
 static int load_tokens(struct vocab *v, const struct gguf_file *g, struct fx_err *err)
 {
 	const struct gguf_kv *tk = gguf_find(g, "tokenizer.ggml.tokens");
 	const struct gguf_kv *sc, *tt;
-	const struct gguf_str *str;
-	size_t n_extra = 0, off = 0;
 	int rc;
 
 	if (!tk)
@@ -196,30 +246,16 @@ static int load_tokens(struct vocab *v, const struct gguf_file *g, struct fx_err
 		return fx_fail(err, FX_E_FORMAT, "GGUF: tokenizer.ggml.tokens has %llu tokens",
 			       (unsigned long long)tk->n);
 	v->n_tokens = (int32_t)tk->n;
-	str = tk->data;
 	if ((rc = get_num_arr(g, "tokenizer.ggml.scores", GGUF_T_F32, GGUF_T_I32, tk->n, &sc, err)) ||
-	    (rc = get_num_arr(g, "tokenizer.ggml.token_type", GGUF_T_I32, GGUF_T_I32, tk->n, &tt, err)))
+	    (rc = get_num_arr(g, "tokenizer.ggml.token_type", GGUF_T_I32, GGUF_T_I32, tk->n, &tt, err)) ||
+	    (rc = strtab_build(&v->text, tk->data, v->n_tokens, true, "tokenizer.ggml.tokens", err)))
 		return rc;
 
-	v->text = fx_calloc(tk->n, sizeof(*v->text));
 	v->score = fx_calloc(tk->n, sizeof(*v->score));
 	v->attr = fx_calloc(tk->n, sizeof(*v->attr));
-	if (!v->text || !v->score || !v->attr)
+	if (!v->score || !v->attr)
 		return FX_E_NOMEM;
-	for (int32_t i = 0; i < v->n_tokens; i++)
-		if (str[i].n == 0)
-			n_extra += 24;
-	if (n_extra && !(v->extra = fx_malloc_array(n_extra, 1)))
-		return FX_E_NOMEM;
-
 	for (int32_t i = 0; i < v->n_tokens; i++) {
-		if (str[i].n) {
-			v->text[i] = (struct span){ str[i].p, str[i].n };
-		} else { /* llama.cpp renames empty tokens */
-			int k = snprintf(v->extra + off, 24, "[EMPTY_%d]", (int)i);
-			v->text[i] = (struct span){ v->extra + off, (size_t)k };
-			off += 24;
-		}
 		if (sc && sc->arr_type == GGUF_T_F32)
 			memcpy(&v->score[i], (const char *)sc->data + 4 * (size_t)i, 4);
 		else if (sc)
@@ -244,7 +280,7 @@ static int load_tokens(struct vocab *v, const struct gguf_file *g, struct fx_err
 	if ((rc = strmap_init(&v->tok_map, tk->n)))
 		return rc;
 	for (int32_t i = 0; i < v->n_tokens; i++)
-		strmap_put(&v->tok_map, v->text, i, true);
+		strmap_put(&v->tok_map, &v->text, i, true);
 	return FX_OK;
 }
 
@@ -252,7 +288,6 @@ static int load_tokens(struct vocab *v, const struct gguf_file *g, struct fx_err
 static int load_merges(struct vocab *v, const struct gguf_file *g, struct fx_err *err)
 {
 	const struct gguf_kv *kv = gguf_find(g, "tokenizer.ggml.merges");
-	const struct gguf_str *str;
 	int rc;
 
 	if (!kv)
@@ -262,16 +297,12 @@ static int load_merges(struct vocab *v, const struct gguf_file *g, struct fx_err
 	if (kv->n > INT32_MAX / 2)
 		return fx_fail(err, FX_E_FORMAT, "GGUF: tokenizer.ggml.merges has %llu entries",
 			       (unsigned long long)kv->n);
-	v->n_merges = (int32_t)kv->n;
-	str = kv->data;
-	if (!(v->merges = fx_calloc(kv->n ? kv->n : 1, sizeof(*v->merges))))
-		return FX_E_NOMEM;
-	for (int32_t i = 0; i < v->n_merges; i++)
-		v->merges[i] = (struct span){ str[i].p, str[i].n };
-	if ((rc = strmap_init(&v->merge_map, kv->n)))
+	if ((rc = strtab_build(&v->merges, kv->data, (int32_t)kv->n, false, "tokenizer.ggml.merges",
+			       err)) ||
+	    (rc = strmap_init(&v->merge_map, kv->n)))
 		return rc;
-	for (int32_t i = 0; i < v->n_merges; i++)
-		strmap_put(&v->merge_map, v->merges, i, false);
+	for (int32_t i = 0; i < v->merges.n; i++)
+		strmap_put(&v->merge_map, &v->merges, i, false);
 	return FX_OK;
 }
 
@@ -519,8 +550,10 @@ static int cmp_special(const void *a, const void *b, void *ctx)
 	const struct vocab *v = ctx;
 	fx_token x = *(const fx_token *)a, y = *(const fx_token *)b;
 
-	if (v->text[x].n != v->text[y].n)
-		return v->text[x].n > v->text[y].n ? -1 : 1;
+	size_t nx = strtab_get(&v->text, x).n, ny = strtab_get(&v->text, y).n;
+
+	if (nx != ny)
+		return nx > ny ? -1 : 1;
 	return x < y ? -1 : x > y;
 }
 
@@ -579,9 +612,12 @@ static int build_specials(struct vocab *v)
 		return FX_E_NOMEM;
 	v->trie[0] = (struct trie_node){ -1, -1, -1, 0 };
 	v->n_trie = 1;
-	for (int32_t i = 0; i < v->n_special; i++)
-		if ((rc = trie_insert(v, &v->text[v->special[i]], i, &cap)))
+	for (int32_t i = 0; i < v->n_special; i++) {
+		struct span t = strtab_get(&v->text, v->special[i]);
+
+		if ((rc = trie_insert(v, &t, i, &cap)))
 			return rc;
+	}
 	return FX_OK;
 }
 
@@ -677,12 +713,11 @@ void vocab_free(struct vocab *v)
 	fx_free(v->special);
 	fx_free(v->eog);
 	fx_free(v->merge_map.slot);
-	fx_free(v->merges);
+	strtab_free(&v->merges);
 	fx_free(v->tok_map.slot);
-	fx_free(v->extra);
 	fx_free(v->attr);
 	fx_free(v->score);
-	fx_free(v->text);
+	strtab_free(&v->text);
 	fx_free(v);
 }
 

@@ -37,8 +37,24 @@ struct span {
 	size_t n;
 };
 
+/* Strings packed end to end in one owned buffer: string i is
+ * buf[off[i] .. off[i + 1]). The vocabulary keeps its texts this way, not
+ * as pointers into the GGUF mapping: 4 bytes per string plus the text
+ * (against 16 for a pointer and a length), and the mapping's metadata pages
+ * can be released once the model is loaded. */
+struct strtab {
+	char *buf;
+	uint32_t *off; /* [n + 1] */
+	int32_t n;
+};
+
+static inline struct span strtab_get(const struct strtab *t, int32_t i)
+{
+	return (struct span){ t->buf + t->off[i], (size_t)(t->off[i + 1] - t->off[i]) };
+}
+
 /* Open-addressing hash from a byte string to an index into a caller-held
- * array of spans (the keys are not copied). slot[i] is -1 when empty. */
+ * string table (the keys are not copied). slot[i] is -1 when empty. */
 struct strmap {
 	int32_t *slot; /* [mask + 1] */
 	size_t mask;
@@ -67,15 +83,13 @@ struct pretok_def {
 struct vocab {
 	enum vocab_type type;
 	int32_t n_tokens;
-	struct span *text; /* [n_tokens] token texts (GGUF mapping or extra) */
+	struct strtab text; /* [n_tokens] token texts ("[EMPTY_i]" for empty ones) */
 	float *score;      /* [n_tokens] SentencePiece scores (0 when absent) */
-	uint32_t *attr;    /* [n_tokens] ATTR_* bits */
-	char *extra;       /* owned storage for "[EMPTY_i]" replacement texts */
+	uint16_t *attr;    /* [n_tokens] ATTR_* bits */
 	struct strmap tok_map; /* text -> id (the last id wins on duplicates) */
 
 	/* BPE */
-	struct span *merges;     /* [n_merges] "left right" from the GGUF */
-	int32_t n_merges;
+	struct strtab merges;    /* [merges.n] "left right" from the GGUF */
 	struct strmap merge_map; /* merge text -> rank (the first wins) */
 	const struct pretok_def *pre;
 	pcre2_code *re[PRETOK_MAX_RE]; /* compiled once; shared read-only */
@@ -102,7 +116,7 @@ struct vocab {
 /* ---- lookups (vocab.c) --------------------------------------------- */
 
 /* Index i whose keys[i] equals the concatenation of seg[0..nseg), or -1. */
-int32_t strmap_find(const struct strmap *m, const struct span *keys,
+int32_t strmap_find(const struct strmap *m, const struct strtab *keys,
 		    const struct span *seg, int nseg);
 /* Token id of the text p[0..n), or -1 (llama.cpp's text_to_token). */
 fx_token vocab_text_to_token(const struct vocab *v, const char *p, size_t n);
