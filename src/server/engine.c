@@ -1,0 +1,575 @@
+/* The engine loop: continuous batching over one paged fx_context.
+ *
+ * Each step: (1) under the lock, drop cancelled choices and admit queued
+ * ones into free slots; (2) without the lock, build one batch (a row per
+ * decoding choice, plus prompt chunks of at most s->chunk tokens in all
+ * for prefilling ones, so a long prompt never stalls running streams) and
+ * run fx_batch_decode; (3) sample each choice that produced logits, match
+ * stop strings, and (4) under the lock publish text, finished choices and
+ * metrics. Logits are per-sequence bit-identical whatever shares the step,
+ * so a request's greedy text does not depend on its neighbours.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/server.h"
+
+double srv_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct srv_req *srv_req_new(struct srv *s, enum srv_kind kind)
+{
+	struct srv_req *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	if (pthread_cond_init(&r->cond, NULL)) {
+		free(r);
+		return NULL;
+	}
+	r->kind = kind;
+	r->refs = 1;
+	r->model_name = s->model_name;
+	r->created = (int64_t)time(NULL);
+	r->t_arrive = srv_now();
+	pthread_mutex_lock(&s->lock);
+	uint64_t id = ++s->id_counter;
+	pthread_mutex_unlock(&s->lock);
+	snprintf(r->id, sizeof(r->id), "%s-%llx%06llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl",
+		 (unsigned long long)r->created, (unsigned long long)id);
+	return r;
+}
+
+static void choice_fini(struct srv_choice *c)
+{
+	fx_sampler_free(c->smp);
+	free(c->counts);
+	srv_buf_free(&c->text);
+	cJSON_Delete(c->lp);
+	cJSON_Delete(c->lp_all);
+}
+
+void srv_req_unref_locked(struct srv_req *r)
+{
+	if (!r || --r->refs > 0)
+		return;
+	for (int i = 0; r->ch && i < r->g.n; i++)
+		choice_fini(&r->ch[i]);
+	free(r->ch);
+	free(r->prompt);
+	free(r->prompt_text);
+	srv_gen_fini(&r->g);
+	srv_buf_free(&r->out);
+	pthread_cond_destroy(&r->cond);
+	free(r);
+}
+
+/* ---- per-run engine state ---- */
+
+struct engine {
+	struct srv *s;
+	struct srv_choice **slot;   /* [n_parallel] running choice or NULL */
+	bool seq0_busy;
+	/* batch staging, [cap] */
+	fx_seq *b_seq;
+	fx_token *b_tok;
+	bool *b_logits;
+	struct srv_choice **b_owner; /* row -> choice when it keeps logits */
+	int32_t cap;
+	float *scratch;             /* [n_vocab] logits after bias and penalties */
+	int *seq_status;            /* [n_parallel] */
+	const char **fin;           /* [n_parallel] finish reason per slot, this step */
+};
+
+int srv_submit(struct srv *s, struct srv_req *r)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->draining || !s->ready) {
+		pthread_mutex_unlock(&s->lock);
+		return 503;
+	}
+	if (s->n_queued >= s->max_queue) {
+		pthread_mutex_unlock(&s->lock);
+		return 429;
+	}
+	r->refs++;
+	r->next = NULL;
+	if (s->q_tail)
+		s->q_tail->next = r;
+	else
+		s->q_head = r;
+	s->q_tail = r;
+	s->n_queued++;
+	s->met.waiting += r->g.n;
+	pthread_cond_signal(&s->wake);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/* Set up choice c for running: sampler, penalties. Engine thread, no lock. */
+static int choice_start(struct engine *E, struct srv_choice *c)
+{
+	struct srv *s = E->s;
+	const struct srv_gen *g = &c->req->g;
+	struct fx_sampler_params sp = fx_sampler_default_params();
+	sp.temp = g->temperature;
+	sp.top_k = g->top_k;
+	sp.top_p = g->top_p;
+	sp.min_p = g->min_p;
+	sp.repeat_penalty = 1.0f;
+	if (g->has_seed) {
+		sp.seed = g->seed + (uint64_t)c->index;
+	} else {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		sp.seed = (uint64_t)ts.tv_nsec * 6364136223846793005ull ^ (uint64_t)ts.tv_sec ^
+			  ((uint64_t)(uintptr_t)c << 7);
+	}
+	struct fx_err err;
+	if (fx_sampler_create(&sp, s->n_vocab, &c->smp, &err))
+		return FX_E_NOMEM;
+	if (g->presence != 0 || g->frequency != 0) {
+		c->counts = calloc((size_t)s->n_vocab, sizeof(*c->counts));
+		if (!c->counts)
+			return FX_E_NOMEM;
+	}
+	if (g->logprobs) {
+		c->lp = cJSON_CreateArray();
+		c->lp_all = cJSON_CreateArray();
+		if (!c->lp || !c->lp_all)
+			return FX_E_NOMEM;
+	}
+	return FX_OK;
+}
+
+/* Finish choice c (engine, lock held): release its sequence and slot. */
+static void choice_end_locked(struct engine *E, struct srv_choice *c, const char *finish)
+{
+	struct srv *s = E->s;
+	struct srv_req *r = c->req;
+	if (!c->finish)
+		c->finish = finish;
+	if (c->slot >= 0) {
+		fx_seq_free(s->ctx, c->seq);
+		if (c->seq == 0)
+			E->seq0_busy = false;
+		E->slot[c->slot] = NULL;
+		c->slot = -1;
+		s->met.running--;
+	}
+	if (++r->n_done == r->g.n) {
+		r->done = true;
+		double t = srv_now();
+		srv_hist_add(&s->met.e2e, t - r->t_arrive);
+		if (r->cancelled || !strcmp(c->finish, "error"))
+			s->met.req_err++;
+		else
+			s->met.req_ok++;
+		if (r->g.stream && !r->cancelled)
+			srv_sse_end(r, &r->out);
+		pthread_cond_broadcast(&r->cond);
+		srv_req_unref_locked(r);
+	}
+}
+
+/* Longest suffix of text[from..n) that is a proper prefix of a stop string. */
+static size_t stop_holdback(const struct srv_gen *g, const char *text, size_t n, size_t from)
+{
+	size_t best = 0;
+	for (int i = 0; i < g->n_stop; i++) {
+		size_t ls = strlen(g->stop[i]);
+		size_t k = ls - 1 < n - from ? ls - 1 : n - from;
+		for (; k > best; k--)
+			if (!memcmp(text + n - k, g->stop[i], k)) {
+				best = k;
+				break;
+			}
+	}
+	return best;
+}
+
+/* Earliest stop string occurrence in text[from..n): its offset, or -1. */
+static long stop_find(const struct srv_gen *g, const char *text, size_t n, size_t from)
+{
+	long best = -1;
+	for (int i = 0; i < g->n_stop; i++) {
+		const char *p = memmem(text + from, n - from, g->stop[i], strlen(g->stop[i]));
+		if (p && (best < 0 || p - text < best))
+			best = p - text;
+	}
+	return best;
+}
+
+/* The logits choice c samples from: raw, or a scratch copy with logit_bias
+ * and presence/frequency penalties (OpenAI: logit - count * frequency -
+ * (count > 0) * presence) applied. */
+static const float *shaped_logits(struct engine *E, struct srv_choice *c, const float *raw)
+{
+	const struct srv_gen *g = &c->req->g;
+	if (!g->n_bias && !c->counts)
+		return raw;
+	int32_t nv = E->s->n_vocab;
+	memcpy(E->scratch, raw, (size_t)nv * sizeof(float));
+	for (int32_t i = 0; i < g->n_bias; i++)
+		E->scratch[g->bias_id[i]] += g->bias_val[i];
+	for (int32_t t = 0; c->counts && t < nv; t++)
+		if (c->counts[t])
+			E->scratch[t] -= (float)c->counts[t] * g->frequency + g->presence;
+	return E->scratch;
+}
+
+/* Sample c's next token from raw logits and append its text. Returns the
+ * finish reason or NULL to keep going. Engine thread, no lock. */
+static const char *choice_step(struct engine *E, struct srv_choice *c, const float *raw)
+{
+	struct srv *s = E->s;
+	struct srv_req *r = c->req;
+	const struct srv_gen *g = &r->g;
+	const float *lg = shaped_logits(E, c, raw);
+	fx_token t = fx_sampler_sample(c->smp, lg);
+	double now = srv_now();
+	if (c->n_gen == 0)
+		c->t_first = now;
+	c->t_prev = c->t_last;
+	c->t_last = now;
+	c->n_gen++;
+	c->last = t;
+	if (fx_token_is_eog(s->model, t))
+		return "stop";
+	fx_sampler_accept(c->smp, t);
+	if (c->counts)
+		c->counts[t]++;
+	if (g->logprobs) {
+		cJSON *e = srv_logprob_entry(s, r, lg, t);
+		if (e)
+			cJSON_AddItemToArray(r->g.stream ? c->lp : c->lp_all, e);
+	}
+	char buf[256];
+	size_t n = 0;
+	if (fx_detok_push(s->model, &c->dt, t, false, buf, sizeof(buf), &n) || !srv_buf_add(&c->text, buf, n))
+		return "error";
+	if (g->n_stop) {
+		size_t from = c->n_sent;
+		long at = stop_find(g, c->text.p, c->text.n, from);
+		if (at >= 0) {
+			c->text.n = (size_t)at;
+			c->text.p[at] = 0;
+			c->hit_stop = true;
+			return "stop";
+		}
+	}
+	if (g->max_tokens >= 0 && c->n_gen >= g->max_tokens)
+		return "length";
+	if (fx_seq_n_past(s->ctx, c->seq) + 1 >= s->n_ctx_seq)
+		return "length";
+	return NULL;
+}
+
+/* Stream what choice c can show now (lock held). */
+static void choice_publish_locked(struct srv_choice *c, bool final)
+{
+	struct srv_req *r = c->req;
+	if (!r->g.stream || r->cancelled)
+		return;
+	size_t upto = c->text.n;
+	if (!final)
+		upto -= stop_holdback(&r->g, c->text.p, c->text.n, c->n_sent);
+	bool has_lp = c->lp && cJSON_GetArraySize(c->lp) > 0;
+	if (upto == c->n_sent && !final && !has_lp)
+		return;
+	srv_sse_chunk(r, c, c->text.p ? c->text.p + c->n_sent : "", upto - c->n_sent,
+		      !c->role_sent, &r->out);
+	c->role_sent = true;
+	c->n_sent = upto;
+	if (c->lp) {
+		cJSON_Delete(c->lp);
+		c->lp = cJSON_CreateArray();
+	}
+	pthread_cond_broadcast(&r->cond);
+}
+
+static bool grow(struct engine *E, int32_t need)
+{
+	if (need <= E->cap)
+		return true;
+	int32_t cap = need * 2;
+	fx_seq *a = realloc(E->b_seq, (size_t)cap * sizeof(*a));
+	if (a)
+		E->b_seq = a;
+	fx_token *b = realloc(E->b_tok, (size_t)cap * sizeof(*b));
+	if (b)
+		E->b_tok = b;
+	bool *c = realloc(E->b_logits, (size_t)cap * sizeof(*c));
+	if (c)
+		E->b_logits = c;
+	struct srv_choice **d = realloc(E->b_owner, (size_t)cap * sizeof(*d));
+	if (d)
+		E->b_owner = d;
+	if (!a || !b || !c || !d)
+		return false;
+	E->cap = cap;
+	return true;
+}
+
+/* Under the lock: end cancelled choices, then fill free slots from the
+ * queue. Returns the number of running choices. */
+static int admit_locked(struct engine *E)
+{
+	struct srv *s = E->s;
+	int running = 0;
+	for (int i = 0; i < s->n_parallel; i++) {
+		struct srv_choice *c = E->slot[i];
+		if (c && c->req->cancelled)
+			choice_end_locked(E, c, "cancelled");
+	}
+	/* queued requests whose client left: drop their unadmitted choices */
+	for (struct srv_req **pp = &s->q_head; *pp;) {
+		struct srv_req *r = *pp;
+		if (!r->cancelled) {
+			pp = &r->next;
+			continue;
+		}
+		*pp = r->next;
+		if (s->q_tail == r) {
+			s->q_tail = NULL;
+			for (struct srv_req *q = s->q_head; q; q = q->next)
+				s->q_tail = q;
+		}
+		s->n_queued -= r->next_admit == 0;
+		s->met.waiting -= r->g.n - r->next_admit;
+		while (r->next_admit < r->g.n) {
+			struct srv_choice *c = &r->ch[r->next_admit++];
+			choice_end_locked(E, c, "cancelled");
+		}
+	}
+	for (int i = 0; i < s->n_parallel; i++) {
+		if (E->slot[i]) {
+			running++;
+			continue;
+		}
+		struct srv_req *r = s->q_head;
+		if (!r)
+			continue;
+		struct srv_choice *c = &r->ch[r->next_admit];
+		fx_seq seq = 0;
+		if (E->seq0_busy && fx_seq_add(s->ctx, &seq))
+			break;
+		r->next_admit++;
+		if (r->next_admit == 1)
+			s->n_queued--;
+		if (r->next_admit == r->g.n) {
+			s->q_head = r->next;
+			if (!s->q_head)
+				s->q_tail = NULL;
+		}
+		s->met.waiting--;
+		s->met.running++;
+		if (seq == 0)
+			E->seq0_busy = true;
+		c->seq = seq;
+		c->slot = i;
+		c->n_fed = 0;
+		E->slot[i] = c;
+		s->met.prefix_queries += (uint64_t)r->n_prompt;
+		s->met.prompt_tokens += (uint64_t)r->n_prompt;
+		if (choice_start(E, c)) {
+			choice_end_locked(E, c, "error");
+			continue;
+		}
+		running++;
+	}
+	return running;
+}
+
+/* One step over the running choices. No lock held. */
+static void step(struct engine *E)
+{
+	struct srv *s = E->s;
+	int32_t n = 0, budget = s->chunk;
+	bool decoding = false;
+	for (int i = 0; i < s->n_parallel; i++)
+		decoding |= E->slot[i] && E->slot[i]->n_fed == E->slot[i]->req->n_prompt;
+	if (!decoding)
+		budget *= 2;
+	for (int i = 0; i < s->n_parallel; i++) {
+		struct srv_choice *c = E->slot[i];
+		if (!c)
+			continue;
+		struct srv_req *r = c->req;
+		if (c->n_fed == r->n_prompt) {
+			if (!grow(E, n + 1))
+				return;
+			E->b_seq[n] = c->seq;
+			E->b_tok[n] = c->last;
+			E->b_logits[n] = true;
+			E->b_owner[n++] = c;
+			continue;
+		}
+		int32_t k = r->n_prompt - c->n_fed;
+		if (k > budget)
+			k = budget;
+		if (k <= 0 || !grow(E, n + k))
+			continue;
+		budget -= k;
+		for (int32_t j = 0; j < k; j++) {
+			E->b_seq[n] = c->seq;
+			E->b_tok[n] = r->prompt[c->n_fed + j];
+			E->b_logits[n] = c->n_fed + j == r->n_prompt - 1;
+			E->b_owner[n++] = c;
+		}
+	}
+	if (!n)
+		return;
+	int rc = fx_batch_decode(s->ctx, &(struct fx_batch){ .n = n, .seq = E->b_seq,
+							      .token = E->b_tok,
+							      .logits = E->b_logits },
+				 E->seq_status);
+	if (rc == FX_E_NOMEM)
+		fprintf(stderr, "serve: decode step failed: %s\n", fx_context_errmsg(s->ctx));
+	/* advance prompt positions, sample where logits came out */
+	int n_seqs = 0;
+	const char **fin = E->fin;
+	memset(fin, 0, (size_t)s->n_parallel * sizeof(*fin));
+	struct srv_choice *seen = NULL;
+	for (int32_t i = 0; i < n; i++) {
+		struct srv_choice *c = E->b_owner[i];
+		if (c != seen) {
+			n_seqs++;
+			seen = c;
+		}
+		int st = E->seq_status[c->seq];
+		if (st) {
+			fin[c->slot] = "error";
+			continue;
+		}
+		if (c->n_fed < c->req->n_prompt)
+			c->n_fed++;
+		if (!E->b_logits[i])
+			continue;
+		const float *lg = fx_batch_logits(s->ctx, i);
+		fin[c->slot] = lg ? choice_step(E, c, lg) : "error";
+	}
+	pthread_mutex_lock(&s->lock);
+	s->met.steps++;
+	s->met.step_rows += (uint64_t)n;
+	srv_hist_add(&s->met.step_seqs, n_seqs);
+	for (int32_t i = 0; i < n; i++) {
+		struct srv_choice *c = E->b_owner[i];
+		if (!E->b_logits[i] || E->seq_status[c->seq] || c->slot < 0)
+			continue;
+		s->met.gen_tokens++;
+		if (c->n_gen == 1)
+			srv_hist_add(&s->met.ttft, c->t_first - c->req->t_arrive);
+		else
+			srv_hist_add(&s->met.itl, c->t_last - c->t_prev);
+	}
+	for (int i = 0; i < s->n_parallel; i++) {
+		struct srv_choice *c = E->slot[i];
+		if (!c)
+			continue;
+		if (fin[i]) {
+			if (!c->hit_stop) {
+				char tail[64];
+				size_t nt = 0;
+				if (!fx_detok_flush(&c->dt, tail, sizeof(tail), &nt))
+					srv_buf_add(&c->text, tail, nt);
+			}
+			c->finish = fin[i];
+			choice_publish_locked(c, true);
+			choice_end_locked(E, c, fin[i]);
+		} else if (c->n_gen) {
+			choice_publish_locked(c, false);
+		}
+	}
+	s->met.blocks_used = fx_context_kv_blocks_used(s->ctx);
+	s->met.prefix_hits = fx_context_prefix_hits(s->ctx);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void *engine_main(void *arg)
+{
+	struct engine *E = arg;
+	struct srv *s = E->s;
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		int running;
+		while (!(running = admit_locked(E)) && !s->q_head && !s->stop_engine)
+			pthread_cond_wait(&s->wake, &s->lock);
+		if (!running && !s->q_head && s->stop_engine) {
+			pthread_mutex_unlock(&s->lock);
+			break;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (running)
+			step(E);
+	}
+	free(E->slot);
+	free(E->b_seq);
+	free(E->b_tok);
+	free(E->b_logits);
+	free(E->b_owner);
+	free(E->scratch);
+	free(E->seq_status);
+	free(E->fin);
+	free(E);
+	return NULL;
+}
+
+int srv_engine_start(struct srv *s, struct fx_err *err)
+{
+	struct engine *E = calloc(1, sizeof(*E));
+	if (!E)
+		goto nomem;
+	E->s = s;
+	E->slot = calloc((size_t)s->n_parallel, sizeof(*E->slot));
+	E->scratch = calloc((size_t)s->n_vocab, sizeof(float));
+	E->seq_status = calloc((size_t)s->n_parallel, sizeof(int));
+	E->fin = calloc((size_t)s->n_parallel, sizeof(*E->fin));
+	if (!E->fin || !E->slot || !E->scratch || !E->seq_status || !grow(E, s->n_parallel + 2 * s->chunk))
+		goto nomem_free;
+	s->met.blocks_total = fx_context_kv_blocks_total(s->ctx);
+	if (pthread_create(&s->engine, NULL, engine_main, E)) {
+		err->code = FX_E_NOMEM;
+		snprintf(err->msg, sizeof(err->msg), "cannot start the engine thread");
+		goto free_all;
+	}
+	s->engine_started = true;
+	return FX_OK;
+nomem_free:
+	err->code = FX_E_NOMEM;
+	snprintf(err->msg, sizeof(err->msg), "out of memory starting the engine");
+free_all:
+	free(E->slot);
+	free(E->scratch);
+	free(E->seq_status);
+	free(E->fin);
+	free(E->b_seq);
+	free(E->b_tok);
+	free(E->b_logits);
+	free(E->b_owner);
+	free(E);
+	return err->code;
+nomem:
+	err->code = FX_E_NOMEM;
+	snprintf(err->msg, sizeof(err->msg), "out of memory starting the engine");
+	return FX_E_NOMEM;
+}
+
+void srv_engine_stop(struct srv *s)
+{
+	if (!s->engine_started)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stop_engine = true;
+	pthread_cond_signal(&s->wake);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->engine, NULL);
+	s->engine_started = false;
+}

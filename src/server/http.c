@@ -1,0 +1,783 @@
+/* HTTP front end on libmicrohttpd: one thread per connection, so a handler
+ * may block (waiting for the engine) without stalling anyone else. Routes,
+ * authentication, body limits, and fx_serve's start-up and drain.
+ *
+ * Streaming responses come from MHD's content-reader callback, which blocks
+ * on the request's condition variable until the engine has written SSE
+ * bytes; a client that closes its socket is noticed within 100 ms while
+ * waiting (poll for hang-up on the connection's fd) or on the next write,
+ * and its request is marked cancelled for the engine's next step.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "server/server.h"
+
+struct conn {
+	struct srv_buf body;
+	bool too_big;
+	bool counted;        /* holds one of s->n_http */
+};
+
+struct stream {
+	struct srv *s;
+	struct srv_req *r;
+	int fd;
+};
+
+static const char *E_INV = "invalid_request_error";
+
+/* ---- responses ---- */
+
+static enum MHD_Result send_body(struct MHD_Connection *mc, unsigned status, char *body,
+				 const char *type, bool retry)
+{
+	if (!body)
+		return MHD_NO;
+	struct MHD_Response *rsp =
+		MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+	if (!rsp) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(rsp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (retry)
+		MHD_add_response_header(rsp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	enum MHD_Result ok = MHD_queue_response(mc, status, rsp);
+	MHD_destroy_response(rsp);
+	return ok;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *mc, unsigned status, cJSON *o)
+{
+	char *js = o ? cJSON_PrintUnformatted(o) : NULL;
+	cJSON_Delete(o);
+	return send_body(mc, status, js, "application/json", false);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *mc, const struct srv_error *e)
+{
+	return send_body(mc, (unsigned)e->status, srv_error_json(e), "application/json",
+			 e->status == 503);
+}
+
+static enum MHD_Result fail(struct MHD_Connection *mc, int status, const char *type,
+			    const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static enum MHD_Result fail(struct MHD_Connection *mc, int status, const char *type,
+			    const char *param, const char *fmt, ...)
+{
+	struct srv_error e = { .status = status, .type = type, .param = param };
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+	va_end(ap);
+	return send_error(mc, &e);
+}
+
+/* ---- client liveness ---- */
+
+static int conn_fd(struct MHD_Connection *mc)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? ci->connect_fd : -1;
+}
+
+/* true when the peer has closed or reset the connection. */
+static bool client_gone(int fd)
+{
+	if (fd < 0)
+		return false;
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+		return true;
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static void wait_100ms(pthread_cond_t *cv, pthread_mutex_t *mu)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 100 * 1000 * 1000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void cancel_locked(struct srv *s, struct srv_req *r)
+{
+	if (!r->done) {
+		r->cancelled = true;
+		pthread_cond_signal(&s->wake);
+	}
+}
+
+/* ---- streaming ---- */
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct stream *st = cls;
+	struct srv *s = st->s;
+	struct srv_req *r = st->r;
+	pthread_mutex_lock(&s->lock);
+	while (r->out_off == r->out.n && !r->done) {
+		wait_100ms(&r->cond, &s->lock);
+		if (r->out_off == r->out.n && !r->done && client_gone(st->fd)) {
+			cancel_locked(s, r);
+			pthread_mutex_unlock(&s->lock);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+	}
+	size_t k = r->out.n - r->out_off;
+	if (!k) {
+		pthread_mutex_unlock(&s->lock);
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	}
+	if (k > max)
+		k = max;
+	memcpy(buf, r->out.p + r->out_off, k);
+	r->out_off += k;
+	if (r->out_off == r->out.n)
+		r->out_off = r->out.n = 0;
+	pthread_mutex_unlock(&s->lock);
+	return (ssize_t)k;
+}
+
+static void stream_free(void *cls)
+{
+	struct stream *st = cls;
+	pthread_mutex_lock(&st->s->lock);
+	cancel_locked(st->s, st->r);
+	srv_req_unref_locked(st->r);
+	pthread_mutex_unlock(&st->s->lock);
+	free(st);
+}
+
+/* ---- prompts ---- */
+
+/* Tokenize text into r->prompt. */
+static bool tokenize_into(struct srv *s, struct srv_req *r, const char *text, bool add_special,
+			  bool parse_special, struct srv_error *e)
+{
+	size_t len = strlen(text), n = 0;
+	size_t cap = len + 8;
+	r->prompt = malloc(cap * sizeof(fx_token));
+	if (!r->prompt) {
+		srv_error_set(e, 500, "server_error", NULL, "out of memory");
+		return false;
+	}
+	if (fx_tokenize(s->model, text, len, add_special, parse_special, r->prompt, cap, &n)) {
+		srv_error_set(e, 400, E_INV, "prompt", "the prompt could not be tokenized");
+		return false;
+	}
+	r->n_prompt = (int32_t)n;
+	return true;
+}
+
+static bool completion_prompt(struct srv *s, const cJSON *body, struct srv_req *r,
+			      struct srv_error *e)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
+	if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child))
+		p = p->child;
+	if (cJSON_IsString(p)) {
+		if (r->g.echo && !(r->prompt_text = strdup(p->valuestring))) {
+			srv_error_set(e, 500, "server_error", NULL, "out of memory");
+			return false;
+		}
+		return tokenize_into(s, r, p->valuestring, true, true, e);
+	}
+	if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsArray(p->child))
+		p = p->child;
+	if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0 && cJSON_IsNumber(p->child)) {
+		int n = cJSON_GetArraySize(p);
+		r->prompt = malloc((size_t)n * sizeof(fx_token));
+		if (!r->prompt) {
+			srv_error_set(e, 500, "server_error", NULL, "out of memory");
+			return false;
+		}
+		const cJSON *it;
+		cJSON_ArrayForEach(it, p)
+		{
+			if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
+			    it->valuedouble >= s->n_vocab || it->valuedouble != (int32_t)it->valuedouble) {
+				srv_error_set(e, 400, E_INV, "prompt",
+					      "prompt token ids must be integers in [0, %d)", s->n_vocab);
+				return false;
+			}
+			r->prompt[r->n_prompt++] = (fx_token)it->valuedouble;
+		}
+		return true;
+	}
+	if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 1) {
+		srv_error_set(e, 400, E_INV, "prompt", "one prompt per request is supported");
+		return false;
+	}
+	srv_error_set(e, 400, E_INV, "prompt",
+		      "'prompt' must be a string or a list of token ids");
+	return false;
+}
+
+static bool chat_prompt(struct srv *s, const cJSON *body, struct srv_req *r, struct srv_error *e)
+{
+	(void)s;
+	(void)r;
+	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
+	if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
+		srv_error_set(e, 400, E_INV, "messages", "'messages' must be a non-empty list");
+		return false;
+	}
+	const cJSON *m;
+	cJSON_ArrayForEach(m, msgs)
+	{
+		const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+		const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+		if (!cJSON_IsObject(m) || !cJSON_IsString(role)) {
+			srv_error_set(e, 400, E_INV, "messages",
+				      "each message must be an object with a string 'role'");
+			return false;
+		}
+		if (content && !cJSON_IsString(content) && !cJSON_IsArray(content) &&
+		    !cJSON_IsNull(content)) {
+			srv_error_set(e, 400, E_INV, "messages",
+				      "message content must be a string, a list of parts or null");
+			return false;
+		}
+	}
+	srv_error_set(e, 501, "not_implemented_error", NULL,
+		      "chat templates are not available in this build yet: use /v1/completions");
+	return false;
+}
+
+/* ---- completions ---- */
+
+static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, struct conn *cn,
+				     enum srv_kind kind)
+{
+	struct srv_error e = { 0 };
+	cJSON *body = cJSON_ParseWithLength(cn->body.p ? cn->body.p : "", cn->body.n);
+	if (!body || !cJSON_IsObject(body)) {
+		cJSON_Delete(body);
+		return fail(mc, 400, E_INV, NULL, "the request body is not a JSON object");
+	}
+	struct srv_req *r = srv_req_new(s, kind);
+	if (!r) {
+		cJSON_Delete(body);
+		return fail(mc, 500, "server_error", NULL, "out of memory");
+	}
+	bool ok = srv_gen_parse(body, kind, s->n_vocab, &r->g, &e) &&
+		  (kind == SRV_CHAT ? chat_prompt(s, body, r, &e) : completion_prompt(s, body, r, &e));
+	cJSON_Delete(body);
+	if (ok && r->n_prompt == 0) {
+		srv_error_set(&e, 400, E_INV, "prompt", "the prompt is empty");
+		ok = false;
+	}
+	if (ok && (uint32_t)r->n_prompt + 1 > s->n_ctx_seq) {
+		srv_error_set(&e, 400, E_INV, kind == SRV_CHAT ? "messages" : "prompt",
+			      "the prompt has %d tokens; this server's context is %u tokens per "
+			      "request (--ctx-size)",
+			      r->n_prompt, s->n_ctx_seq);
+		ok = false;
+	}
+	if (ok && !(r->ch = calloc((size_t)r->g.n, sizeof(*r->ch)))) {
+		srv_error_set(&e, 500, "server_error", NULL, "out of memory");
+		ok = false;
+	}
+	for (int i = 0; ok && i < r->g.n; i++) {
+		r->ch[i].req = r;
+		r->ch[i].index = i;
+		r->ch[i].slot = -1;
+	}
+	int busy = ok ? srv_submit(s, r) : 0;
+	if (busy) {
+		srv_error_set(&e, 503, "server_busy_error", NULL,
+			      busy == 503 ? "the server is not ready or is shutting down"
+					  : "too many requests are waiting: retry shortly");
+		ok = false;
+	}
+	if (!ok) {
+		pthread_mutex_lock(&s->lock);
+		srv_req_unref_locked(r);
+		pthread_mutex_unlock(&s->lock);
+		return send_error(mc, &e);
+	}
+	pthread_mutex_lock(&s->lock);
+	s->n_http++;
+	pthread_mutex_unlock(&s->lock);
+	cn->counted = true;
+	int fd = conn_fd(mc);
+	if (r->g.stream) {
+		struct stream *st = malloc(sizeof(*st));
+		struct MHD_Response *rsp =
+			st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st,
+							       stream_free)
+			   : NULL;
+		if (!rsp) {
+			free(st);
+			pthread_mutex_lock(&s->lock);
+			cancel_locked(s, r);
+			srv_req_unref_locked(r);
+			pthread_mutex_unlock(&s->lock);
+			return MHD_NO;
+		}
+		*st = (struct stream){ .s = s, .r = r, .fd = fd };
+		MHD_add_response_header(rsp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+		MHD_add_response_header(rsp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+		enum MHD_Result res = MHD_queue_response(mc, 200, rsp);
+		MHD_destroy_response(rsp);
+		return res;
+	}
+	pthread_mutex_lock(&s->lock);
+	while (!r->done) {
+		wait_100ms(&r->cond, &s->lock);
+		if (!r->done && client_gone(fd)) {
+			cancel_locked(s, r);
+			srv_req_unref_locked(r);
+			pthread_mutex_unlock(&s->lock);
+			return MHD_NO;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	char *js = srv_final_json(s, r);
+	pthread_mutex_lock(&s->lock);
+	srv_req_unref_locked(r);
+	pthread_mutex_unlock(&s->lock);
+	if (!js)
+		return fail(mc, 500, "server_error", NULL, "out of memory");
+	return send_body(mc, 200, js, "application/json", false);
+}
+
+/* ---- other endpoints ---- */
+
+static enum MHD_Result do_models(struct srv *s, struct MHD_Connection *mc)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "object", "list");
+	cJSON *d = cJSON_AddArrayToObject(o, "data");
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddItemToArray(d, m);
+	cJSON_AddStringToObject(m, "id", s->model_name);
+	cJSON_AddStringToObject(m, "object", "model");
+	cJSON_AddNumberToObject(m, "created", 0);
+	cJSON_AddStringToObject(m, "owned_by", "ferrox");
+	cJSON *meta = cJSON_AddObjectToObject(m, "meta");
+	cJSON_AddNumberToObject(meta, "n_vocab", s->n_vocab);
+	cJSON_AddNumberToObject(meta, "n_ctx_train", fx_model_n_ctx_train(s->model));
+	cJSON_AddNumberToObject(meta, "n_ctx", s->n_ctx_seq);
+	cJSON_AddStringToObject(meta, "arch", fx_model_arch_name(s->model));
+	return send_json(mc, 200, o);
+}
+
+static bool opt_bool(const cJSON *body, const char *key, bool dflt, bool *out,
+		     struct srv_error *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, key);
+	*out = dflt;
+	if (!v || cJSON_IsNull(v))
+		return true;
+	if (!cJSON_IsBool(v)) {
+		srv_error_set(e, 400, E_INV, key, "'%s' must be true or false", key);
+		return false;
+	}
+	*out = cJSON_IsTrue(v);
+	return true;
+}
+
+/* llama.cpp server's shapes: {"content", "add_special", "parse_special",
+ * "with_pieces"} -> {"tokens": [id, ...]} or [{"id", "piece"}, ...]. */
+static enum MHD_Result do_tokenize(struct srv *s, struct MHD_Connection *mc, const cJSON *body)
+{
+	struct srv_error e = { 0 };
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(body, "content");
+	bool add, parse, pieces;
+	if (!cJSON_IsString(c))
+		return fail(mc, 400, E_INV, "content", "'content' must be a string");
+	if (!opt_bool(body, "add_special", false, &add, &e) ||
+	    !opt_bool(body, "parse_special", true, &parse, &e) ||
+	    !opt_bool(body, "with_pieces", false, &pieces, &e))
+		return send_error(mc, &e);
+	size_t len = strlen(c->valuestring), n = 0, cap = len + 8;
+	fx_token *t = malloc(cap * sizeof(*t));
+	if (!t || fx_tokenize(s->model, c->valuestring, len, add, parse, t, cap, &n)) {
+		free(t);
+		return fail(mc, 500, "server_error", NULL, "tokenization failed");
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON *a = cJSON_AddArrayToObject(o, "tokens");
+	for (size_t i = 0; a && i < n; i++) {
+		if (!pieces) {
+			cJSON_AddItemToArray(a, cJSON_CreateNumber(t[i]));
+			continue;
+		}
+		char buf[256];
+		size_t pn = 0;
+		if (fx_token_to_piece(s->model, t[i], true, buf, sizeof(buf) - 1, &pn))
+			pn = 0;
+		buf[pn] = 0;
+		cJSON *p = cJSON_CreateObject();
+		cJSON_AddNumberToObject(p, "id", t[i]);
+		if (srv_utf8_valid(buf, pn)) {
+			cJSON_AddStringToObject(p, "piece", buf);
+		} else {
+			cJSON *bytes = cJSON_AddArrayToObject(p, "piece");
+			for (size_t k = 0; k < pn; k++)
+				cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)buf[k]));
+		}
+		cJSON_AddItemToArray(a, p);
+	}
+	free(t);
+	return send_json(mc, 200, o);
+}
+
+static enum MHD_Result do_detokenize(struct srv *s, struct MHD_Connection *mc, const cJSON *body)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(body, "tokens");
+	if (!cJSON_IsArray(a))
+		return fail(mc, 400, E_INV, "tokens", "'tokens' must be a list of token ids");
+	struct srv_buf out = { 0 };
+	struct fx_detok dt = { 0 };
+	const cJSON *it;
+	char buf[512];
+	size_t n;
+	cJSON_ArrayForEach(it, a)
+	{
+		if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= s->n_vocab ||
+		    it->valuedouble != (int32_t)it->valuedouble) {
+			srv_buf_free(&out);
+			return fail(mc, 400, E_INV, "tokens", "token ids must be integers in [0, %d)",
+				    s->n_vocab);
+		}
+		if (fx_detok_push(s->model, &dt, (fx_token)it->valuedouble, true, buf, sizeof(buf),
+				  &n) == FX_OK)
+			srv_buf_add(&out, buf, n);
+	}
+	if (fx_detok_flush(&dt, buf, sizeof(buf), &n) == FX_OK)
+		srv_buf_add(&out, buf, n);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "content", out.p ? out.p : "");
+	srv_buf_free(&out);
+	return send_json(mc, 200, o);
+}
+
+static enum MHD_Result do_metrics(struct srv *s, struct MHD_Connection *mc)
+{
+	struct srv_buf b = { 0 };
+	pthread_mutex_lock(&s->lock);
+	struct srv_metrics m = s->met;
+	pthread_mutex_unlock(&s->lock);
+	if (!srv_metrics_text(&m, s->model_name, &b))
+		return fail(mc, 500, "server_error", NULL, "out of memory");
+	return send_body(mc, 200, b.p, "text/plain; version=0.0.4; charset=utf-8", false);
+}
+
+/* ---- routing ---- */
+
+static bool authorized(struct srv *s, struct MHD_Connection *mc)
+{
+	if (!s->p.api_key || !*s->p.api_key)
+		return true;
+	const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+	if (!h || strncmp(h, "Bearer ", 7))
+		return false;
+	h += 7;
+	size_t lk = strlen(s->p.api_key), lh = strlen(h);
+	unsigned diff = lk != lh;
+	for (size_t i = 0; i < lh; i++) /* constant time over the given key */
+		diff |= (unsigned char)h[i] ^ (unsigned char)s->p.api_key[i % (lk ? lk : 1)];
+	return diff == 0;
+}
+
+static bool path_is(const char *url, const char *a)
+{
+	return !strcmp(url, a);
+}
+
+static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct conn *cn,
+			     const char *url, const char *method)
+{
+	bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+	bool ready, draining;
+	pthread_mutex_lock(&s->lock);
+	ready = s->ready;
+	draining = s->draining;
+	pthread_mutex_unlock(&s->lock);
+	if (path_is(url, "/health") || path_is(url, "/v1/health")) {
+		if (!ready || draining)
+			return fail(mc, 503, "unavailable_error", NULL,
+				    !ready ? "loading model" : "shutting down");
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "status", "ok");
+		return send_json(mc, 200, o);
+	}
+	enum { R_NONE, R_METRICS, R_MODELS, R_CMPL, R_CHAT, R_TOK, R_DETOK } r = R_NONE;
+	bool want_post = true;
+	if (path_is(url, "/metrics"))
+		r = R_METRICS, want_post = false;
+	else if (path_is(url, "/v1/models") || path_is(url, "/models"))
+		r = R_MODELS, want_post = false;
+	else if (path_is(url, "/v1/completions") || path_is(url, "/completions"))
+		r = R_CMPL;
+	else if (path_is(url, "/v1/chat/completions") || path_is(url, "/chat/completions"))
+		r = R_CHAT;
+	else if (path_is(url, "/tokenize"))
+		r = R_TOK;
+	else if (path_is(url, "/detokenize"))
+		r = R_DETOK;
+	if (r == R_NONE)
+		return fail(mc, 404, E_INV, NULL, "no such endpoint: %.200s", url);
+	if (want_post ? !post : !get)
+		return fail(mc, 405, E_INV, NULL, "%s wants %s", url, want_post ? "POST" : "GET");
+	if (r != R_METRICS && !authorized(s, mc))
+		return fail(mc, 401, "authentication_error", NULL,
+			    "missing or wrong API key (send 'Authorization: Bearer KEY')");
+	if (r == R_METRICS)
+		return do_metrics(s, mc);
+	if (!ready)
+		return fail(mc, 503, "unavailable_error", NULL, "loading model");
+	if (r == R_MODELS)
+		return do_models(s, mc);
+	if (cn->too_big)
+		return fail(mc, 413, E_INV, NULL, "the request body is larger than %zu bytes (--max-body)",
+			    s->p.max_body);
+	if (!srv_utf8_valid(cn->body.p ? cn->body.p : "", cn->body.n))
+		return fail(mc, 400, E_INV, NULL, "the request body is not valid UTF-8");
+	if (r == R_CMPL || r == R_CHAT)
+		return do_completion(s, mc, cn, r == R_CHAT ? SRV_CHAT : SRV_COMPLETION);
+	cJSON *body = cJSON_ParseWithLength(cn->body.p ? cn->body.p : "", cn->body.n);
+	if (!cJSON_IsObject(body)) {
+		cJSON_Delete(body);
+		return fail(mc, 400, E_INV, NULL, "the request body is not a JSON object");
+	}
+	enum MHD_Result res = r == R_TOK ? do_tokenize(s, mc, body) : do_detokenize(s, mc, body);
+	cJSON_Delete(body);
+	return res;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
+				  const char *method, const char *version, const char *data,
+				  size_t *data_size, void **con_cls)
+{
+	(void)version;
+	struct srv *s = cls;
+	struct conn *cn = *con_cls;
+	if (!cn) {
+		if (!(cn = calloc(1, sizeof(*cn))))
+			return MHD_NO;
+		*con_cls = cn;
+		const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > s->p.max_body) {
+			cn->too_big = true;
+			return fail(mc, 413, E_INV, NULL,
+				    "the request body is larger than %zu bytes (--max-body)",
+				    s->p.max_body);
+		}
+		return MHD_YES;
+	}
+	if (*data_size) {
+		if (!cn->too_big && cn->body.n + *data_size <= s->p.max_body) {
+			if (!srv_buf_add(&cn->body, data, *data_size))
+				return MHD_NO;
+		} else {
+			cn->too_big = true;
+			srv_buf_free(&cn->body);
+		}
+		*data_size = 0;
+		return MHD_YES;
+	}
+	return route(s, mc, cn, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)mc;
+	(void)toe;
+	struct srv *s = cls;
+	struct conn *cn = *con_cls;
+	if (!cn)
+		return;
+	if (cn->counted) {
+		pthread_mutex_lock(&s->lock);
+		s->n_http--;
+		pthread_mutex_unlock(&s->lock);
+	}
+	srv_buf_free(&cn->body);
+	free(cn);
+	*con_cls = NULL;
+}
+
+/* ---- fx_serve ---- */
+
+struct fx_server_params fx_server_default_params(void)
+{
+	return (struct fx_server_params){ .size = sizeof(struct fx_server_params),
+					  .host = "127.0.0.1",
+					  .port = 8080,
+					  .n_parallel = 4,
+					  .timeout_s = 600,
+					  .max_body = 8u << 20 };
+}
+
+static int set_err(struct fx_err *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int set_err(struct fx_err *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+	err->code = code;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static bool stop_asked(const struct fx_server_params *p)
+{
+	return p->should_stop && p->should_stop(p->stop_arg);
+}
+
+static struct MHD_Daemon *listen_on(struct srv *s, struct fx_err *err)
+{
+	const struct fx_server_params *p = &s->p;
+	struct sockaddr_in v4 = { .sin_family = AF_INET, .sin_port = htons((uint16_t)p->port) };
+	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)p->port) };
+	const struct sockaddr *sa;
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+			 MHD_USE_ERROR_LOG;
+	if (inet_pton(AF_INET, p->host, &v4.sin_addr) == 1) {
+		sa = (const struct sockaddr *)&v4;
+	} else if (inet_pton(AF_INET6, p->host, &v6.sin6_addr) == 1) {
+		sa = (const struct sockaddr *)&v6;
+		flags |= MHD_USE_IPv6;
+	} else {
+		set_err(err, FX_E_INVALID, "--host '%s' is not an IPv4 or IPv6 address", p->host);
+		return NULL;
+	}
+	struct MHD_Daemon *d = MHD_start_daemon(
+		flags, (uint16_t)p->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, sa,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)p->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
+		on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_END);
+	if (!d)
+		set_err(err, FX_E_IO, "cannot listen on %s:%d (in use, or not an address of this host)",
+			p->host, p->port);
+	return d;
+}
+
+static int load(struct srv *s, struct fx_err *err)
+{
+	const struct fx_server_params *p = &s->p;
+	struct fx_model_params mp = fx_model_default_params();
+	int rc = fx_model_load(p->model_path, &mp, &s->model, err);
+	if (rc)
+		return rc;
+	if (!fx_model_has_vocab(s->model))
+		return set_err(err, FX_E_UNSUPPORTED,
+			       "%s has no tokenizer: the server needs a GGUF file with one",
+			       p->model_path);
+	s->n_vocab = fx_model_n_vocab(s->model);
+	uint32_t train = (uint32_t)fx_model_n_ctx_train(s->model);
+	uint32_t nc = p->n_ctx_seq ? p->n_ctx_seq : (train && train < 4096 ? train : 4096);
+	nc = (nc + 15) / 16 * 16;
+	s->n_ctx_seq = nc;
+	struct fx_context_params cp = fx_context_default_params();
+	cp.n_ctx = nc * (uint32_t)s->n_parallel;
+	cp.n_seq_max = (uint32_t)s->n_parallel;
+	cp.kv_layout = FX_KV_PAGED;
+	cp.block_size = 16;
+	cp.n_ubatch = 512;
+	cp.n_threads = p->n_threads;
+	if ((rc = fx_context_create(s->model, &cp, &s->ctx, err)))
+		return rc;
+	return srv_engine_start(s, err);
+}
+
+int fx_serve(const struct fx_server_params *pp, struct fx_err *err)
+{
+	struct srv *s = calloc(1, sizeof(*s));
+	int rc = FX_OK;
+	if (!s)
+		return set_err(err, FX_E_NOMEM, "out of memory");
+	s->p = *pp;
+	struct fx_server_params *p = &s->p;
+	if (!p->model_path || !p->host || p->port < 0 || p->port > 65535 || p->n_parallel < 1 ||
+	    p->n_parallel > 256 || p->timeout_s < 0 || p->max_body < 1 || p->max_queue < 0) {
+		free(s);
+		return set_err(err, FX_E_INVALID,
+			       "bad server parameters (port 0..65535, parallel 1..256, max body >= 1)");
+	}
+	s->n_parallel = p->n_parallel;
+	s->max_queue = p->max_queue ? p->max_queue : 4 * p->n_parallel;
+	s->chunk = 256;
+	const char *base = strrchr(p->model_path, '/');
+	s->model_name = base && base[1] ? base + 1 : p->model_path;
+	srv_metrics_init(&s->met);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->wake, NULL);
+	struct MHD_Daemon *d = listen_on(s, err);
+	if (!d) {
+		rc = err->code;
+		goto out_free;
+	}
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	fprintf(stderr, "serve: listening on http://%s:%u (loading %s)\n", p->host,
+		di ? di->port : (unsigned)p->port, p->model_path);
+	double t0 = srv_now();
+	if ((rc = load(s, err)))
+		goto out_stop;
+	pthread_mutex_lock(&s->lock);
+	s->ready = true;
+	pthread_mutex_unlock(&s->lock);
+	fprintf(stderr,
+		"serve: ready in %.2f s: %s, %d parallel sequences x %u tokens, queue %d\n",
+		srv_now() - t0, fx_model_arch_name(s->model), s->n_parallel, s->n_ctx_seq,
+		s->max_queue);
+	while (!stop_asked(p))
+		sleep_ms(100);
+	fprintf(stderr, "serve: draining: refusing new requests, finishing accepted ones\n");
+out_stop:
+	pthread_mutex_lock(&s->lock);
+	s->draining = true;
+	pthread_mutex_unlock(&s->lock);
+	srv_engine_stop(s);
+	/* let handlers hand their last bytes to the clients (bounded wait) */
+	for (int i = 0; i < 300; i++) {
+		pthread_mutex_lock(&s->lock);
+		int n = s->n_http;
+		pthread_mutex_unlock(&s->lock);
+		if (!n)
+			break;
+		sleep_ms(100);
+	}
+	MHD_stop_daemon(d);
+	fx_context_free(s->ctx);
+	fx_model_free(s->model);
+out_free:
+	pthread_cond_destroy(&s->wake);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return rc;
+}

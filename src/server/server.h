@@ -1,0 +1,223 @@
+/* The HTTP server's internals: requests, the engine loop that serves them,
+ * and the metrics they feed.
+ *
+ * Threads. libmicrohttpd runs one thread per connection (http.c). Such a
+ * thread parses and tokenizes its request, queues it (srv_submit) and then
+ * blocks on the request's condition variable until the engine has produced
+ * output (SSE bytes for a stream, a finished request otherwise). One engine
+ * thread (engine.c) owns the fx_context: it admits queued choices into free
+ * sequences between steps, runs one fx_batch_decode per step over every
+ * running choice (a decode row each, plus prompt chunks of prefilling ones),
+ * samples, matches stop strings and publishes the results.
+ *
+ * Locking: one mutex, struct srv.lock, guards the queue, every request's
+ * shared fields (marked "lock" below), the counters and the histograms.
+ * Fields marked "engine" belong to the engine thread while the request is
+ * queued or running; the HTTP thread reads them only after `done`.
+ *
+ * Includes only ferrox.h among the project's headers (server sees only the
+ * public API, as tools do).
+ */
+#ifndef FX_SERVER_SERVER_H
+#define FX_SERVER_SERVER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "ferrox.h"
+
+/* ---- growable byte buffer ---- */
+struct srv_buf {
+	char *p; /* [cap], NUL-terminated after n bytes; NULL when empty */
+	size_t n, cap;
+};
+/* Append n bytes; false on allocation failure (the buffer is unchanged). */
+bool srv_buf_add(struct srv_buf *b, const void *s, size_t n);
+void srv_buf_free(struct srv_buf *b);
+
+/* ---- request parameters (request.c) ---- */
+
+#define SRV_MAX_STOP 16       /* more stop strings: 400 */
+#define SRV_MAX_STOP_LEN 256  /* bytes per stop string */
+#define SRV_MAX_N 16          /* choices per request */
+#define SRV_MAX_TOP_LOGPROBS 20
+
+enum srv_kind { SRV_COMPLETION, SRV_CHAT };
+
+struct srv_gen {
+	int32_t max_tokens;      /* -1: until the context is full */
+	float temperature;       /* 1.0 (OpenAI's default); 0: greedy */
+	float top_p, min_p;      /* 1.0 (off), 0 (off) */
+	int32_t top_k;           /* 0 (off) */
+	uint64_t seed;
+	bool has_seed;
+	float presence, frequency;  /* penalties, OpenAI's definition */
+	int32_t n_bias;
+	fx_token *bias_id;       /* [n_bias] */
+	float *bias_val;         /* [n_bias], added to the logit */
+	char *stop[SRV_MAX_STOP];
+	int n_stop;
+	int n;                   /* choices */
+	bool logprobs;
+	int top_logprobs;        /* 0..20 */
+	bool stream, include_usage;
+	bool echo;               /* completions: prepend the prompt to the text */
+};
+
+/* An HTTP-visible failure: status and OpenAI error fields. */
+struct srv_error {
+	int status;           /* 400, 401, 404, 413, 503, 500 */
+	const char *type;     /* "invalid_request_error", ... (static) */
+	const char *param;    /* offending field or NULL (static) */
+	char msg[256];
+};
+void srv_error_set(struct srv_error *e, int status, const char *type, const char *param,
+		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Read the generation options of a completion or chat request body into g
+ * (zero-initialised by the caller; free with srv_gen_fini). n_vocab bounds
+ * logit_bias ids. Returns false with e filled (400) on a wrong type or value. */
+bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab, struct srv_gen *g,
+		   struct srv_error *e);
+void srv_gen_fini(struct srv_gen *g);
+/* true when s[0..n) is well-formed UTF-8. */
+bool srv_utf8_valid(const char *s, size_t n);
+
+/* ---- requests ---- */
+
+struct srv_req;
+
+/* One completion choice: one sequence in the context while running. */
+struct srv_choice {
+	struct srv_req *req;
+	int index;
+	/* engine */
+	int slot;                  /* running slot, -1 while queued */
+	fx_seq seq;
+	int32_t n_fed;             /* prompt tokens fed to the context */
+	fx_token last;             /* sampled token still to feed */
+	struct fx_sampler *smp;
+	struct fx_detok dt;
+	int32_t *counts;           /* [n_vocab] or NULL: generated-token counts
+				    * for presence/frequency penalties */
+	int32_t n_gen;             /* tokens generated (incl. the one ending it) */
+	struct srv_buf text;       /* generated text, cut at a stop string */
+	size_t n_sent;             /* bytes of text already streamed */
+	cJSON *lp;                 /* logprobs entries not yet streamed (array) */
+	cJSON *lp_all;             /* non-streaming: every entry (array) */
+	const char *finish;        /* "stop", "length", NULL while running */
+	double t_first, t_last;    /* seconds (monotonic) of first/last token */
+	double t_prev;             /* of the token before the last */
+	bool hit_stop;             /* text was cut at a stop string */
+	bool role_sent;            /* chat stream: the first delta went out */
+};
+
+struct srv_req {
+	enum srv_kind kind;
+	struct srv_gen g;
+	fx_token *prompt;          /* [n_prompt] */
+	int32_t n_prompt;
+	char *prompt_text;         /* completions with echo: the prompt text */
+	char id[48];
+	int64_t created;           /* Unix seconds */
+	double t_arrive;           /* monotonic seconds */
+	const char *model_name;    /* borrowed from struct srv */
+	struct srv_choice *ch;     /* [g.n] */
+	/* lock */
+	int next_admit;            /* choices handed to slots so far */
+	int n_done;                /* finished choices */
+	bool done;                 /* every choice finished: output complete */
+	bool cancelled;            /* the client went away */
+	bool started;              /* streaming: the first chunk was written */
+	int refs;                  /* HTTP side + engine side */
+	struct srv_buf out;        /* streaming: SSE bytes ready to send */
+	size_t out_off;            /* bytes of out already handed to MHD */
+	pthread_cond_t cond;       /* signalled when out grows or done is set */
+	struct srv_req *next;      /* queue link */
+};
+
+/* ---- metrics (metrics.c), guarded by srv.lock ---- */
+
+struct srv_hist {
+	const double *le;  /* [n] upper bounds, ascending (+Inf implied) */
+	int n;
+	uint64_t count[24];/* [n + 1]: per bucket, not cumulative; last = +Inf */
+	double sum;
+};
+void srv_hist_add(struct srv_hist *h, double v);
+
+struct srv_metrics {
+	uint64_t req_ok, req_err;       /* finished requests by outcome */
+	uint64_t prompt_tokens, gen_tokens;
+	uint64_t prefix_queries;        /* prompt tokens of admitted choices */
+	int64_t prefix_hits;            /* fx_context_prefix_hits after the last step */
+	uint64_t steps, step_rows;
+	int32_t blocks_used, blocks_total;
+	int running, waiting;           /* choices */
+	struct srv_hist ttft, itl, e2e, step_seqs;
+};
+void srv_metrics_init(struct srv_metrics *m);
+/* Prometheus text exposition (format 0.0.4) into out. */
+bool srv_metrics_text(const struct srv_metrics *m, const char *model_name, struct srv_buf *out);
+
+/* ---- the server ---- */
+
+struct srv {
+	struct fx_server_params p;
+	const char *model_name;        /* file name of the model */
+	struct fx_model *model;        /* NULL while loading */
+	struct fx_context *ctx;        /* engine thread only */
+	int32_t n_vocab;
+	uint32_t n_ctx_seq;            /* tokens per choice */
+	int32_t n_parallel, max_queue;
+	int32_t chunk;                 /* prompt tokens per step, all prefills together */
+	pthread_t engine;
+	bool engine_started;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;           /* engine: queue grew, a cancel, or stop */
+	/* lock */
+	bool ready;                    /* model loaded, engine running */
+	bool draining;                 /* refuse new work, finish the rest */
+	bool stop_engine;              /* engine: exit once idle */
+	struct srv_req *q_head, *q_tail;
+	int n_queued;                  /* requests waiting for a first slot */
+	int n_http;                    /* requests an HTTP thread still holds */
+	struct srv_metrics met;
+	uint64_t id_counter;
+};
+
+double srv_now(void); /* monotonic seconds */
+
+/* engine.c */
+/* Start the engine thread over s->ctx. Returns FX_OK or FX_E_NOMEM. */
+int srv_engine_start(struct srv *s, struct fx_err *err);
+/* Tell the engine to finish its work and exit; join it. */
+void srv_engine_stop(struct srv *s);
+/* Queue r (refs already counts the caller). Under no lock. Returns 0, or
+ * 503 when draining or the queue is full. Takes a reference for the engine. */
+int srv_submit(struct srv *s, struct srv_req *r);
+/* Drop one reference; the last frees r. Call with s->lock held. */
+void srv_req_unref_locked(struct srv_req *r);
+/* Allocate a request with n choices and one reference (the caller's). */
+struct srv_req *srv_req_new(struct srv *s, enum srv_kind kind);
+
+/* respond.c: JSON bodies */
+/* The non-streaming body of a finished request (engine fields readable). */
+char *srv_final_json(const struct srv *s, const struct srv_req *r);
+/* Append SSE events for choice c: text delta (may be empty with a finish),
+ * its logprobs and finish reason. Called by the engine with the lock held. */
+bool srv_sse_chunk(const struct srv_req *r, const struct srv_choice *c, const char *text,
+		   size_t n, bool first, struct srv_buf *out);
+/* Final events: usage chunk when asked, then "data: [DONE]". */
+bool srv_sse_end(const struct srv_req *r, struct srv_buf *out);
+/* {"error":{...}} for e. malloc'ed. */
+char *srv_error_json(const struct srv_error *e);
+/* A logprobs entry for token t chosen from logits (raw, [n_vocab]). */
+cJSON *srv_logprob_entry(const struct srv *s, const struct srv_req *r, const float *logits,
+			 fx_token t);
+
+#endif

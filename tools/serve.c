@@ -1,0 +1,125 @@
+/* ferrox serve: the OpenAI-compatible HTTP server (src/server) on one model.
+ *
+ * SIGTERM and SIGINT start a drain (fx_server_params.should_stop). The flag
+ * below is the only global mutable state: a signal handler can reach
+ * nothing else, and volatile sig_atomic_t is the one type C guarantees it
+ * may write. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ferrox.h"
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	g_stop = 1;
+}
+
+static bool should_stop(void *arg)
+{
+	(void)arg;
+	return g_stop != 0;
+}
+
+/* "8MiB", "512k", "1G", "1048576" -> bytes. */
+static bool parse_size(const char *opt, const char *s, size_t *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	double mul = 1;
+	if (end == s || v < 1) {
+		fprintf(stderr, "error: %s wants a size such as 8MiB or 1048576, got '%s'\n", opt, s);
+		return false;
+	}
+	if (*end == 'k' || *end == 'K')
+		mul = 1024, end++;
+	else if (*end == 'm' || *end == 'M')
+		mul = 1024.0 * 1024, end++;
+	else if (*end == 'g' || *end == 'G')
+		mul = 1024.0 * 1024 * 1024, end++;
+	if (mul > 1 && (*end == 'i' || *end == 'I'))
+		end++;
+	if (mul > 1 && (*end == 'b' || *end == 'B'))
+		end++;
+	if (*end || v * mul > 1e12) {
+		fprintf(stderr, "error: %s wants a size such as 8MiB or 1048576, got '%s'\n", opt, s);
+		return false;
+	}
+	*out = (size_t)(v * mul);
+	return true;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ferrox serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel 4]\n"
+		"                    [--ctx-size N] [--api-key K] [--timeout S] [--max-body 8MiB]\n"
+		"                    [--queue N] [-t N]\n"
+		"OpenAI-compatible server: POST /v1/completions, /v1/chat/completions, /tokenize,\n"
+		"/detokenize; GET /v1/models, /health, /metrics. --parallel sequences are decoded\n"
+		"together; --ctx-size is the context of each (default: the model's, at most 4096);\n"
+		"--queue requests may wait (default 4 x --parallel), then 503. SIGTERM drains.\n");
+}
+
+int cmd_serve(int argc, char **argv)
+{
+	struct fx_server_params p = fx_server_default_params();
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v;
+		long long n;
+#define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+			VAL(); p.model_path = v;
+		} else if (!strcmp(a, "--host")) {
+			VAL(); p.host = v;
+		} else if (!strcmp(a, "--port")) {
+			VAL(); if (!cli_int(a, v, 0, 65535, &n)) return 2; p.port = (int32_t)n;
+		} else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
+			VAL(); if (!cli_int(a, v, 1, 256, &n)) return 2; p.n_parallel = (int32_t)n;
+		} else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c")) {
+			VAL(); if (!cli_int(a, v, 0, 1 << 22, &n)) return 2; p.n_ctx_seq = (uint32_t)n;
+		} else if (!strcmp(a, "--api-key")) {
+			VAL(); p.api_key = v;
+		} else if (!strcmp(a, "--timeout")) {
+			VAL(); if (!cli_int(a, v, 0, 86400, &n)) return 2; p.timeout_s = (int32_t)n;
+		} else if (!strcmp(a, "--max-body")) {
+			VAL(); if (!parse_size(a, v, &p.max_body)) return 2;
+		} else if (!strcmp(a, "--queue")) {
+			VAL(); if (!cli_int(a, v, 1, 1 << 20, &n)) return 2; p.max_queue = (int32_t)n;
+		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+			VAL(); if (!cli_int(a, v, 0, 256, &n)) return 2; p.n_threads = (int32_t)n;
+		} else {
+			fprintf(stderr, "error: unknown option '%s'\n", a);
+			usage(stderr);
+			return 2;
+		}
+#undef VAL
+	}
+	if (!p.model_path) {
+		fprintf(stderr, "error: -m MODEL is required\n");
+		usage(stderr);
+		return 2;
+	}
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN); /* a client closing mid-write must not kill us */
+	p.should_stop = should_stop;
+	struct fx_err err = { 0 };
+	int rc = fx_serve(&p, &err);
+	if (rc) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		return 1;
+	}
+	fprintf(stderr, "serve: stopped\n");
+	return 0;
+}
