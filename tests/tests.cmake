@@ -19,3 +19,13 @@ add_test(NAME include_graph COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check-inclu
 if(TARGET test_noalloc)
   target_link_options(test_noalloc PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
 endif()
+
+# The HTTP server end to end with the official openai client (PyPI;
+# scripts/install-deps.sh installs it). Skips (77) without the models or the
+# package unless FX_REQUIRE_MODELS=1.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_server COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_server.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200)
+endif()

@@ -168,8 +168,11 @@ static void choice_end_locked(struct engine *E, struct srv_choice *c, const char
 		r->done = true;
 		double t = srv_now();
 		srv_hist_add(&s->met.e2e, t - r->t_arrive);
-		if (r->cancelled || !strcmp(c->finish, "error"))
+		if (r->cancelled || !strcmp(c->finish, "error")) {
 			s->met.req_err++;
+			fprintf(stderr, "serve: %s %s after %d tokens\n", r->id,
+				r->cancelled ? "cancelled (client gone)" : "failed", c->n_gen);
+		}
 		else
 			s->met.req_ok++;
 		if (r->g.stream && !r->cancelled)
@@ -385,6 +388,7 @@ static int admit_locked(struct engine *E)
 		}
 		running++;
 	}
+	s->met.blocks_used = fx_context_kv_blocks_used(s->ctx);
 	return running;
 }
 

@@ -1,0 +1,482 @@
+#!/usr/bin/env python3
+"""End-to-end test of `ferrox serve` with the official `openai` client.
+
+usage: tests/test_server.py [PATH/TO/ferrox]     (default: build/bin/ferrox)
+
+Starts the server on free ports with the real default models (FX_MODELS_DIR,
+default models/): Gemma 3 270M for completions, batching, hostile input,
+disconnects and metrics; SmolLM2-135M-Instruct (with --api-key) for chat,
+authentication and the queue limit. Exit 77 (skip) when a model or the
+`openai` package is missing, unless FX_REQUIRE_MODELS=1. Prints one line per
+check and "N passed, N failed".
+"""
+import concurrent.futures as cf
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bin", "ferrox")
+MODELS = os.environ.get("FX_MODELS_DIR", os.path.join(ROOT, "models"))
+REQUIRE = os.environ.get("FX_REQUIRE_MODELS") == "1"
+GEMMA = os.path.join(MODELS, "gemma-3-270m-q4_k_m.gguf")
+SMOL = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
+THREADS = os.environ.get("FX_TEST_THREADS", "2")
+
+
+def skip(why):
+    print(f"test_server: {why}", file=sys.stderr)
+    sys.exit(1 if REQUIRE else 77)
+
+
+for path in (GEMMA, SMOL):
+    if not os.path.exists(path):
+        skip(f"missing {path} (scripts/get-model.sh); skipping")
+try:
+    import openai
+except ImportError:
+    skip("the openai package is missing (scripts/install-deps.sh installs it); skipping")
+
+passed, failed = 0, 0
+
+
+def check(name, fn):
+    global passed, failed
+    t0 = time.time()
+    try:
+        fn()
+        passed += 1
+        print(f"ok   {name} ({time.time() - t0:.1f} s)", flush=True)
+    except Exception:
+        failed += 1
+        print(f"FAIL {name}", flush=True)
+        traceback.print_exc()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, model, *args):
+        self.port = free_port()
+        self.log = open(os.path.join("/tmp", f"ferrox-serve-{self.port}.log"), "w+")
+        self.proc = subprocess.Popen(
+            [BIN, "serve", "-m", model, "--port", str(self.port), "-t", THREADS, *args],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.logtext()}")
+            try:
+                st, _, _ = self.raw("GET", "/health")
+                if st == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("server did not become healthy")
+
+    def logtext(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def raw(self, method, path, body=None, headers=None, timeout=60):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            c.close()
+
+    def post(self, path, obj, headers=None):
+        st, hd, data = self.raw("POST", path, json.dumps(obj).encode(),
+                                {"Content-Type": "application/json", **(headers or {})})
+        return st, hd, data
+
+    def metrics(self):
+        st, _, data = self.raw("GET", "/metrics")
+        assert st == 200, st
+        out = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                k, v = line.rsplit(" ", 1)
+                out[k] = float(v)
+        return out, data.decode()
+
+    def client(self, key="none"):
+        return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key=key,
+                             max_retries=0, timeout=300)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def metric(m, name):
+    """The value of a metric, whatever its labels."""
+    for k, v in m.items():
+        if k == name or k.startswith(name + "{"):
+            return v
+    raise KeyError(name)
+
+
+PROMPTS = [
+    "The history of the printing press",
+    "Once upon a time, in a small village",
+    "The three laws of thermodynamics are",
+    "def fibonacci(n):",
+    "The capital of France is Paris. The capital of Germany is",
+    "In 1969, the first humans",
+    "A recipe for pancakes: first,",
+    "Photosynthesis is the process by which",
+]
+
+# ---------------------------------------------------------------- completions
+
+
+def run_gemma():
+    srv = Server(GEMMA, "--parallel", "8", "--ctx-size", "1024", "--max-body", "1MiB",
+                 "--queue", "64")
+    cl = srv.client()
+    lone = {}
+
+    def completions_basic():
+        r = cl.completions.create(model="anything", prompt=PROMPTS[0], max_tokens=12,
+                                  temperature=0)
+        ch = r.choices[0]
+        assert ch.finish_reason == "length", ch.finish_reason
+        assert r.usage.completion_tokens == 12, r.usage
+        assert r.usage.prompt_tokens > 3
+        assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+        assert len(ch.text) > 10, ch.text
+        lone[0] = ch.text
+
+    def completions_stream():
+        text, usage, finish = "", None, None
+        chunks = cl.completions.create(model="x", prompt=PROMPTS[0], max_tokens=12,
+                                       temperature=0, stream=True,
+                                       stream_options={"include_usage": True})
+        for c in chunks:
+            if c.usage:
+                usage = c.usage
+            for ch in c.choices:
+                text += ch.text
+                finish = ch.finish_reason or finish
+        assert text == lone[0], (text, lone[0])
+        assert finish == "length", finish
+        assert usage and usage.completion_tokens == 12, usage
+
+    def stop_strings():
+        full = cl.completions.create(model="x", prompt=PROMPTS[1], max_tokens=24,
+                                     temperature=0).choices[0].text
+        # a stop string that spans token boundaries, starting mid-word
+        i = len(full) // 3
+        stop = full[i:i + 7]
+        want = full[:full.index(stop)]
+        r = cl.completions.create(model="x", prompt=PROMPTS[1], max_tokens=24, temperature=0,
+                                  stop=[stop, "never-appears-xyz"])
+        assert r.choices[0].text == want, (r.choices[0].text, want, stop)
+        assert r.choices[0].finish_reason == "stop"
+        text = ""
+        for c in cl.completions.create(model="x", prompt=PROMPTS[1], max_tokens=24,
+                                       temperature=0, stop=stop, stream=True):
+            text += "".join(ch.text for ch in c.choices)
+        assert text == want, (text, want)
+        assert stop not in text
+
+    def sampling_options():
+        a = cl.completions.create(model="x", prompt=PROMPTS[2], max_tokens=8, temperature=0.9,
+                                  top_p=0.9, seed=42, n=2, extra_body={"top_k": 40, "min_p": 0.05})
+        b = cl.completions.create(model="x", prompt=PROMPTS[2], max_tokens=8, temperature=0.9,
+                                  top_p=0.9, seed=42, n=2, extra_body={"top_k": 40, "min_p": 0.05})
+        assert [c.text for c in a.choices] == [c.text for c in b.choices]
+        assert len(a.choices) == 2 and a.usage.completion_tokens == 16
+        r = cl.completions.create(model="x", prompt=PROMPTS[2], max_tokens=6, temperature=0,
+                                  logprobs=3, presence_penalty=1.5, frequency_penalty=1.0)
+        lp = r.choices[0].logprobs
+        assert len(lp.tokens) == 6 and len(lp.top_logprobs[0]) == 3, lp
+        assert all(x <= 0 for x in lp.token_logprobs)
+        # logit_bias: forbid the greedy first token
+        tok = srv.post("/tokenize", {"content": lone[0]})[2]
+        first = json.loads(tok)["tokens"][0]
+        r = cl.completions.create(model="x", prompt=PROMPTS[0], max_tokens=3, temperature=0,
+                                  logit_bias={str(first): -100})
+        ids = json.loads(srv.post("/tokenize", {"content": r.choices[0].text})[2])["tokens"]
+        assert ids[0] != first, ids
+
+    def tokenize_roundtrip():
+        st, _, d = srv.post("/tokenize", {"content": "Hello world", "with_pieces": True})
+        assert st == 200
+        toks = json.loads(d)["tokens"]
+        assert "".join(t["piece"] for t in toks) == "Hello world", toks
+        st, _, d = srv.post("/detokenize", {"tokens": [t["id"] for t in toks]})
+        assert st == 200 and json.loads(d)["content"] == "Hello world", d
+        models = cl.models.list()
+        assert len(models.data) == 1 and models.data[0].id.endswith(".gguf")
+
+    def batch_invariance():
+        for i, p in enumerate(PROMPTS):
+            lone[("b", i)] = cl.completions.create(model="x", prompt=p, max_tokens=16,
+                                                   temperature=0).choices[0].text
+        m0, _ = srv.metrics()
+
+        def one(k):
+            text = ""
+            for c in cl.completions.create(model="x", prompt=PROMPTS[k % len(PROMPTS)],
+                                           max_tokens=16, temperature=0, stream=True):
+                text += "".join(ch.text for ch in c.choices)
+            return k, text
+
+        with cf.ThreadPoolExecutor(32) as ex:
+            res = list(ex.map(one, range(32)))
+        bad = [(k, t) for k, t in res if t != lone[("b", k % len(PROMPTS))]]
+        assert not bad, bad[:3]
+        m1, _ = srv.metrics()
+        single = m1['ferrox_step_sequences_bucket{le="1"}'] - m0['ferrox_step_sequences_bucket{le="1"}']
+        steps = m1["ferrox_step_sequences_count"] - m0["ferrox_step_sequences_count"]
+        assert steps - single > 0, (steps, single)
+        print(f"     {steps:.0f} steps, {steps - single:.0f} of them with > 1 sequence")
+
+    def hostile():
+        cases = [
+            ("bad json", b'{"prompt": "x",', 400),
+            ("not an object", b'[1,2,3]', 400),
+            ("wrong type max_tokens", json.dumps({"prompt": "x", "max_tokens": "ten"}).encode(), 400),
+            ("wrong type temperature", json.dumps({"prompt": "x", "temperature": "hot"}).encode(), 400),
+            ("wrong type prompt", json.dumps({"prompt": {"a": 1}}).encode(), 400),
+            ("wrong type stream", json.dumps({"prompt": "x", "stream": "yes"}).encode(), 400),
+            ("negative max_tokens", json.dumps({"prompt": "x", "max_tokens": -5}).encode(), 400),
+            ("thousands of stops", json.dumps({"prompt": "x", "stop": ["s%d" % i for i in range(5000)]}).encode(), 400),
+            ("invalid utf-8", b'{"prompt": "\xff\xfe bad \xc3"}', 400),
+            ("bad token id", json.dumps({"prompt": [1, 2, 10**9]}).encode(), 400),
+            ("bad logit_bias", json.dumps({"prompt": "x", "logit_bias": {"abc": 1}}).encode(), 400),
+            ("prompt too long", json.dumps({"prompt": "word " * 3000}).encode(), 400),
+            ("huge body", b'{"prompt": "' + b"a" * (2 << 20) + b'"}', 413),
+            ("empty chat messages", json.dumps({"messages": []}).encode(), 400),
+        ]
+        for name, body, want in cases:
+            path = "/v1/chat/completions" if "chat" in name else "/v1/completions"
+            try:
+                st, _, data = srv.raw("POST", path, body, {"Content-Type": "application/json"})
+            except (ConnectionResetError, BrokenPipeError):
+                st, data = 413 if want == 413 else -1, b'{"error":{}}'
+            assert st == want, (name, st, data[:200])
+            err = json.loads(data)["error"]
+            assert "message" in err or want == 413, (name, data)
+        st, _, _ = srv.raw("GET", "/no/such/path")
+        assert st == 404
+        r = cl.completions.create(model="x", prompt=PROMPTS[0], max_tokens=12, temperature=0)
+        assert r.choices[0].text == lone[0]
+
+    def disconnect():
+        m0, _ = srv.metrics()
+        assert metric(m0, "ferrox_kv_blocks_used") == 0, m0
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        body = json.dumps({"prompt": PROMPTS[3], "max_tokens": 900, "temperature": 0,
+                           "stream": True}).encode()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        got = b""
+        while got.count(b"data:") < 3:
+            got += s.recv(4096)
+        m1, _ = srv.metrics()
+        assert metric(m1, "vllm:num_requests_running") == 1, m1
+        assert metric(m1, "ferrox_kv_blocks_used") > 0
+        s.close()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            m2, _ = srv.metrics()
+            if metric(m2, "ferrox_kv_blocks_used") == 0 and metric(m2, "vllm:num_requests_running") == 0:
+                break
+            time.sleep(0.1)
+        assert metric(m2, "ferrox_kv_blocks_used") == 0, m2
+        assert metric(m2, "vllm:num_requests_running") == 0
+        gen = metric(m2, "vllm:generation_tokens_total") - metric(m1, "vllm:generation_tokens_total")
+        assert gen < 200, gen  # cancelled well before 900 tokens
+
+    def metrics_format():
+        _, text = srv.metrics()
+        families, types = set(), {}
+        for line in text.splitlines():
+            if line.startswith("# HELP "):
+                families.add(line.split()[2])
+            elif line.startswith("# TYPE "):
+                _, _, name, typ = line.split()
+                types[name] = typ
+        assert families == set(types), families ^ set(types)
+        for line in text.splitlines():
+            if line.startswith("#"):
+                continue
+            name = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line).group(0)
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            assert name in types or (types.get(base) == "histogram"), line
+            float(line.rsplit(" ", 1)[1])
+        for name, typ in types.items():
+            if typ == "histogram":
+                buckets = re.findall(r'^%s_bucket\{le="([^"]+)"[^}]*\} (\S+)$' % re.escape(name),
+                                     text, re.M)
+                assert buckets[-1][0] == "+Inf", name
+                counts = [float(c) for _, c in buckets]
+                assert counts == sorted(counts), name
+                cnt = re.search(r"^%s_count(\{[^}]*\})? (\S+)$" % re.escape(name), text, re.M)
+                assert float(cnt.group(2)) == counts[-1], name
+            if typ == "counter":
+                assert name.endswith("_total"), name
+        m, _ = srv.metrics()
+        assert metric(m, "vllm:time_to_first_token_seconds_count") > 0
+        assert metric(m, "vllm:generation_tokens_total") > 0
+
+    def drain():
+        results = {}
+
+        def streamer():
+            text = ""
+            for c in cl.completions.create(model="x", prompt=PROMPTS[5], max_tokens=40,
+                                           temperature=0, stream=True):
+                text += "".join(ch.text for ch in c.choices)
+            results["text"] = text
+
+        t = threading.Thread(target=streamer)
+        t.start()
+        while metric(srv.metrics()[0], "vllm:generation_tokens_total") == 0:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        try:
+            st, _, _ = srv.raw("GET", "/health")
+            assert st == 503, st
+            st, _, _ = srv.post("/v1/completions", {"prompt": "x", "max_tokens": 2})
+            assert st == 503, st
+        except ConnectionRefusedError:
+            pass  # already finished draining
+        t.join(120)
+        rc = srv.proc.wait(60)
+        assert rc == 0, rc
+        assert len(results.get("text", "")) > 20, results
+
+    try:
+        check("completions: text, usage, finish_reason=length", completions_basic)
+        check("completions: streaming with include_usage", completions_stream)
+        check("stop strings across token boundaries (plain and streaming)", stop_strings)
+        check("sampling options, n, seed, logprobs, penalties, logit_bias", sampling_options)
+        check("tokenize/detokenize/models", tokenize_roundtrip)
+        check("32 concurrent streams (--parallel 8) == lone requests", batch_invariance)
+        check("hostile requests get 4xx and the server keeps serving", hostile)
+        check("client disconnect frees the KV blocks", disconnect)
+        check("metrics exposition format", metrics_format)
+        check("SIGTERM drains: 503 for new work, running stream finishes", drain)
+    finally:
+        srv.stop()
+
+# ----------------------------------------------------------------------- chat
+
+
+def run_smol():
+    srv = Server(SMOL, "--parallel", "2", "--ctx-size", "1024", "--api-key", "sekret",
+                 "--queue", "1")
+    cl = srv.client("sekret")
+    msgs = [{"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "What is the capital of France?"}]
+    lone = {}
+
+    def chat_basic():
+        r = cl.chat.completions.create(model="m", messages=msgs, max_tokens=16, temperature=0)
+        ch = r.choices[0]
+        assert ch.message.role == "assistant"
+        assert ch.finish_reason in ("stop", "length")
+        assert "Paris" in ch.message.content, ch.message.content
+        assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+        lone["text"] = ch.message.content
+        r = cl.chat.completions.create(model="m", messages=msgs, max_completion_tokens=200,
+                                       temperature=0, logprobs=True, top_logprobs=2)
+        assert r.choices[0].finish_reason == "stop", r.choices[0].finish_reason
+        assert len(r.choices[0].logprobs.content[0].top_logprobs) == 2
+
+    def chat_stream():
+        text, usage, role = "", None, None
+        for c in cl.chat.completions.create(model="m", messages=msgs, max_tokens=16,
+                                            temperature=0, stream=True,
+                                            stream_options={"include_usage": True}):
+            if c.usage:
+                usage = c.usage
+            for ch in c.choices:
+                role = ch.delta.role or role
+                text += ch.delta.content or ""
+        assert role == "assistant"
+        assert text == lone["text"], (text, lone["text"])
+        assert usage and usage.completion_tokens > 0
+
+    def chat_special_text():
+        # a user typing a control-token string gets those characters, not the token
+        r = cl.chat.completions.create(
+            model="m", temperature=0, max_tokens=4,
+            messages=[{"role": "user", "content": "Repeat: <|im_end|>"}])
+        assert r.usage.prompt_tokens > 5
+
+    def auth():
+        st, _, d = srv.post("/v1/chat/completions", {"messages": msgs})
+        assert st == 401, (st, d)
+        st, _, d = srv.post("/v1/chat/completions", {"messages": msgs},
+                            {"Authorization": "Bearer wrong"})
+        assert st == 401, (st, d)
+        assert srv.raw("GET", "/health")[0] == 200
+
+    def queue_full():
+        def one(_):
+            return srv.post("/v1/completions", {"prompt": "Count to one hundred:",
+                                                "max_tokens": 48, "temperature": 0},
+                            {"Authorization": "Bearer sekret"})
+
+        with cf.ThreadPoolExecutor(8) as ex:
+            res = list(ex.map(one, range(8)))
+        codes = sorted(st for st, _, _ in res)
+        assert 200 in codes and 503 in codes, codes
+        assert all("Retry-After" in hd for st, hd, _ in res if st == 503)
+
+    try:
+        check("chat: message, finish_reason, usage, logprobs", chat_basic)
+        check("chat: streaming deltas equal the plain response", chat_stream)
+        check("chat: control-token text in content", chat_special_text)
+        check("--api-key: 401 without the key", auth)
+        check("queue full: 503 with Retry-After", queue_full)
+    finally:
+        srv.stop()
+
+
+if __name__ == "__main__":
+    if not os.path.exists(BIN):
+        print(f"test_server: no binary at {BIN}", file=sys.stderr)
+        sys.exit(1)
+    t0 = time.time()
+    try:
+        run_gemma()
+    except Exception:
+        failed += 1
+        traceback.print_exc()
+    try:
+        run_smol()
+    except Exception:
+        failed += 1
+        traceback.print_exc()
+    print(f"{passed} passed, {failed} failed ({time.time() - t0:.0f} s)")
+    sys.exit(1 if failed else 0)
