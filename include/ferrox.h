@@ -301,6 +301,72 @@ fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits);
 /* Record a token in the penalty history (prompt tokens and sampled ones). */
 void fx_sampler_accept(struct fx_sampler *s, fx_token t);
 
+/* ---- chat templates (src/chat) --------------------------------------- */
+
+/* A model's chat template (Jinja) rendered as Python's jinja2 does it in
+ * transformers' apply_chat_template: an ImmutableSandboxedEnvironment with
+ * trim_blocks and lstrip_blocks, the loopcontrols extension, a tojson
+ * filter calling json.dumps(x, ensure_ascii=False, ...), the globals
+ * raise_exception(msg) and strftime_now(fmt), and the variables messages,
+ * tools (None when absent), documents (None), add_generation_prompt,
+ * bos_token and eos_token. Output is byte-identical to jinja2 3.1 for the
+ * templates real models ship (tests/chat_conformance.py checks it).
+ * A template ferrox cannot render (a construct or filter it lacks, a
+ * sandbox violation such as list.append, raise_exception) is an error
+ * naming the template line, never a silently different prompt. */
+
+/* Bytes [off, off + len) of a rendered prompt that came from the input
+ * data (message contents, tool definitions, extra variables), as opposed
+ * to the template's own literals and bos/eos. */
+struct fx_chat_span {
+	size_t off, len;
+};
+
+/* A rendered prompt: text (NUL-terminated, len bytes, UTF-8 as the inputs
+ * were) and its data spans, in order, disjoint, non-adjacent. */
+struct fx_chat_prompt {
+	char *text;
+	size_t len;
+	struct fx_chat_span *data;
+	size_t n_data;
+};
+
+/* Render template tmpl (UTF-8 Jinja source, NUL-terminated).
+ * messages_json: a JSON array of OpenAI-style messages ({"role", "content",
+ * "tool_calls", ...}; any JSON the template reads is passed through).
+ * tools_json: a JSON array of tool definitions, or NULL (tools is None).
+ * extra_json: a JSON object of extra template variables (e.g.
+ * chat_template_kwargs: {"enable_thinking": false}), or NULL.
+ * bos_token / eos_token: their texts, or NULL to leave them undefined.
+ * now: seconds since the epoch for strftime_now (local time); 0 = now.
+ * *out is owned by the caller (fx_chat_prompt_free).
+ * Errors: FX_E_INVALID (bad JSON, or the template failed while rendering:
+ * the message gives the template line and jinja2's reason, e.g. "chat
+ * template: template line 3: the template raised an exception: System role
+ * not supported"), FX_E_FORMAT (template syntax error, with its line),
+ * FX_E_NOMEM. */
+int fx_chat_render(const char *tmpl, const char *messages_json, const char *tools_json,
+		   const char *extra_json, bool add_generation_prompt, const char *bos_token,
+		   const char *eos_token, int64_t now, struct fx_chat_prompt **out,
+		   struct fx_err *err);
+void fx_chat_prompt_free(struct fx_chat_prompt *p);
+
+/* The model's chat template: the GGUF key tokenizer.chat_template, or for a
+ * Hugging Face directory chat_template.jinja, else tokenizer_config.json's
+ * "chat_template" (a string, or the entry named "default" of a list).
+ * NULL when the model has none. Borrowed: valid as long as m. */
+const char *fx_model_chat_template(const struct fx_model *m);
+
+/* Tokenize a rendered prompt as fx_tokenize(add_special, parse_special =
+ * true) would, except that special-token texts (control tokens such as
+ * "<start_of_turn>") are matched only where they lie wholly outside the
+ * prompt's data spans: a user who types "<|im_start|>" gets those
+ * characters as plain text. The text between matched specials is
+ * tokenized exactly as fx_tokenize does. Same out/cap/n_out contract as
+ * fx_tokenize (FX_E_INVALID with the needed count when cap is too small). */
+int fx_tokenize_prompt(const struct fx_model *m, const struct fx_chat_prompt *p, bool add_special,
+		       fx_token *out, size_t cap, size_t *n_out);
+
 /* ---- OpenAI-compatible HTTP server (src/server) ----------------------- */
 
 struct fx_server_params {

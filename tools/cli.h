@@ -15,6 +15,8 @@ int cmd_convert(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_render_template(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 /* Parse a whole decimal/float argument; false (with a message naming the
  * option) when it is not one. */
@@ -32,5 +34,13 @@ struct fx_model;
  * failure. */
 int32_t *cli_tokenize(const struct fx_model *m, const char *text, bool add_special,
 		      bool parse_special, size_t *n);
+
+/* Chat helpers (tools/render_template.c): a whole file as a malloc'ed
+ * NUL-terminated string (NULL, with a message, on failure; *n may be
+ * NULL); token t's text incl. control tokens (malloc'ed, NULL if none);
+ * a model loaded for its template (vocabulary only when possible). */
+char *cli_read_file(const char *path, size_t *n);
+char *cli_token_text(const struct fx_model *m, int32_t t);
+struct fx_model *cli_load_for_template(const char *path);
 
 #endif

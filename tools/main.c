@@ -90,6 +90,10 @@ static void usage(FILE *f)
 		"  perplexity -m MODEL -f TEXT [-c 512] [-b 512] [--chunks N] [-t N] [-ctk T] [-ctv T]\n"
 		"            [--portable]\n"
 		"            perplexity over a text file (llama-perplexity's method)\n"
+		"  render-template (-m MODEL | --template FILE) --messages FILE.json [--tools FILE.json]\n"
+		"            [--add-generation-prompt] [--bos S] [--eos S]   print a rendered chat prompt\n"
+		"  chat      -m MODEL [-n N] [--temp T] [--seed S] [--system TEXT] [-t N] [-c N]\n"
+		"            interactive chat in the terminal with the model's template\n"
 		"  serve     -m MODEL [--host H] [--port 8080] [--parallel 4] [--ctx-size N] [--api-key K]\n"
 		"            [--timeout S] [--max-body 8MiB] [--queue N] [-t N]\n"
 		"            OpenAI-compatible HTTP server with continuous batching\n"
@@ -111,6 +115,8 @@ int main(int argc, char **argv)
 		{ "bench", cmd_bench },
 		{ "perplexity", cmd_perplexity },
 		{ "serve", cmd_serve },
+		{ "render-template", cmd_render_template },
+		{ "chat", cmd_chat },
 	};
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(argc < 2 ? stderr : stdout);

@@ -703,6 +703,8 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 			     ld.arch, arch_names());
 		goto fail;
 	}
+	if ((rc = model_chat_template_load(m, path, hf, err)))
+		goto fail;
 	/* HF directories keep their tokenizer in tokenizer.json, which is not
 	 * read yet: such a model runs from token ids only (vocab NULL). */
 	/* A GGUF without tokenizer keys (ferrox convert of an HF directory)
@@ -751,6 +753,7 @@ void fx_model_free(struct fx_model *m)
 	fx_free(m->inv_freq);
 	vocab_free(m->vocab);
 	gguf_close(m->g);
+	fx_free(m->chat_template);
 	fx_free(m);
 }
 

@@ -117,6 +117,11 @@ struct fx_model {
 	bool vocab_only;
 	bool requantized;             /* --quant: float matrices were quantized on load */
 	bool repacked;                /* some matrices are x8 groups (kernels/repack.h) */
+	char *chat_template;          /* owned copy, or NULL (fx_model_chat_template) */
 };
+
+/* Copy the chat template of the model at path (GGUF key, or an HF
+ * directory's files) into m->chat_template (chat_template.c). */
+int model_chat_template_load(struct fx_model *m, const char *path, bool hf, struct fx_err *err);
 
 #endif

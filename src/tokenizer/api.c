@@ -45,6 +45,16 @@ int fx_tokenize(const struct fx_model *m, const char *text, size_t len,
 	return vocab_tokenize(v, text, len, add_special, parse_special, out, cap, n_out);
 }
 
+int fx_tokenize_prompt(const struct fx_model *m, const struct fx_chat_prompt *p, bool add_special,
+		       fx_token *out, size_t cap, size_t *n_out)
+{
+	const struct vocab *v = model_vocab(m);
+
+	if (!v)
+		return FX_E_INVALID;
+	return vocab_tokenize_prompt(v, p, add_special, out, cap, n_out);
+}
+
 int fx_token_to_piece(const struct fx_model *m, fx_token t, bool special,
 		      char *buf, size_t cap, size_t *n_out)
 {

@@ -321,22 +321,50 @@ static void find_present(const struct vocab *v, const char *text, size_t n, uint
 	}
 }
 
+/* Where special tokens may not be matched: the data spans of a rendered
+ * chat prompt (fx_tokenize_prompt); n == 0 for plain fx_tokenize. */
+struct no_special {
+	const struct fx_chat_span *span; /* sorted, disjoint */
+	size_t n;
+};
+
+/* Does [off, off + len) overlap a data span? */
+static bool in_data(const struct no_special *ns, size_t off, size_t len)
+{
+	size_t lo = 0, hi = ns->n;
+	while (lo < hi) { /* first span ending after off */
+		size_t mid = (lo + hi) / 2;
+		if (ns->span[mid].off + ns->span[mid].len <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < ns->n && ns->span[lo].off < off + len;
+}
+
 /* Split raw fragment f of text at every occurrence of token id (left to
- * right), honouring its LSTRIP/RSTRIP attributes, appending to out. */
+ * right), honouring its LSTRIP/RSTRIP attributes, appending to out. An
+ * occurrence of a CONTROL/UNKNOWN token that overlaps a data span is left
+ * as text. */
 static int split_fragment(const struct vocab *v, const char *text, const struct frag *f,
-			  fx_token id, struct frags *out)
+			  fx_token id, const struct no_special *ns, struct frags *out)
 {
 	const struct span text_id = strtab_get(&v->text, id), *tok = &text_id;
-	size_t base = f->off, len = f->len;
+	size_t base = f->off, len = f->len, from = f->off;
+	bool guarded = ns->n && (v->attr[id] & (ATTR_CONTROL | ATTR_UNKNOWN));
 	int rc;
 
 	for (;;) {
-		const char *p = memmem(text + base, len, tok->p, tok->n);
+		const char *p = memmem(text + from, base + len - from, tok->p, tok->n);
 		size_t m, left;
 
 		if (!p)
 			return len ? frag_push(out, -1, base, len) : FX_OK;
 		m = (size_t)(p - text);
+		if (guarded && in_data(ns, m, tok->n)) {
+			from = m + 1;
+			continue;
+		}
 		left = m - base;
 		if (v->attr[id] & ATTR_LSTRIP)
 			while (left > 0 && c_isspace(text[base + left - 1]))
@@ -354,6 +382,7 @@ static int split_fragment(const struct vocab *v, const char *text, const struct 
 				base++;
 				len--;
 			}
+		from = base;
 	}
 }
 
@@ -361,7 +390,7 @@ static int split_fragment(const struct vocab *v, const char *text, const struct 
  * raw fragments left so far. With parse_special false only USER_DEFINED
  * tokens split (CONTROL and UNKNOWN ones stay plain text). */
 static int partition(const struct vocab *v, const char *text, size_t n, bool parse_special,
-		     struct frags *f)
+		     const struct no_special *ns, struct frags *f)
 {
 	struct frags g = { 0 };
 	uint8_t *present;
@@ -385,7 +414,7 @@ static int partition(const struct vocab *v, const char *text, size_t n, bool par
 		g.n = 0;
 		for (size_t k = 0; k < f->n && !rc; k++)
 			rc = f->a[k].token >= 0 ? frag_push(&g, f->a[k].token, 0, 0)
-						: split_fragment(v, text, &f->a[k], id, &g);
+						: split_fragment(v, text, &f->a[k], id, ns, &g);
 		t = *f;
 		*f = g;
 		g = t;
@@ -422,9 +451,9 @@ static int spm_fragment(const struct vocab *v, const char *text, size_t n, bool 
 	return rc;
 }
 
-int vocab_tokenize(const struct vocab *v, const char *text, size_t len,
-		   bool add_special, bool parse_special, fx_token *out, size_t cap,
-		   size_t *n_out)
+static int tokenize_guarded(const struct vocab *v, const char *text, size_t len,
+			    bool add_special, bool parse_special, const struct no_special *ns,
+			    fx_token *out, size_t cap, size_t *n_out)
 {
 	struct tok_out o = { out, cap, 0 };
 	struct frags f = { 0 };
@@ -434,7 +463,7 @@ int vocab_tokenize(const struct vocab *v, const char *text, size_t len,
 	if (!v || !n_out || (!text && len) || (!out && cap))
 		return FX_E_INVALID;
 	*n_out = 0;
-	if ((rc = partition(v, text, len, parse_special, &f)))
+	if ((rc = partition(v, text, len, parse_special, ns, &f)))
 		goto out;
 	if (add_special && v->add_bos)
 		tok_push(&o, v->bos);
@@ -462,4 +491,29 @@ int vocab_tokenize(const struct vocab *v, const char *text, size_t len,
 out:
 	fx_free(f.a);
 	return rc;
+}
+
+int vocab_tokenize(const struct vocab *v, const char *text, size_t len,
+		   bool add_special, bool parse_special, fx_token *out, size_t cap,
+		   size_t *n_out)
+{
+	struct no_special ns = { NULL, 0 };
+
+	return tokenize_guarded(v, text, len, add_special, parse_special, &ns, out, cap, n_out);
+}
+
+int vocab_tokenize_prompt(const struct vocab *v, const struct fx_chat_prompt *p, bool add_special,
+			  fx_token *out, size_t cap, size_t *n_out)
+{
+	struct no_special ns;
+
+	if (!p || (!p->text && p->len) || (p->n_data && !p->data))
+		return FX_E_INVALID;
+	for (size_t i = 0; i < p->n_data; i++)
+		if (p->data[i].off + p->data[i].len > p->len ||
+		    (i && p->data[i].off < p->data[i - 1].off + p->data[i - 1].len))
+			return FX_E_INVALID;
+	ns.span = p->data;
+	ns.n = p->n_data;
+	return tokenize_guarded(v, p->text, p->len, add_special, true, &ns, out, cap, n_out);
 }

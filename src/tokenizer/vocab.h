@@ -34,6 +34,10 @@ const char *vocab_kind(const struct vocab *v); /* "llama (SentencePiece)", ... *
 int vocab_tokenize(const struct vocab *v, const char *text, size_t len,
 		   bool add_special, bool parse_special, fx_token *out, size_t cap,
 		   size_t *n_out);
+/* fx_tokenize_prompt's contract: specials matched outside p's data spans
+ * only. FX_E_INVALID also for spans out of order or past the text. */
+int vocab_tokenize_prompt(const struct vocab *v, const struct fx_chat_prompt *p, bool add_special,
+			  fx_token *out, size_t cap, size_t *n_out);
 int vocab_token_to_piece(const struct vocab *v, fx_token t, bool special,
 			 char *buf, size_t cap, size_t *n_out);
 int vocab_detok_push(const struct vocab *v, struct fx_detok *st, fx_token t,

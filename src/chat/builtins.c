@@ -1,0 +1,871 @@
+/* Builtins of the chat-template interpreter: globals (range, namespace,
+ * raise_exception, strftime_now, dict), jinja2's sandboxed getattr and
+ * getitem, methods of str / list / dict, Python's binary operators and
+ * iteration. Filters and tests are in filters.c. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat/eval.h"
+#include "core/alloc.h"
+
+bool chat_substr(const struct value *s, size_t off, size_t len, struct value *out)
+{
+	return v_str(s->s->p + off, len, s->s->flags ? s->s->flags + off : NULL, out);
+}
+
+int chat_to_str(struct ev *e, const struct value *v, struct value *out)
+{
+	if (v->kind == V_STR) {
+		*out = v_ref(*v);
+		return FX_OK;
+	}
+	struct sbuf b = { 0 };
+	v_write(&b, v, false);
+	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
+}
+
+int chat_iter(struct ev *e, const struct value *v, struct value *out)
+{
+	if (!v_list_new(false, out))
+		return ev_oom(e);
+	out->data = v->data;
+	switch (v->kind) {
+	case V_UNDEF:
+		return FX_OK;
+	case V_LIST:
+		for (size_t i = 0; i < v->l->n; i++)
+			if (!list_push(out->l, v_ref(v->l->a[i])))
+				goto oom;
+		return FX_OK;
+	case V_DICT:
+		if (v->d->ns || v->d->loop)
+			break;
+		for (size_t i = 0; i < v->d->n; i++)
+			if (!list_push(out->l, v_ref(v->d->k[i])))
+				goto oom;
+		return FX_OK;
+	case V_STR:
+		for (size_t i = 0; i < v->s->n;) {
+			uint32_t cp;
+			size_t len = u8_decode(v->s->p + i, v->s->n - i, &cp);
+			struct value c;
+			if (!chat_substr(v, i, len, &c) || !list_push(out->l, c))
+				goto oom;
+			i += len;
+		}
+		return FX_OK;
+	default:
+		break;
+	}
+	v_drop(out);
+	return ev_fail(e, "'%s' object is not iterable", v_type_name(v));
+oom:
+	v_drop(out);
+	return ev_oom(e);
+}
+
+/* ---- globals ---------------------------------------------------------- */
+
+bool chat_global(const char *name, struct value *out, bool *oom)
+{
+	static const struct {
+		const char *name;
+		int id;
+	} g[] = {
+		{ "range", FN_RANGE }, { "namespace", FN_NAMESPACE }, { "raise_exception", FN_RAISE },
+		{ "strftime_now", FN_STRFTIME }, { "dict", FN_DICT },
+	};
+	for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++)
+		if (!strcmp(name, g[i].name)) {
+			if (!v_func_new(g[i].id, g[i].name, NULL, out)) {
+				*oom = true;
+				return false;
+			}
+			return true;
+		}
+	return false;
+}
+
+/* ---- getattr / getitem ------------------------------------------------ */
+
+static const char *const str_methods[] = {
+	"startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip", "replace",
+	"upper", "lower", "title", "capitalize", "find", "rfind", "count", "join", "splitlines",
+	"isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper", "index", NULL,
+};
+static const char *const dict_methods[] = { "items", "keys", "values", "get", "copy", NULL };
+static const char *const list_methods[] = { "index", "count", "copy", NULL };
+static const char *const unsafe_list[] = {
+	"access to attribute 'append' of 'list' object is unsafe.",
+	"access to attribute 'extend' of 'list' object is unsafe.",
+	"access to attribute 'insert' of 'list' object is unsafe.",
+	"access to attribute 'pop' of 'list' object is unsafe.",
+	"access to attribute 'remove' of 'list' object is unsafe.",
+	"access to attribute 'clear' of 'list' object is unsafe.",
+	"access to attribute 'sort' of 'list' object is unsafe.",
+	"access to attribute 'reverse' of 'list' object is unsafe.",
+	NULL,
+};
+static const char *const unsafe_dict[] = {
+	"access to attribute 'pop' of 'dict' object is unsafe.",
+	"access to attribute 'popitem' of 'dict' object is unsafe.",
+	"access to attribute 'clear' of 'dict' object is unsafe.",
+	"access to attribute 'update' of 'dict' object is unsafe.",
+	"access to attribute 'setdefault' of 'dict' object is unsafe.",
+	NULL,
+};
+
+static const char *find_name(const char *const *tab, const char *name)
+{
+	for (size_t i = 0; tab[i]; i++)
+		if (!strcmp(tab[i], name))
+			return tab[i];
+	return NULL;
+}
+
+/* The sandbox's message for a mutating method, or NULL. */
+static const char *unsafe_msg(const char *const *tab, const char *name)
+{
+	size_t n = strlen(name);
+	for (size_t i = 0; tab[i]; i++) {
+		const char *q = tab[i] + strlen("access to attribute '");
+		if (!strncmp(q, name, n) && q[n] == '\'')
+			return tab[i];
+	}
+	return NULL;
+}
+
+static int bound(struct ev *e, const struct value *obj, const char *name, struct value *out)
+{
+	return v_func_new(FN_METHOD, name, obj, out) ? FX_OK : ev_oom(e);
+}
+
+int chat_getattr(struct ev *e, const struct value *obj, const char *name, struct value *out)
+{
+	const char *m;
+	if (obj->kind == V_UNDEF)
+		return ev_fail(e, "'%s' is undefined", obj->uname ? obj->uname : "value");
+	if (name[0] == '_') {
+		*out = v_undef("access to an underscore attribute is unsafe.");
+		return FX_OK;
+	}
+	switch (obj->kind) {
+	case V_DICT:
+		if (obj->d->loop && !strcmp(name, "cycle"))
+			return v_func_new(FN_CYCLE, "cycle", obj, out) ? FX_OK : ev_oom(e);
+		if (!obj->d->ns && !obj->d->loop) {
+			if ((m = find_name(dict_methods, name)))
+				return bound(e, obj, m, out);
+			if ((m = unsafe_msg(unsafe_dict, name))) {
+				*out = v_undef(m);
+				return FX_OK;
+			}
+		}
+		{
+			const struct value *v = dict_get_str(obj->d, name);
+			*out = v ? v_ref(*v) : v_undef(NULL);
+		}
+		return FX_OK;
+	case V_STR:
+		if ((m = find_name(str_methods, name)))
+			return bound(e, obj, m, out);
+		break;
+	case V_LIST:
+		if ((m = find_name(list_methods, name)))
+			return bound(e, obj, m, out);
+		if ((m = unsafe_msg(unsafe_list, name))) {
+			*out = v_undef(m);
+			return FX_OK;
+		}
+		break;
+	default:
+		break;
+	}
+	*out = v_undef(NULL);
+	return FX_OK;
+}
+
+int chat_getitem(struct ev *e, const struct value *obj, const struct value *key, struct value *out)
+{
+	if (obj->kind == V_UNDEF)
+		return ev_fail(e, "'%s' is undefined", obj->uname ? obj->uname : "value");
+	if ((obj->kind == V_LIST || obj->kind == V_STR) && (key->kind == V_INT || key->kind == V_BOOL)) {
+		int64_t i = key->kind == V_INT ? key->i : key->b;
+		int64_t len = obj->kind == V_LIST ? (int64_t)obj->l->n : (int64_t)u8_count(obj->s->p, obj->s->n);
+		if (i < 0)
+			i += len;
+		if (i < 0 || i >= len) {
+			*out = v_undef(NULL);
+			return FX_OK;
+		}
+		if (obj->kind == V_LIST) {
+			*out = v_ref(obj->l->a[i]);
+			return FX_OK;
+		}
+		size_t off = u8_offset(obj->s->p, obj->s->n, (size_t)i);
+		uint32_t cp;
+		size_t cl = u8_decode(obj->s->p + off, obj->s->n - off, &cp);
+		return chat_substr(obj, off, cl, out) ? FX_OK : ev_oom(e);
+	}
+	if (obj->kind == V_DICT && !obj->d->ns && !obj->d->loop) {
+		const struct value *v = dict_get(obj->d, key);
+		if (v) {
+			*out = v_ref(*v);
+			return FX_OK;
+		}
+	}
+	if (key->kind == V_STR && !memchr(key->s->p, 0, key->s->n))
+		return chat_getattr(e, obj, key->s->p, out);
+	*out = v_undef(NULL);
+	return FX_OK;
+}
+
+/* ---- argument helpers ------------------------------------------------- */
+
+/* Argument i (positional) or named kw; NULL when absent. */
+static const struct value *arg(const struct cargs *a, size_t i, const char *kw)
+{
+	if (i < a->npos)
+		return &a->pos[i];
+	for (size_t k = 0; kw && k < a->nkw; k++)
+		if (!strcmp(a->kwn[k], kw))
+			return &a->kwv[k];
+	return NULL;
+}
+
+/* ---- str methods ------------------------------------------------------ */
+
+static bool cp_in(uint32_t c, const struct value *chars)
+{
+	if (!chars || chars->kind == V_NONE)
+		return py_isspace(c);
+	for (size_t i = 0; i < chars->s->n;) {
+		uint32_t d;
+		i += u8_decode(chars->s->p + i, chars->s->n - i, &d);
+		if (d == c)
+			return true;
+	}
+	return false;
+}
+
+/* str.strip family: which = 1 left, 2 right, 3 both. */
+int chat_strip(struct ev *e, const struct value *s, const struct value *chars, int which, struct value *out);
+int chat_strip(struct ev *e, const struct value *s, const struct value *chars, int which, struct value *out)
+{
+	if (chars && chars->kind != V_NONE && chars->kind != V_STR)
+		return ev_fail(e, "strip arg must be None or str");
+	size_t b = 0, end = s->s->n;
+	if (which & 1)
+		while (b < end) {
+			uint32_t c;
+			size_t l = u8_decode(s->s->p + b, end - b, &c);
+			if (!cp_in(c, chars))
+				break;
+			b += l;
+		}
+	if (which & 2) {
+		size_t keep = b;
+		for (size_t i = b; i < end;) {
+			uint32_t c;
+			size_t l = u8_decode(s->s->p + i, end - i, &c);
+			i += l;
+			if (!cp_in(c, chars))
+				keep = i;
+		}
+		end = keep;
+	}
+	return chat_substr(s, b, end - b, out) ? FX_OK : ev_oom(e);
+}
+
+static int str_split(struct ev *e, const struct value *s, const struct value *sep,
+		     const struct value *maxv, bool right, struct value *out)
+{
+	int64_t max = maxv && maxv->kind == V_INT ? maxv->i : -1;
+	const char *p = s->s->p;
+	size_t n = s->s->n;
+	if (!v_list_new(false, out))
+		return ev_oom(e);
+	if (sep && sep->kind != V_NONE) {
+		if (sep->kind != V_STR || !sep->s->n) {
+			v_drop(out);
+			return ev_fail(e, sep->kind == V_STR ? "empty separator" : "must be str or None");
+		}
+		size_t sn = sep->s->n;
+		/* collect cut positions */
+		size_t cuts[4096], nc = 0;
+		if (!right) {
+			for (size_t i = 0; i + sn <= n && (max < 0 || (int64_t)nc < max) && nc < 4096;) {
+				if (!memcmp(p + i, sep->s->p, sn)) {
+					cuts[nc++] = i;
+					i += sn;
+				} else {
+					i++;
+				}
+			}
+		} else {
+			size_t tmp[4096], nt = 0;
+			for (size_t i = n; i >= sn && (max < 0 || (int64_t)nt < max) && nt < 4096;) {
+				if (!memcmp(p + i - sn, sep->s->p, sn)) {
+					tmp[nt++] = i - sn;
+					i -= sn;
+				} else {
+					i--;
+				}
+			}
+			for (size_t k = 0; k < nt; k++)
+				cuts[k] = tmp[nt - 1 - k];
+			nc = nt;
+		}
+		size_t st = 0;
+		for (size_t k = 0; k <= nc; k++) {
+			size_t end = k < nc ? cuts[k] : n;
+			struct value piece;
+			if (!chat_substr(s, st, end - st, &piece) || !list_push(out->l, piece)) {
+				v_drop(out);
+				return ev_oom(e);
+			}
+			st = end + sn;
+		}
+		return FX_OK;
+	}
+	/* whitespace split: runs of whitespace, no empty strings */
+	size_t starts[4096], ends[4096], nw = 0;
+	size_t i = 0;
+	if (!right) {
+		while (i < n && nw < 4096) {
+			uint32_t c;
+			size_t l;
+			while (i < n && (l = u8_decode(p + i, n - i, &c)) && py_isspace(c))
+				i += l;
+			if (i >= n)
+				break;
+			starts[nw] = i;
+			if (max >= 0 && (int64_t)nw == max) {
+				size_t t = n; /* rest, right-stripped */
+				size_t keep = i;
+				for (size_t j = i; j < t;) {
+					j += u8_decode(p + j, t - j, &c);
+					if (!py_isspace(c))
+						keep = j;
+				}
+				ends[nw++] = keep;
+				break;
+			}
+			while (i < n && (l = u8_decode(p + i, n - i, &c)) && !py_isspace(c))
+				i += l;
+			ends[nw++] = i;
+		}
+	} else {
+		if (max >= 0) {
+			v_drop(out);
+			return ev_fail(e, "rsplit() with maxsplit on whitespace is not supported");
+		}
+		v_drop(out);
+		return str_split(e, s, NULL, NULL, false, out);
+	}
+	for (size_t k = 0; k < nw; k++) {
+		struct value piece;
+		if (!chat_substr(s, starts[k], ends[k] - starts[k], &piece) || !list_push(out->l, piece)) {
+			v_drop(out);
+			return ev_oom(e);
+		}
+	}
+	return FX_OK;
+}
+
+int chat_replace(struct ev *e, const struct value *s, const struct value *old, const struct value *new_,
+		 int64_t count, struct value *out);
+int chat_replace(struct ev *e, const struct value *s, const struct value *old, const struct value *new_,
+		 int64_t count, struct value *out)
+{
+	struct sbuf b = { 0 };
+	const char *p = s->s->p;
+	size_t n = s->s->n, on = old->s->n, i = 0;
+	int64_t done = 0;
+	if (on == 0) { /* Python inserts new between every character */
+		for (size_t k = 0; k <= n;) {
+			if (count < 0 || done < count) {
+				sb_putf(&b, new_->s->p, new_->s->n, new_->s->flags);
+				done++;
+			}
+			if (k == n)
+				break;
+			uint32_t c;
+			size_t l = u8_decode(p + k, n - k, &c);
+			sb_putf(&b, p + k, l, s->s->flags ? s->s->flags + k : NULL);
+			k += l;
+		}
+		return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
+	}
+	while (i < n) {
+		if ((count < 0 || done < count) && i + on <= n && !memcmp(p + i, old->s->p, on)) {
+			sb_putf(&b, new_->s->p, new_->s->n, new_->s->flags);
+			i += on;
+			done++;
+		} else {
+			sb_putf(&b, p + i, 1, s->s->flags ? s->s->flags + i : NULL);
+			i++;
+		}
+	}
+	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
+}
+
+/* case mapping: ASCII and Latin-1 letters (other scripts unchanged) */
+static uint32_t cp_upper(uint32_t c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 0xe0 && c <= 0xfe && c != 0xf7))
+		return c - 32;
+	return c;
+}
+static uint32_t cp_lower(uint32_t c)
+{
+	if ((c >= 'A' && c <= 'Z') || (c >= 0xc0 && c <= 0xde && c != 0xd7))
+		return c + 32;
+	return c;
+}
+static bool cp_alpha(uint32_t c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= 0xc0 && c != 0xd7 && c != 0xf7);
+}
+
+/* mode: 0 lower, 1 upper, 2 title (str.title), 3 capitalize */
+int chat_case(struct ev *e, const struct value *s, int mode, struct value *out);
+int chat_case(struct ev *e, const struct value *s, int mode, struct value *out)
+{
+	struct sbuf b = { 0 };
+	bool prev_cased = false, first = true;
+	for (size_t i = 0; i < s->s->n;) {
+		uint32_t c;
+		size_t l = u8_decode(s->s->p + i, s->s->n - i, &c);
+		uint32_t r = c;
+		if (mode == 0)
+			r = cp_lower(c);
+		else if (mode == 1)
+			r = cp_upper(c);
+		else if (mode == 2)
+			r = prev_cased ? cp_lower(c) : cp_upper(c);
+		else
+			r = first ? cp_upper(c) : cp_lower(c);
+		prev_cased = cp_alpha(c);
+		first = false;
+		uint8_t fl = s->s->flags ? s->s->flags[i] : 0;
+		if (r == c || (l == 1 && c >= 0x80)) {
+			sb_put(&b, s->s->p + i, l, fl);
+		} else {
+			char u[4];
+			sb_put(&b, u, u8_encode(r, u), fl);
+		}
+		i += l;
+	}
+	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
+}
+
+static int str_find(const struct value *s, const struct value *sub, bool right, bool count)
+{
+	const char *p = s->s->p;
+	size_t n = s->s->n, m = sub->s->n;
+	int found = -1, c = 0;
+	if (m == 0)
+		return count ? (int)u8_count(p, n) + 1 : right ? (int)u8_count(p, n) : 0;
+	for (size_t i = 0; i + m <= n; i++)
+		if (!memcmp(p + i, sub->s->p, m)) {
+			if (count) {
+				c++;
+				i += m - 1;
+				continue;
+			}
+			found = (int)u8_count(p, i);
+			if (!right)
+				return found;
+		}
+	return count ? c : found;
+}
+
+static bool affix(const struct value *s, const struct value *x, bool end)
+{
+	if (x->kind != V_STR)
+		return false;
+	if (x->s->n > s->s->n)
+		return false;
+	return !memcmp(s->s->p + (end ? s->s->n - x->s->n : 0), x->s->p, x->s->n);
+}
+
+int chat_join(struct ev *e, const struct value *items, const struct value *sep, struct value *out);
+
+static int call_str_method(struct ev *e, const char *m, const struct value *s, struct cargs *a, struct value *out)
+{
+	const struct value *a0 = arg(a, 0, NULL), *a1 = arg(a, 1, NULL);
+	if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) {
+		bool end = m[0] == 'e', r = false;
+		if (!a0)
+			return ev_fail(e, "%s() takes at least 1 argument", m);
+		if (a0->kind == V_LIST) {
+			for (size_t i = 0; i < a0->l->n && !r; i++)
+				r = affix(s, &a0->l->a[i], end);
+		} else if (a0->kind == V_STR) {
+			r = affix(s, a0, end);
+		} else {
+			return ev_fail(e, "%s first arg must be str or a tuple of str, not %s", m, v_type_name(a0));
+		}
+		*out = v_bool(r);
+		return FX_OK;
+	}
+	if (!strcmp(m, "split") || !strcmp(m, "rsplit"))
+		return str_split(e, s, arg(a, 0, "sep"), arg(a, 1, "maxsplit"), m[0] == 'r', out);
+	if (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip"))
+		return chat_strip(e, s, a0, m[0] == 'l' ? 1 : m[0] == 'r' ? 2 : 3, out);
+	if (!strcmp(m, "replace")) {
+		if (!a0 || !a1 || a0->kind != V_STR || a1->kind != V_STR)
+			return ev_fail(e, "replace() wants two strings");
+		const struct value *c = arg(a, 2, "count");
+		return chat_replace(e, s, a0, a1, c && c->kind == V_INT ? c->i : -1, out);
+	}
+	if (!strcmp(m, "upper") || !strcmp(m, "lower") || !strcmp(m, "title") || !strcmp(m, "capitalize"))
+		return chat_case(e, s, m[0] == 'l' ? 0 : m[0] == 'u' ? 1 : m[0] == 't' ? 2 : 3, out);
+	if (!strcmp(m, "find") || !strcmp(m, "rfind") || !strcmp(m, "count") || !strcmp(m, "index")) {
+		if (!a0 || a0->kind != V_STR)
+			return ev_fail(e, "%s() wants a string", m);
+		int r = str_find(s, a0, m[0] == 'r', m[0] == 'c');
+		if (m[0] == 'i' && r < 0)
+			return ev_fail(e, "substring not found");
+		*out = v_int(r);
+		return FX_OK;
+	}
+	if (!strcmp(m, "join")) {
+		struct value items;
+		int rc;
+		if (!a0)
+			return ev_fail(e, "join() takes exactly one argument");
+		if ((rc = chat_iter(e, a0, &items)))
+			return rc;
+		for (size_t i = 0; i < items.l->n; i++)
+			if (items.l->a[i].kind != V_STR) {
+				v_drop(&items);
+				return ev_fail(e, "sequence item %zu: expected str instance, %s found", i,
+					       v_type_name(&items.l->a[i]));
+			}
+		rc = chat_join(e, &items, s, out);
+		v_drop(&items);
+		return rc;
+	}
+	if (!strcmp(m, "splitlines")) {
+		if (!v_list_new(false, out))
+			return ev_oom(e);
+		size_t st = 0, i = 0, n = s->s->n;
+		while (i < n) {
+			char c = s->s->p[i];
+			if (c == '\n' || c == '\r') {
+				struct value piece;
+				if (!chat_substr(s, st, i - st, &piece) || !list_push(out->l, piece)) {
+					v_drop(out);
+					return ev_oom(e);
+				}
+				i += c == '\r' && i + 1 < n && s->s->p[i + 1] == '\n' ? 2 : 1;
+				st = i;
+			} else {
+				i++;
+			}
+		}
+		if (st < n) {
+			struct value piece;
+			if (!chat_substr(s, st, n - st, &piece) || !list_push(out->l, piece)) {
+				v_drop(out);
+				return ev_oom(e);
+			}
+		}
+		return FX_OK;
+	}
+	if (!strncmp(m, "is", 2)) {
+		bool r = s->s->n > 0, any_cased = false;
+		for (size_t i = 0; i < s->s->n && r;) {
+			uint32_t c;
+			i += u8_decode(s->s->p + i, s->s->n - i, &c);
+			if (!strcmp(m, "isdigit"))
+				r = c >= '0' && c <= '9';
+			else if (!strcmp(m, "isalpha"))
+				r = cp_alpha(c);
+			else if (!strcmp(m, "isalnum"))
+				r = cp_alpha(c) || (c >= '0' && c <= '9');
+			else if (!strcmp(m, "isspace"))
+				r = py_isspace(c);
+			else if (cp_alpha(c)) {
+				any_cased = true;
+				r = !strcmp(m, "islower") ? cp_lower(c) == c : cp_upper(c) == c;
+			}
+		}
+		if (!strcmp(m, "islower") || !strcmp(m, "isupper"))
+			r = r && any_cased;
+		*out = v_bool(r);
+		return FX_OK;
+	}
+	return ev_fail(e, "str.%s() is not supported", m);
+}
+
+static int call_method(struct ev *e, const struct vfunc *fn, struct cargs *a, struct value *out)
+{
+	const struct value *self = fn->self;
+	const char *m = fn->name;
+	const struct value *a0 = arg(a, 0, NULL);
+	if (self->kind == V_STR)
+		return call_str_method(e, m, self, a, out);
+	if (self->kind == V_DICT) {
+		if (!strcmp(m, "get")) {
+			const struct value *v = a0 ? dict_get(self->d, a0) : NULL;
+			const struct value *def = arg(a, 1, NULL);
+			if (!a0)
+				return ev_fail(e, "get expected at least 1 argument, got 0");
+			*out = v ? v_ref(*v) : def ? v_ref(*def) : v_none();
+			return FX_OK;
+		}
+		if (!strcmp(m, "copy")) {
+			if (!v_dict_new(out))
+				return ev_oom(e);
+			for (size_t i = 0; i < self->d->n; i++)
+				if (!dict_set(out->d, &self->d->k[i], v_ref(self->d->v[i]))) {
+					v_drop(out);
+					return ev_oom(e);
+				}
+			return FX_OK;
+		}
+		if (!v_list_new(false, out))
+			return ev_oom(e);
+		out->data = self->data;
+		for (size_t i = 0; i < self->d->n; i++) {
+			struct value item;
+			if (m[0] == 'k') {
+				item = v_ref(self->d->k[i]);
+			} else if (m[0] == 'v') {
+				item = v_ref(self->d->v[i]);
+			} else {
+				if (!v_list_new(true, &item)) {
+					v_drop(out);
+					return ev_oom(e);
+				}
+				item.data = self->data;
+				if (!list_push(item.l, v_ref(self->d->k[i])) || !list_push(item.l, v_ref(self->d->v[i]))) {
+					v_drop(&item);
+					v_drop(out);
+					return ev_oom(e);
+				}
+			}
+			if (!list_push(out->l, item)) {
+				v_drop(out);
+				return ev_oom(e);
+			}
+		}
+		return FX_OK;
+	}
+	if (self->kind == V_LIST) {
+		if (!strcmp(m, "copy")) {
+			if (!v_list_new(false, out))
+				return ev_oom(e);
+			for (size_t i = 0; i < self->l->n; i++)
+				if (!list_push(out->l, v_ref(self->l->a[i]))) {
+					v_drop(out);
+					return ev_oom(e);
+				}
+			return FX_OK;
+		}
+		if (!a0)
+			return ev_fail(e, "%s() takes exactly one argument", m);
+		int64_t c = 0, idx = -1;
+		for (size_t i = 0; i < self->l->n; i++)
+			if (v_equal(&self->l->a[i], a0)) {
+				c++;
+				if (idx < 0)
+					idx = (int64_t)i;
+			}
+		if (m[0] == 'i' && idx < 0)
+			return ev_fail(e, "value is not in list");
+		*out = v_int(m[0] == 'i' ? idx : c);
+		return FX_OK;
+	}
+	return ev_fail(e, "'%s' object has no method '%s'", v_type_name(self), m);
+}
+
+int chat_call_func(struct ev *e, const struct value *fv, struct cargs *a, struct value *out)
+{
+	const struct vfunc *fn = fv->fn;
+	const struct value *a0 = arg(a, 0, NULL);
+	switch (fn->id) {
+	case FN_METHOD:
+		return call_method(e, fn, a, out);
+	case FN_RANGE: {
+		int64_t v[3] = { 0, 0, 1 };
+		if (a->npos < 1 || a->npos > 3)
+			return ev_fail(e, "range expected 1 to 3 arguments, got %zu", a->npos);
+		for (size_t i = 0; i < a->npos; i++) {
+			if (a->pos[i].kind != V_INT && a->pos[i].kind != V_BOOL)
+				return ev_fail(e, "'%s' object cannot be interpreted as an integer",
+					       v_type_name(&a->pos[i]));
+			v[a->npos == 1 ? 1 : i] = a->pos[i].kind == V_INT ? a->pos[i].i : a->pos[i].b;
+		}
+		if (v[2] == 0)
+			return ev_fail(e, "range() arg 3 must not be zero");
+		if (!v_list_new(false, out))
+			return ev_oom(e);
+		for (int64_t x = v[0]; v[2] > 0 ? x < v[1] : x > v[1]; x += v[2]) {
+			if (out->l->n >= 100000) {
+				v_drop(out);
+				return ev_fail(e, "range too big (the sandbox allows 100000 items)");
+			}
+			if (!list_push(out->l, v_int(x))) {
+				v_drop(out);
+				return ev_oom(e);
+			}
+		}
+		return FX_OK;
+	}
+	case FN_NAMESPACE:
+	case FN_DICT:
+		if (!v_dict_new(out))
+			return ev_oom(e);
+		out->d->ns = fn->id == FN_NAMESPACE;
+		if (a0 && a0->kind == V_DICT)
+			for (size_t i = 0; i < a0->d->n; i++)
+				if (!dict_set(out->d, &a0->d->k[i], v_ref(a0->d->v[i]))) {
+					v_drop(out);
+					return ev_oom(e);
+				}
+		for (size_t i = 0; i < a->nkw; i++)
+			if (!dict_set_str(out->d, a->kwn[i], v_ref(a->kwv[i]))) {
+				v_drop(out);
+				return ev_oom(e);
+			}
+		return FX_OK;
+	case FN_RAISE: {
+		struct value s;
+		int rc;
+		if (!a0)
+			return ev_fail(e, "the template raised an exception");
+		if ((rc = chat_to_str(e, a0, &s)))
+			return rc;
+		rc = ev_fail(e, "the template raised an exception: %s", s.s->p);
+		v_drop(&s);
+		return rc;
+	}
+	case FN_STRFTIME: {
+		if (!a0 || a0->kind != V_STR)
+			return ev_fail(e, "strftime_now wants a format string");
+		time_t t = (time_t)e->now;
+		struct tm tm;
+		char buf[512];
+		if (!localtime_r(&t, &tm))
+			return ev_fail(e, "strftime_now: time out of range");
+		size_t n = strftime(buf, sizeof(buf), a0->s->p, &tm);
+		if (n == 0 && a0->s->n)
+			buf[0] = 0;
+		return v_str(buf, n, NULL, out) ? FX_OK : ev_oom(e);
+	}
+	case FN_CYCLE: {
+		const struct value *i0 = dict_get_str(fn->self->d, "index0");
+		if (!a->npos)
+			return ev_fail(e, "no items for cycling given");
+		*out = v_ref(a->pos[(size_t)i0->i % a->npos]);
+		return FX_OK;
+	}
+	default:
+		return ev_fail(e, "'%s' is not callable", fn->name);
+	}
+}
+
+/* ---- operators -------------------------------------------------------- */
+
+static int num_op(struct ev *e, int op, const struct value *a, const struct value *b, struct value *out)
+{
+	bool fl = a->kind == V_FLOAT || b->kind == V_FLOAT;
+	int64_t x = a->kind == V_INT ? a->i : a->kind == V_BOOL ? a->b : 0;
+	int64_t y = b->kind == V_INT ? b->i : b->kind == V_BOOL ? b->b : 0;
+	double fx = v_num(a), fy = v_num(b);
+	switch (op) {
+	case OP_ADD: *out = fl ? v_float(fx + fy) : v_int(x + y); break;
+	case OP_SUB: *out = fl ? v_float(fx - fy) : v_int(x - y); break;
+	case OP_MUL: *out = fl ? v_float(fx * fy) : v_int(x * y); break;
+	case OP_DIV:
+		if (fy == 0)
+			return ev_fail(e, "division by zero");
+		*out = v_float(fx / fy);
+		break;
+	case OP_FLOORDIV:
+	case OP_MOD:
+		if (fl ? fy == 0 : y == 0)
+			return ev_fail(e, "integer division or modulo by zero");
+		if (fl) {
+			double m = fmod(fx, fy);
+			if (m != 0 && ((m < 0) != (fy < 0)))
+				m += fy;
+			*out = op == OP_MOD ? v_float(m) : v_float(floor(fx / fy));
+		} else {
+			int64_t q = x / y, r = x % y;
+			if (r != 0 && ((r < 0) != (y < 0))) {
+				q--;
+				r += y;
+			}
+			*out = v_int(op == OP_MOD ? r : q);
+		}
+		break;
+	case OP_POW:
+		if (!fl && y >= 0) {
+			int64_t r = 1;
+			for (int64_t k = 0; k < y && k < 64; k++)
+				r *= x;
+			*out = v_int(r);
+		} else {
+			*out = v_float(pow(fx, fy));
+		}
+		break;
+	default:
+		return ev_fail(e, "bad operator");
+	}
+	out->data = a->data && b->data;
+	return FX_OK;
+}
+
+int chat_binop(struct ev *e, int op, const struct value *a, const struct value *b, struct value *out)
+{
+	static const char *names[] = { "+", "-", "*", "/", "//", "%", "**" };
+	if (a->kind == V_UNDEF || b->kind == V_UNDEF) {
+		const struct value *u = a->kind == V_UNDEF ? a : b;
+		return ev_fail(e, "'%s' is undefined", u->uname ? u->uname : "value");
+	}
+	if (v_is_num(a) && v_is_num(b))
+		return num_op(e, op, a, b, out);
+	if (op == OP_ADD && a->kind == V_STR && b->kind == V_STR) {
+		struct sbuf s = { 0 };
+		sb_putf(&s, a->s->p, a->s->n, a->s->flags);
+		sb_putf(&s, b->s->p, b->s->n, b->s->flags);
+		return sb_to_str(&s, out) ? FX_OK : ev_oom(e);
+	}
+	if (op == OP_ADD && a->kind == V_LIST && b->kind == V_LIST && a->l->tuple == b->l->tuple) {
+		if (!v_list_new(a->l->tuple, out))
+			return ev_oom(e);
+		for (size_t k = 0; k < 2; k++) {
+			const struct vlist *l = k ? b->l : a->l;
+			for (size_t i = 0; i < l->n; i++)
+				if (!list_push(out->l, v_ref(l->a[i]))) {
+					v_drop(out);
+					return ev_oom(e);
+				}
+		}
+		return FX_OK;
+	}
+	if (op == OP_MUL && ((a->kind == V_STR && (b->kind == V_INT || b->kind == V_BOOL)) ||
+			     (b->kind == V_STR && (a->kind == V_INT || a->kind == V_BOOL)))) {
+		const struct value *s = a->kind == V_STR ? a : b, *k = a->kind == V_STR ? b : a;
+		int64_t times = k->kind == V_INT ? k->i : k->b;
+		struct sbuf o = { 0 };
+		if (times * (int64_t)s->s->n > (1 << 24))
+			return ev_fail(e, "string repetition too large");
+		for (int64_t i = 0; i < times; i++)
+			sb_putf(&o, s->s->p, s->s->n, s->s->flags);
+		return sb_to_str(&o, out) ? FX_OK : ev_oom(e);
+	}
+	if (op == OP_ADD && a->kind == V_STR)
+		return ev_fail(e, "can only concatenate str (not \"%s\") to str", v_type_name(b));
+	if (op == OP_MOD && a->kind == V_STR)
+		return ev_fail(e, "printf-style string formatting ('%%') is not supported");
+	return ev_fail(e, "unsupported operand type(s) for %s: '%s' and '%s'", names[op], v_type_name(a),
+		       v_type_name(b));
+}

@@ -1,0 +1,738 @@
+/* Filters and tests of the chat-template interpreter: jinja2 3.1's
+ * filters.py and tests.py, with transformers' tojson (json.dumps with
+ * ensure_ascii=False). An unknown name is an error, never a silent pass. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/eval.h"
+#include "core/alloc.h"
+
+int chat_strip(struct ev *e, const struct value *s, const struct value *chars, int which, struct value *out);
+int chat_replace(struct ev *e, const struct value *s, const struct value *old, const struct value *new_,
+		 int64_t count, struct value *out);
+int chat_case(struct ev *e, const struct value *s, int mode, struct value *out);
+
+static const struct value *arg(const struct cargs *a, size_t i, const char *kw)
+{
+	if (i < a->npos)
+		return &a->pos[i];
+	for (size_t k = 0; kw && k < a->nkw; k++)
+		if (!strcmp(a->kwn[k], kw))
+			return &a->kwv[k];
+	return NULL;
+}
+
+int chat_join(struct ev *e, const struct value *items, const struct value *sep, struct value *out);
+int chat_join(struct ev *e, const struct value *items, const struct value *sep, struct value *out)
+{
+	struct sbuf b = { 0 };
+	for (size_t i = 0; i < items->l->n; i++) {
+		if (i && sep)
+			v_write(&b, sep, false);
+		v_write(&b, &items->l->a[i], false);
+	}
+	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+int chat_test(struct ev *e, const char *name, const struct value *v, struct cargs *a, bool *out)
+{
+	const struct value *a0 = arg(a, 0, NULL);
+	int k = v->kind;
+	if (!strcmp(name, "defined")) *out = k != V_UNDEF;
+	else if (!strcmp(name, "undefined")) *out = k == V_UNDEF;
+	else if (!strcmp(name, "none")) *out = k == V_NONE;
+	else if (!strcmp(name, "string")) *out = k == V_STR;
+	else if (!strcmp(name, "number")) *out = k == V_INT || k == V_FLOAT || k == V_BOOL;
+	else if (!strcmp(name, "integer")) *out = k == V_INT;
+	else if (!strcmp(name, "float")) *out = k == V_FLOAT;
+	else if (!strcmp(name, "boolean")) *out = k == V_BOOL;
+	else if (!strcmp(name, "true")) *out = k == V_BOOL && v->b;
+	else if (!strcmp(name, "false")) *out = k == V_BOOL && !v->b;
+	else if (!strcmp(name, "mapping")) *out = k == V_DICT && !v->d->ns && !v->d->loop;
+	else if (!strcmp(name, "iterable")) *out = k == V_STR || k == V_LIST || k == V_UNDEF || (k == V_DICT && !v->d->ns && !v->d->loop);
+	else if (!strcmp(name, "sequence")) *out = k == V_STR || k == V_LIST || (k == V_DICT && !v->d->ns && !v->d->loop);
+	else if (!strcmp(name, "callable")) *out = k == V_FUNC || k == V_MACRO;
+	else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
+		struct value t;
+		int rc;
+		if (k != V_STR) {
+			*out = false;
+			return FX_OK;
+		}
+		if ((rc = chat_case(e, v, name[0] == 'l' ? 0 : 1, &t)))
+			return rc;
+		*out = v_equal(&t, v);
+		v_drop(&t);
+	} else if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
+		if (k != V_INT && k != V_BOOL)
+			return ev_fail(e, "test '%s' wants an integer, got %s", name, v_type_name(v));
+		int64_t x = k == V_INT ? v->i : v->b;
+		if (name[0] == 'd') {
+			if (!a0 || a0->kind != V_INT || a0->i == 0)
+				return ev_fail(e, "divisibleby wants a non-zero integer");
+			*out = x % a0->i == 0;
+		} else {
+			*out = ((x % 2) != 0) == (name[0] == 'o');
+		}
+	} else if (!strcmp(name, "sameas")) {
+		*out = a0 && ((v->kind == a0->kind && (k == V_NONE || k == V_UNDEF || (k == V_BOOL && v->b == a0->b))) ||
+			      ((k == V_STR || k == V_LIST || k == V_DICT) && v->kind == a0->kind && v->s == a0->s));
+	} else if (!strcmp(name, "escaped")) {
+		*out = false;
+	} else {
+		static const struct { const char *n; int op; } cmp[] = {
+			{ "equalto", OP_EQ }, { "eq", OP_EQ }, { "==", OP_EQ }, { "ne", OP_NE }, { "!=", OP_NE },
+			{ "lt", OP_LT }, { "lessthan", OP_LT }, { "<", OP_LT }, { "le", OP_LE }, { "<=", OP_LE },
+			{ "gt", OP_GT }, { "greaterthan", OP_GT }, { ">", OP_GT }, { "ge", OP_GE }, { ">=", OP_GE },
+			{ "in", OP_IN },
+		};
+		for (size_t i = 0; i < sizeof(cmp) / sizeof(cmp[0]); i++) {
+			if (strcmp(name, cmp[i].n))
+				continue;
+			if (!a0)
+				return ev_fail(e, "test '%s' needs an argument", name);
+			int op = cmp[i].op, c;
+			if (op == OP_EQ || op == OP_NE) {
+				*out = v_equal(v, a0) == (op == OP_EQ);
+				return FX_OK;
+			}
+			if (op == OP_IN) {
+				bool r = false;
+				if (a0->kind == V_STR && k == V_STR)
+					r = memmem(a0->s->p, a0->s->n, v->s->p, v->s->n) != NULL || !v->s->n;
+				else if (a0->kind == V_LIST)
+					for (size_t j = 0; j < a0->l->n && !r; j++)
+						r = v_equal(v, &a0->l->a[j]);
+				else if (a0->kind == V_DICT)
+					r = dict_get(a0->d, v) != NULL;
+				else
+					return ev_fail(e, "test 'in': bad operand types");
+				*out = r;
+				return FX_OK;
+			}
+			if (!v_compare(v, a0, &c))
+				return ev_fail(e, "test '%s': '%s' and '%s' do not order", name, v_type_name(v),
+					       v_type_name(a0));
+			*out = op == OP_LT ? c < 0 : op == OP_LE ? c <= 0 : op == OP_GT ? c > 0 : c >= 0;
+			return FX_OK;
+		}
+		return ev_fail(e, "unknown test '%s'", name);
+	}
+	return FX_OK;
+}
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* Attribute path "a.b" or integer index of v (jinja2's make_attrgetter). */
+static int attr_path(struct ev *e, const struct value *v, const struct value *attr, struct value *out)
+{
+	if (attr->kind == V_INT)
+		return chat_getitem(e, v, attr, out);
+	if (attr->kind != V_STR)
+		return ev_fail(e, "attribute must be a string");
+	struct value cur = v_ref(*v);
+	const char *p = attr->s->p;
+	for (;;) {
+		const char *dot = strchr(p, '.');
+		size_t len = dot ? (size_t)(dot - p) : strlen(p);
+		char part[128];
+		struct value next, key;
+		int rc;
+		if (len >= sizeof(part)) {
+			v_drop(&cur);
+			return ev_fail(e, "attribute name too long");
+		}
+		memcpy(part, p, len);
+		part[len] = 0;
+		bool digits = len > 0 && strspn(part, "0123456789") == len;
+		if (digits) {
+			key = v_int(strtoll(part, NULL, 10));
+		} else if (!v_str(part, len, NULL, &key)) {
+			v_drop(&cur);
+			return ev_oom(e);
+		}
+		rc = cur.kind == V_UNDEF ? (next = v_undef(NULL), FX_OK) : chat_getitem(e, &cur, &key, &next);
+		v_drop(&key);
+		v_drop(&cur);
+		if (rc)
+			return rc;
+		cur = next;
+		if (!dot)
+			break;
+		p = dot + 1;
+	}
+	*out = cur;
+	return FX_OK;
+}
+
+static int sort_key(struct ev *e, const struct value *v, bool case_sensitive, struct value *out)
+{
+	if (v->kind == V_STR && !case_sensitive)
+		return chat_case(e, v, 0, out);
+	*out = v_ref(*v);
+	return FX_OK;
+}
+
+/* Stable sort of items (a list value, sorted in place) by keys[]. */
+static int sort_items(struct ev *e, struct value *items, struct value *keys, bool reverse)
+{
+	size_t n = items->l->n;
+	for (size_t i = 1; i < n; i++) {
+		struct value it = items->l->a[i], k = keys[i];
+		size_t j = i;
+		while (j > 0) {
+			int c;
+			if (!v_compare(&keys[j - 1], &k, &c))
+				return ev_fail(e, "'<' not supported between instances of '%s' and '%s'",
+					       v_type_name(&keys[j - 1]), v_type_name(&k));
+			if (reverse ? c >= 0 : c <= 0)
+				break;
+			items->l->a[j] = items->l->a[j - 1];
+			keys[j] = keys[j - 1];
+			j--;
+		}
+		items->l->a[j] = it;
+		keys[j] = k;
+	}
+	return FX_OK;
+}
+
+static int do_sort(struct ev *e, const struct value *in, struct cargs *a, bool dictsort, struct value *out)
+{
+	const struct value *rev = arg(a, dictsort ? 2 : 0, "reverse"), *cs = arg(a, dictsort ? 0 : 1, "case_sensitive");
+	const struct value *attr = dictsort ? NULL : arg(a, 2, "attribute"), *by = dictsort ? arg(a, 1, "by") : NULL;
+	bool by_value = by && by->kind == V_STR && !strcmp(by->s->p, "value");
+	int rc;
+	struct value items;
+	if (dictsort) {
+		if (in->kind != V_DICT)
+			return ev_fail(e, "dictsort wants a mapping, got %s", v_type_name(in));
+		struct value m;
+		if (!v_func_new(FN_METHOD, "items", in, &m))
+			return ev_oom(e);
+		struct cargs none = { 0 };
+		rc = chat_call_func(e, &m, &none, &items);
+		v_drop(&m);
+	} else {
+		rc = chat_iter(e, in, &items);
+	}
+	if (rc)
+		return rc;
+	size_t n = items.l->n;
+	struct value *keys = fx_calloc(n ? n : 1, sizeof(*keys));
+	if (!keys) {
+		v_drop(&items);
+		return ev_oom(e);
+	}
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct value base;
+		if (dictsort)
+			base = v_ref(items.l->a[i].l->a[by_value ? 1 : 0]);
+		else if (attr && attr->kind != V_NONE)
+			rc = attr_path(e, &items.l->a[i], attr, &base);
+		else
+			base = v_ref(items.l->a[i]);
+		if (rc)
+			break;
+		rc = sort_key(e, &base, cs && v_truthy(cs), &keys[i]);
+		v_drop(&base);
+	}
+	if (!rc)
+		rc = sort_items(e, &items, keys, rev && v_truthy(rev));
+	for (size_t i = 0; i < n; i++)
+		v_drop(&keys[i]);
+	fx_free(keys);
+	if (rc) {
+		v_drop(&items);
+		return rc;
+	}
+	*out = items;
+	return FX_OK;
+}
+
+/* select / reject / selectattr / rejectattr */
+static int do_select(struct ev *e, const struct value *in, struct cargs *a, bool attr, bool keep, struct value *out)
+{
+	struct value items;
+	int rc = chat_iter(e, in, &items);
+	size_t t0 = attr ? 1 : 0;
+	if (rc)
+		return rc;
+	if (attr && a->npos < 1) {
+		v_drop(&items);
+		return ev_fail(e, "selectattr/rejectattr need an attribute name");
+	}
+	if (a->npos > t0 && a->pos[t0].kind != V_STR) {
+		v_drop(&items);
+		return ev_fail(e, "the test name must be a string");
+	}
+	struct cargs ta = { 0 };
+	if (a->npos > t0 + 1) {
+		ta.pos = a->pos + t0 + 1;
+		ta.npos = a->npos - t0 - 1;
+	}
+	if (!v_list_new(false, out)) {
+		v_drop(&items);
+		return ev_oom(e);
+	}
+	for (size_t i = 0; i < items.l->n && !rc; i++) {
+		struct value subj;
+		bool r;
+		if (attr)
+			rc = attr_path(e, &items.l->a[i], &a->pos[0], &subj);
+		else
+			subj = v_ref(items.l->a[i]);
+		if (rc)
+			break;
+		if (a->npos > t0)
+			rc = chat_test(e, a->pos[t0].s->p, &subj, &ta, &r);
+		else
+			r = v_truthy(&subj);
+		v_drop(&subj);
+		if (!rc && r == keep && !list_push(out->l, v_ref(items.l->a[i])))
+			rc = ev_oom(e);
+	}
+	v_drop(&items);
+	if (rc)
+		v_drop(out);
+	return rc;
+}
+
+static int do_map(struct ev *e, const struct value *in, struct cargs *a, struct value *out)
+{
+	struct value items;
+	const struct value *attr = arg(a, 99, "attribute"), *def = arg(a, 99, "default");
+	int rc = chat_iter(e, in, &items);
+	if (rc)
+		return rc;
+	if (!attr && (a->npos < 1 || a->pos[0].kind != V_STR)) {
+		v_drop(&items);
+		return ev_fail(e, "map wants a filter name or attribute=");
+	}
+	struct cargs fa = { 0 };
+	if (!attr && a->npos > 1) {
+		fa.pos = a->pos + 1;
+		fa.npos = a->npos - 1;
+	}
+	if (!v_list_new(false, out)) {
+		v_drop(&items);
+		return ev_oom(e);
+	}
+	for (size_t i = 0; i < items.l->n && !rc; i++) {
+		struct value r;
+		if (attr) {
+			rc = attr_path(e, &items.l->a[i], attr, &r);
+			if (!rc && r.kind == V_UNDEF && def) {
+				v_drop(&r);
+				r = v_ref(*def);
+			}
+		} else {
+			rc = chat_filter(e, a->pos[0].s->p, &items.l->a[i], &fa, &r);
+		}
+		if (!rc && !list_push(out->l, r))
+			rc = ev_oom(e);
+	}
+	v_drop(&items);
+	if (rc)
+		v_drop(out);
+	return rc;
+}
+
+/* jinja2's indent: lines after the first (and the first with first=True)
+ * get the indent; blank lines only with blank=True. */
+static int do_indent(struct ev *e, const struct value *s, struct cargs *a, struct value *out)
+{
+	const struct value *w = arg(a, 0, "width"), *first = arg(a, 1, "first"), *blank = arg(a, 2, "blank");
+	struct sbuf ind = { 0 }, b = { 0 };
+	if (!w || w->kind == V_INT) {
+		int64_t n = w ? w->i : 4;
+		for (int64_t i = 0; i < n && i < 1024; i++)
+			sb_put(&ind, " ", 1, 0);
+	} else if (w->kind == V_STR) {
+		v_write(&ind, w, false);
+	} else {
+		return ev_fail(e, "indent width must be an integer or a string");
+	}
+	/* split s + "\n" into lines (str.splitlines on \n, \r\n, \r) */
+	size_t n = s->s->n, st = 0, li = 0;
+	bool bl = blank && v_truthy(blank);
+	bool ind_first = first && v_truthy(first);
+	for (size_t i = 0; i <= n; i++) {
+		if (i < n && s->s->p[i] != '\n' && s->s->p[i] != '\r')
+			continue;
+		size_t end = i;
+		if (li > 0)
+			sb_put(&b, "\n", 1, 0);
+		bool empty = end == st;
+		if (li == 0 ? ind_first : (bl || !empty))
+			sb_putf(&b, ind.p ? ind.p : "", ind.n, NULL);
+		sb_putf(&b, s->s->p + st, end - st, s->s->flags ? s->s->flags + st : NULL);
+		li++;
+		if (i < n && s->s->p[i] == '\r' && i + 1 < n && s->s->p[i + 1] == '\n')
+			i++;
+		st = i + 1;
+		if (i >= n)
+			break;
+	}
+	sb_free(&ind);
+	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
+}
+
+static int do_tojson(struct ev *e, const struct value *v, struct cargs *a, struct value *out)
+{
+	const struct value *ea = arg(a, 0, "ensure_ascii"), *ind = arg(a, 1, "indent"),
+			   *sep = arg(a, 2, "separators"), *sk = arg(a, 3, "sort_keys");
+	struct json_opts o = { .ensure_ascii = ea && v_truthy(ea), .indent = -1, .sort_keys = sk && v_truthy(sk) };
+	struct sbuf b = { 0 }, is = { 0 };
+	char msg[256];
+	if (ind && ind->kind == V_INT) {
+		o.indent = (int)(ind->i < 0 ? 0 : ind->i > 64 ? 64 : ind->i);
+	} else if (ind && ind->kind == V_STR) {
+		v_write(&is, ind, false);
+		o.indent_str = is.p ? is.p : "";
+	} else if (ind && ind->kind != V_NONE) {
+		return ev_fail(e, "tojson: indent must be an integer, a string or None");
+	}
+	if (sep && sep->kind == V_LIST && sep->l->n == 2 && sep->l->a[0].kind == V_STR && sep->l->a[1].kind == V_STR) {
+		o.item_sep = sep->l->a[0].s->p;
+		o.key_sep = sep->l->a[1].s->p;
+	} else if (sep && sep->kind != V_NONE) {
+		sb_free(&is);
+		return ev_fail(e, "tojson: separators must be a pair of strings");
+	}
+	bool ok = json_dump(&b, v, &o, msg);
+	sb_free(&is);
+	if (!ok) {
+		sb_free(&b);
+		return ev_fail(e, "tojson: %s", msg);
+	}
+	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
+}
+
+static int to_int(struct ev *e, const struct value *v, const struct value *def, bool want_float, struct value *out)
+{
+	if (v->kind == V_INT || v->kind == V_BOOL) {
+		int64_t x = v->kind == V_INT ? v->i : v->b;
+		*out = want_float ? v_float((double)x) : v_int(x);
+		return FX_OK;
+	}
+	if (v->kind == V_FLOAT) {
+		*out = want_float ? v_float(v->f) : v_int((int64_t)v->f);
+		return FX_OK;
+	}
+	if (v->kind == V_STR) {
+		char *end;
+		const char *p = v->s->p;
+		while (*p == ' ' || *p == '\t' || *p == '\n')
+			p++;
+		if (!want_float) {
+			long long x = strtoll(p, &end, 10);
+			while (*end == ' ' || *end == '\t' || *end == '\n')
+				end++;
+			if (end != p && !*end) {
+				*out = v_int(x);
+				return FX_OK;
+			}
+		}
+		double d = strtod(p, &end);
+		while (*end == ' ' || *end == '\t' || *end == '\n')
+			end++;
+		if (end != p && !*end) {
+			*out = want_float ? v_float(d) : v_int((int64_t)d);
+			return FX_OK;
+		}
+	}
+	(void)e;
+	*out = def ? v_ref(*def) : want_float ? v_float(0) : v_int(0);
+	return FX_OK;
+}
+
+/* jinja2's title filter: words start after -, whitespace, ( { [ < */
+static int do_title(struct ev *e, const struct value *s, struct value *out)
+{
+	struct sbuf b = { 0 };
+	bool start = true;
+	for (size_t i = 0; i < s->s->n;) {
+		uint32_t c;
+		size_t l = u8_decode(s->s->p + i, s->s->n - i, &c);
+		bool sep = c == '-' || py_isspace(c) || c == '(' || c == '{' || c == '[' || c == '<';
+		struct value ch, r;
+		int rc;
+		if (!chat_substr(s, i, l, &ch)) {
+			sb_free(&b);
+			return ev_oom(e);
+		}
+		rc = sep ? (r = v_ref(ch), FX_OK) : chat_case(e, &ch, start ? 1 : 0, &r);
+		v_drop(&ch);
+		if (rc) {
+			sb_free(&b);
+			return rc;
+		}
+		v_write(&b, &r, false);
+		v_drop(&r);
+		start = sep;
+		i += l;
+	}
+	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
+}
+
+int chat_filter(struct ev *e, const char *name, const struct value *in, struct cargs *a, struct value *out)
+{
+	const struct value *a0 = arg(a, 0, NULL);
+	struct value s, items;
+	int rc;
+	if (!strcmp(name, "safe") || !strcmp(name, "string") || !strcmp(name, "e") || !strcmp(name, "escape") ||
+	    !strcmp(name, "forceescape")) {
+		if (name[0] == 'e' || name[0] == 'f')
+			return ev_fail(e, "filter '%s' is not supported", name);
+		return chat_to_str(e, in, out);
+	}
+	if (!strcmp(name, "default") || !strcmp(name, "d")) {
+		const struct value *dv = arg(a, 0, "default_value"), *bo = arg(a, 1, "boolean");
+		bool use = in->kind == V_UNDEF || (bo && v_truthy(bo) && !v_truthy(in));
+		if (!use)
+			*out = v_ref(*in);
+		else if (dv)
+			*out = v_ref(*dv);
+		else if (!v_str("", 0, NULL, out))
+			return ev_oom(e);
+		return FX_OK;
+	}
+	if (!strcmp(name, "length") || !strcmp(name, "count")) {
+		switch (in->kind) {
+		case V_UNDEF: *out = v_int(0); return FX_OK;
+		case V_STR: *out = v_int((int64_t)u8_count(in->s->p, in->s->n)); return FX_OK;
+		case V_LIST: *out = v_int((int64_t)in->l->n); return FX_OK;
+		case V_DICT: *out = v_int((int64_t)in->d->n); return FX_OK;
+		default: return ev_fail(e, "object of type '%s' has no len()", v_type_name(in));
+		}
+	}
+	if (!strcmp(name, "tojson"))
+		return do_tojson(e, in, a, out);
+	if (!strcmp(name, "items")) {
+		if (in->kind == V_UNDEF)
+			return v_list_new(false, out) ? FX_OK : ev_oom(e);
+		if (in->kind != V_DICT || in->d->ns || in->d->loop)
+			return ev_fail(e, "can only get item pairs from a mapping");
+		struct value m;
+		struct cargs none = { 0 };
+		if (!v_func_new(FN_METHOD, "items", in, &m))
+			return ev_oom(e);
+		rc = chat_call_func(e, &m, &none, out);
+		v_drop(&m);
+		return rc;
+	}
+	if (!strcmp(name, "list"))
+		return chat_iter(e, in, out);
+	if (!strcmp(name, "dictsort"))
+		return do_sort(e, in, a, true, out);
+	if (!strcmp(name, "sort"))
+		return do_sort(e, in, a, false, out);
+	if (!strcmp(name, "map"))
+		return do_map(e, in, a, out);
+	if (!strcmp(name, "select") || !strcmp(name, "reject"))
+		return do_select(e, in, a, false, name[0] == 's', out);
+	if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr"))
+		return do_select(e, in, a, true, name[0] == 's', out);
+	if (!strcmp(name, "int") || !strcmp(name, "float"))
+		return to_int(e, in, arg(a, 0, "default"), name[0] == 'f', out);
+	if (!strcmp(name, "abs")) {
+		if (in->kind == V_INT || in->kind == V_BOOL)
+			*out = v_int(llabs(in->kind == V_INT ? in->i : in->b));
+		else if (in->kind == V_FLOAT)
+			*out = v_float(fabs(in->f));
+		else
+			return ev_fail(e, "bad operand type for abs(): '%s'", v_type_name(in));
+		return FX_OK;
+	}
+	if (!strcmp(name, "round")) {
+		const struct value *pr = arg(a, 0, "precision"), *me = arg(a, 1, "method");
+		int p = pr && pr->kind == V_INT ? (int)pr->i : 0;
+		if (!v_is_num(in))
+			return ev_fail(e, "round wants a number, got %s", v_type_name(in));
+		double x = v_num(in), m = pow(10, p);
+		const char *meth = me && me->kind == V_STR ? me->s->p : "common";
+		if (!strcmp(meth, "ceil"))
+			x = ceil(x * m) / m;
+		else if (!strcmp(meth, "floor"))
+			x = floor(x * m) / m;
+		else {
+			char buf[64];
+			snprintf(buf, sizeof(buf), "%.*f", p < 0 ? 0 : p > 30 ? 30 : p, x);
+			x = strtod(buf, NULL);
+		}
+		*out = in->kind == V_INT && !strcmp(meth, "common") ? v_int((int64_t)x) : v_float(x);
+		return FX_OK;
+	}
+	if (!strcmp(name, "first") || !strcmp(name, "last")) {
+		if ((rc = chat_iter(e, in, &items)))
+			return rc;
+		if (!items.l->n)
+			*out = v_undef(NULL);
+		else
+			*out = v_ref(items.l->a[name[0] == 'f' ? 0 : items.l->n - 1]);
+		v_drop(&items);
+		return FX_OK;
+	}
+	if (!strcmp(name, "reverse")) {
+		if ((rc = chat_iter(e, in, &items)))
+			return rc;
+		for (size_t i = 0, j = items.l->n; i + 1 < j; i++, j--) {
+			struct value t = items.l->a[i];
+			items.l->a[i] = items.l->a[j - 1];
+			items.l->a[j - 1] = t;
+		}
+		if (in->kind != V_STR) {
+			*out = items;
+			return FX_OK;
+		}
+		rc = chat_join(e, &items, NULL, out);
+		v_drop(&items);
+		return rc;
+	}
+	if (!strcmp(name, "unique")) {
+		const struct value *cs = arg(a, 0, "case_sensitive"), *at = arg(a, 1, "attribute");
+		if ((rc = chat_iter(e, in, &items)))
+			return rc;
+		struct value seen;
+		if (!v_list_new(false, &seen) || !v_list_new(false, out)) {
+			v_drop(&items);
+			return ev_oom(e);
+		}
+		for (size_t i = 0; i < items.l->n && !rc; i++) {
+			struct value base, k;
+			if (at && at->kind != V_NONE)
+				rc = attr_path(e, &items.l->a[i], at, &base);
+			else
+				base = v_ref(items.l->a[i]);
+			if (rc || (rc = sort_key(e, &base, cs && v_truthy(cs), &k))) {
+				if (!rc)
+					v_drop(&base);
+				break;
+			}
+			v_drop(&base);
+			bool dup = false;
+			for (size_t j = 0; j < seen.l->n && !dup; j++)
+				dup = v_equal(&seen.l->a[j], &k);
+			if (dup) {
+				v_drop(&k);
+				continue;
+			}
+			if (!list_push(seen.l, k) || !list_push(out->l, v_ref(items.l->a[i])))
+				rc = ev_oom(e);
+		}
+		v_drop(&seen);
+		v_drop(&items);
+		if (rc)
+			v_drop(out);
+		return rc;
+	}
+	if (!strcmp(name, "join")) {
+		const struct value *sep = arg(a, 0, "d"), *at = arg(a, 1, "attribute");
+		if ((rc = chat_iter(e, in, &items)))
+			return rc;
+		if (at && at->kind != V_NONE) {
+			for (size_t i = 0; i < items.l->n && !rc; i++) {
+				struct value r;
+				if (!(rc = attr_path(e, &items.l->a[i], at, &r))) {
+					v_drop(&items.l->a[i]);
+					items.l->a[i] = r;
+				}
+			}
+		}
+		if (!rc)
+			rc = chat_join(e, &items, sep, out);
+		v_drop(&items);
+		return rc;
+	}
+	if (!strcmp(name, "sum") || !strcmp(name, "min") || !strcmp(name, "max")) {
+		if ((rc = chat_iter(e, in, &items)))
+			return rc;
+		struct value acc = name[1] == 'u' ? v_int(0) : v_undef(NULL);
+		for (size_t i = 0; i < items.l->n && !rc; i++) {
+			const struct value *x = &items.l->a[i];
+			if (name[1] == 'u') {
+				struct value r;
+				if (!(rc = chat_binop(e, OP_ADD, &acc, x, &r))) {
+					v_drop(&acc);
+					acc = r;
+				}
+			} else {
+				int c = 0;
+				if (acc.kind != V_UNDEF && !v_compare(x, &acc, &c))
+					rc = ev_fail(e, "%s: values do not order", name);
+				if (!rc && (acc.kind == V_UNDEF || (name[1] == 'i' ? c < 0 : c > 0))) {
+					v_drop(&acc);
+					acc = v_ref(*x);
+				}
+			}
+		}
+		v_drop(&items);
+		if (rc) {
+			v_drop(&acc);
+			return rc;
+		}
+		*out = acc;
+		return FX_OK;
+	}
+	if (!strcmp(name, "wordcount")) {
+		if ((rc = chat_to_str(e, in, &s)))
+			return rc;
+		int64_t words = 0;
+		bool inw = false;
+		for (size_t i = 0; i < s.s->n;) {
+			uint32_t c;
+			i += u8_decode(s.s->p + i, s.s->n - i, &c);
+			bool w = c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+				 (c >= 0x80 && !py_isspace(c));
+			if (w && !inw)
+				words++;
+			inw = w;
+		}
+		v_drop(&s);
+		*out = v_int(words);
+		return FX_OK;
+	}
+	/* the rest work on str(value) */
+	static const char *const str_filters[] = { "trim", "lower", "upper", "title", "capitalize",
+						   "replace", "indent", NULL };
+	size_t k = 0;
+	while (str_filters[k] && strcmp(str_filters[k], name))
+		k++;
+	if (!str_filters[k])
+		return ev_fail(e, "unknown filter '%s'", name);
+	if ((rc = chat_to_str(e, in, &s)))
+		return rc;
+	switch (k) {
+	case 0: rc = chat_strip(e, &s, arg(a, 0, "chars"), 3, out); break;
+	case 1: rc = chat_case(e, &s, 0, out); break;
+	case 2: rc = chat_case(e, &s, 1, out); break;
+	case 3: rc = do_title(e, &s, out); break;
+	case 4: rc = chat_case(e, &s, 3, out); break;
+	case 5: {
+		const struct value *a1 = arg(a, 1, "new"), *c = arg(a, 2, "count");
+		struct value o, n;
+		if (!a0 || !a1) {
+			rc = ev_fail(e, "replace needs old and new");
+			break;
+		}
+		if ((rc = chat_to_str(e, a0, &o)))
+			break;
+		if ((rc = chat_to_str(e, a1, &n))) {
+			v_drop(&o);
+			break;
+		}
+		rc = chat_replace(e, &s, &o, &n, c && c->kind == V_INT ? c->i : -1, out);
+		v_drop(&o);
+		v_drop(&n);
+		break;
+	}
+	default: rc = do_indent(e, &s, a, out); break;
+	}
+	v_drop(&s);
+	return rc;
+}
