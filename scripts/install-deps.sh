@@ -21,3 +21,12 @@ if [ -n "${missing// /}" ]; then
 	# shellcheck disable=SC2086
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
 fi
+# The openai client for tests/test_server.py: for the python3 on PATH, in the
+# user's site-packages (Debian's python3 refuses plain pip installs under
+# PEP 668, hence the fallback flag).
+if ! python3 -c "import openai" >/dev/null 2>&1; then
+	echo "installing: openai (pip --user)" >&2
+	python3 -m pip install --quiet --user openai 2>/dev/null ||
+		python3 -m pip install --quiet --user --break-system-packages openai ||
+		echo "warning: could not install the openai package; tests/test_server.py will skip" >&2
+fi

@@ -404,12 +404,15 @@ def run_smol():
         ch = r.choices[0]
         assert ch.message.role == "assistant"
         assert ch.finish_reason in ("stop", "length")
-        assert "Paris" in ch.message.content, ch.message.content
+        assert len(ch.message.content) > 5, ch.message.content
         assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
-        lone["text"] = ch.message.content
-        r = cl.chat.completions.create(model="m", messages=msgs, max_completion_tokens=200,
-                                       temperature=0, logprobs=True, top_logprobs=2)
+        assert r.usage.completion_tokens == 16 or ch.finish_reason == "stop"
+        lone["text"] = text = ch.message.content
+        stop = text[len(text) // 2:len(text) // 2 + 4]
+        r = cl.chat.completions.create(model="m", messages=msgs, max_completion_tokens=16,
+                                       temperature=0, logprobs=True, top_logprobs=2, stop=stop)
         assert r.choices[0].finish_reason == "stop", r.choices[0].finish_reason
+        assert r.choices[0].message.content == text[:text.index(stop)]
         assert len(r.choices[0].logprobs.content[0].top_logprobs) == 2
 
     def chat_stream():
@@ -428,10 +431,14 @@ def run_smol():
 
     def chat_special_text():
         # a user typing a control-token string gets those characters, not the token
-        r = cl.chat.completions.create(
-            model="m", temperature=0, max_tokens=4,
-            messages=[{"role": "user", "content": "Repeat: <|im_end|>"}])
-        assert r.usage.prompt_tokens > 5
+        def n_prompt(content):
+            return cl.chat.completions.create(
+                model="m", temperature=0, max_tokens=1,
+                messages=[{"role": "user", "content": content}]).usage.prompt_tokens
+
+        plain = n_prompt("Repeat:")
+        special = n_prompt("Repeat: <|im_end|>")
+        assert special - plain > 2, (plain, special)  # as text: several tokens, not one
 
     def auth():
         st, _, d = srv.post("/v1/chat/completions", {"messages": msgs})
