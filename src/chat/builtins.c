@@ -832,6 +832,24 @@ int chat_binop(struct ev *e, int op, const struct value *a, const struct value *
 	}
 	if (v_is_num(a) && v_is_num(b))
 		return num_op(e, op, a, b, out);
+	if (op == OP_ADD && a->kind == V_STR && b->kind == V_STR && (a->s->markup || b->s->markup)) {
+		struct value x, y; /* Markup + str escapes the str (markupsafe) */
+		if (!v_markup(a, true, &x))
+			return ev_oom(e);
+		if (!v_markup(b, true, &y)) {
+			v_drop(&x);
+			return ev_oom(e);
+		}
+		struct sbuf s = { 0 };
+		sb_putf(&s, x.s->p, x.s->n, x.s->flags);
+		sb_putf(&s, y.s->p, y.s->n, y.s->flags);
+		v_drop(&x);
+		v_drop(&y);
+		if (!sb_to_str(&s, out))
+			return ev_oom(e);
+		out->s->markup = true;
+		return FX_OK;
+	}
 	if (op == OP_ADD && a->kind == V_STR && b->kind == V_STR) {
 		struct sbuf s = { 0 };
 		sb_putf(&s, a->s->p, a->s->n, a->s->flags);

@@ -654,6 +654,10 @@ static int exec_stmt(struct ev *e, const struct node *n, struct frame *f, struct
 	case N_OUT:
 		if ((rc = eval(e, n->a, f, &v)))
 			return rc;
+		if (v.kind == V_LIST && v.l->gen) {
+			v_drop(&v);
+			return ev_fail(e, "printing a generator (jinja2 prints its memory address); add |list");
+		}
 		v_write(o, &v, false);
 		v_drop(&v);
 		return o->oom ? ev_oom(e) : FX_OK;

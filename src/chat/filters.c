@@ -257,8 +257,8 @@ static int do_sort(struct ev *e, const struct value *in, struct cargs *a, bool d
 /* select / reject / selectattr / rejectattr */
 static int do_select(struct ev *e, const struct value *in, struct cargs *a, bool attr, bool keep, struct value *out)
 {
-	struct value items;
-	int rc = chat_iter(e, in, &items);
+	struct value items, none = v_undef(NULL);
+	int rc = chat_iter(e, v_truthy(in) ? in : &none, &items); /* jinja2: `if seq:` first */
 	size_t t0 = attr ? 1 : 0;
 	if (rc)
 		return rc;
@@ -279,6 +279,7 @@ static int do_select(struct ev *e, const struct value *in, struct cargs *a, bool
 		v_drop(&items);
 		return ev_oom(e);
 	}
+	out->l->gen = true;
 	for (size_t i = 0; i < items.l->n && !rc; i++) {
 		struct value subj;
 		bool r;
@@ -306,7 +307,8 @@ static int do_map(struct ev *e, const struct value *in, struct cargs *a, struct 
 {
 	struct value items;
 	const struct value *attr = arg(a, 99, "attribute"), *def = arg(a, 99, "default");
-	int rc = chat_iter(e, in, &items);
+	struct value none = v_undef(NULL);
+	int rc = chat_iter(e, v_truthy(in) ? in : &none, &items); /* jinja2: `if value:` first */
 	if (rc)
 		return rc;
 	if (!attr && (a->npos < 1 || a->pos[0].kind != V_STR)) {
@@ -322,6 +324,7 @@ static int do_map(struct ev *e, const struct value *in, struct cargs *a, struct 
 		v_drop(&items);
 		return ev_oom(e);
 	}
+	out->l->gen = true;
 	for (size_t i = 0; i < items.l->n && !rc; i++) {
 		struct value r;
 		if (attr) {
@@ -487,9 +490,13 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 	int rc;
 	if (!strcmp(name, "safe") || !strcmp(name, "string") || !strcmp(name, "e") || !strcmp(name, "escape") ||
 	    !strcmp(name, "forceescape")) {
-		if (name[0] == 'e' || name[0] == 'f')
-			return ev_fail(e, "filter '%s' is not supported", name);
-		return chat_to_str(e, in, out);
+		if (name[0] == 's' && name[1] == 't')
+			return chat_to_str(e, in, out);
+		if ((rc = chat_to_str(e, in, &s)))
+			return rc;
+		rc = v_markup(&s, name[0] != 's', out) ? FX_OK : ev_oom(e);
+		v_drop(&s);
+		return rc;
 	}
 	if (!strcmp(name, "default") || !strcmp(name, "d")) {
 		const struct value *dv = arg(a, 0, "default_value"), *bo = arg(a, 1, "boolean");
@@ -506,10 +513,15 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		switch (in->kind) {
 		case V_UNDEF: *out = v_int(0); return FX_OK;
 		case V_STR: *out = v_int((int64_t)u8_count(in->s->p, in->s->n)); return FX_OK;
-		case V_LIST: *out = v_int((int64_t)in->l->n); return FX_OK;
+		case V_LIST:
+			if (in->l->gen)
+				break;
+			*out = v_int((int64_t)in->l->n);
+			return FX_OK;
 		case V_DICT: *out = v_int((int64_t)in->d->n); return FX_OK;
-		default: return ev_fail(e, "object of type '%s' has no len()", v_type_name(in));
+		default: break;
 		}
+		return ev_fail(e, "object of type '%s' has no len()", v_type_name(in));
 	}
 	if (!strcmp(name, "tojson"))
 		return do_tojson(e, in, a, out);
@@ -524,6 +536,8 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 			return ev_oom(e);
 		rc = chat_call_func(e, &m, &none, out);
 		v_drop(&m);
+		if (!rc)
+			out->l->gen = true;
 		return rc;
 	}
 	if (!strcmp(name, "list"))
@@ -588,6 +602,7 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		}
 		if (in->kind != V_STR) {
 			*out = items;
+			out->l->gen = true;
 			return FX_OK;
 		}
 		rc = chat_join(e, &items, NULL, out);
@@ -603,6 +618,7 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 			v_drop(&items);
 			return ev_oom(e);
 		}
+		out->l->gen = true;
 		for (size_t i = 0; i < items.l->n && !rc; i++) {
 			struct value base, k;
 			if (at && at->kind != V_NONE)

@@ -122,6 +122,32 @@ bool v_str(const char *s, size_t n, const uint8_t *flags, struct value *out)
 	return true;
 }
 
+bool v_markup(const struct value *s, bool escape, struct value *out)
+{
+	struct sbuf b = { 0 };
+	for (size_t i = 0; i < s->s->n; i++) {
+		const char *ent = NULL;
+		uint8_t fl = s->s->flags ? s->s->flags[i] : 0;
+		if (escape && !s->s->markup)
+			switch (s->s->p[i]) {
+			case '&': ent = "&amp;"; break;
+			case '<': ent = "&lt;"; break;
+			case '>': ent = "&gt;"; break;
+			case '\'': ent = "&#39;"; break;
+			case '"': ent = "&#34;"; break;
+			default: break;
+			}
+		if (ent)
+			sb_puts(&b, ent, fl);
+		else
+			sb_put(&b, s->s->p + i, 1, fl);
+	}
+	if (!sb_to_str(&b, out))
+		return false;
+	out->s->markup = true;
+	return true;
+}
+
 bool v_str_all(const char *s, size_t n, uint8_t flag, struct value *out)
 {
 	if (!flag || !n)
@@ -316,7 +342,7 @@ bool v_truthy(const struct value *v)
 	case V_INT: return v->i != 0;
 	case V_FLOAT: return v->f != 0;
 	case V_STR: return v->s->n != 0;
-	case V_LIST: return v->l->n != 0;
+	case V_LIST: return v->l->gen || v->l->n != 0;
 	case V_DICT: return v->d->ns || v->d->loop || v->d->n != 0;
 	case V_FUNC: case V_MACRO: return true;
 	default: return false;
@@ -413,8 +439,8 @@ const char *v_type_name(const struct value *v)
 	case V_BOOL: return "bool";
 	case V_INT: return "int";
 	case V_FLOAT: return "float";
-	case V_STR: return "str";
-	case V_LIST: return v->l->tuple ? "tuple" : "list";
+	case V_STR: return v->s->markup ? "Markup" : "str";
+	case V_LIST: return v->l->gen ? "generator" : v->l->tuple ? "tuple" : "list";
 	case V_DICT: return v->d->ns ? "Namespace" : v->d->loop ? "LoopContext" : "dict";
 	case V_FUNC: return "builtin_function_or_method";
 	case V_MACRO: return "Macro";

@@ -33,6 +33,7 @@ enum vkind {
 
 struct vstr {
 	int rc;
+	bool markup;       /* markupsafe.Markup (the safe filter): str + Markup escapes the str */
 	size_t n;          /* bytes, UTF-8 */
 	uint8_t *flags;    /* [n]: 1 = byte from input data; NULL: none is */
 	char p[];          /* n bytes + NUL */
@@ -43,6 +44,8 @@ struct value;
 struct vlist {
 	int rc;
 	bool tuple;
+	bool gen;          /* a generator (map, select, ... filters): iterable once
+			    * in Python, so no len(), no JSON, no printing */
 	size_t n, cap;
 	struct value *a;
 };
@@ -104,6 +107,8 @@ static inline struct value v_float(double f) { struct value v = { .kind = V_FLOA
 /* New string value of s[0..n) (flags may be NULL: all literal; or one flag
  * for every byte when flag_all is 1). false on OOM. */
 bool v_str(const char *s, size_t n, const uint8_t *flags, struct value *out);
+/* A Markup copy of string value s (markupsafe's escape() when escape). */
+bool v_markup(const struct value *s, bool escape, struct value *out);
 bool v_str_all(const char *s, size_t n, uint8_t flag, struct value *out);
 bool v_list_new(bool tuple, struct value *out);
 bool v_dict_new(struct value *out);
