@@ -321,34 +321,93 @@ static void check_act_quant(enum kern_isa isa, uint64_t *rng)
 	}
 }
 
-/* Attention's V accumulation for nh heads at once: each head's row gets
- * out + w * v within 1e-6, and exactly what it gets when run alone. */
-static void check_axpy(enum kern_isa isa, uint64_t *rng)
+/* Attention's V accumulation, a chunk of K rows for nh heads at once
+ * (nh = 10 spans two groups of 8): each head's row gets out + sum w * v
+ * within 1e-5, and bit for bit what it gets alone, or row by row. */
+static void check_pv(enum kern_isa isa, uint64_t *rng)
 {
-	enum { N = 72, H = 3 };
-	float v32[N], tmp[N], out[H][N], ref[H][N], one[N];
-	uint16_t v16[N];
-	for (int i = 0; i < N; i++) {
-		v32[i] = rng_f(rng);
-		v16[i] = fx_fp32_to_fp16(v32[i]);
-		for (int h = 0; h < H; h++)
+	enum { N = 72, H = 10, K = 5 };
+	static float v32[K][N], tmp[N], out[H][N], ref[H][N], one[N];
+	static uint16_t v16[K][N];
+	float w[H][K];
+	for (int r = 0; r < K; r++)
+		for (int i = 0; i < N; i++) {
+			v32[r][i] = rng_f(rng);
+			v16[r][i] = fx_fp32_to_fp16(v32[r][i]);
+		}
+	for (int h = 0; h < H; h++) {
+		for (int i = 0; i < N; i++)
 			ref[h][i] = rng_f(rng);
+		for (int r = 0; r < K; r++)
+			w[h][r] = 2 * rng_f(rng);
 	}
-	const float w[H] = { 0.37f, -1.25f, 3.0f };
 	for (int f16 = 0; f16 < 2; f16++) {
-		const void *v = f16 ? (const void *)v16 : (const void *)v32;
-		kern_axpy_fn ax = kern_axpy_get(f16 ? FX_TYPE_F16 : FX_TYPE_F32, isa);
+		const void *v[K];
+		for (int r = 0; r < K; r++)
+			v[r] = f16 ? (const void *)v16[r] : (const void *)v32[r];
+		kern_pv_fn pv = kern_pv_get(f16 ? FX_TYPE_F16 : FX_TYPE_F32, isa);
 		memcpy(out, ref, sizeof(out));
-		ax(N, H, w, v, &out[0][0], N, tmp);
+		pv(N, H, K, &w[0][0], K, v, &out[0][0], N, tmp);
 		for (int h = 0; h < H; h++) {
 			memcpy(one, ref[h], sizeof(one));
-			ax(N, 1, &w[h], v, one, N, tmp);
+			for (int r = 0; r < K; r++) /* one head, one row per call */
+				pv(N, 1, 1, &w[h][r], 1, &v[r], one, N, tmp);
 			for (int i = 0; i < N; i++) {
-				float x = f16 ? fx_fp16_to_fp32(v16[i]) : v32[i];
-				CHECK(fabsf(out[h][i] - (ref[h][i] + w[h] * x)) <= 1e-6f * (1 + fabsf(w[h])));
+				double e = ref[h][i], mag = fabsf(ref[h][i]);
+				for (int r = 0; r < K; r++) {
+					float x = f16 ? fx_fp16_to_fp32(v16[r][i]) : v32[r][i];
+					e += (double)w[h][r] * x;
+					mag += fabsf(w[h][r] * x);
+				}
+				CHECK(fabs(out[h][i] - e) <= 1e-6 * (1 + mag));
 				CHECK(memcmp(&one[i], &out[h][i], sizeof(float)) == 0);
 			}
 		}
+	}
+}
+
+/* Attention scores for nh heads against a chunk of K rows (f32, f16 with
+ * Q rounded to f16): within 1e-5 of a double sum, and each score bit for
+ * bit the same whatever nh, nk or the key's place in the chunk. */
+static void check_qk(enum kern_isa isa, uint64_t *rng)
+{
+	enum { N = 64, H = 3, K = 11 };
+	static float k32[K][N], q[H][N], out[H][K], one;
+	static uint16_t k16[K][N];
+	for (int r = 0; r < K; r++)
+		for (int i = 0; i < N; i++) {
+			k32[r][i] = rng_f(rng);
+			k16[r][i] = fx_fp32_to_fp16(k32[r][i]);
+		}
+	for (int h = 0; h < H; h++)
+		for (int i = 0; i < N; i++)
+			q[h][i] = rng_f(rng);
+	CHECK(kern_qk_get(FX_TYPE_F16, isa, 60) == NULL); /* not a multiple of 8 */
+	CHECK(kern_qk_get(FX_TYPE_Q8_0, isa, N) == NULL);
+	for (int f16 = 0; f16 < 2; f16++) {
+		kern_qk_fn qk = kern_qk_get(f16 ? FX_TYPE_F16 : FX_TYPE_F32, isa, N);
+		if (isa != KERN_AVX2) {
+			CHECK(qk == NULL);
+			continue;
+		}
+		CHECK(qk != NULL);
+		const void *k[K];
+		for (int r = 0; r < K; r++)
+			k[r] = f16 ? (const void *)k16[r] : (const void *)k32[r];
+		qk(N, H, &q[0][0], N, K, k, &out[0][0], K);
+		for (int h = 0; h < H; h++)
+			for (int r = 0; r < K; r++) {
+				double e = 0, mag = 0;
+				for (int i = 0; i < N; i++) {
+					float qi = f16 ? fx_fp16_to_fp32(fx_fp32_to_fp16(q[h][i])) : q[h][i];
+					float ki = f16 ? fx_fp16_to_fp32(k16[r][i]) : k32[r][i];
+					e += (double)qi * ki;
+					mag += fabs((double)qi * ki);
+				}
+				CHECK(fabs(out[h][r] - e) <= 1e-6 * (1 + mag));
+				qk(N, 1, q[h], N, 1, &k[r], &one, 1); /* alone, first of its chunk */
+				CHECK(memcmp(&one, &out[h][r], sizeof(one)) == 0);
+			}
 	}
 }
 
@@ -388,7 +447,8 @@ int main(void)
 	}
 	check_glu(best, &rng);
 	check_act_quant(best, &rng);
-	check_axpy(best, &rng);
+	check_pv(best, &rng);
+	check_qk(best, &rng);
 	printf("kernels: %d checks on kernel set %d\n", check_count, (int)best);
 	return check_exit();
 }

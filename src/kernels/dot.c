@@ -108,37 +108,61 @@ kern_glu_fn kern_glu_get(enum kern_glu act, enum kern_isa isa)
 
 /* Portable forms: f32 directly, any other type converted to f32 first
  * (the type table's to_float), then out += w * v per head. */
-static void axpy_f32(int64_t n, int nh, const float *w, const void *vv, float *out,
-		     size_t out_stride, float *tmp)
+/* Portable: row by row, each converted to f32 first (through tmp unless
+ * already f32). */
+static void pv_rows(int64_t n, int nh, int nk, const float *w, size_t ws, const void *const *v,
+		    float *out, size_t os, float *tmp, int t)
 {
-	const float *v = vv;
-	(void)tmp;
-	for (int h = 0; h < nh; h++)
-		for (int64_t i = 0; i < n; i++)
-			out[(size_t)h * out_stride + i] += w[h] * v[i];
+	for (int r = 0; r < nk; r++) {
+		const float *x = v[r];
+		if (t != FX_TYPE_F32) {
+			fx_type_get(t)->to_float(v[r], tmp, n);
+			x = tmp;
+		}
+		for (int h = 0; h < nh; h++)
+			for (int64_t i = 0; i < n; i++)
+				out[(size_t)h * os + i] += w[(size_t)h * ws + r] * x[i];
+	}
 }
 
-#define AXPY_CONVERTED(name, type)                                                            \
-	static void name(int64_t n, int nh, const float *w, const void *v, float *out,        \
-			 size_t out_stride, float *tmp)                                         \
+#define PV_PORTABLE(name, type)                                                               \
+	static void name(int64_t n, int nh, int nk, const float *w, size_t ws,                \
+			 const void *const *v, float *out, size_t os, float *tmp)               \
 	{                                                                                      \
-		fx_type_get(type)->to_float(v, tmp, n);                                        \
-		axpy_f32(n, nh, w, tmp, out, out_stride, NULL);                                \
+		pv_rows(n, nh, nk, w, ws, v, out, os, tmp, type);                              \
 	}
-AXPY_CONVERTED(axpy_f16, FX_TYPE_F16)
-AXPY_CONVERTED(axpy_q8_0, FX_TYPE_Q8_0)
+PV_PORTABLE(pv_f32, FX_TYPE_F32)
+PV_PORTABLE(pv_f16, FX_TYPE_F16)
+PV_PORTABLE(pv_q8_0, FX_TYPE_Q8_0)
 
-kern_axpy_fn kern_axpy_get(int t, enum kern_isa isa)
+kern_qk_fn kern_qk_get(int t, enum kern_isa isa, int64_t n)
+{
+#if defined(__x86_64__)
+	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2 && n % 8 == 0 && n <= KERN_QK_MAX_DIM) {
+		if (t == FX_TYPE_F32)
+			return kern_qk_avx2_f32;
+		if (t == FX_TYPE_F16)
+			return kern_qk_avx2_f16;
+	}
+#else
+	(void)isa;
+	(void)n;
+#endif
+	(void)t;
+	return NULL;
+}
+
+kern_pv_fn kern_pv_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
 	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2) {
 		if (t == FX_TYPE_F32)
-			return kern_axpy_avx2_f32;
+			return kern_pv_avx2_f32;
 		if (t == FX_TYPE_F16)
-			return kern_axpy_avx2_f16;
+			return kern_pv_avx2_f16;
 	}
 #else
 	(void)isa;
 #endif
-	return t == FX_TYPE_F32 ? axpy_f32 : t == FX_TYPE_F16 ? axpy_f16 : axpy_q8_0;
+	return t == FX_TYPE_F32 ? pv_f32 : t == FX_TYPE_F16 ? pv_f16 : pv_q8_0;
 }

@@ -81,15 +81,29 @@ kern_dot_fn kern_dot_get(int t, enum kern_isa isa);
  * use kern_dot_get's). */
 kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa);
 
-/* out[h * out_stride + e] += w[h] * v[e] for h < nh, e < n: v a row of a KV
- * cache type t (f32 or f16 natively; q8_0 is converted through tmp[n]
- * first). Attention's weighted sum of V rows for the query heads sharing
- * one KV head: the row is read and converted once for all of them, and
- * each out row receives the same operations as with nh = 1. Resolve it
- * once with kern_axpy_get, call it per V row. */
-typedef void (*kern_axpy_fn)(int64_t n, int nh, const float *w, const void *v, float *out,
-			     size_t out_stride, float *tmp);
-kern_axpy_fn kern_axpy_get(int t, enum kern_isa isa);
+/* out[h * out_stride + e] += sum over r < nk of w[h * w_stride + r] * v[r][e]
+ * for h < nh, e < n: attention's weighted sum of a chunk of V rows for the
+ * query heads sharing one KV head. v[r] is a row of KV cache type t (f32 or
+ * f16 natively; q8_0 is converted through tmp[n] first). Per element the
+ * rows are added in order r = 0, 1, ..., one update each, so every out row
+ * receives the same operations whatever nh or the chunking of the keys. The
+ * AVX2 set keeps the heads' sums in registers across the chunk. Resolve it
+ * once with kern_pv_get. */
+typedef void (*kern_pv_fn)(int64_t n, int nh, int nk, const float *w, size_t w_stride,
+			   const void *const *v, float *out, size_t out_stride, float *tmp);
+kern_pv_fn kern_pv_get(int t, enum kern_isa isa);
+
+/* out[h * out_stride + r] = dot(q + h * q_stride, k[r]) over n elements
+ * for h < nh, r < nk: attention scores of the query heads sharing one KV
+ * head against a chunk of K rows of cache type t (f32, or f16 converted
+ * once for all heads, and Q rounded to f16 as llama.cpp does). Each score's summation order depends only on n, not
+ * on nh, nk or the key's place in the chunk. Only the AVX2 set has one,
+ * for n a multiple of 8 up to KERN_QK_MAX_DIM: otherwise NULL (use
+ * kern_dot_get's kernels). */
+enum { KERN_QK_MAX_DIM = 512 };
+typedef void (*kern_qk_fn)(int64_t n, int nh, const float *q, size_t q_stride, int nk,
+			   const void *const *k, float *out, size_t out_stride);
+kern_qk_fn kern_qk_get(int t, enum kern_isa isa, int64_t n);
 
 /* g[i] = act(g[i]) * u[i] for i < n: the GLU of a feed-forward block.
  * KERN_GLU_SILU: silu (x * sigmoid x); KERN_GLU_GELU: GELU's tanh form,
@@ -110,10 +124,14 @@ void kern_glu_avx2_silu(float *g, const float *u, long n);
 void kern_glu_avx2_gelu(float *g, const float *u, long n);
 kern_dot_fn kern_dot_get_avx2(int t);
 kern_gemm_fn kern_gemm_get_avx2(int t);
-void kern_axpy_avx2_f32(int64_t n, int nh, const float *w, const void *v, float *out,
-			size_t out_stride, float *tmp);
-void kern_axpy_avx2_f16(int64_t n, int nh, const float *w, const void *v, float *out,
-			size_t out_stride, float *tmp);
+void kern_qk_avx2_f32(int64_t n, int nh, const float *q, size_t q_stride, int nk,
+		      const void *const *k, float *out, size_t out_stride);
+void kern_qk_avx2_f16(int64_t n, int nh, const float *q, size_t q_stride, int nk,
+		      const void *const *k, float *out, size_t out_stride);
+void kern_pv_avx2_f32(int64_t n, int nh, int nk, const float *w, size_t w_stride,
+		      const void *const *v, float *out, size_t out_stride, float *tmp);
+void kern_pv_avx2_f16(int64_t n, int nh, int nk, const float *w, size_t w_stride,
+		      const void *const *v, float *out, size_t out_stride, float *tmp);
 #endif
 
 #endif

@@ -875,27 +875,120 @@ kern_dot_fn kern_dot_get_avx2(int t)
 	}
 }
 
-/* Eight elements of v converted once, then one FMA per head. */
-#define AXPY_MULTI(name, LD, T, CVT)                                                          \
-	void name(int64_t n, int nh, const float *w, const void *vv, float *out, size_t os,  \
-		  float *tmp)                                                                  \
-	{                                                                                      \
-		const T *v = vv;                                                               \
-		(void)tmp;                                                                     \
-		int64_t i = 0;                                                                 \
-		for (; i + 8 <= n; i += 8) {                                                   \
-			__m256 x = LD(v, i);                                                   \
-			for (int h = 0; h < nh; h++) {                                         \
-				float *o = out + (size_t)h * os + i;                           \
-				_mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_set1_ps(w[h]), x,   \
-								    _mm256_loadu_ps(o)));     \
-			}                                                                      \
-		}                                                                              \
-		for (; i < n; i++)                                                             \
-			for (int h = 0; h < nh; h++)                                           \
-				out[(size_t)h * os + i] += w[h] * CVT(v[i]);                   \
+/* A chunk of V rows into up to 8 heads' sums: per 8-element slice the
+ * heads' running sums stay in registers across the nk rows (each element
+ * of v read and converted once); per element the keys are added in order
+ * r = 0, 1, ... with one FMA each, as nk single-row updates would. */
+ALWAYS_INLINE void pv_slice(const int NH, int nk, const float *w, size_t ws, const void *const *v,
+			    int64_t i, float *out, size_t os, const int F16)
+{
+	__m256 acc[8];
+	for (int h = 0; h < NH; h++)
+		acc[h] = _mm256_loadu_ps(out + (size_t)h * os + i);
+	for (int r = 0; r < nk; r++) {
+		__m256 x = F16 ? ld_f16(v[r], i) : ld_f32(v[r], i);
+		for (int h = 0; h < NH; h++)
+			acc[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(w + (size_t)h * ws + r), x, acc[h]);
 	}
-AXPY_MULTI(kern_axpy_avx2_f32, ld_f32, float, id_f32)
-AXPY_MULTI(kern_axpy_avx2_f16, ld_f16, uint16_t, h2f)
+	for (int h = 0; h < NH; h++)
+		_mm256_storeu_ps(out + (size_t)h * os + i, acc[h]);
+}
+
+#define PV_CHUNK(name, F16, T, CVT)                                                            \
+	void name(int64_t n, int nh, int nk, const float *w, size_t ws, const void *const *v,   \
+		  float *out, size_t os, float *tmp)                                            \
+	{                                                                                       \
+		(void)tmp;                                                                      \
+		for (int h0 = 0; h0 < nh; h0 += 8) {                                            \
+			int g = nh - h0 < 8 ? nh - h0 : 8;                                      \
+			const float *wg = w + (size_t)h0 * ws;                                  \
+			float *og = out + (size_t)h0 * os;                                      \
+			int64_t i = 0;                                                          \
+			for (; i + 8 <= n; i += 8)                                              \
+				switch (g) {                                                    \
+				case 1: pv_slice(1, nk, wg, ws, v, i, og, os, F16); break;     \
+				case 2: pv_slice(2, nk, wg, ws, v, i, og, os, F16); break;     \
+				case 3: pv_slice(3, nk, wg, ws, v, i, og, os, F16); break;     \
+				case 4: pv_slice(4, nk, wg, ws, v, i, og, os, F16); break;     \
+				case 5: pv_slice(5, nk, wg, ws, v, i, og, os, F16); break;     \
+				case 6: pv_slice(6, nk, wg, ws, v, i, og, os, F16); break;     \
+				case 7: pv_slice(7, nk, wg, ws, v, i, og, os, F16); break;     \
+				default: pv_slice(8, nk, wg, ws, v, i, og, os, F16); break;    \
+				}                                                               \
+			for (; i < n; i++)                                                      \
+				for (int r = 0; r < nk; r++)                                    \
+					for (int h = 0; h < g; h++)                             \
+						og[(size_t)h * os + i] +=                       \
+							wg[(size_t)h * ws + r] * CVT(((const T *)v[r])[i]); \
+		}                                                                               \
+	}
+PV_CHUNK(kern_pv_avx2_f32, 0, float, id_f32)
+PV_CHUNK(kern_pv_avx2_f16, 1, uint16_t, h2f)
+
+/* Attention scores: nh query heads (f32) against up to 8 K rows at a time.
+ * A K row is read (and converted, for f16) once for all the heads; each
+ * score is one 8-lane FMA accumulator over the head dimension, the eight
+ * accumulators of a key group reduced together into one vector
+ * (((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) per score, the same
+ * order for every slot, so a score does not depend on its key's group). */
+ALWAYS_INLINE __m256 reduce8x8(const __m256 *a)
+{
+	__m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+	__m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+	__m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+	return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+			     _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* Zero rows stand in for the missing keys of a short group. */
+static const float qk_zero[KERN_QK_MAX_DIM];
+
+ALWAYS_INLINE void qk_group(int64_t n, int nh, const float *q, size_t qs, int nk,
+			    const float *const *kr, float *out, size_t os, const int F16)
+{
+	for (int h = 0; h < nh; h++) {
+		const float *qh = q + (size_t)h * qs;
+		__m256 acc[8];
+		float s[8];
+		for (int r = 0; r < 8; r++)
+			acc[r] = _mm256_setzero_ps();
+		for (int64_t d = 0; d < n; d += 8) {
+			__m256 qv = _mm256_loadu_ps(qh + d);
+			if (F16) /* Q rounded to f16, as llama.cpp's f16 K dot */
+				qv = _mm256_cvtph_ps(_mm256_cvtps_ph(qv, _MM_FROUND_TO_NEAREST_INT));
+			for (int r = 0; r < 8; r++)
+				acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(kr[r] + d), qv, acc[r]);
+		}
+		_mm256_storeu_ps(s, reduce8x8(acc));
+		for (int r = 0; r < nk; r++)
+			out[(size_t)h * os + r] = s[r];
+	}
+}
+
+#define QK_CHUNK(name, F16)                                                                   \
+	void name(int64_t n, int nh, const float *q, size_t qs, int nk, const void *const *k,  \
+		  float *out, size_t os)                                                       \
+	{                                                                                      \
+		float kf[F16 ? 8 : 1][F16 ? KERN_QK_MAX_DIM : 1];                              \
+		for (int r0 = 0; r0 < nk; r0 += 8) {                                           \
+			int g = nk - r0 < 8 ? nk - r0 : 8;                                     \
+			const float *kr[8];                                                    \
+			for (int r = 0; r < 8; r++) {                                          \
+				kr[r] = qk_zero;                                               \
+				if (r >= g)                                                    \
+					continue;                                              \
+				if (!F16) {                                                    \
+					kr[r] = k[r0 + r];                                     \
+					continue;                                              \
+				}                                                              \
+				for (int64_t d = 0; d < n; d += 8)                             \
+					_mm256_storeu_ps(&kf[r][d], ld_f16(k[r0 + r], d));     \
+				kr[r] = kf[r];                                                 \
+			}                                                                      \
+			qk_group(n, nh, q, qs, g, kr, out + r0, os, F16);                      \
+		}                                                                              \
+	}
+QK_CHUNK(kern_qk_avx2_f32, 0)
+QK_CHUNK(kern_qk_avx2_f16, 1)
 
 #endif /* __x86_64__ */

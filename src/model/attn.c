@@ -128,12 +128,16 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 	size_t q_stride = ktt->vec_dot_type != FX_TYPE_F32 ? s->qconv_stride : (size_t)hd * sizeof(float);
 	bool key_as_weight = ktt->vec_dot_type != FX_TYPE_F32 &&
 			     kern_act_row_bytes(ktt->vec_dot_type, a->isa, hd) != fx_row_size(ktt->vec_dot_type, hd);
-	kern_axpy_fn axpy = kern_axpy_get(vt, a->isa);
+	kern_pv_fn pv = kern_pv_get(vt, a->isa);
+	/* f32/f16 caches under AVX2: one call per chunk scores every head of
+	 * the group, each K row converted once. */
+	kern_qk_fn qk = kern_qk_get(kt, a->isa, hd);
+	const float *qf = s->q + ((size_t)t * hp->n_head + h0) * hd;
 	const void *qd[FX_MAX_HEADS];
 	for (int i = 0; i < nh; i++) {
 		const float *q = s->q + ((size_t)t * hp->n_head + h0 + i) * hd;
 		qd[i] = q;
-		if (ktt->vec_dot_type != FX_TYPE_F32) {
+		if (!qk && ktt->vec_dot_type != FX_TYPE_F32) {
 			void *qc = (uint8_t *)s->qconv + ((size_t)ith * hp->n_head + i) * s->qconv_stride;
 			kern_act_quantize(ktt->vec_dot_type, a->isa, q, qc, hd);
 			qd[i] = qc;
@@ -154,7 +158,9 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 			vrow[r] = (const uint8_t *)kv_v_row(kv, a->il, j0 + r) + v_off;
 		}
 		/* q . k_j for every head of the group (see key_as_weight). */
-		if (kd && key_as_weight) {
+		if (qk) {
+			qk(hd, nh, qf, (size_t)hd, nk, (const void *const *)krow, sc, KCHUNK);
+		} else if (kd && key_as_weight) {
 			for (int r = 0; r < nk; r++)
 				kd(hd, krow[r], qd[0], q_stride, nh, sc + r, KCHUNK);
 		} else {
@@ -199,13 +205,8 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 				l[i] += si[r];
 			}
 		}
-		/* V rows key by key, each added to every head's sum. */
-		for (int r = 0; r < nk; r++) {
-			float w[FX_MAX_HEADS];
-			for (int i = 0; i < nh; i++)
-				w[i] = sc[(size_t)i * KCHUNK + r];
-			axpy(dv, nh, w, vrow[r], acc, (size_t)dv, vtmp);
-		}
+		/* The chunk's V rows, key by key, into every head's sum. */
+		pv(dv, nh, nk, sc, KCHUNK, (const void *const *)vrow, acc, (size_t)dv, vtmp);
 	}
 	for (int i = 0; i < nh; i++) {
 		float *o = acc + (size_t)i * dv, sum = l[i];
