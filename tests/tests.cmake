@@ -29,3 +29,13 @@ if(Python3_Interpreter_FOUND)
            $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200)
 endif()
+
+# Chat templates against Python's jinja2 (tests/chat_conformance.py): the 26
+# templates in ../shared/templates and the default models' own, rendered by
+# `ferrox render-template` and by jinja2, byte for byte. Skipped (77) when
+# jinja2 is not importable; the templates / models are skipped, saying so,
+# when absent.
+add_test(NAME chat_templates
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/chat_conformance.py --ferrox $<TARGET_FILE:ferrox-cli>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(chat_templates PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
