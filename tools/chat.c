@@ -1,13 +1,349 @@
-/* ferrox chat: interactive terminal chat (placeholder until written). */
+/* ferrox chat: an interactive terminal chat with the model's own chat
+ * template. Each turn renders the whole conversation (fx_chat_render, as
+ * transformers' apply_chat_template with add_generation_prompt), tokenizes
+ * it with fx_tokenize_prompt (what the user types stays plain text), feeds
+ * the context only the tokens past what it already holds, and streams the
+ * reply until an end-of-generation token. */
+#include <cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "ferrox.h"
 
+struct chat_opts {
+	const char *model, *tmpl_path, *system;
+	long long n_predict, n_ctx, n_threads;
+	bool seed_set;
+	struct fx_sampler_params sp;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: ferrox chat -m MODEL [options]\n"
+		   "  -n N               most tokens per reply (default 1024)\n"
+		   "  -c, --ctx-size N   context size (default 4096, 0: the model's)\n"
+		   "  -t, --threads N    threads (default: one per core)\n"
+		   "  --temp T, --top-k K, --top-p P, --min-p P, --seed S   sampling (as ferrox run)\n"
+		   "  --system TEXT      a system message first\n"
+		   "  --template FILE    a Jinja chat template instead of the model's\n"
+		   "Type a message and Enter; /reset starts over, /exit (or end of input) quits.\n");
+}
+
+static int parse(int argc, char **argv, struct chat_opts *o)
+{
+	o->sp = fx_sampler_default_params();
+	o->n_predict = 1024;
+	o->n_ctx = 4096;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v;
+		long long n;
+		double f;
+#define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
+		if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+			VAL(); o->model = v;
+		} else if (!strcmp(a, "--template")) {
+			VAL(); o->tmpl_path = v;
+		} else if (!strcmp(a, "--system")) {
+			VAL(); o->system = v;
+		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+			VAL(); if (!cli_int(a, v, 1, 1 << 30, &o->n_predict)) return 2;
+		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+			VAL(); if (!cli_int(a, v, 0, 1 << 24, &o->n_ctx)) return 2;
+		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+			VAL(); if (!cli_int(a, v, 0, 256, &o->n_threads)) return 2;
+		} else if (!strcmp(a, "--temp")) {
+			VAL(); if (!cli_float(a, v, &f)) return 2; o->sp.temp = (float)f;
+		} else if (!strcmp(a, "--top-k")) {
+			VAL(); if (!cli_int(a, v, -1, 1 << 30, &n)) return 2; o->sp.top_k = (int32_t)n;
+		} else if (!strcmp(a, "--top-p")) {
+			VAL(); if (!cli_float(a, v, &f)) return 2; o->sp.top_p = (float)f;
+		} else if (!strcmp(a, "--min-p")) {
+			VAL(); if (!cli_float(a, v, &f)) return 2; o->sp.min_p = (float)f;
+		} else if (!strcmp(a, "--seed") || !strcmp(a, "-s")) {
+			VAL(); if (!cli_int(a, v, 0, INT64_MAX, &n)) return 2; o->sp.seed = (uint64_t)n; o->seed_set = true;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 1;
+		} else {
+			fprintf(stderr, "error: unknown option '%s' (see ferrox chat --help)\n", a);
+			return 2;
+		}
+#undef VAL
+	}
+	if (!o->model) {
+		fprintf(stderr, "error: -m MODEL is required\n");
+		return 2;
+	}
+	return 0;
+}
+
+/* One line from stdin without its newline (malloc'ed), or NULL at the end. */
+static char *read_line(void)
+{
+	size_t cap = 256, n = 0;
+	char *s = malloc(cap);
+	int c;
+	if (!s)
+		return NULL;
+	while ((c = getchar()) != EOF && c != '\n') {
+		if (n + 2 > cap) {
+			char *t = realloc(s, cap *= 2);
+			if (!t) {
+				free(s);
+				return NULL;
+			}
+			s = t;
+		}
+		s[n++] = (char)c;
+	}
+	if (c == EOF && n == 0) {
+		free(s);
+		return NULL;
+	}
+	s[n] = 0;
+	return s;
+}
+
+static bool add_message(cJSON *msgs, const char *role, const char *content)
+{
+	cJSON *m = cJSON_CreateObject();
+	if (!m || !cJSON_AddStringToObject(m, "role", role) || !cJSON_AddStringToObject(m, "content", content)) {
+		cJSON_Delete(m);
+		return false;
+	}
+	return cJSON_AddItemToArray(msgs, m);
+}
+
+struct session {
+	struct fx_model *m;
+	struct fx_context *ctx;
+	struct fx_sampler *smp;
+	const char *tmpl, *bos, *eos;
+	fx_token *held;       /* the tokens the context holds, in order */
+	size_t n_held, cap_held;
+};
+
+static bool hold(struct session *s, const fx_token *t, size_t n)
+{
+	if (s->n_held + n > s->cap_held) {
+		size_t cap = (s->n_held + n) * 2 + 64;
+		fx_token *a = realloc(s->held, cap * sizeof(*a));
+		if (!a)
+			return false;
+		s->held = a;
+		s->cap_held = cap;
+	}
+	memcpy(s->held + s->n_held, t, n * sizeof(*t));
+	s->n_held += n;
+	return true;
+}
+
+/* Feed the context the rendered prompt, reusing the tokens it holds. */
+static int feed_prompt(struct session *s, const struct fx_chat_prompt *p)
+{
+	size_t n = 0, need = 0;
+	fx_tokenize_prompt(s->m, p, false, NULL, 0, &need);
+	fx_token *toks = malloc((need + 1) * sizeof(*toks));
+	if (!toks || fx_tokenize_prompt(s->m, p, false, toks, need, &n)) {
+		free(toks);
+		fprintf(stderr, "error: cannot tokenize the prompt\n");
+		return 1;
+	}
+	if (n + 1 >= fx_context_n_ctx(s->ctx)) {
+		fprintf(stderr, "error: the conversation has %zu tokens, the context %u: /reset or raise -c\n", n,
+			fx_context_n_ctx(s->ctx));
+		free(toks);
+		return 1;
+	}
+	size_t same = 0;
+	while (same < n && same < s->n_held && toks[same] == s->held[same])
+		same++;
+	if (same < s->n_held || same == n) { /* history changed, or nothing new: start over */
+		fx_context_reset(s->ctx);
+		s->n_held = 0;
+		same = 0;
+	}
+	int rc = 0;
+	if (fx_decode(s->ctx, toks + same, (int32_t)(n - same), false)) {
+		fprintf(stderr, "error: %s\n", fx_context_errmsg(s->ctx));
+		rc = 1;
+	} else if (!hold(s, toks + same, n - same)) {
+		fprintf(stderr, "error: out of memory\n");
+		rc = 1;
+	}
+	for (size_t i = 0; i < n && !rc; i++)
+		fx_sampler_accept(s->smp, toks[i]);
+	free(toks);
+	return rc;
+}
+
+/* Generate and stream one reply; its text goes to *reply (malloc'ed). */
+static int reply(struct session *s, long long n_predict, char **out)
+{
+	struct fx_detok st = { 0 };
+	size_t len = 0, cap = 1024;
+	char *text = malloc(cap), buf[512];
+	size_t nb;
+	if (!text)
+		return 1;
+	for (long long k = 0; k < n_predict; k++) {
+		fx_token t = fx_sampler_sample(s->smp, fx_get_logits(s->ctx, NULL));
+		if (fx_token_is_eog(s->m, t))
+			break;
+		fx_sampler_accept(s->smp, t);
+		if (fx_detok_push(s->m, &st, t, false, buf, sizeof(buf), &nb) == FX_OK && nb) {
+			fwrite(buf, 1, nb, stdout);
+			fflush(stdout);
+			if (len + nb + 1 > cap) {
+				char *tt = realloc(text, cap = 2 * (len + nb + 1));
+				if (!tt) {
+					free(text);
+					return 1;
+				}
+				text = tt;
+			}
+			memcpy(text + len, buf, nb);
+			len += nb;
+		}
+		if (fx_context_n_past(s->ctx) + 1 >= fx_context_n_ctx(s->ctx)) {
+			fprintf(stderr, "\n[context full]");
+			break;
+		}
+		if (fx_decode(s->ctx, &t, 1, false) || !hold(s, &t, 1)) {
+			fprintf(stderr, "\nerror: %s\n", fx_context_errmsg(s->ctx));
+			free(text);
+			return 1;
+		}
+	}
+	fx_detok_flush(&st, buf, sizeof(buf), &nb);
+	fwrite(buf, 1, nb, stdout);
+	if (len + nb + 1 > cap) {
+		char *tt = realloc(text, len + nb + 1);
+		if (!tt) {
+			free(text);
+			return 1;
+		}
+		text = tt;
+	}
+	memcpy(text + len, buf, nb);
+	text[len + nb] = 0;
+	printf("\n");
+	fflush(stdout);
+	*out = text;
+	return 0;
+}
+
 int cmd_chat(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "error: chat is not written yet\n");
-	return 1;
+	struct chat_opts o = { 0 };
+	int rc = parse(argc, argv, &o);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	struct session s = { 0 };
+	struct fx_err err = { 0 };
+	char *tmpl_file = NULL, *bos = NULL, *eos = NULL;
+	cJSON *msgs = NULL;
+	int status = 1;
+	if (fx_model_load(o.model, NULL, &s.m, &err)) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		return 1;
+	}
+	if (!fx_model_has_vocab(s.m)) {
+		fprintf(stderr, "error: %s has no tokenizer ferrox can read\n", o.model);
+		goto out;
+	}
+	if (o.tmpl_path) {
+		if (!(tmpl_file = cli_read_file(o.tmpl_path, NULL)))
+			goto out;
+		s.tmpl = tmpl_file;
+	} else if (!(s.tmpl = fx_model_chat_template(s.m))) {
+		fprintf(stderr, "error: %s has no chat template (a base model?); give one with --template FILE\n",
+			o.model);
+		goto out;
+	}
+	s.bos = bos = cli_token_text(s.m, fx_token_bos(s.m));
+	s.eos = eos = cli_token_text(s.m, fx_token_eos(s.m));
+	struct fx_context_params cp = fx_context_default_params();
+	cp.n_ctx = (uint32_t)o.n_ctx;
+	if (cp.n_ctx == 0 || cp.n_ctx > (uint32_t)fx_model_n_ctx_train(s.m))
+		cp.n_ctx = (uint32_t)fx_model_n_ctx_train(s.m);
+	cp.n_threads = (int32_t)o.n_threads;
+	if (!o.seed_set)
+		o.sp.seed = ((uint64_t)time(NULL) * 1000000007ULL ^ ((uint64_t)getpid() << 32)) & INT64_MAX;
+	if (fx_context_create(s.m, &cp, &s.ctx, &err) ||
+	    fx_sampler_create(&o.sp, fx_model_n_vocab(s.m), &s.smp, &err)) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		goto out;
+	}
+	bool tty = isatty(0);
+	if (tty)
+		fprintf(stderr, "ferrox chat: %s, context %u tokens. /reset starts over, /exit quits.\n", o.model,
+			fx_context_n_ctx(s.ctx));
+	for (;;) {
+		if (!msgs) {
+			if (!(msgs = cJSON_CreateArray()) || (o.system && !add_message(msgs, "system", o.system))) {
+				fprintf(stderr, "error: out of memory\n");
+				goto out;
+			}
+		}
+		if (tty) {
+			fprintf(stderr, "> ");
+			fflush(stderr);
+		}
+		char *line = read_line();
+		if (!line || !strcmp(line, "/exit") || !strcmp(line, "/quit")) {
+			free(line);
+			break;
+		}
+		if (!strcmp(line, "/reset")) {
+			free(line);
+			cJSON_Delete(msgs);
+			msgs = NULL;
+			continue;
+		}
+		if (!line[0]) {
+			free(line);
+			continue;
+		}
+		bool ok = add_message(msgs, "user", line);
+		free(line);
+		char *json = ok ? cJSON_PrintUnformatted(msgs) : NULL;
+		struct fx_chat_prompt *p = NULL;
+		if (!json) {
+			fprintf(stderr, "error: out of memory\n");
+			goto out;
+		}
+		rc = fx_chat_render(s.tmpl, json, NULL, NULL, true, s.bos, s.eos, 0, &p, &err);
+		free(json);
+		if (rc) {
+			fprintf(stderr, "error: %s\n", err.msg);
+			goto out;
+		}
+		char *text = NULL;
+		rc = feed_prompt(&s, p) || reply(&s, o.n_predict, &text);
+		fx_chat_prompt_free(p);
+		if (rc)
+			goto out;
+		ok = add_message(msgs, "assistant", text);
+		free(text);
+		if (!ok) {
+			fprintf(stderr, "error: out of memory\n");
+			goto out;
+		}
+	}
+	status = 0;
+out:
+	cJSON_Delete(msgs);
+	free(s.held);
+	free(tmpl_file);
+	free(bos);
+	free(eos);
+	fx_sampler_free(s.smp);
+	fx_context_free(s.ctx);
+	fx_model_free(s.m);
+	return status;
 }
