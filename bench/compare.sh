@@ -43,9 +43,9 @@ find_llama() {
 	tar -xzf "$oracle"/sdist/llama_cpp_python-*.tar.gz -C "$oracle/sdist"
 	src=$(echo "$oracle"/sdist/llama_cpp_python-*/vendor/llama.cpp)
 	cmake -S "$src" -B "$oracle/llama-build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-		-DLLAMA_BUILD_TOOLS=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF >&2
+		-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF >&2
 	cmake --build "$oracle/llama-build" -j "$(nproc)" \
-		--target llama-bench llama-batched-bench llama-perplexity >&2
+		--target llama-bench llama-batched-bench llama-perplexity llama-server >&2
 	echo "$oracle/llama-build/bin"
 }
 llama_bin=$(find_llama)

@@ -30,6 +30,10 @@ REQUIRE = os.environ.get("FX_REQUIRE_MODELS") == "1"
 GEMMA = os.path.join(MODELS, "gemma-3-270m-q4_k_m.gguf")
 SMOL = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
 THREADS = os.environ.get("FX_TEST_THREADS", "2")
+# Under ASan (scripts/test.sh sets FX_SANITIZE_RUN) the forward pass is ~10x
+# slower: fewer concurrent clients and tokens, same checks.
+SAN = os.environ.get("FX_SANITIZE_RUN") == "1"
+N_CONC, N_TOK = (16, 6) if SAN else (32, 16)
 
 
 def skip(why):
@@ -235,19 +239,19 @@ def run_gemma():
 
     def batch_invariance():
         for i, p in enumerate(PROMPTS):
-            lone[("b", i)] = cl.completions.create(model="x", prompt=p, max_tokens=16,
+            lone[("b", i)] = cl.completions.create(model="x", prompt=p, max_tokens=N_TOK,
                                                    temperature=0).choices[0].text
         m0, _ = srv.metrics()
 
         def one(k):
             text = ""
             for c in cl.completions.create(model="x", prompt=PROMPTS[k % len(PROMPTS)],
-                                           max_tokens=16, temperature=0, stream=True):
+                                           max_tokens=N_TOK, temperature=0, stream=True):
                 text += "".join(ch.text for ch in c.choices)
             return k, text
 
-        with cf.ThreadPoolExecutor(32) as ex:
-            res = list(ex.map(one, range(32)))
+        with cf.ThreadPoolExecutor(N_CONC) as ex:
+            res = list(ex.map(one, range(N_CONC)))
         bad = [(k, t) for k, t in res if t != lone[("b", k % len(PROMPTS))]]
         assert not bad, bad[:3]
         m1, _ = srv.metrics()
@@ -373,6 +377,8 @@ def run_gemma():
         rc = srv.proc.wait(60)
         assert rc == 0, rc
         assert len(results.get("text", "")) > 20, results
+        log = srv.logtext()
+        assert "runtime error" not in log and "Sanitizer" not in log, log[-4000:]
 
     try:
         check("completions: text, usage, finish_reason=length", completions_basic)
@@ -380,7 +386,7 @@ def run_gemma():
         check("stop strings across token boundaries (plain and streaming)", stop_strings)
         check("sampling options, n, seed, logprobs, penalties, logit_bias", sampling_options)
         check("tokenize/detokenize/models", tokenize_roundtrip)
-        check("32 concurrent streams (--parallel 8) == lone requests", batch_invariance)
+        check(f"{N_CONC} concurrent streams (--parallel 8) == lone requests", batch_invariance)
         check("hostile requests get 4xx and the server keeps serving", hostile)
         check("client disconnect frees the KV blocks", disconnect)
         check("metrics exposition format", metrics_format)
@@ -460,12 +466,19 @@ def run_smol():
         assert 200 in codes and 503 in codes, codes
         assert all("Retry-After" in hd for st, hd, _ in res if st == 503)
 
+    def clean_exit():
+        rc = srv.stop()
+        log = srv.logtext()
+        assert rc == 0, (rc, log[-2000:])
+        assert "runtime error" not in log and "Sanitizer" not in log, log[-4000:]
+
     try:
         check("chat: message, finish_reason, usage, logprobs", chat_basic)
         check("chat: streaming deltas equal the plain response", chat_stream)
         check("chat: control-token text in content", chat_special_text)
         check("--api-key: 401 without the key", auth)
         check("queue full: 503 with Retry-After", queue_full)
+        check("SIGTERM: clean exit, no sanitizer reports", clean_exit)
     finally:
         srv.stop()
 

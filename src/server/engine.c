@@ -244,7 +244,7 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	c->t_last = now;
 	c->n_gen++;
 	c->last = t;
-	if (fx_token_is_eog(s->model, t))
+	if (!g->ignore_eos && fx_token_is_eog(s->model, t))
 		return "stop";
 	fx_sampler_accept(c->smp, t);
 	if (c->counts)

@@ -234,7 +234,8 @@ bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab, struc
 	    !get_num(body, "frequency_penalty", -2, 2, &freq, e) ||
 	    !get_int(body, "n", 1, SRV_MAX_N, &n, e) ||
 	    !get_int(body, "seed", -9.2e18, 9.2e18, &seed, e) || !get_stop(body, g, e) ||
-	    !get_bias(body, n_vocab, g, e) || !get_bool(body, "stream", &g->stream, e))
+	    !get_bias(body, n_vocab, g, e) || !get_bool(body, "stream", &g->stream, e) ||
+	    !get_bool(body, "ignore_eos", &g->ignore_eos, e))
 		return false;
 	const cJSON *lp = cJSON_GetObjectItemCaseSensitive(body, "logprobs");
 	if (kind == SRV_CHAT) {

@@ -66,6 +66,8 @@ struct srv_gen {
 	int top_logprobs;        /* 0..20 */
 	bool stream, include_usage;
 	bool echo;               /* completions: prepend the prompt to the text */
+	bool ignore_eos;         /* llama.cpp's extension: generate past end-of-text
+				  * tokens (benchmarks with fixed lengths) */
 };
 
 /* An HTTP-visible failure: status and OpenAI error fields. */
