@@ -235,6 +235,8 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	struct srv *s = E->s;
 	struct srv_req *r = c->req;
 	const struct srv_gen *g = &r->g;
+	if (g->max_tokens == 0)
+		return "length"; /* the prompt is evaluated, nothing generated */
 	const float *lg = shaped_logits(E, c, raw);
 	fx_token t = fx_sampler_sample(c->smp, lg);
 	double now = srv_now();
