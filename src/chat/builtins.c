@@ -279,98 +279,88 @@ int chat_strip(struct ev *e, const struct value *s, const struct value *chars, i
 	return chat_substr(s, b, end - b, out) ? FX_OK : ev_oom(e);
 }
 
+/* Push s[st, end) onto list out; false on OOM. */
+static bool push_piece(struct value *out, const struct value *s, size_t st, size_t end)
+{
+	struct value piece;
+	return chat_substr(s, st, end - st, &piece) && list_push(out->l, piece);
+}
+
+/* str.split / str.rsplit (sep None: runs of whitespace, no empty pieces). */
 static int str_split(struct ev *e, const struct value *s, const struct value *sep,
 		     const struct value *maxv, bool right, struct value *out)
 {
-	int64_t max = maxv && maxv->kind == V_INT ? maxv->i : -1;
+	int64_t max = maxv && maxv->kind == V_INT ? maxv->i : -1, done = 0;
 	const char *p = s->s->p;
 	size_t n = s->s->n;
+	bool ok = true;
+	if (sep && sep->kind != V_NONE && (sep->kind != V_STR || !sep->s->n))
+		return ev_fail(e, sep->kind == V_STR ? "empty separator" : "must be str or None");
 	if (!v_list_new(false, out))
 		return ev_oom(e);
 	if (sep && sep->kind != V_NONE) {
-		if (sep->kind != V_STR || !sep->s->n) {
-			v_drop(out);
-			return ev_fail(e, sep->kind == V_STR ? "empty separator" : "must be str or None");
-		}
 		size_t sn = sep->s->n;
-		/* collect cut positions */
-		size_t cuts[4096], nc = 0;
 		if (!right) {
-			for (size_t i = 0; i + sn <= n && (max < 0 || (int64_t)nc < max) && nc < 4096;) {
+			size_t st = 0;
+			for (size_t i = 0; ok && i + sn <= n && (max < 0 || done < max);) {
 				if (!memcmp(p + i, sep->s->p, sn)) {
-					cuts[nc++] = i;
-					i += sn;
+					ok = push_piece(out, s, st, i);
+					done++;
+					st = i += sn;
 				} else {
 					i++;
 				}
 			}
-		} else {
-			size_t tmp[4096], nt = 0;
-			for (size_t i = n; i >= sn && (max < 0 || (int64_t)nt < max) && nt < 4096;) {
+			ok = ok && push_piece(out, s, st, n);
+		} else { /* collect from the right, then reverse */
+			size_t end = n;
+			for (size_t i = n; ok && i >= sn && (max < 0 || done < max);) {
 				if (!memcmp(p + i - sn, sep->s->p, sn)) {
-					tmp[nt++] = i - sn;
-					i -= sn;
+					ok = push_piece(out, s, i, end);
+					done++;
+					end = i -= sn;
 				} else {
 					i--;
 				}
 			}
-			for (size_t k = 0; k < nt; k++)
-				cuts[k] = tmp[nt - 1 - k];
-			nc = nt;
-		}
-		size_t st = 0;
-		for (size_t k = 0; k <= nc; k++) {
-			size_t end = k < nc ? cuts[k] : n;
-			struct value piece;
-			if (!chat_substr(s, st, end - st, &piece) || !list_push(out->l, piece)) {
-				v_drop(out);
-				return ev_oom(e);
+			ok = ok && push_piece(out, s, 0, end);
+			for (size_t i = 0, j = out->l->n; ok && i + 1 < j; i++, j--) {
+				struct value t = out->l->a[i];
+				out->l->a[i] = out->l->a[j - 1];
+				out->l->a[j - 1] = t;
 			}
-			st = end + sn;
 		}
-		return FX_OK;
-	}
-	/* whitespace split: runs of whitespace, no empty strings */
-	size_t starts[4096], ends[4096], nw = 0;
-	size_t i = 0;
-	if (!right) {
-		while (i < n && nw < 4096) {
-			uint32_t c;
-			size_t l;
-			while (i < n && (l = u8_decode(p + i, n - i, &c)) && py_isspace(c))
-				i += l;
-			if (i >= n)
-				break;
-			starts[nw] = i;
-			if (max >= 0 && (int64_t)nw == max) {
-				size_t t = n; /* rest, right-stripped */
-				size_t keep = i;
-				for (size_t j = i; j < t;) {
-					j += u8_decode(p + j, t - j, &c);
-					if (!py_isspace(c))
-						keep = j;
-				}
-				ends[nw++] = keep;
-				break;
-			}
-			while (i < n && (l = u8_decode(p + i, n - i, &c)) && !py_isspace(c))
-				i += l;
-			ends[nw++] = i;
-		}
-	} else {
-		if (max >= 0) {
-			v_drop(out);
-			return ev_fail(e, "rsplit() with maxsplit on whitespace is not supported");
-		}
-		v_drop(out);
-		return str_split(e, s, NULL, NULL, false, out);
-	}
-	for (size_t k = 0; k < nw; k++) {
-		struct value piece;
-		if (!chat_substr(s, starts[k], ends[k] - starts[k], &piece) || !list_push(out->l, piece)) {
+		if (!ok) {
 			v_drop(out);
 			return ev_oom(e);
 		}
+		return FX_OK;
+	}
+	if (right && max >= 0) {
+		v_drop(out);
+		return ev_fail(e, "rsplit() with maxsplit on whitespace is not supported");
+	}
+	size_t i = 0;
+	while (ok && i < n) {
+		uint32_t c;
+		size_t l;
+		while (i < n && (l = u8_decode(p + i, n - i, &c)) && py_isspace(c))
+			i += l;
+		if (i >= n)
+			break;
+		size_t st = i;
+		if (max >= 0 && done == max) { /* the rest, as it is */
+			ok = push_piece(out, s, st, n);
+			break;
+		}
+		while (i < n && (l = u8_decode(p + i, n - i, &c)) && !py_isspace(c))
+			i += l;
+		ok = push_piece(out, s, st, i);
+		done++;
+	}
+	if (!ok) {
+		v_drop(out);
+		return ev_oom(e);
 	}
 	return FX_OK;
 }
@@ -706,6 +696,7 @@ int chat_call_func(struct ev *e, const struct value *fv, struct cargs *a, struct
 			return ev_fail(e, "range() arg 3 must not be zero");
 		if (!v_list_new(false, out))
 			return ev_oom(e);
+		out->l->range = true;
 		for (int64_t x = v[0]; v[2] > 0 ? x < v[1] : x > v[1]; x += v[2]) {
 			if (out->l->n >= 100000) {
 				v_drop(out);
@@ -823,6 +814,97 @@ static int num_op(struct ev *e, int op, const struct value *a, const struct valu
 	return FX_OK;
 }
 
+/* fmt % args: printf-style formatting with %s %r %d %i %f %% (flags -
+ * and 0, a width, a precision); a tuple gives the arguments. */
+static int str_format(struct ev *e, const struct value *fmt, const struct value *args, struct value *out)
+{
+	const struct value *av = args;
+	size_t na = 1, used = 0;
+	struct sbuf b = { 0 };
+	if (args->kind == V_LIST && args->l->tuple) {
+		av = args->l->a;
+		na = args->l->n;
+	} else if (args->kind == V_DICT) {
+		return ev_fail(e, "%%-formatting with a mapping is not supported");
+	}
+	const char *p = fmt->s->p, *end = p + fmt->s->n;
+	while (p < end) {
+		if (*p != '%') {
+			size_t off = (size_t)(p - fmt->s->p);
+			sb_putf(&b, p, 1, fmt->s->flags ? fmt->s->flags + off : NULL);
+			p++;
+			continue;
+		}
+		char spec[32];
+		size_t k = 0;
+		spec[k++] = *p++;
+		while (p < end && (*p == '-' || *p == '0' || *p == ' ' || *p == '+') && k < 8)
+			spec[k++] = *p++;
+		while (p < end && *p >= '0' && *p <= '9' && k < 16)
+			spec[k++] = *p++;
+		if (p < end && *p == '.') {
+			spec[k++] = *p++;
+			while (p < end && *p >= '0' && *p <= '9' && k < 24)
+				spec[k++] = *p++;
+		}
+		if (p >= end) {
+			sb_free(&b);
+			return ev_fail(e, "incomplete format");
+		}
+		char conv = *p++;
+		if (conv == '%') {
+			sb_put(&b, "%", 1, 0);
+			continue;
+		}
+		if (used >= na) {
+			sb_free(&b);
+			return ev_fail(e, "not enough arguments for format string");
+		}
+		const struct value *x = &av[used++];
+		char tmp[400];
+		if (conv == 's' || conv == 'r') {
+			struct sbuf t = { 0 };
+			v_write(&t, x, conv == 'r');
+			spec[k++] = 's';
+			spec[k] = 0;
+			if (t.oom) {
+				sb_free(&b);
+				return ev_oom(e);
+			}
+			if (k == 2) { /* plain %s keeps provenance */
+				sb_putf(&b, t.p ? t.p : "", t.n, t.any ? t.f : NULL);
+			} else {
+				snprintf(tmp, sizeof(tmp), spec, t.p ? t.p : "");
+				sb_puts(&b, tmp, x->data);
+			}
+			sb_free(&t);
+		} else if ((conv == 'd' || conv == 'i' || conv == 'f') && v_is_num(x)) {
+			if (conv == 'f') {
+				spec[k++] = 'f';
+				spec[k] = 0;
+				snprintf(tmp, sizeof(tmp), spec, v_num(x));
+			} else {
+				spec[k++] = 'l';
+				spec[k++] = 'l';
+				spec[k++] = 'd';
+				spec[k] = 0;
+				snprintf(tmp, sizeof(tmp), spec,
+					 (long long)(x->kind == V_FLOAT ? (int64_t)x->f : x->kind == V_INT ? x->i : x->b));
+			}
+			sb_puts(&b, tmp, x->data);
+		} else {
+			sb_free(&b);
+			return ev_fail(e, "unsupported format character '%c' (or argument of type %s)", conv,
+				       v_type_name(x));
+		}
+	}
+	if (used < na) {
+		sb_free(&b);
+		return ev_fail(e, "not all arguments converted during string formatting");
+	}
+	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
+}
+
 int chat_binop(struct ev *e, int op, const struct value *a, const struct value *b, struct value *out)
 {
 	static const char *names[] = { "+", "-", "*", "/", "//", "%", "**" };
@@ -883,7 +965,23 @@ int chat_binop(struct ev *e, int op, const struct value *a, const struct value *
 	if (op == OP_ADD && a->kind == V_STR)
 		return ev_fail(e, "can only concatenate str (not \"%s\") to str", v_type_name(b));
 	if (op == OP_MOD && a->kind == V_STR)
-		return ev_fail(e, "printf-style string formatting ('%%') is not supported");
+		return str_format(e, a, b, out);
+	if (op == OP_MUL && ((a->kind == V_LIST && (b->kind == V_INT || b->kind == V_BOOL)) ||
+			     (b->kind == V_LIST && (a->kind == V_INT || a->kind == V_BOOL)))) {
+		const struct value *l = a->kind == V_LIST ? a : b, *k = a->kind == V_LIST ? b : a;
+		int64_t times = k->kind == V_INT ? k->i : k->b;
+		if (times * (int64_t)l->l->n > 1000000)
+			return ev_fail(e, "list repetition too large");
+		if (!v_list_new(l->l->tuple, out))
+			return ev_oom(e);
+		for (int64_t t = 0; t < times; t++)
+			for (size_t i = 0; i < l->l->n; i++)
+				if (!list_push(out->l, v_ref(l->l->a[i]))) {
+					v_drop(out);
+					return ev_oom(e);
+				}
+		return FX_OK;
+	}
 	return ev_fail(e, "unsupported operand type(s) for %s: '%s' and '%s'", names[op], v_type_name(a),
 		       v_type_name(b));
 }

@@ -263,6 +263,7 @@ static int eval_slice(struct ev *e, const struct node *n, struct frame *f, struc
 			goto out;
 		}
 		out->data = obj.data;
+		out->l->range = obj.l->range;
 		for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
 			if (!list_push(out->l, v_ref(obj.l->a[i]))) {
 				v_drop(out);
@@ -654,9 +655,10 @@ static int exec_stmt(struct ev *e, const struct node *n, struct frame *f, struct
 	case N_OUT:
 		if ((rc = eval(e, n->a, f, &v)))
 			return rc;
-		if (v.kind == V_LIST && v.l->gen) {
+		if (v.kind == V_LIST && (v.l->gen || v.l->range)) {
+			bool gen = v.l->gen;
 			v_drop(&v);
-			return ev_fail(e, "printing a generator (jinja2 prints its memory address); add |list");
+			return ev_fail(e, "printing a %s is not supported (add |list)", gen ? "generator" : "range");
 		}
 		v_write(o, &v, false);
 		v_drop(&v);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "chat/eval.h"
 #include "core/alloc.h"
@@ -416,8 +417,49 @@ static int do_tojson(struct ev *e, const struct value *v, struct cargs *a, struc
 	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
 }
 
+/* Python's int(s) / float(s) syntax: surrounding whitespace, a sign,
+ * digits with single underscores between them; floats also '.', an
+ * exponent, inf / infinity / nan. The cleaned text goes to buf[64]. */
+static bool py_number_text(const char *p, bool want_float, char *buf)
+{
+	size_t k = 0;
+	bool digit = false, prev_digit = false;
+	while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+		p++;
+	if (*p == '+' || *p == '-')
+		buf[k++] = *p++;
+	if (want_float && (!strncasecmp(p, "inf", 3) || !strncasecmp(p, "nan", 3))) {
+		size_t l = !strncasecmp(p, "infinity", 8) ? 8 : 3;
+		memcpy(buf + k, p, l);
+		k += l;
+		p += l;
+		digit = true;
+	} else {
+		for (; *p && k < 62; p++) {
+			char c = *p;
+			if (c >= '0' && c <= '9') {
+				buf[k++] = c;
+				digit = prev_digit = true;
+			} else if (c == '_' && prev_digit && p[1] >= '0' && p[1] <= '9') {
+				prev_digit = false;
+			} else if (want_float && (c == '.' || c == 'e' || c == 'E' ||
+						  ((c == '+' || c == '-') && k && (buf[k - 1] == 'e' || buf[k - 1] == 'E')))) {
+				buf[k++] = c;
+				prev_digit = false;
+			} else {
+				break;
+			}
+		}
+	}
+	while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+		p++;
+	buf[k] = 0;
+	return digit && !*p;
+}
+
 static int to_int(struct ev *e, const struct value *v, const struct value *def, bool want_float, struct value *out)
 {
+	char buf[64], *end;
 	if (v->kind == V_INT || v->kind == V_BOOL) {
 		int64_t x = v->kind == V_INT ? v->i : v->b;
 		*out = want_float ? v_float((double)x) : v_int(x);
@@ -427,31 +469,73 @@ static int to_int(struct ev *e, const struct value *v, const struct value *def, 
 		*out = want_float ? v_float(v->f) : v_int((int64_t)v->f);
 		return FX_OK;
 	}
-	if (v->kind == V_STR) {
-		char *end;
-		const char *p = v->s->p;
-		while (*p == ' ' || *p == '\t' || *p == '\n')
-			p++;
-		if (!want_float) {
-			long long x = strtoll(p, &end, 10);
-			while (*end == ' ' || *end == '\t' || *end == '\n')
-				end++;
-			if (end != p && !*end) {
-				*out = v_int(x);
+	/* jinja2: int(value), else int(float(value)), else the default */
+	if (v->kind == V_STR && !memchr(v->s->p, 0, v->s->n)) {
+		if (!want_float && py_number_text(v->s->p, false, buf)) {
+			*out = v_int(strtoll(buf, NULL, 10));
+			return FX_OK;
+		}
+		if (py_number_text(v->s->p, true, buf)) {
+			double d = strtod(buf, &end);
+			if (!*end && (want_float || isfinite(d))) {
+				*out = want_float ? v_float(d) : v_int((int64_t)d);
 				return FX_OK;
 			}
-		}
-		double d = strtod(p, &end);
-		while (*end == ' ' || *end == '\t' || *end == '\n')
-			end++;
-		if (end != p && !*end) {
-			*out = want_float ? v_float(d) : v_int((int64_t)d);
-			return FX_OK;
 		}
 	}
 	(void)e;
 	*out = def ? v_ref(*def) : want_float ? v_float(0) : v_int(0);
 	return FX_OK;
+}
+
+/* jinja2's truncate(s, length=255, killwords=False, end='...', leeway=5) */
+static int do_truncate(struct ev *e, const struct value *s, struct cargs *a, struct value *out)
+{
+	const struct value *lv = arg(a, 0, "length"), *kw = arg(a, 1, "killwords"), *ev_ = arg(a, 2, "end"),
+			   *lw = arg(a, 3, "leeway");
+	int64_t length = lv && lv->kind == V_INT ? lv->i : 255, leeway = lw && lw->kind == V_INT ? lw->i : 5;
+	const char *end = ev_ && ev_->kind == V_STR ? ev_->s->p : "...";
+	int64_t n = (int64_t)u8_count(s->s->p, s->s->n), ne = (int64_t)u8_count(end, strlen(end));
+	if (length < ne)
+		return ev_fail(e, "expected length >= %lld, got %lld", (long long)ne, (long long)length);
+	if (leeway < 0)
+		return ev_fail(e, "expected leeway >= 0, got %lld", (long long)leeway);
+	if (n <= length + leeway) {
+		*out = v_ref(*s);
+		return FX_OK;
+	}
+	size_t cut = u8_offset(s->s->p, s->s->n, (size_t)(length - ne));
+	if (!(kw && v_truthy(kw))) { /* s[:cut].rsplit(" ", 1)[0] */
+		size_t k = cut;
+		while (k > 0 && s->s->p[k - 1] != ' ')
+			k--;
+		if (k > 0)
+			cut = k - 1;
+	}
+	struct sbuf b = { 0 };
+	sb_putf(&b, s->s->p, cut, s->s->flags);
+	sb_puts(&b, end, 0);
+	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
+}
+
+/* str.center(width) as Python pads (the extra space on the right when
+ * the padding is odd and the width even... per CPython's rule). */
+static int do_center(struct ev *e, const struct value *s, struct cargs *a, struct value *out)
+{
+	const struct value *wv = arg(a, 0, "width");
+	int64_t width = wv && wv->kind == V_INT ? wv->i : 80, n = (int64_t)u8_count(s->s->p, s->s->n);
+	if (width <= n) {
+		*out = v_ref(*s);
+		return FX_OK;
+	}
+	int64_t marg = width - n, left = marg / 2 + (marg & width & 1);
+	struct sbuf b = { 0 };
+	for (int64_t i = 0; i < left; i++)
+		sb_put(&b, " ", 1, 0);
+	sb_putf(&b, s->s->p, s->s->n, s->s->flags);
+	for (int64_t i = 0; i < marg - left; i++)
+		sb_put(&b, " ", 1, 0);
+	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
 }
 
 /* jinja2's title filter: words start after -, whitespace, ( { [ < */
@@ -715,7 +799,7 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 	}
 	/* the rest work on str(value) */
 	static const char *const str_filters[] = { "trim", "lower", "upper", "title", "capitalize",
-						   "replace", "indent", NULL };
+						   "replace", "truncate", "center", "indent", NULL };
 	size_t k = 0;
 	while (str_filters[k] && strcmp(str_filters[k], name))
 		k++;
@@ -747,6 +831,8 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		v_drop(&n);
 		break;
 	}
+	case 6: rc = do_truncate(e, &s, a, out); break;
+	case 7: rc = do_center(e, &s, a, out); break;
 	default: rc = do_indent(e, &s, a, out); break;
 	}
 	v_drop(&s);

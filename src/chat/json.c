@@ -485,7 +485,7 @@ static bool dump(struct sbuf *b, const struct value *v, const struct json_opts *
 		dump_str(b, v->s, o->ensure_ascii, v->s->flags ? 1 : 0);
 		return true;
 	case V_LIST: {
-		if (v->l->gen)
+		if (v->l->gen || v->l->range)
 			break;
 		const char *isep = o->item_sep ? o->item_sep : indent ? "," : ", ";
 		if (!v->l->n) {

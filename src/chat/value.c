@@ -440,7 +440,7 @@ const char *v_type_name(const struct value *v)
 	case V_INT: return "int";
 	case V_FLOAT: return "float";
 	case V_STR: return v->s->markup ? "Markup" : "str";
-	case V_LIST: return v->l->gen ? "generator" : v->l->tuple ? "tuple" : "list";
+	case V_LIST: return v->l->gen ? "generator" : v->l->range ? "range" : v->l->tuple ? "tuple" : "list";
 	case V_DICT: return v->d->ns ? "Namespace" : v->d->loop ? "LoopContext" : "dict";
 	case V_FUNC: return "builtin_function_or_method";
 	case V_MACRO: return "Macro";

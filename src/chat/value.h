@@ -46,6 +46,7 @@ struct vlist {
 	bool tuple;
 	bool gen;          /* a generator (map, select, ... filters): iterable once
 			    * in Python, so no len(), no JSON, no printing */
+	bool range;        /* range(): prints as "range(a, b)" in Python: not printed */
 	size_t n, cap;
 	struct value *a;
 };
