@@ -499,6 +499,21 @@ static void step(struct engine *E)
 	pthread_mutex_unlock(&s->lock);
 }
 
+static void engine_free(struct engine *E)
+{
+	if (!E)
+		return;
+	free(E->slot);
+	free(E->b_seq);
+	free(E->b_tok);
+	free(E->b_logits);
+	free(E->b_owner);
+	free(E->scratch);
+	free(E->seq_status);
+	free(E->fin);
+	free(E);
+}
+
 static void *engine_main(void *arg)
 {
 	struct engine *E = arg;
@@ -516,15 +531,7 @@ static void *engine_main(void *arg)
 		if (running)
 			step(E);
 	}
-	free(E->slot);
-	free(E->b_seq);
-	free(E->b_tok);
-	free(E->b_logits);
-	free(E->b_owner);
-	free(E->scratch);
-	free(E->seq_status);
-	free(E->fin);
-	free(E);
+	engine_free(E);
 	return NULL;
 }
 
@@ -538,31 +545,20 @@ int srv_engine_start(struct srv *s, struct fx_err *err)
 	E->scratch = calloc((size_t)s->n_vocab, sizeof(float));
 	E->seq_status = calloc((size_t)s->n_parallel, sizeof(int));
 	E->fin = calloc((size_t)s->n_parallel, sizeof(*E->fin));
-	if (!E->fin || !E->slot || !E->scratch || !E->seq_status || !grow(E, s->n_parallel + 2 * s->chunk))
-		goto nomem_free;
+	if (!E->fin || !E->slot || !E->scratch || !E->seq_status ||
+	    !grow(E, s->n_parallel + 2 * s->chunk))
+		goto nomem;
 	s->met.blocks_total = fx_context_kv_blocks_total(s->ctx);
 	if (pthread_create(&s->engine, NULL, engine_main, E)) {
+		engine_free(E);
 		err->code = FX_E_NOMEM;
 		snprintf(err->msg, sizeof(err->msg), "cannot start the engine thread");
-		goto free_all;
+		return FX_E_NOMEM;
 	}
 	s->engine_started = true;
 	return FX_OK;
-nomem_free:
-	err->code = FX_E_NOMEM;
-	snprintf(err->msg, sizeof(err->msg), "out of memory starting the engine");
-free_all:
-	free(E->slot);
-	free(E->scratch);
-	free(E->seq_status);
-	free(E->fin);
-	free(E->b_seq);
-	free(E->b_tok);
-	free(E->b_logits);
-	free(E->b_owner);
-	free(E);
-	return err->code;
 nomem:
+	engine_free(E);
 	err->code = FX_E_NOMEM;
 	snprintf(err->msg, sizeof(err->msg), "out of memory starting the engine");
 	return FX_E_NOMEM;

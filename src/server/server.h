@@ -134,7 +134,6 @@ struct srv_req {
 	int n_done;                /* finished choices */
 	bool done;                 /* every choice finished: output complete */
 	bool cancelled;            /* the client went away */
-	bool started;              /* streaming: the first chunk was written */
 	int refs;                  /* HTTP side + engine side */
 	struct srv_buf out;        /* streaming: SSE bytes ready to send */
 	size_t out_off;            /* bytes of out already handed to MHD */
@@ -206,6 +205,13 @@ int srv_submit(struct srv *s, struct srv_req *r);
 void srv_req_unref_locked(struct srv_req *r);
 /* Allocate a request with n choices and one reference (the caller's). */
 struct srv_req *srv_req_new(struct srv *s, enum srv_kind kind);
+
+/* prompt.c: fill r->prompt / r->n_prompt (and r->prompt_text for echo)
+ * from a parsed body; false with e filled (400 naming the field, 500 on
+ * allocation failure). */
+bool srv_completion_prompt(struct srv *s, const cJSON *body, struct srv_req *r,
+			   struct srv_error *e);
+bool srv_chat_prompt(struct srv *s, const cJSON *body, struct srv_req *r, struct srv_error *e);
 
 /* respond.c: JSON bodies */
 /* The non-streaming body of a finished request (engine fields readable). */
