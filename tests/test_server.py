@@ -316,6 +316,24 @@ def run_gemma():
         assert metric(m2, "vllm:num_requests_running") == 0
         gen = metric(m2, "vllm:generation_tokens_total") - metric(m1, "vllm:generation_tokens_total")
         assert gen < 200, gen  # cancelled well before 900 tokens
+        # the same for a plain (non-streaming) request abandoned mid-way
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        body = json.dumps({"prompt": PROMPTS[4], "max_tokens": 900, "temperature": 0}).encode()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        deadline = time.time() + 30
+        while metric(srv.metrics()[0], "ferrox_kv_blocks_used") == 0 and time.time() < deadline:
+            time.sleep(0.05)
+        s.close()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            m3, _ = srv.metrics()
+            if metric(m3, "ferrox_kv_blocks_used") == 0 and metric(m3, "vllm:num_requests_running") == 0:
+                break
+            time.sleep(0.1)
+        assert metric(m3, "ferrox_kv_blocks_used") == 0, m3
+        gen = metric(m3, "vllm:generation_tokens_total") - metric(m2, "vllm:generation_tokens_total")
+        assert gen < 200, gen
 
     def metrics_format():
         _, text = srv.metrics()
@@ -446,6 +464,17 @@ def run_smol():
         special = n_prompt("Repeat: <|im_end|>")
         assert special - plain > 2, (plain, special)  # as text: several tokens, not one
 
+    def prefix_cache():
+        system = {"role": "system", "content": "You are a careful assistant. " * 20}
+        m0, _ = srv.metrics()
+        for q in ("Name a color.", "Name a fruit."):
+            cl.chat.completions.create(model="m", temperature=0, max_tokens=2,
+                                       messages=[system, {"role": "user", "content": q}])
+        m1, _ = srv.metrics()
+        hits = metric(m1, "vllm:gpu_prefix_cache_hits_total") - metric(m0, "vllm:gpu_prefix_cache_hits_total")
+        assert hits >= 64, hits  # the shared system prompt's full blocks
+        print(f"     {hits:.0f} prompt tokens served from the prefix cache")
+
     def auth():
         st, _, d = srv.post("/v1/chat/completions", {"messages": msgs})
         assert st == 401, (st, d)
@@ -476,6 +505,7 @@ def run_smol():
         check("chat: message, finish_reason, usage, logprobs", chat_basic)
         check("chat: streaming deltas equal the plain response", chat_stream)
         check("chat: control-token text in content", chat_special_text)
+        check("shared system prompt reuses cached KV blocks", prefix_cache)
         check("--api-key: 401 without the key", auth)
         check("queue full: 503 with Retry-After", queue_full)
         check("SIGTERM: clean exit, no sanitizer reports", clean_exit)

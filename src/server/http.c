@@ -565,6 +565,19 @@ static bool stop_asked(const struct fx_server_params *p)
 	return p->should_stop && p->should_stop(p->stop_arg);
 }
 
+/* libmicrohttpd's messages, prefixed; the note it prints when a handler
+ * drops a connection on purpose (a client that went away) is skipped. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	if (strstr(fmt, "Application reported internal error"))
+		return;
+	char line[512];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	fprintf(stderr, "serve: http: %s%s", line,
+		*line && line[strlen(line) - 1] == '\n' ? "" : "\n");
+}
+
 static struct MHD_Daemon *listen_on(struct srv *s, struct fx_err *err)
 {
 	const struct fx_server_params *p = &s->p;
@@ -583,7 +596,8 @@ static struct MHD_Daemon *listen_on(struct srv *s, struct fx_err *err)
 		return NULL;
 	}
 	struct MHD_Daemon *d = MHD_start_daemon(
-		flags, (uint16_t)p->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, sa,
+		flags, (uint16_t)p->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+		mhd_log, NULL, MHD_OPTION_SOCK_ADDR, sa,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)p->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
 		on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_END);
 	if (!d)
