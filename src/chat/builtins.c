@@ -402,55 +402,14 @@ int chat_replace(struct ev *e, const struct value *s, const struct value *old, c
 	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
 }
 
-/* case mapping: ASCII and Latin-1 letters (other scripts unchanged) */
-static uint32_t cp_upper(uint32_t c)
-{
-	if ((c >= 'a' && c <= 'z') || (c >= 0xe0 && c <= 0xfe && c != 0xf7))
-		return c - 32;
-	return c;
-}
-static uint32_t cp_lower(uint32_t c)
-{
-	if ((c >= 'A' && c <= 'Z') || (c >= 0xc0 && c <= 0xde && c != 0xd7))
-		return c + 32;
-	return c;
-}
+/* isalpha (approximate beyond Latin-1: any non-ASCII code point counts) */
 static bool cp_alpha(uint32_t c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= 0xc0 && c != 0xd7 && c != 0xf7);
 }
 
-/* mode: 0 lower, 1 upper, 2 title (str.title), 3 capitalize */
 int chat_case(struct ev *e, const struct value *s, int mode, struct value *out);
-int chat_case(struct ev *e, const struct value *s, int mode, struct value *out)
-{
-	struct sbuf b = { 0 };
-	bool prev_cased = false, first = true;
-	for (size_t i = 0; i < s->s->n;) {
-		uint32_t c;
-		size_t l = u8_decode(s->s->p + i, s->s->n - i, &c);
-		uint32_t r = c;
-		if (mode == 0)
-			r = cp_lower(c);
-		else if (mode == 1)
-			r = cp_upper(c);
-		else if (mode == 2)
-			r = prev_cased ? cp_lower(c) : cp_upper(c);
-		else
-			r = first ? cp_upper(c) : cp_lower(c);
-		prev_cased = cp_alpha(c);
-		first = false;
-		uint8_t fl = s->s->flags ? s->s->flags[i] : 0;
-		if (r == c || (l == 1 && c >= 0x80)) {
-			sb_put(&b, s->s->p + i, l, fl);
-		} else {
-			char u[4];
-			sb_put(&b, u, u8_encode(r, u), fl);
-		}
-		i += l;
-	}
-	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
-}
+bool chat_is_cased(uint32_t c, bool upper);
 
 static int str_find(const struct value *s, const struct value *sub, bool right, bool count)
 {
@@ -580,9 +539,9 @@ static int call_str_method(struct ev *e, const char *m, const struct value *s, s
 				r = cp_alpha(c) || (c >= '0' && c <= '9');
 			else if (!strcmp(m, "isspace"))
 				r = py_isspace(c);
-			else if (cp_alpha(c)) {
+			else if (chat_is_cased(c, false) || chat_is_cased(c, true)) {
 				any_cased = true;
-				r = !strcmp(m, "islower") ? cp_lower(c) == c : cp_upper(c) == c;
+				r = chat_is_cased(c, !strcmp(m, "isupper"));
 			}
 		}
 		if (!strcmp(m, "islower") || !strcmp(m, "isupper"))

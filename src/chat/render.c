@@ -84,12 +84,13 @@ int fx_chat_render(const char *tmpl, const char *messages_json, const char *tool
 		goto out_msgs;
 	if (extra_json && (rc = parse_json_arg("extra variables", extra_json, V_DICT, &extra, err)))
 		goto out_tools;
-	if ((rc = chat_lex(tmpl, strlen(tmpl), &tk, err)))
+	if ((rc = chat_lex(tmpl, strlen(tmpl), &tk, err)) || (rc = chat_parse(&tk, &t, err))) {
+		chat_tokens_free(&tk);
+		if (rc != FX_E_NOMEM)
+			fx_err_prefix(err, "chat template");
 		goto out_extra;
-	rc = chat_parse(&tk, &t, err);
+	}
 	chat_tokens_free(&tk);
-	if (rc)
-		goto out_extra;
 	if (frame_set(&root, "messages", v_ref(msgs)) || frame_set(&root, "tools", v_ref(tools)) ||
 	    frame_set(&root, "documents", v_none()) ||
 	    frame_set(&root, "add_generation_prompt", v_bool(add_generation_prompt))) {
