@@ -78,6 +78,18 @@ static void error_messages(void)
 	rc = fx_chat_render("{{ x | frob }}", "[]", NULL, NULL, false, NULL, NULL, 1, &p, &err);
 	CHECKF(rc != FX_OK && strstr(err.msg, "frob"), "msg %s", err.msg);
 	CHECK(fx_chat_render(NULL, "[]", NULL, NULL, false, NULL, NULL, 1, &p, &err) == FX_E_INVALID);
+	/* hostile templates: bounded nesting, no namespace cycles */
+	char deep[4096];
+	size_t k = 0;
+	k += (size_t)snprintf(deep + k, sizeof(deep) - k, "{{ ");
+	for (int i = 0; i < 1000; i++)
+		k += (size_t)snprintf(deep + k, sizeof(deep) - k, "not ");
+	snprintf(deep + k, sizeof(deep) - k, "x }}");
+	rc = fx_chat_render(deep, "[]", NULL, NULL, false, NULL, NULL, 1, &p, &err);
+	CHECKF(rc == FX_E_FORMAT && strstr(err.msg, "too deeply"), "msg %s", err.msg);
+	rc = fx_chat_render("{% set ns = namespace(a=1) %}{% set ns.x = [ns] %}{{ ns }}", "[]", NULL, NULL, false,
+			    NULL, NULL, 1, &p, &err);
+	CHECKF(rc == FX_E_INVALID && strstr(err.msg, "namespace"), "msg %s", err.msg);
 	fx_chat_prompt_free(NULL);
 }
 

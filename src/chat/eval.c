@@ -643,6 +643,28 @@ static int apply_filters(struct ev *e, const struct nlist *fl, struct frame *f, 
 	return rc;
 }
 
+/* Does v hold dictionary d (a namespace put inside itself would make a
+ * cycle: endless printing, a reference-count leak)? */
+static bool holds(const struct value *v, const struct vdict *d, int depth)
+{
+	if (depth > 64)
+		return true;
+	if (v->kind == V_DICT) {
+		if (v->d == d)
+			return true;
+		for (size_t i = 0; i < v->d->n; i++)
+			if (holds(&v->d->v[i], d, depth + 1))
+				return true;
+	} else if (v->kind == V_LIST) {
+		for (size_t i = 0; i < v->l->n; i++)
+			if (holds(&v->l->a[i], d, depth + 1))
+				return true;
+	} else if (v->kind == V_FUNC && v->fn->self) {
+		return holds(v->fn->self, d, depth + 1);
+	}
+	return false;
+}
+
 static int exec_stmt(struct ev *e, const struct node *n, struct frame *f, struct sbuf *o)
 {
 	struct value v;
@@ -680,6 +702,10 @@ static int exec_stmt(struct ev *e, const struct node *n, struct frame *f, struct
 			if (!ns || ns->kind != V_DICT || !ns->d->ns) {
 				v_drop(&v);
 				return ev_fail(e, "cannot assign attribute on non-namespace object '%s'", n->b->name);
+			}
+			if (holds(&v, ns->d, 0)) {
+				v_drop(&v);
+				return ev_fail(e, "a namespace cannot hold itself (or nesting deeper than 64)");
 			}
 			return dict_set_str(ns->d, n->b->name2, v) ? FX_OK : ev_oom(e);
 		}

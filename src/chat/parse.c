@@ -14,6 +14,7 @@ struct ps {
 	struct tmpl *t;
 	struct fx_err *err;
 	int rc;
+	int depth;         /* nesting of expressions and blocks, bounded */
 	struct node dummy; /* handed out once rc is set, so callers need no NULL checks */
 };
 
@@ -444,8 +445,11 @@ static struct node *unary(struct ps *p, bool with_filter)
 	if (is_op(p, "-") || is_op(p, "+")) {
 		n = mk(p, is_op(p, "-") ? N_NEG : N_POS);
 		next(p);
-		if (n)
+		if (++p->depth > 150)
+			fail(p, "%s", "expressions nested too deeply");
+		else
 			n->a = unary(p, false);
+		p->depth--;
 	} else {
 		n = primary(p);
 	}
@@ -559,8 +563,11 @@ static struct node *not_expr(struct ps *p)
 	if (is_name(p, "not")) {
 		struct node *n = mk(p, N_NOT);
 		next(p);
-		if (n)
+		if (++p->depth > 150)
+			fail(p, "%s", "expressions nested too deeply");
+		else
 			n->a = not_expr(p);
+		p->depth--;
 		return n;
 	}
 	return compare(p);
@@ -594,7 +601,23 @@ static struct node *expr_nocond(struct ps *p)
 	return l;
 }
 
+static struct node *expr_inner(struct ps *p);
+
+/* Every nested expression passes here: the depth bound keeps a hostile
+ * template from exhausting the stack (parser and evaluator). */
 static struct node *expr(struct ps *p)
+{
+	if (++p->depth > 150) {
+		fail(p, "%s", "expressions or blocks nested too deeply");
+		p->depth--;
+		return &p->dummy;
+	}
+	struct node *n = expr_inner(p);
+	p->depth--;
+	return n;
+}
+
+static struct node *expr_inner(struct ps *p)
 {
 	struct node *l = expr_nocond(p);
 	while (!p->rc && skip_name(p, "if")) {
@@ -836,7 +859,18 @@ static struct node *statement(struct ps *p)
 	return NULL;
 }
 
+static int body_inner(struct ps *p, struct nlist *out, const char *const *ends, const char **hit);
+
 static int body(struct ps *p, struct nlist *out, const char *const *ends, const char **hit)
+{
+	if (++p->depth > 150)
+		return fail(p, "%s", "expressions or blocks nested too deeply");
+	int rc = body_inner(p, out, ends, hit);
+	p->depth--;
+	return rc;
+}
+
+static int body_inner(struct ps *p, struct nlist *out, const char *const *ends, const char **hit)
 {
 	while (!p->rc) {
 		const struct token *t = cur(p);
