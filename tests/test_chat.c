@@ -10,8 +10,10 @@
  *   plain text, the template's own specials become control tokens.
  */
 #include <cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ferrox.h"
@@ -264,6 +266,75 @@ static void tokenize_prompt_smollm(void)
 	fx_model_free(m);
 }
 
+static void write_text(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "wb");
+	CHECKF(f != NULL, "cannot write %s", path);
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+static const char *load_template(const char *dir, struct fx_model **m)
+{
+	struct fx_err err = { 0 };
+	struct fx_model_params mp = fx_model_default_params();
+	mp.repack = false;
+	*m = NULL;
+	if (fx_model_load(dir, &mp, m, &err)) {
+		CHECKF(0, "load %s: %s", dir, err.msg);
+		return NULL;
+	}
+	return fx_model_chat_template(*m);
+}
+
+/* Hugging Face directories: chat_template.jinja, else tokenizer_config.json
+ * (a string, or the "default" entry of a list); none: NULL. */
+static void hf_dir_template(void)
+{
+	char dir[] = "/tmp/fx_test_chat_XXXXXX", src[1024], dst[600];
+	const char *files[] = { "config.json", "model.safetensors" };
+	struct fx_model *m = NULL;
+	const char *t;
+	if (!mkdtemp(dir)) {
+		CHECKF(0, "mkdtemp failed");
+		return;
+	}
+	for (int i = 0; i < 2; i++) {
+		char cwd[400];
+		CHECK(getcwd(cwd, sizeof(cwd)) != NULL);
+		snprintf(src, sizeof(src), "%s/tests/fixtures/hf-tiny/llama/%s", cwd, files[i]);
+		snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
+		CHECKF(symlink(src, dst) == 0, "symlink %s", dst);
+	}
+	t = load_template(dir, &m);
+	CHECK(m && t == NULL);
+	fx_model_free(m);
+	write_text(dir, "tokenizer_config.json",
+		   "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"},"
+		   " {\"name\": \"default\", \"template\": \"{{ messages[0].content }}\"}]}");
+	t = load_template(dir, &m);
+	CHECKF(t && !strcmp(t, "{{ messages[0].content }}"), "got %s", t ? t : "NULL");
+	fx_model_free(m);
+	write_text(dir, "tokenizer_config.json", "{\"chat_template\": \"plain {{ 1 }}\"}");
+	t = load_template(dir, &m);
+	CHECKF(t && !strcmp(t, "plain {{ 1 }}"), "got %s", t ? t : "NULL");
+	fx_model_free(m);
+	write_text(dir, "chat_template.jinja", "jinja file\n");
+	t = load_template(dir, &m);
+	CHECKF(t && !strcmp(t, "jinja file\n"), "got %s", t ? t : "NULL");
+	fx_model_free(m);
+	const char *names[] = { "config.json", "model.safetensors", "tokenizer_config.json", "chat_template.jinja" };
+	for (int i = 0; i < 4; i++) {
+		snprintf(dst, sizeof(dst), "%s/%s", dir, names[i]);
+		unlink(dst);
+	}
+	rmdir(dir);
+}
+
 int main(void)
 {
 	expect_cases();
@@ -271,5 +342,6 @@ int main(void)
 	provenance();
 	tokenize_prompt_gemma();
 	tokenize_prompt_smollm();
+	hf_dir_template();
 	return check_exit();
 }
