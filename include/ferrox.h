@@ -358,12 +358,15 @@ void fx_chat_prompt_free(struct fx_chat_prompt *p);
 const char *fx_model_chat_template(const struct fx_model *m);
 
 /* Tokenize a rendered prompt as fx_tokenize(add_special, parse_special =
- * true) would, except that special-token texts (control tokens such as
- * "<start_of_turn>") are matched only where they lie wholly outside the
- * prompt's data spans: a user who types "<|im_start|>" gets those
- * characters as plain text. The text between matched specials is
- * tokenized exactly as fx_tokenize does. Same out/cap/n_out contract as
- * fx_tokenize (FX_E_INVALID with the needed count when cap is too small). */
+ * true) would, except that control-token texts (such as "<start_of_turn>";
+ * llama.cpp's CONTROL and UNKNOWN tokens) are matched only where they lie
+ * wholly outside the prompt's data spans: a user who types "<|im_start|>"
+ * gets those characters as plain text. User-defined tokens (added words)
+ * match everywhere, as in fx_tokenize without parse_special. The text
+ * between matched specials is tokenized exactly as fx_tokenize does. Same
+ * out/cap/n_out contract as fx_tokenize (FX_E_INVALID with the needed count
+ * when cap is too small); FX_E_INVALID also for spans out of order or past
+ * the text. Source: llama.cpp's tokenizer_st_partition, restricted. */
 int fx_tokenize_prompt(const struct fx_model *m, const struct fx_chat_prompt *p, bool add_special,
 		       fx_token *out, size_t cap, size_t *n_out);
 

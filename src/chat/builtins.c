@@ -225,7 +225,7 @@ int chat_getitem(struct ev *e, const struct value *obj, const struct value *key,
 /* ---- argument helpers ------------------------------------------------- */
 
 /* Argument i (positional) or named kw; NULL when absent. */
-static const struct value *arg(const struct cargs *a, size_t i, const char *kw)
+const struct value *cargs_get(const struct cargs *a, size_t i, const char *kw)
 {
 	if (i < a->npos)
 		return &a->pos[i];
@@ -251,7 +251,6 @@ static bool cp_in(uint32_t c, const struct value *chars)
 }
 
 /* str.strip family: which = 1 left, 2 right, 3 both. */
-int chat_strip(struct ev *e, const struct value *s, const struct value *chars, int which, struct value *out);
 int chat_strip(struct ev *e, const struct value *s, const struct value *chars, int which, struct value *out)
 {
 	if (chars && chars->kind != V_NONE && chars->kind != V_STR)
@@ -366,8 +365,6 @@ static int str_split(struct ev *e, const struct value *s, const struct value *se
 }
 
 int chat_replace(struct ev *e, const struct value *s, const struct value *old, const struct value *new_,
-		 int64_t count, struct value *out);
-int chat_replace(struct ev *e, const struct value *s, const struct value *old, const struct value *new_,
 		 int64_t count, struct value *out)
 {
 	struct sbuf b = { 0 };
@@ -408,8 +405,6 @@ static bool cp_alpha(uint32_t c)
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= 0xc0 && c != 0xd7 && c != 0xf7);
 }
 
-int chat_case(struct ev *e, const struct value *s, int mode, struct value *out);
-bool chat_is_cased(uint32_t c, bool upper);
 
 static int str_find(const struct value *s, const struct value *sub, bool right, bool count)
 {
@@ -441,11 +436,10 @@ static bool affix(const struct value *s, const struct value *x, bool end)
 	return !memcmp(s->s->p + (end ? s->s->n - x->s->n : 0), x->s->p, x->s->n);
 }
 
-int chat_join(struct ev *e, const struct value *items, const struct value *sep, struct value *out);
 
 static int call_str_method(struct ev *e, const char *m, const struct value *s, struct cargs *a, struct value *out)
 {
-	const struct value *a0 = arg(a, 0, NULL), *a1 = arg(a, 1, NULL);
+	const struct value *a0 = cargs_get(a, 0, NULL), *a1 = cargs_get(a, 1, NULL);
 	if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) {
 		bool end = m[0] == 'e', r = false;
 		if (!a0)
@@ -462,13 +456,13 @@ static int call_str_method(struct ev *e, const char *m, const struct value *s, s
 		return FX_OK;
 	}
 	if (!strcmp(m, "split") || !strcmp(m, "rsplit"))
-		return str_split(e, s, arg(a, 0, "sep"), arg(a, 1, "maxsplit"), m[0] == 'r', out);
+		return str_split(e, s, cargs_get(a, 0, "sep"), cargs_get(a, 1, "maxsplit"), m[0] == 'r', out);
 	if (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip"))
 		return chat_strip(e, s, a0, m[0] == 'l' ? 1 : m[0] == 'r' ? 2 : 3, out);
 	if (!strcmp(m, "replace")) {
 		if (!a0 || !a1 || a0->kind != V_STR || a1->kind != V_STR)
 			return ev_fail(e, "replace() wants two strings");
-		const struct value *c = arg(a, 2, "count");
+		const struct value *c = cargs_get(a, 2, "count");
 		return chat_replace(e, s, a0, a1, c && c->kind == V_INT ? c->i : -1, out);
 	}
 	if (!strcmp(m, "upper") || !strcmp(m, "lower") || !strcmp(m, "title") || !strcmp(m, "capitalize"))
@@ -556,13 +550,13 @@ static int call_method(struct ev *e, const struct vfunc *fn, struct cargs *a, st
 {
 	const struct value *self = fn->self;
 	const char *m = fn->name;
-	const struct value *a0 = arg(a, 0, NULL);
+	const struct value *a0 = cargs_get(a, 0, NULL);
 	if (self->kind == V_STR)
 		return call_str_method(e, m, self, a, out);
 	if (self->kind == V_DICT) {
 		if (!strcmp(m, "get")) {
 			const struct value *v = a0 ? dict_get(self->d, a0) : NULL;
-			const struct value *def = arg(a, 1, NULL);
+			const struct value *def = cargs_get(a, 1, NULL);
 			if (!a0)
 				return ev_fail(e, "get expected at least 1 argument, got 0");
 			*out = v ? v_ref(*v) : def ? v_ref(*def) : v_none();
@@ -637,7 +631,7 @@ static int call_method(struct ev *e, const struct vfunc *fn, struct cargs *a, st
 int chat_call_func(struct ev *e, const struct value *fv, struct cargs *a, struct value *out)
 {
 	const struct vfunc *fn = fv->fn;
-	const struct value *a0 = arg(a, 0, NULL);
+	const struct value *a0 = cargs_get(a, 0, NULL);
 	switch (fn->id) {
 	case FN_METHOD:
 		return call_method(e, fn, a, out);

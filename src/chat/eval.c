@@ -768,7 +768,6 @@ static int exec_list(struct ev *e, const struct nlist *l, struct frame *f, struc
 	return FX_OK;
 }
 
-int chat_exec(struct ev *e, const struct tmpl *t, struct sbuf *o);
 int chat_exec(struct ev *e, const struct tmpl *t, struct sbuf *o)
 {
 	int rc = exec_list(e, &t->root->body, e->root, o);

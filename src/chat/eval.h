@@ -67,5 +67,22 @@ int chat_to_str(struct ev *e, const struct value *v, struct value *out);
 bool chat_substr(const struct value *s, size_t off, size_t len, struct value *out);
 /* Binary operator (OP_*), Python semantics. */
 int chat_binop(struct ev *e, int op, const struct value *a, const struct value *b, struct value *out);
+/* Run the template's statements into o (eval.c). */
+int chat_exec(struct ev *e, const struct tmpl *t, struct sbuf *o);
+/* Argument i (positional) or keyword kw (may be NULL) of a call; NULL when
+ * absent. */
+const struct value *cargs_get(const struct cargs *a, size_t i, const char *kw);
+/* String helpers shared by methods and filters (builtins.c, ucase.c):
+ * str.strip family (which: 1 left, 2 right, 3 both; chars NULL/None:
+ * whitespace), str.replace (count < 0: all), case mapping (mode 0 lower,
+ * 1 upper, 2 str.title, 3 capitalize; an error for scripts not mapped),
+ * join of str() of items (sep may be NULL), and whether code point c is a
+ * cased letter already upper (or lower) case. */
+int chat_strip(struct ev *e, const struct value *s, const struct value *chars, int which, struct value *out);
+int chat_replace(struct ev *e, const struct value *s, const struct value *old, const struct value *new_,
+		 int64_t count, struct value *out);
+int chat_case(struct ev *e, const struct value *s, int mode, struct value *out);
+int chat_join(struct ev *e, const struct value *items, const struct value *sep, struct value *out);
+bool chat_is_cased(uint32_t c, bool upper);
 
 #endif

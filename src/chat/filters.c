@@ -10,22 +10,6 @@
 #include "chat/eval.h"
 #include "core/alloc.h"
 
-int chat_strip(struct ev *e, const struct value *s, const struct value *chars, int which, struct value *out);
-int chat_replace(struct ev *e, const struct value *s, const struct value *old, const struct value *new_,
-		 int64_t count, struct value *out);
-int chat_case(struct ev *e, const struct value *s, int mode, struct value *out);
-
-static const struct value *arg(const struct cargs *a, size_t i, const char *kw)
-{
-	if (i < a->npos)
-		return &a->pos[i];
-	for (size_t k = 0; kw && k < a->nkw; k++)
-		if (!strcmp(a->kwn[k], kw))
-			return &a->kwv[k];
-	return NULL;
-}
-
-int chat_join(struct ev *e, const struct value *items, const struct value *sep, struct value *out);
 int chat_join(struct ev *e, const struct value *items, const struct value *sep, struct value *out)
 {
 	struct sbuf b = { 0 };
@@ -41,7 +25,7 @@ int chat_join(struct ev *e, const struct value *items, const struct value *sep, 
 
 int chat_test(struct ev *e, const char *name, const struct value *v, struct cargs *a, bool *out)
 {
-	const struct value *a0 = arg(a, 0, NULL);
+	const struct value *a0 = cargs_get(a, 0, NULL);
 	int k = v->kind;
 	if (!strcmp(name, "defined")) *out = k != V_UNDEF;
 	else if (!strcmp(name, "undefined")) *out = k == V_UNDEF;
@@ -204,8 +188,8 @@ static int sort_items(struct ev *e, struct value *items, struct value *keys, boo
 
 static int do_sort(struct ev *e, const struct value *in, struct cargs *a, bool dictsort, struct value *out)
 {
-	const struct value *rev = arg(a, dictsort ? 2 : 0, "reverse"), *cs = arg(a, dictsort ? 0 : 1, "case_sensitive");
-	const struct value *attr = dictsort ? NULL : arg(a, 2, "attribute"), *by = dictsort ? arg(a, 1, "by") : NULL;
+	const struct value *rev = cargs_get(a, dictsort ? 2 : 0, "reverse"), *cs = cargs_get(a, dictsort ? 0 : 1, "case_sensitive");
+	const struct value *attr = dictsort ? NULL : cargs_get(a, 2, "attribute"), *by = dictsort ? cargs_get(a, 1, "by") : NULL;
 	bool by_value = by && by->kind == V_STR && !strcmp(by->s->p, "value");
 	int rc;
 	struct value items;
@@ -307,7 +291,7 @@ static int do_select(struct ev *e, const struct value *in, struct cargs *a, bool
 static int do_map(struct ev *e, const struct value *in, struct cargs *a, struct value *out)
 {
 	struct value items;
-	const struct value *attr = arg(a, 99, "attribute"), *def = arg(a, 99, "default");
+	const struct value *attr = cargs_get(a, 99, "attribute"), *def = cargs_get(a, 99, "default");
 	struct value none = v_undef(NULL);
 	int rc = chat_iter(e, v_truthy(in) ? in : &none, &items); /* jinja2: `if value:` first */
 	if (rc)
@@ -350,7 +334,7 @@ static int do_map(struct ev *e, const struct value *in, struct cargs *a, struct 
  * get the indent; blank lines only with blank=True. */
 static int do_indent(struct ev *e, const struct value *s, struct cargs *a, struct value *out)
 {
-	const struct value *w = arg(a, 0, "width"), *first = arg(a, 1, "first"), *blank = arg(a, 2, "blank");
+	const struct value *w = cargs_get(a, 0, "width"), *first = cargs_get(a, 1, "first"), *blank = cargs_get(a, 2, "blank");
 	struct sbuf ind = { 0 }, b = { 0 };
 	if (!w || w->kind == V_INT) {
 		int64_t n = w ? w->i : 4;
@@ -388,8 +372,8 @@ static int do_indent(struct ev *e, const struct value *s, struct cargs *a, struc
 
 static int do_tojson(struct ev *e, const struct value *v, struct cargs *a, struct value *out)
 {
-	const struct value *ea = arg(a, 0, "ensure_ascii"), *ind = arg(a, 1, "indent"),
-			   *sep = arg(a, 2, "separators"), *sk = arg(a, 3, "sort_keys");
+	const struct value *ea = cargs_get(a, 0, "ensure_ascii"), *ind = cargs_get(a, 1, "indent"),
+			   *sep = cargs_get(a, 2, "separators"), *sk = cargs_get(a, 3, "sort_keys");
 	struct json_opts o = { .ensure_ascii = ea && v_truthy(ea), .indent = -1, .sort_keys = sk && v_truthy(sk) };
 	struct sbuf b = { 0 }, is = { 0 };
 	char msg[256];
@@ -491,8 +475,8 @@ static int to_int(struct ev *e, const struct value *v, const struct value *def, 
 /* jinja2's truncate(s, length=255, killwords=False, end='...', leeway=5) */
 static int do_truncate(struct ev *e, const struct value *s, struct cargs *a, struct value *out)
 {
-	const struct value *lv = arg(a, 0, "length"), *kw = arg(a, 1, "killwords"), *ev_ = arg(a, 2, "end"),
-			   *lw = arg(a, 3, "leeway");
+	const struct value *lv = cargs_get(a, 0, "length"), *kw = cargs_get(a, 1, "killwords"), *ev_ = cargs_get(a, 2, "end"),
+			   *lw = cargs_get(a, 3, "leeway");
 	int64_t length = lv && lv->kind == V_INT ? lv->i : 255, leeway = lw && lw->kind == V_INT ? lw->i : 5;
 	const char *end = ev_ && ev_->kind == V_STR ? ev_->s->p : "...";
 	int64_t n = (int64_t)u8_count(s->s->p, s->s->n), ne = (int64_t)u8_count(end, strlen(end));
@@ -522,7 +506,7 @@ static int do_truncate(struct ev *e, const struct value *s, struct cargs *a, str
  * the padding is odd and the width even... per CPython's rule). */
 static int do_center(struct ev *e, const struct value *s, struct cargs *a, struct value *out)
 {
-	const struct value *wv = arg(a, 0, "width");
+	const struct value *wv = cargs_get(a, 0, "width");
 	int64_t width = wv && wv->kind == V_INT ? wv->i : 80, n = (int64_t)u8_count(s->s->p, s->s->n);
 	if (width <= n) {
 		*out = v_ref(*s);
@@ -569,7 +553,7 @@ static int do_title(struct ev *e, const struct value *s, struct value *out)
 
 int chat_filter(struct ev *e, const char *name, const struct value *in, struct cargs *a, struct value *out)
 {
-	const struct value *a0 = arg(a, 0, NULL);
+	const struct value *a0 = cargs_get(a, 0, NULL);
 	struct value s, items;
 	int rc;
 	if (!strcmp(name, "safe") || !strcmp(name, "string") || !strcmp(name, "e") || !strcmp(name, "escape") ||
@@ -583,7 +567,7 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		return rc;
 	}
 	if (!strcmp(name, "default") || !strcmp(name, "d")) {
-		const struct value *dv = arg(a, 0, "default_value"), *bo = arg(a, 1, "boolean");
+		const struct value *dv = cargs_get(a, 0, "default_value"), *bo = cargs_get(a, 1, "boolean");
 		bool use = in->kind == V_UNDEF || (bo && v_truthy(bo) && !v_truthy(in));
 		if (!use)
 			*out = v_ref(*in);
@@ -637,7 +621,7 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 	if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr"))
 		return do_select(e, in, a, true, name[0] == 's', out);
 	if (!strcmp(name, "int") || !strcmp(name, "float"))
-		return to_int(e, in, arg(a, 0, "default"), name[0] == 'f', out);
+		return to_int(e, in, cargs_get(a, 0, "default"), name[0] == 'f', out);
 	if (!strcmp(name, "abs")) {
 		if (in->kind == V_INT || in->kind == V_BOOL)
 			*out = v_int(llabs(in->kind == V_INT ? in->i : in->b));
@@ -648,7 +632,7 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		return FX_OK;
 	}
 	if (!strcmp(name, "round")) {
-		const struct value *pr = arg(a, 0, "precision"), *me = arg(a, 1, "method");
+		const struct value *pr = cargs_get(a, 0, "precision"), *me = cargs_get(a, 1, "method");
 		int p = pr && pr->kind == V_INT ? (int)pr->i : 0;
 		if (!v_is_num(in))
 			return ev_fail(e, "round wants a number, got %s", v_type_name(in));
@@ -694,7 +678,7 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		return rc;
 	}
 	if (!strcmp(name, "unique")) {
-		const struct value *cs = arg(a, 0, "case_sensitive"), *at = arg(a, 1, "attribute");
+		const struct value *cs = cargs_get(a, 0, "case_sensitive"), *at = cargs_get(a, 1, "attribute");
 		if ((rc = chat_iter(e, in, &items)))
 			return rc;
 		struct value seen;
@@ -732,7 +716,7 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		return rc;
 	}
 	if (!strcmp(name, "join")) {
-		const struct value *sep = arg(a, 0, "d"), *at = arg(a, 1, "attribute");
+		const struct value *sep = cargs_get(a, 0, "d"), *at = cargs_get(a, 1, "attribute");
 		if ((rc = chat_iter(e, in, &items)))
 			return rc;
 		if (at && at->kind != V_NONE) {
@@ -808,13 +792,13 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 	if ((rc = chat_to_str(e, in, &s)))
 		return rc;
 	switch (k) {
-	case 0: rc = chat_strip(e, &s, arg(a, 0, "chars"), 3, out); break;
+	case 0: rc = chat_strip(e, &s, cargs_get(a, 0, "chars"), 3, out); break;
 	case 1: rc = chat_case(e, &s, 0, out); break;
 	case 2: rc = chat_case(e, &s, 1, out); break;
 	case 3: rc = do_title(e, &s, out); break;
 	case 4: rc = chat_case(e, &s, 3, out); break;
 	case 5: {
-		const struct value *a1 = arg(a, 1, "new"), *c = arg(a, 2, "count");
+		const struct value *a1 = cargs_get(a, 1, "new"), *c = cargs_get(a, 2, "count");
 		struct value o, n;
 		if (!a0 || !a1) {
 			rc = ev_fail(e, "replace needs old and new");

@@ -12,7 +12,6 @@
 #include "core/alloc.h"
 #include "core/status.h"
 
-int chat_exec(struct ev *e, const struct tmpl *t, struct sbuf *o);
 
 static int parse_json_arg(const char *what, const char *json, int want, struct value *out, struct fx_err *err)
 {

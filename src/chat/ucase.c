@@ -155,7 +155,6 @@ static int cased(uint32_t c)
 	return nu != 1 || nl != 1 || u[0] != c || l[0] != c || c == 0x138 || c == 0x149 || c == 0xdf;
 }
 
-int chat_case(struct ev *e, const struct value *s, int mode, struct value *out);
 int chat_case(struct ev *e, const struct value *s, int mode, struct value *out)
 {
 	struct sbuf b = { 0 };
@@ -197,7 +196,6 @@ int chat_case(struct ev *e, const struct value *s, int mode, struct value *out)
 	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
 }
 
-bool chat_is_cased(uint32_t c, bool upper);
 /* For str.islower / isupper: c is a cased letter already in that case. */
 bool chat_is_cased(uint32_t c, bool upper)
 {
