@@ -2,17 +2,18 @@
 """Serving benchmark: ferrox serve against llama.cpp's llama-server, same
 model, same machine, one run.
 
-usage: bench/serve_bench.py [-m MODEL] [--clients 1,8] [--requests 3]
+usage: bench/serve_bench.py [-m MODEL] [--clients 1,8] [--requests 3] [--rounds 2]
                             [--max-tokens 64] [--parallel 8] [-t THREADS]
                             [--ferrox build/bin/ferrox] [--llama-server PATH]
                             [--only ferrox|llama] [-o md|json]
 
-For each server and each client count N: N client threads each send
---requests streaming /v1/completions requests one after another (temperature
+Both servers run side by side (an idle one sleeps); for each client count N
+the rounds alternate between them, and in each round N client threads each
+send --requests streaming /v1/completions requests one after another (temperature
 0, ignore_eos so every request generates exactly --max-tokens tokens), with
-prompts cycling through short (~10), medium (~130) and long (~500 token)
+prompts cycling through short (~13), medium (~105) and long (~385 Gemma 3 token)
 texts. Reports aggregate generation throughput (generated tokens over the
-wall time of the whole round), time to first token p50/p99 and the speedup
+wall time of the rounds), time to first token p50/p99 (nearest rank) and the speedup
 of each N over N=1. Clients are plain http.client threads (cheap on the CPU
 the servers share).
 
@@ -23,11 +24,11 @@ builds the llama-server target too).
 import argparse
 import http.client
 import json
+import math
 import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -152,21 +153,24 @@ def round_(port, n_clients, n_requests, max_tokens):
         t.join()
     wall = time.perf_counter() - t0
     ttfts.sort()
-
-    def pct(p):
-        return ttfts[min(len(ttfts) - 1, int(round(p / 100 * (len(ttfts) - 1))))] if ttfts else float("nan")
-
     return {"clients": n_clients, "requests": len(ttfts), "errors": len(errors),
             "gen_tokens": toks[0], "wall_s": wall, "gen_tok_s": toks[0] / wall,
-            "ttft_p50_s": pct(50), "ttft_p99_s": pct(99),
-            "ttft_mean_s": statistics.mean(ttfts) if ttfts else float("nan")}
+            "ttft_p50_s": pct(ttfts, 50), "ttft_p99_s": pct(ttfts, 99), "ttfts": ttfts}
+
+
+def pct(xs, p):
+    """Nearest-rank percentile of a sorted list."""
+    if not xs:
+        return float("nan")
+    return xs[min(len(xs) - 1, max(0, math.ceil(p / 100 * len(xs)) - 1))]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "gemma-3-270m-q4_k_m.gguf"))
     ap.add_argument("--clients", default="1,8")
-    ap.add_argument("--requests", type=int, default=3, help="requests per client")
+    ap.add_argument("--requests", type=int, default=3, help="requests per client and round")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds per client count, alternating servers")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--parallel", type=int, default=8)
     ap.add_argument("--ctx-size", type=int, default=1024, help="tokens per sequence")
@@ -196,29 +200,46 @@ def main():
                                                       str(a.ctx_size * a.parallel), "-t",
                                                       str(a.threads), "-tb", str(a.threads),
                                                       "--no-webui", "-fa", "off"]))
-    results = []
-    for name, argv in servers:
-        port = free_port()
-        srv = Server(name.replace(".", ""), argv(port), port)
-        try:
+    # Both servers stay up (an idle one sleeps) and the rounds alternate
+    # between them, so both see the same machine state (other load, heat).
+    running = []
+    try:
+        for name, argv in servers:
+            port = free_port()
+            running.append((name, Server(name.replace(".", ""), argv(port), port)))
             one_request(port, prompt("short", 999), 8)  # warm-up
-            for n in clients:
-                r = round_(port, n, a.requests, a.max_tokens)
-                r["server"] = name
-                results.append(r)
-                print(f"{name:9s} clients={n:2d} {r['gen_tok_s']:7.1f} gen tok/s  "
-                      f"TTFT p50 {r['ttft_p50_s']:.3f} s p99 {r['ttft_p99_s']:.3f} s "
-                      f"({r['requests']} requests, {r['errors']} errors, {r['wall_s']:.1f} s)",
-                      file=sys.stderr, flush=True)
-        finally:
+        results = []
+        for n in clients:
+            acc = {name: [] for name, _ in running}
+            for rnd in range(a.rounds):
+                for name, srv in running:
+                    r = round_(srv.port, n, a.requests, a.max_tokens)
+                    acc[name].append(r)
+                    print(f"{name:9s} clients={n:2d} round {rnd + 1}: {r['gen_tok_s']:7.1f} gen tok/s  "
+                          f"TTFT p50 {r['ttft_p50_s']:.3f} s p99 {r['ttft_p99_s']:.3f} s "
+                          f"({r['requests']} requests, {r['errors']} errors, {r['wall_s']:.1f} s)",
+                          file=sys.stderr, flush=True)
+            for name, rs in acc.items():
+                ttfts = sorted(t for r in rs for t in r["ttfts"])
+                tok = sum(r["gen_tokens"] for r in rs)
+                wall = sum(r["wall_s"] for r in rs)
+                results.append({"server": name, "clients": n, "rounds": a.rounds,
+                                "requests": len(ttfts), "errors": sum(r["errors"] for r in rs),
+                                "gen_tokens": tok, "wall_s": wall, "gen_tok_s": tok / wall,
+                                "ttft_p50_s": pct(ttfts, 50), "ttft_p99_s": pct(ttfts, 99)})
+    finally:
+        for _, srv in running:
             srv.stop()
     if a.output == "json":
         print(json.dumps(results, indent=1))
         return
+    order = [name for name, _ in servers]
+    results.sort(key=lambda r: (order.index(r["server"]), r["clients"]))
     base = {r["server"]: r["gen_tok_s"] for r in results if r["clients"] == clients[0]}
     print(f"model {os.path.basename(a.model)}, {a.threads} threads, --parallel {a.parallel}, "
-          f"{a.requests} requests per client, {a.max_tokens} tokens each, prompts ~10/130/500 tokens\n")
-    print("| server | clients | requests | gen tokens | wall s | gen tok/s | vs 1 client | TTFT p50 s | TTFT p99 s |")
+          f"{a.rounds} rounds x {a.requests} requests per client, {a.max_tokens} tokens each, "
+          f"prompts ~13/105/385 tokens\n")
+    print(f"| server | clients | requests | gen tokens | wall s | gen tok/s | vs {clients[0]} client(s) | TTFT p50 s | TTFT p99 s |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(f"| {r['server']} | {r['clients']} | {r['requests']} | {r['gen_tokens']} | "
