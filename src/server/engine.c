@@ -168,13 +168,20 @@ static void choice_end_locked(struct engine *E, struct srv_choice *c, const char
 		r->done = true;
 		double t = srv_now();
 		srv_hist_add(&s->met.e2e, t - r->t_arrive);
-		if (r->cancelled || !strcmp(c->finish, "error")) {
-			s->met.req_err++;
+		bool failed = false;
+		for (int i = 0; i < r->g.n; i++)
+			failed |= !strcmp(r->ch[i].finish, "error");
+		r->failed = failed;
+		if (r->cancelled || failed) {
+			s->met.req_abort++;
 			fprintf(stderr, "serve: %s %s after %d tokens\n", r->id,
-				r->cancelled ? "cancelled (client gone)" : "failed", c->n_gen);
+				r->cancelled ? "cancelled (client gone)" : "failed in the engine",
+				c->n_gen);
+		} else if (!strcmp(c->finish, "length")) {
+			s->met.req_length++;
+		} else {
+			s->met.req_stop++;
 		}
-		else
-			s->met.req_ok++;
 		if (r->g.stream && !r->cancelled)
 			srv_sse_end(r, &r->out);
 		pthread_cond_broadcast(&r->cond);

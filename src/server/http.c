@@ -260,6 +260,13 @@ static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, s
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (r->failed) {
+		pthread_mutex_lock(&s->lock);
+		srv_req_unref_locked(r);
+		pthread_mutex_unlock(&s->lock);
+		return fail(mc, 500, "server_error", NULL,
+			    "the engine could not run this request (see the server log)");
+	}
 	char *js = srv_final_json(s, r);
 	pthread_mutex_lock(&s->lock);
 	srv_req_unref_locked(r);

@@ -115,10 +115,12 @@ bool srv_metrics_text(const struct srv_metrics *m, const char *model_name, struc
 	scalar(o, "vllm:gpu_prefix_cache_hits_total", "counter",
 	       "Prompt tokens served from the prefix cache.", lbl, (double)m->prefix_hits);
 	family(o, "vllm:request_success_total", "counter", "Finished requests by outcome.");
-	out_f(o, "vllm:request_success_total{%s,finished_reason=\"ok\"} %llu\n", model,
-	      (unsigned long long)m->req_ok);
+	out_f(o, "vllm:request_success_total{%s,finished_reason=\"stop\"} %llu\n", model,
+	      (unsigned long long)m->req_stop);
+	out_f(o, "vllm:request_success_total{%s,finished_reason=\"length\"} %llu\n", model,
+	      (unsigned long long)m->req_length);
 	out_f(o, "vllm:request_success_total{%s,finished_reason=\"abort\"} %llu\n", model,
-	      (unsigned long long)m->req_err);
+	      (unsigned long long)m->req_abort);
 	hist(o, "vllm:time_to_first_token_seconds", "Time from arrival to the first token.", model,
 	     &m->ttft);
 	hist(o, "vllm:inter_token_latency_seconds", "Time between consecutive tokens.", model,

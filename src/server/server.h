@@ -134,6 +134,7 @@ struct srv_req {
 	int n_done;                /* finished choices */
 	bool done;                 /* every choice finished: output complete */
 	bool cancelled;            /* the client went away */
+	bool failed;               /* a choice failed in the engine (set with done) */
 	int refs;                  /* HTTP side + engine side */
 	struct srv_buf out;        /* streaming: SSE bytes ready to send */
 	size_t out_off;            /* bytes of out already handed to MHD */
@@ -152,7 +153,9 @@ struct srv_hist {
 void srv_hist_add(struct srv_hist *h, double v);
 
 struct srv_metrics {
-	uint64_t req_ok, req_err;       /* finished requests by outcome */
+	uint64_t req_stop, req_length, req_abort; /* finished requests by finish reason
+						   * (of the last choice); abort: cancelled
+						   * or failed */
 	uint64_t prompt_tokens, gen_tokens;
 	uint64_t prefix_queries;        /* prompt tokens of admitted choices */
 	int64_t prefix_hits;            /* fx_context_prefix_hits after the last step */
