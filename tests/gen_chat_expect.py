@@ -104,6 +104,11 @@ CASES = [
     ("dict_literal_in_tag", "{{ {'a': {'b': 1}} }}{% set m = {'x': [1, {'y': 2}]} %}{{ m.x[1].y }}"),
     ("messages_loop", "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% if not loop.last %}\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"),
     ("is_defined_chain", "{% if messages[0].tool_calls is defined and messages[0].tool_calls %}tc{% else %}no{% endif %}{{ messages[0].get('content') }}"),
+    ("with_block", "{% set a = 5 %}{% with a = 1, b = a %}{{ a }}{{ b }}{% set c = 3 %}{% endwith %}{{ a }}[{{ c }}]"),
+    ("call_block", "{% macro m(x) %}<{{ caller() }}{{ x }}>{% endmacro %}{% call m(1) %}body{% endcall %}{% macro each(items) %}{% for i in items %}{{ caller(i) }};{% endfor %}{% endmacro %}{% call(it) each(l) %}[{{ it * 2 }}]{% endcall %}{% for x in 'ab' %}{% call m(x) %}{{ loop.index }}{% endcall %}{% endfor %}"),
+    ("str_format", "{{ '{} and {}'.format(1, 'a') }} {{ '{0}{1}{0}'.format('x', 'y') }} {{ '{a}-{b}'.format(a=1, b=[2]) }} {{ '{{}}{}'.format(3) }} {{ '{!r}'.format('q') }} {{ '{:>5}'.format('z') }} {{ '{:.2f}'.format(f) }} {{ '[{:^7}]'.format('ab') }} {{ '[{:*<6}]'.format(n) }}"),
+    ("percent_format", "{{ '%s-%d' % ('a', 3) }} {{ '%5.2f|%-4s|%03d' % (3.14159, 'x', 7) }} {{ '%r' % ('q',) }} {{ '100%%' % () }} {{ 'x=%s' % l }}"),
+    ("case_unicode", "{{ 'straße ÿ µ éÉ'|upper }} {{ 'ΟΔΟΣ ΣΑΣ'|lower }} {{ 'Привет МИР'|upper }} {{ 'ŁÓDŹ'|lower }} {{ 'hello wörld'|title }} {{ '日本abc def'.title() }} {{ 'ß'.islower() }}"),
     # errors (jinja2 raises; ferrox must fail)
     ("err_raise", "{{ raise_exception('No system role') }}"),
     ("err_append", "{% set x = [] %}{% set _ = x.append(1) %}{{ x }}"),
@@ -127,6 +132,10 @@ CASES = [
     ("err_macro_args", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}"),
     ("err_call_undefined", "{{ nope() }}"),
     ("err_compare_types", "{{ 1 < 'a' }}"),
+    ("err_format_index", "{{ '{} {1}'.format(1, 2) }}"),
+    ("err_percent_args", "{{ '%s %s' % ('a',) }}"),
+    ("err_call_not_macro", "{% call nope() %}x{% endcall %}"),
+    ("err_break_outside", "{% if true %}{% break %}{% endif %}"),
 ]
 
 

@@ -36,7 +36,7 @@ void chat_tokens_free(struct tokens *t);
 enum ntype {
 	/* statements */
 	N_TEXT, N_OUT, N_IF, N_FOR, N_SET, N_SETBLOCK, N_MACRO, N_FILTERBLOCK, N_BREAK,
-	N_CONTINUE, N_BLOCK,
+	N_CONTINUE, N_BLOCK, N_WITH, N_CALLBLOCK,
 	/* expressions */
 	N_CONST, N_NAME, N_ATTR, N_ITEM, N_SLICE, N_CALL, N_FILTER, N_TEST, N_NEG, N_POS,
 	N_NOT, N_AND, N_OR, N_BIN, N_CMP, N_CONCAT, N_COND, N_LIST, N_TUPLE, N_DICT, N_NSREF,

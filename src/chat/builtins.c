@@ -4,6 +4,7 @@
  * iteration. Filters and tests are in filters.c. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -93,7 +94,7 @@ bool chat_global(const char *name, struct value *out, bool *oom)
 static const char *const str_methods[] = {
 	"startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip", "replace",
 	"upper", "lower", "title", "capitalize", "find", "rfind", "count", "join", "splitlines",
-	"isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper", "index", NULL,
+	"isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper", "index", "format", NULL,
 };
 static const char *const dict_methods[] = { "items", "keys", "values", "get", "copy", NULL };
 static const char *const list_methods[] = { "index", "count", "copy", NULL };
@@ -437,8 +438,153 @@ static bool affix(const struct value *s, const struct value *x, bool end)
 }
 
 
+/* One replacement field of str.format: value v with conversion conv
+ * ('r', 's' or 0) and spec ([[fill]align][width][.precision][type] with
+ * types s, d, f; empty: str(v)). */
+static int format_field(struct ev *e, struct sbuf *b, const struct value *v, char conv, const char *spec)
+{
+	struct sbuf t = { 0 };
+	char fill = ' ', align = 0, type = 0;
+	long width = 0, prec = -1;
+	const char *p = spec;
+	if (p[0] && p[1] && strchr("<>^", p[1])) {
+		fill = p[0];
+		align = p[1];
+		p += 2;
+	} else if (p[0] && strchr("<>^", p[0])) {
+		align = *p++;
+	}
+	while (*p >= '0' && *p <= '9')
+		width = width * 10 + (*p++ - '0');
+	if (*p == '.') {
+		prec = 0;
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			prec = prec * 10 + (*p - '0');
+	}
+	if (*p && strchr("sdf", *p))
+		type = *p++;
+	if (*p || width > 4096 || prec > 100)
+		return ev_fail(e, "format spec '%s' is not supported", spec);
+	if (type == 'f' || (type == 'd' && v->kind != V_INT && v->kind != V_BOOL)) {
+		if (!v_is_num(v) || (type == 'd' && v->kind == V_FLOAT))
+			return ev_fail(e, "unknown format code '%c' for object of type '%s'", type, v_type_name(v));
+	}
+	if (type == 'f') {
+		char tmp[160];
+		snprintf(tmp, sizeof(tmp), "%.*f", (int)(prec < 0 ? 6 : prec), v_num(v));
+		sb_puts(&t, tmp, v->data);
+	} else if (type == 'd') {
+		sb_printf(&t, v->data, "%lld", (long long)(v->kind == V_INT ? v->i : v->b));
+	} else {
+		if (type == 's' && v->kind != V_STR)
+			return ev_fail(e, "unknown format code 's' for object of type '%s'", v_type_name(v));
+		v_write(&t, v, conv == 'r');
+		if (prec >= 0 && t.n) { /* precision cuts a string */
+			size_t cut = u8_offset(t.p, t.n, (size_t)prec);
+			t.n = cut;
+		}
+	}
+	if (!align)
+		align = (v_is_num(v) && conv == 0 && v->kind != V_BOOL) || type == 'd' || type == 'f' ? '>' : '<';
+	long len = t.p ? (long)u8_count(t.p, t.n) : 0, pad = width > len ? width - len : 0;
+	long left = align == '>' ? pad : align == '^' ? pad / 2 : 0;
+	for (long i = 0; i < left; i++)
+		sb_put(b, &fill, 1, 0);
+	sb_putf(b, t.p ? t.p : "", t.n, t.any ? t.f : NULL);
+	for (long i = 0; i < pad - left; i++)
+		sb_put(b, &fill, 1, 0);
+	bool oom = t.oom;
+	sb_free(&t);
+	return oom ? ev_oom(e) : FX_OK;
+}
+
+/* str.format: {} {0} {name}, !r/!s, a simple spec; {{ and }} escapes. */
+static int str_format_method(struct ev *e, const struct value *s, struct cargs *a, struct value *out)
+{
+	struct sbuf b = { 0 };
+	const char *p = s->s->p, *end = p + s->s->n;
+	int autonum = 0; /* 0 unset, 1 automatic, 2 manual */
+	size_t next_i = 0;
+	int rc = FX_OK;
+	while (p < end && !rc) {
+		size_t off = (size_t)(p - s->s->p);
+		if ((*p == '{' || *p == '}') && p + 1 < end && p[1] == *p) {
+			sb_putf(&b, p, 1, s->s->flags ? s->s->flags + off : NULL);
+			p += 2;
+			continue;
+		}
+		if (*p == '}') {
+			rc = ev_fail(e, "single '}' encountered in format string");
+			break;
+		}
+		if (*p != '{') {
+			sb_putf(&b, p, 1, s->s->flags ? s->s->flags + off : NULL);
+			p++;
+			continue;
+		}
+		const char *q = memchr(p, '}', (size_t)(end - p));
+		char field[128], conv = 0, *spec;
+		if (!q || (size_t)(q - p - 1) >= sizeof(field)) {
+			rc = ev_fail(e, "unmatched '{' in format string");
+			break;
+		}
+		memcpy(field, p + 1, (size_t)(q - p - 1));
+		field[q - p - 1] = 0;
+		p = q + 1;
+		spec = strchr(field, ':');
+		if (spec)
+			*spec++ = 0;
+		char *bang = strchr(field, '!');
+		if (bang) {
+			conv = bang[1];
+			*bang = 0;
+			if ((conv != 'r' && conv != 's') || bang[2]) {
+				rc = ev_fail(e, "unsupported conversion in format string");
+				break;
+			}
+			if (conv == 's')
+				conv = 0;
+		}
+		if (strpbrk(field, ".[{")) {
+			rc = ev_fail(e, "attribute and index fields in str.format are not supported");
+			break;
+		}
+		const struct value *v = NULL;
+		if (!field[0] || (field[0] >= '0' && field[0] <= '9')) {
+			int mode = field[0] ? 2 : 1;
+			size_t idx = field[0] ? (size_t)strtoul(field, NULL, 10) : next_i++;
+			if (autonum && autonum != mode) {
+				rc = ev_fail(e, "cannot switch between automatic and manual field numbering");
+				break;
+			}
+			autonum = mode;
+			if (idx >= a->npos) {
+				rc = ev_fail(e, "Replacement index %zu out of range for positional args tuple", idx);
+				break;
+			}
+			v = &a->pos[idx];
+		} else {
+			for (size_t k = 0; k < a->nkw && !v; k++)
+				if (!strcmp(a->kwn[k], field))
+					v = &a->kwv[k];
+			if (!v) {
+				rc = ev_fail(e, "str.format: no argument '%s'", field);
+				break;
+			}
+		}
+		rc = format_field(e, &b, v, conv, spec ? spec : "");
+	}
+	if (rc) {
+		sb_free(&b);
+		return rc;
+	}
+	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
+}
+
 static int call_str_method(struct ev *e, const char *m, const struct value *s, struct cargs *a, struct value *out)
 {
+	if (!strcmp(m, "format"))
+		return str_format_method(e, s, a, out);
 	const struct value *a0 = cargs_get(a, 0, NULL), *a1 = cargs_get(a, 1, NULL);
 	if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) {
 		bool end = m[0] == 'e', r = false;

@@ -138,9 +138,13 @@ static int eval_args(struct ev *e, const struct node *n, struct frame *f, struct
 	return FX_OK;
 }
 
-static int call_macro(struct ev *e, const struct node *m, struct cargs *a, struct value *out)
+/* Call macro (or call-block caller) m: parameters bound in a new frame
+ * over closure (NULL: the root frame); caller, when given, is bound as
+ * `caller`. The output is the result, provenance kept. */
+static int call_macro(struct ev *e, const struct node *m, struct frame *closure, struct cargs *a,
+		      const struct value *caller, struct value *out)
 {
-	struct frame mf = { .parent = e->root };
+	struct frame mf = { .parent = closure ? closure : e->root };
 	struct sbuf o = { 0 };
 	int rc = FX_OK;
 	if (a->npos > m->args.n)
@@ -174,6 +178,8 @@ static int call_macro(struct ev *e, const struct node *m, struct cargs *a, struc
 		if (frame_set(&mf, pn->name, v))
 			rc = ev_oom(e);
 	}
+	if (!rc && caller && frame_set(&mf, "caller", v_ref(*caller)))
+		rc = ev_oom(e);
 	if (!rc)
 		rc = exec_list(e, &m->body, &mf, &o);
 	e->flow = FLOW_NONE;
@@ -199,7 +205,7 @@ static int eval_call(struct ev *e, const struct node *n, struct frame *f, struct
 	}
 	e->line = n->line;
 	if (callee.kind == V_MACRO)
-		rc = call_macro(e, callee.macro, &a, out);
+		rc = call_macro(e, callee.macro, callee.closure, &a, NULL, out);
 	else if (callee.kind == V_FUNC)
 		rc = chat_call_func(e, &callee, &a, out);
 	else if (callee.kind == V_UNDEF && callee.uname && !strncmp(callee.uname, "access to ", 10))
@@ -661,6 +667,8 @@ static bool holds(const struct value *v, const struct vdict *d, int depth)
 				return true;
 	} else if (v->kind == V_FUNC && v->fn->self) {
 		return holds(v->fn->self, d, depth + 1);
+	} else if (v->kind == V_MACRO && v->closure) {
+		return true; /* a caller lives only during its call */
 	}
 	return false;
 }
@@ -705,7 +713,7 @@ static int exec_stmt(struct ev *e, const struct node *n, struct frame *f, struct
 			}
 			if (holds(&v, ns->d, 0)) {
 				v_drop(&v);
-				return ev_fail(e, "a namespace cannot hold itself (or nesting deeper than 64)");
+				return ev_fail(e, "a namespace cannot hold itself or a call block's caller");
 			}
 			return dict_set_str(ns->d, n->b->name2, v) ? FX_OK : ev_oom(e);
 		}
@@ -740,7 +748,45 @@ static int exec_stmt(struct ev *e, const struct node *n, struct frame *f, struct
 	case N_MACRO:
 		v = (struct value){ .kind = V_MACRO };
 		v.macro = n;
+		v.closure = NULL;
 		return frame_set(f, n->name, v) ? ev_oom(e) : FX_OK;
+	case N_WITH: {
+		struct frame wf = { .parent = f };
+		rc = FX_OK;
+		for (size_t i = 0; i < n->args.n && !rc; i++) {
+			if (!(rc = eval(e, n->args.a[i]->a, f, &v)) && frame_set(&wf, n->args.a[i]->name, v))
+				rc = ev_oom(e);
+		}
+		if (!rc)
+			rc = exec_list(e, &n->body, &wf, o);
+		frame_free(&wf);
+		return rc;
+	}
+	case N_CALLBLOCK: {
+		struct value callee, caller = { .kind = V_MACRO }, r;
+		struct cargs ca;
+		caller.macro = n;
+		caller.closure = f;
+		if ((rc = eval(e, n->a->a, f, &callee)))
+			return rc;
+		if (callee.kind != V_MACRO) {
+			v_drop(&callee);
+			return ev_fail(e, "a call block needs a macro, got %s", v_type_name(&callee));
+		}
+		if ((rc = eval_args(e, n->a, f, &ca))) {
+			v_drop(&callee);
+			return rc;
+		}
+		e->line = n->line;
+		rc = call_macro(e, callee.macro, callee.closure, &ca, &caller, &r);
+		cargs_free(&ca);
+		v_drop(&callee);
+		if (!rc) {
+			v_write(o, &r, false);
+			v_drop(&r);
+		}
+		return rc;
+	}
 	case N_BREAK:
 		e->flow = FLOW_BREAK;
 		return FX_OK;

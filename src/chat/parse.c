@@ -15,6 +15,7 @@ struct ps {
 	struct fx_err *err;
 	int rc;
 	int depth;         /* nesting of expressions and blocks, bounded */
+	int loops;         /* enclosing for loops (break/continue), within a macro */
 	struct node dummy; /* handed out once rc is set, so callers need no NULL checks */
 };
 
@@ -720,7 +721,10 @@ static struct node *stmt_for(struct ps *p)
 		fail(p, "%s", "recursive for loops are not supported");
 		return NULL;
 	}
-	if (!expect_end(p) || !sub(p, &n->body, ends, &hit))
+	p->loops++;
+	bool ok = expect_end(p) && sub(p, &n->body, ends, &hit);
+	p->loops--;
+	if (!ok)
 		return NULL;
 	if (!strcmp(hit, "else") && (!expect_end(p) || !sub(p, &n->els, e2, &hit)))
 		return NULL;
@@ -796,7 +800,11 @@ static struct node *stmt_macro(struct ps *p)
 	expect_op(p, ")");
 	static const char *const ends[] = { "endmacro", NULL };
 	const char *hit;
-	if (!expect_end(p) || !sub(p, &n->body, ends, &hit))
+	int loops = p->loops;
+	p->loops = 0; /* a macro body is a function: no loop around it */
+	bool ok = expect_end(p) && sub(p, &n->body, ends, &hit);
+	p->loops = loops;
+	if (!ok)
 		return NULL;
 	if (cur(p)->type == T_NAME)
 		next(p); /* {% endmacro name %} */
@@ -841,7 +849,60 @@ static struct node *statement(struct ps *p)
 	if (!strcmp(name, "filter"))
 		return stmt_filter(p);
 	if (!strcmp(name, "break") || !strcmp(name, "continue")) {
+		if (!p->loops) {
+			p->i--;
+			fail(p, "'%s' outside loop", name);
+			return &p->dummy;
+		}
 		struct node *n = mk(p, name[0] == 'b' ? N_BREAK : N_CONTINUE);
+		expect_end(p);
+		return n;
+	}
+	if (!strcmp(name, "with")) { /* {% with a = x, b = y %}: values from the outer scope */
+		struct node *n = mk(p, N_WITH);
+		static const char *const ends[] = { "endwith", NULL };
+		const char *hit;
+		while (!p->rc && cur(p)->type == T_NAME) {
+			struct node *t = mk(p, N_NAME);
+			t->name = expect_name(p);
+			if (!expect_op(p, "="))
+				return &p->dummy;
+			t->a = expr(p);
+			add(p, &n->args, t);
+			if (!skip_op(p, ","))
+				break;
+		}
+		if (!expect_end(p) || !sub(p, &n->body, ends, &hit))
+			return &p->dummy;
+		expect_end(p);
+		return n;
+	}
+	if (!strcmp(name, "call")) { /* {% call(params) macro(args) %}body{% endcall %} */
+		struct node *n = mk(p, N_CALLBLOCK);
+		static const char *const ends[] = { "endcall", NULL };
+		const char *hit;
+		n->name = dupname(p, "caller");
+		if (skip_op(p, "(")) {
+			while (!p->rc && !is_op(p, ")")) {
+				if (n->args.n && !expect_op(p, ","))
+					return &p->dummy;
+				struct node *a = mk(p, N_NAME);
+				a->name = expect_name(p);
+				if (skip_op(p, "="))
+					a->a = expr(p);
+				add(p, &n->args, a);
+			}
+			expect_op(p, ")");
+		}
+		n->a = expr(p);
+		if (!p->rc && n->a->type != N_CALL)
+			fail(p, "%s", "a call block needs a macro call");
+		int loops = p->loops;
+		p->loops = 0; /* the body is the caller function */
+		bool ok = expect_end(p) && sub(p, &n->body, ends, &hit);
+		p->loops = loops;
+		if (!ok)
+			return &p->dummy;
 		expect_end(p);
 		return n;
 	}

@@ -77,7 +77,12 @@ struct value {
 		struct vlist *l;
 		struct vdict *d;
 		struct vfunc *fn;
-		const void *macro;     /* struct node * of the macro */
+		struct {
+			const void *macro;   /* struct node * of the macro (or call block) */
+			void *closure;       /* caller of a call block: struct frame * of the
+					      * call site, valid during the call only; NULL for
+					      * macros (they see the root frame) */
+		};
 		const char *uname;     /* V_UNDEF: the name looked up, for messages, or NULL */
 	};
 };
