@@ -337,9 +337,13 @@ struct fx_chat_prompt {
  * tools_json: a JSON array of tool definitions, or NULL (tools is None).
  * extra_json: a JSON object of extra template variables (e.g.
  * chat_template_kwargs: {"enable_thinking": false}), or NULL.
+ * Extra variables are set last, so they override the ones above.
  * bos_token / eos_token: their texts, or NULL to leave them undefined.
  * now: seconds since the epoch for strftime_now (local time); 0 = now.
- * *out is owned by the caller (fx_chat_prompt_free).
+ * *out is owned by the caller (fx_chat_prompt_free). Reentrant: no state
+ * is kept between calls (the template is parsed on every call, ~0.1 ms
+ * for the templates real models ship). What is not supported is listed in
+ * README.md, "Chat templates". */
  * Errors: FX_E_INVALID (bad JSON, or the template failed while rendering:
  * the message gives the template line and jinja2's reason, e.g. "chat
  * template: template line 3: the template raised an exception: System role
