@@ -343,7 +343,7 @@ struct fx_chat_prompt {
  * *out is owned by the caller (fx_chat_prompt_free). Reentrant: no state
  * is kept between calls (the template is parsed on every call, ~0.1 ms
  * for the templates real models ship). What is not supported is listed in
- * README.md, "Chat templates". */
+ * README.md, "Chat templates".
  * Errors: FX_E_INVALID (bad JSON, or the template failed while rendering:
  * the message gives the template line and jinja2's reason, e.g. "chat
  * template: template line 3: the template raised an exception: System role
