@@ -3,7 +3,8 @@
 model, same machine, one run.
 
 usage: bench/serve_bench.py [-m MODEL] [--clients 1,8] [--requests 3] [--rounds 2]
-                            [--max-tokens 64] [--parallel 8] [-t THREADS]
+                            [--max-tokens 64] [--prompts mixed|short|medium|long]
+                            [--parallel 8] [-t THREADS]
                             [--ferrox build/bin/ferrox] [--llama-server PATH]
                             [--only ferrox|llama] [-o md|json]
 
@@ -127,8 +128,7 @@ def one_request(port, text, max_tokens):
         time.perf_counter() - t0
 
 
-def round_(port, n_clients, n_requests, max_tokens):
-    kinds = ["short", "medium", "long"]
+def round_(port, n_clients, n_requests, max_tokens, kinds=("short", "medium", "long")):
     ttfts, toks, errors = [], [0], []
     lock = threading.Lock()
 
@@ -136,7 +136,7 @@ def round_(port, n_clients, n_requests, max_tokens):
         for k in range(n_requests):
             i = ci * n_requests + k
             try:
-                t, n, _ = one_request(port, prompt(kinds[i % 3], i), max_tokens)
+                t, n, _ = one_request(port, prompt(kinds[i % len(kinds)], i), max_tokens)
             except Exception as e:  # reported, not fatal
                 with lock:
                     errors.append(str(e))
@@ -172,6 +172,8 @@ def main():
     ap.add_argument("--requests", type=int, default=3, help="requests per client and round")
     ap.add_argument("--rounds", type=int, default=2, help="rounds per client count, alternating servers")
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--prompts", choices=["mixed", "short", "medium", "long"], default="mixed",
+                    help="prompt lengths: cycle through all three (default) or one")
     ap.add_argument("--parallel", type=int, default=8)
     ap.add_argument("--ctx-size", type=int, default=1024, help="tokens per sequence")
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
@@ -181,6 +183,7 @@ def main():
     ap.add_argument("-o", "--output", choices=["md", "json"], default="md")
     a = ap.parse_args()
     clients = [int(x) for x in a.clients.split(",")]
+    kinds = ("short", "medium", "long") if a.prompts == "mixed" else (a.prompts,)
     servers = []
     if a.only != "llama":
         servers.append(("ferrox", lambda port: [a.ferrox, "serve", "-m", a.model, "--port", str(port),
@@ -213,7 +216,7 @@ def main():
             acc = {name: [] for name, _ in running}
             for rnd in range(a.rounds):
                 for name, srv in running:
-                    r = round_(srv.port, n, a.requests, a.max_tokens)
+                    r = round_(srv.port, n, a.requests, a.max_tokens, kinds)
                     acc[name].append(r)
                     print(f"{name:9s} clients={n:2d} round {rnd + 1}: {r['gen_tok_s']:7.1f} gen tok/s  "
                           f"TTFT p50 {r['ttft_p50_s']:.3f} s p99 {r['ttft_p99_s']:.3f} s "
@@ -238,7 +241,7 @@ def main():
     base = {r["server"]: r["gen_tok_s"] for r in results if r["clients"] == clients[0]}
     print(f"model {os.path.basename(a.model)}, {a.threads} threads, --parallel {a.parallel}, "
           f"{a.rounds} rounds x {a.requests} requests per client, {a.max_tokens} tokens each, "
-          f"prompts ~13/105/385 tokens\n")
+          f"prompts: {a.prompts} (short ~13, medium ~105, long ~385 tokens)\n")
     print(f"| server | clients | requests | gen tokens | wall s | gen tok/s | vs {clients[0]} client(s) | TTFT p50 s | TTFT p99 s |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
