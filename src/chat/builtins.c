@@ -94,7 +94,8 @@ bool chat_global(const char *name, struct value *out, bool *oom)
 static const char *const str_methods[] = {
 	"startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip", "replace",
 	"upper", "lower", "title", "capitalize", "find", "rfind", "count", "join", "splitlines",
-	"isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper", "index", "format", NULL,
+	"isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper", "index", "format",
+	"removeprefix", "removesuffix", NULL,
 };
 static const char *const dict_methods[] = { "items", "keys", "values", "get", "copy", NULL };
 static const char *const list_methods[] = { "index", "count", "copy", NULL };
@@ -600,6 +601,16 @@ static int call_str_method(struct ev *e, const char *m, const struct value *s, s
 		}
 		*out = v_bool(r);
 		return FX_OK;
+	}
+	if (!strcmp(m, "removeprefix") || !strcmp(m, "removesuffix")) {
+		if (!a0 || a0->kind != V_STR)
+			return ev_fail(e, "%s() wants a string", m);
+		bool pre = m[6] == 'p';
+		if (!affix(s, a0, !pre)) {
+			*out = v_ref(*s);
+			return FX_OK;
+		}
+		return chat_substr(s, pre ? a0->s->n : 0, s->s->n - a0->s->n, out) ? FX_OK : ev_oom(e);
 	}
 	if (!strcmp(m, "split") || !strcmp(m, "rsplit"))
 		return str_split(e, s, cargs_get(a, 0, "sep"), cargs_get(a, 1, "maxsplit"), m[0] == 'r', out);

@@ -194,9 +194,21 @@ static int call_macro(struct ev *e, const struct node *m, struct frame *closure,
 
 static int eval_call(struct ev *e, const struct node *n, struct frame *f, struct value *out)
 {
-	struct value callee;
+	struct value callee, obj;
 	struct cargs a;
-	int rc = eval(e, n->a, f, &callee);
+	int rc;
+	if (n->a->type == N_ATTR) { /* obj.name(...): say which object lacks the method */
+		if ((rc = eval(e, n->a->a, f, &obj)))
+			return rc;
+		e->line = n->line;
+		rc = chat_getattr(e, &obj, n->a->name, &callee);
+		if (!rc && callee.kind == V_UNDEF && !callee.uname)
+			rc = ev_fail(e, "'%s' object has no method '%s' that ferrox knows", v_type_name(&obj),
+				     n->a->name);
+		v_drop(&obj);
+	} else {
+		rc = eval(e, n->a, f, &callee);
+	}
 	if (rc)
 		return rc;
 	if ((rc = eval_args(e, n, f, &a))) {
