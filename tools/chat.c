@@ -319,12 +319,19 @@ int cmd_chat(int argc, char **argv)
 		}
 		rc = fx_chat_render(s.tmpl, json, NULL, NULL, true, s.bos, s.eos, 0, &p, &err);
 		free(json);
-		if (rc) {
+		if (rc == FX_E_NOMEM) {
 			fprintf(stderr, "error: %s\n", err.msg);
 			goto out;
 		}
+		if (rc || feed_prompt(&s, p)) { /* the template refused it, or it does not fit: */
+			if (rc)                 /* say why and drop the message */
+				fprintf(stderr, "error: %s\n", err.msg);
+			fx_chat_prompt_free(p);
+			cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);
+			continue;
+		}
 		char *text = NULL;
-		rc = feed_prompt(&s, p) || reply(&s, o.n_predict, &text);
+		rc = reply(&s, o.n_predict, &text);
 		fx_chat_prompt_free(p);
 		if (rc)
 			goto out;
