@@ -931,11 +931,11 @@ static int str_format(struct ev *e, const struct value *fmt, const struct value 
 	const struct value *av = args;
 	size_t na = 1, used = 0;
 	struct sbuf b = { 0 };
+	/* Python lets a lone list or dict go unused (it might be a mapping) */
+	bool may_skip = (args->kind == V_LIST && !args->l->tuple) || args->kind == V_DICT;
 	if (args->kind == V_LIST && args->l->tuple) {
 		av = args->l->a;
 		na = args->l->n;
-	} else if (args->kind == V_DICT) {
-		return ev_fail(e, "%%-formatting with a mapping is not supported");
 	}
 	const char *p = fmt->s->p, *end = p + fmt->s->n;
 	while (p < end) {
@@ -965,6 +965,10 @@ static int str_format(struct ev *e, const struct value *fmt, const struct value 
 		if (conv == '%') {
 			sb_put(&b, "%", 1, 0);
 			continue;
+		}
+		if (args->kind == V_DICT) {
+			sb_free(&b);
+			return ev_fail(e, "%%-formatting with a mapping is not supported");
 		}
 		if (used >= na) {
 			sb_free(&b);
@@ -1008,7 +1012,7 @@ static int str_format(struct ev *e, const struct value *fmt, const struct value 
 				       v_type_name(x));
 		}
 	}
-	if (used < na) {
+	if (used < na && !(may_skip && used == 0)) {
 		sb_free(&b);
 		return ev_fail(e, "not all arguments converted during string formatting");
 	}

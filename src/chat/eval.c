@@ -354,6 +354,8 @@ static int cmp_op(struct ev *e, int op, const struct value *a, const struct valu
 			for (size_t i = 0; i < b->l->n && !in; i++)
 				in = v_equal(a, &b->l->a[i]);
 		} else if (b->kind == V_DICT) {
+			if ((a->kind == V_LIST && !a->l->tuple) || a->kind == V_DICT)
+				return ev_fail(e, "unhashable type: '%s'", v_type_name(a));
 			in = dict_get(b->d, a) != NULL;
 		} else if (b->kind != V_UNDEF) {
 			return ev_fail(e, "argument of type '%s' is not iterable", v_type_name(b));

@@ -42,27 +42,33 @@ int chat_test(struct ev *e, const char *name, const struct value *v, struct carg
 	else if (!strcmp(name, "sequence")) *out = k == V_STR || k == V_LIST || (k == V_DICT && !v->d->ns && !v->d->loop);
 	else if (!strcmp(name, "callable")) *out = k == V_FUNC || k == V_MACRO;
 	else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
+		/* str(value).islower() / isupper(): some cased letter, all in that case */
 		struct value t;
-		int rc;
-		if (k != V_STR) {
-			*out = false;
-			return FX_OK;
-		}
-		if ((rc = chat_case(e, v, name[0] == 'l' ? 0 : 1, &t)))
+		int rc = chat_to_str(e, v, &t);
+		bool any = false, all = true;
+		if (rc)
 			return rc;
-		*out = v_equal(&t, v);
-		v_drop(&t);
-	} else if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
-		if (k != V_INT && k != V_BOOL)
-			return ev_fail(e, "test '%s' wants an integer, got %s", name, v_type_name(v));
-		int64_t x = k == V_INT ? v->i : v->b;
-		if (name[0] == 'd') {
-			if (!a0 || a0->kind != V_INT || a0->i == 0)
-				return ev_fail(e, "divisibleby wants a non-zero integer");
-			*out = x % a0->i == 0;
-		} else {
-			*out = ((x % 2) != 0) == (name[0] == 'o');
+		for (size_t i = 0; i < t.s->n;) {
+			uint32_t c;
+			i += u8_decode(t.s->p + i, t.s->n - i, &c);
+			if (chat_is_cased(c, true) || chat_is_cased(c, false)) {
+				any = true;
+				all = all && chat_is_cased(c, name[0] == 'u');
+			}
 		}
+		v_drop(&t);
+		*out = any && all;
+	} else if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
+		/* value % 2 == 1 / value % 2 == 0 / value % num == 0, Python's % */
+		struct value two = v_int(2), r;
+		const struct value *by = name[0] == 'd' ? a0 : &two;
+		int rc;
+		if (!by)
+			return ev_fail(e, "divisibleby needs a number");
+		if ((rc = chat_binop(e, OP_MOD, v, by, &r)))
+			return rc;
+		*out = v_num(&r) == (name[0] == 'o' ? 1 : 0);
+		v_drop(&r);
 	} else if (!strcmp(name, "sameas")) {
 		*out = a0 && ((v->kind == a0->kind && (k == V_NONE || k == V_UNDEF || (k == V_BOOL && v->b == a0->b))) ||
 			      ((k == V_STR || k == V_LIST || k == V_DICT) && v->kind == a0->kind && v->s == a0->s));
@@ -620,8 +626,11 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		return do_select(e, in, a, false, name[0] == 's', out);
 	if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr"))
 		return do_select(e, in, a, true, name[0] == 's', out);
-	if (!strcmp(name, "int") || !strcmp(name, "float"))
+	if (!strcmp(name, "int") || !strcmp(name, "float")) {
+		if (in->kind == V_UNDEF)
+			return ev_fail(e, "'%s' is undefined", in->uname ? in->uname : "value");
 		return to_int(e, in, cargs_get(a, 0, "default"), name[0] == 'f', out);
+	}
 	if (!strcmp(name, "abs")) {
 		if (in->kind == V_INT || in->kind == V_BOOL)
 			*out = v_int(llabs(in->kind == V_INT ? in->i : in->b));
@@ -647,7 +656,8 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 			snprintf(buf, sizeof(buf), "%.*f", p < 0 ? 0 : p > 30 ? 30 : p, x);
 			x = strtod(buf, NULL);
 		}
-		*out = in->kind == V_INT && !strcmp(meth, "common") ? v_int((int64_t)x) : v_float(x);
+		*out = (in->kind == V_INT || in->kind == V_BOOL) && !strcmp(meth, "common") ? v_int((int64_t)x)
+										     : v_float(x);
 		return FX_OK;
 	}
 	if (!strcmp(name, "first") || !strcmp(name, "last")) {
@@ -734,28 +744,46 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		return rc;
 	}
 	if (!strcmp(name, "sum") || !strcmp(name, "min") || !strcmp(name, "max")) {
+		/* sum(attribute=, start=0); min/max(case_sensitive=False, attribute=) */
+		bool sum = name[1] == 'u';
+		const struct value *at = cargs_get(a, sum ? 0 : 1, "attribute"), *cs = sum ? NULL : cargs_get(a, 0, "case_sensitive");
+		const struct value *st = sum ? cargs_get(a, 1, "start") : NULL;
 		if ((rc = chat_iter(e, in, &items)))
 			return rc;
-		struct value acc = name[1] == 'u' ? v_int(0) : v_undef(NULL);
+		struct value acc = sum ? (st ? v_ref(*st) : v_int(0)) : v_undef(NULL), best_key = v_undef(NULL);
 		for (size_t i = 0; i < items.l->n && !rc; i++) {
-			const struct value *x = &items.l->a[i];
-			if (name[1] == 'u') {
+			struct value x, k;
+			if (at && at->kind != V_NONE)
+				rc = attr_path(e, &items.l->a[i], at, &x);
+			else
+				x = v_ref(items.l->a[i]);
+			if (rc)
+				break;
+			if (sum) {
 				struct value r;
-				if (!(rc = chat_binop(e, OP_ADD, &acc, x, &r))) {
+				if (!(rc = chat_binop(e, OP_ADD, &acc, &x, &r))) {
 					v_drop(&acc);
 					acc = r;
 				}
-			} else {
+			} else if (!(rc = sort_key(e, at && at->kind != V_NONE ? &x : &items.l->a[i],
+						  cs && v_truthy(cs), &k))) {
 				int c = 0;
-				if (acc.kind != V_UNDEF && !v_compare(x, &acc, &c))
-					rc = ev_fail(e, "%s: values do not order", name);
-				if (!rc && (acc.kind == V_UNDEF || (name[1] == 'i' ? c < 0 : c > 0))) {
+				if (best_key.kind != V_UNDEF && !v_compare(&k, &best_key, &c))
+					rc = ev_fail(e, "'<' not supported between instances of '%s' and '%s'",
+						     v_type_name(&k), v_type_name(&best_key));
+				if (!rc && (best_key.kind == V_UNDEF || (name[1] == 'i' ? c < 0 : c > 0))) {
+					v_drop(&best_key);
+					best_key = k;
 					v_drop(&acc);
-					acc = v_ref(*x);
+					acc = v_ref(items.l->a[i]);
+				} else {
+					v_drop(&k);
 				}
 			}
+			v_drop(&x);
 		}
 		v_drop(&items);
+		v_drop(&best_key);
 		if (rc) {
 			v_drop(&acc);
 			return rc;
@@ -771,8 +799,12 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		for (size_t i = 0; i < s.s->n;) {
 			uint32_t c;
 			i += u8_decode(s.s->p + i, s.s->n - i, &c);
+			/* Python's \\w: letters and digits of any script; symbols,
+			 * punctuation and emoji are not (approximated by ranges) */
 			bool w = c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-				 (c >= 0x80 && !py_isspace(c));
+				 c == 0xaa || c == 0xb5 || c == 0xba || (c >= 0xc0 && c <= 0x2af && c != 0xd7 && c != 0xf7) ||
+				 (c >= 0x370 && c <= 0x1fff && !py_isspace(c)) || (c >= 0x3040 && c <= 0xd7af) ||
+				 (c >= 0xf900 && c <= 0xfaff) || (c >= 0xff10 && c <= 0xff5a) || (c >= 0x20000 && c <= 0x3ffff);
 			if (w && !inw)
 				words++;
 			inw = w;
@@ -789,6 +821,19 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		k++;
 	if (!str_filters[k])
 		return ev_fail(e, "unknown filter '%s'", name);
+	if ((k == 6 || k == 8) && in->kind != V_STR) {
+		if (k == 6 && in->kind == V_LIST && (int64_t)in->l->n <= 260) { /* len(list) is short */
+			const struct value *lv = cargs_get(a, 0, "length"), *lw = cargs_get(a, 3, "leeway");
+			int64_t lim = (lv && lv->kind == V_INT ? lv->i : 255) + (lw && lw->kind == V_INT ? lw->i : 5);
+			if ((int64_t)in->l->n <= lim) {
+				*out = v_ref(*in);
+				return FX_OK;
+			}
+		}
+		if (in->kind == V_UNDEF)
+			return ev_fail(e, "'%s' is undefined", in->uname ? in->uname : "value");
+		return ev_fail(e, "filter '%s' wants a string, got %s", name, v_type_name(in));
+	}
 	if ((rc = chat_to_str(e, in, &s)))
 		return rc;
 	switch (k) {
