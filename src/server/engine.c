@@ -440,6 +440,7 @@ static void step(struct engine *E)
 	}
 	if (!n)
 		return;
+	double t0 = srv_now();
 	int rc = fx_batch_decode(s->ctx, &(struct fx_batch){ .n = n, .seq = E->b_seq,
 							      .token = E->b_tok,
 							      .logits = E->b_logits },
@@ -469,8 +470,10 @@ static void step(struct engine *E)
 		const float *lg = fx_batch_logits(s->ctx, i);
 		fin[c->slot] = lg ? choice_step(E, c, lg) : "error";
 	}
+	double t1 = srv_now();
 	pthread_mutex_lock(&s->lock);
 	s->met.steps++;
+	srv_hist_add(&s->met.step_time, t1 - t0);
 	s->met.step_rows += (uint64_t)n;
 	srv_hist_add(&s->met.step_seqs, n_seqs);
 	for (int32_t i = 0; i < n; i++) {

@@ -15,6 +15,8 @@ static const double LE_ITL[] = { 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 
 static const double LE_E2E[] = { 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
 				 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0 };
 static const double LE_SEQS[] = { 1, 2, 4, 8, 16, 32, 64, 128 };
+static const double LE_STEP[] = { 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56,
+				  5.12 };
 
 #define NLE(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -25,6 +27,7 @@ void srv_metrics_init(struct srv_metrics *m)
 	m->itl = (struct srv_hist){ .le = LE_ITL, .n = NLE(LE_ITL) };
 	m->e2e = (struct srv_hist){ .le = LE_E2E, .n = NLE(LE_E2E) };
 	m->step_seqs = (struct srv_hist){ .le = LE_SEQS, .n = NLE(LE_SEQS) };
+	m->step_time = (struct srv_hist){ .le = LE_STEP, .n = NLE(LE_STEP) };
 }
 
 void srv_hist_add(struct srv_hist *h, double v)
@@ -137,5 +140,7 @@ bool srv_metrics_text(const struct srv_metrics *m, const char *model_name, struc
 	       (double)m->step_rows);
 	hist(o, "ferrox_step_sequences", "Sequences served by one batched step.", NULL,
 	     &m->step_seqs);
+	hist(o, "ferrox_step_duration_seconds", "Time of one batched forward step.", NULL,
+	     &m->step_time);
 	return o->p != NULL;
 }

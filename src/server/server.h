@@ -162,7 +162,7 @@ struct srv_metrics {
 	uint64_t steps, step_rows;
 	int32_t blocks_used, blocks_total;
 	int running, waiting;           /* choices */
-	struct srv_hist ttft, itl, e2e, step_seqs;
+	struct srv_hist ttft, itl, e2e, step_seqs, step_time;
 };
 void srv_metrics_init(struct srv_metrics *m);
 /* Prometheus text exposition (format 0.0.4) into out. */
