@@ -227,6 +227,15 @@ def run_gemma():
         ids = json.loads(srv.post("/tokenize", {"content": r.choices[0].text})[2])["tokens"]
         assert ids[0] != first, ids
 
+    def echo():
+        r = cl.completions.create(model="x", prompt=PROMPTS[0], max_tokens=4, temperature=0,
+                                  echo=True)
+        assert r.choices[0].text.startswith(PROMPTS[0]), r.choices[0].text
+        text = "".join(ch.text for c in cl.completions.create(
+            model="x", prompt=PROMPTS[0], max_tokens=4, temperature=0, echo=True, stream=True)
+            for ch in c.choices)
+        assert text == r.choices[0].text, (text, r.choices[0].text)
+
     def tokenize_roundtrip():
         st, _, d = srv.post("/tokenize", {"content": "Hello world", "with_pieces": True})
         assert st == 200
@@ -403,6 +412,7 @@ def run_gemma():
         check("completions: streaming with include_usage", completions_stream)
         check("stop strings across token boundaries (plain and streaming)", stop_strings)
         check("sampling options, n, seed, logprobs, penalties, logit_bias", sampling_options)
+        check("echo (plain and streaming)", echo)
         check("tokenize/detokenize/models", tokenize_roundtrip)
         check(f"{N_CONC} concurrent streams (--parallel 8) == lone requests", batch_invariance)
         check("hostile requests get 4xx and the server keeps serving", hostile)

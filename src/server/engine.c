@@ -296,8 +296,15 @@ static void choice_publish_locked(struct srv_choice *c, bool final)
 	bool has_lp = c->lp && cJSON_GetArraySize(c->lp) > 0;
 	if (upto == c->n_sent && !final && !has_lp)
 		return;
-	srv_sse_chunk(r, c, c->text.p ? c->text.p + c->n_sent : "", upto - c->n_sent,
-		      !c->role_sent, &r->out);
+	const char *text = c->text.p ? c->text.p + c->n_sent : "";
+	struct srv_buf echo = { 0 };
+	if (!c->role_sent && r->g.echo && r->prompt_text &&
+	    srv_buf_add(&echo, r->prompt_text, strlen(r->prompt_text)) &&
+	    srv_buf_add(&echo, text, upto - c->n_sent))
+		srv_sse_chunk(r, c, echo.p, echo.n, true, &r->out); /* the prompt first */
+	else
+		srv_sse_chunk(r, c, text, upto - c->n_sent, !c->role_sent, &r->out);
+	srv_buf_free(&echo);
 	c->role_sent = true;
 	c->n_sent = upto;
 	if (c->lp) {

@@ -34,7 +34,7 @@ struct stream {
 	int fd;
 };
 
-static const char *E_INV = "invalid_request_error";
+static const char E_INV[] = "invalid_request_error";
 
 /* ---- responses ---- */
 

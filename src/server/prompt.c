@@ -8,7 +8,7 @@
 
 #include "server/server.h"
 
-static const char *E_INV = "invalid_request_error";
+static const char E_INV[] = "invalid_request_error";
 
 /* Tokenize text into r->prompt. */
 static bool tokenize_into(struct srv *s, struct srv_req *r, const char *text, bool add_special,

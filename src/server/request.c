@@ -82,7 +82,7 @@ bool srv_utf8_valid(const char *str, size_t n)
 	return true;
 }
 
-static const char *E_INV = "invalid_request_error";
+static const char E_INV[] = "invalid_request_error";
 
 /* A number field in [lo, hi], absent or null leaving *out alone. */
 static bool get_num(const cJSON *body, const char *key, double lo, double hi, double *out,
