@@ -109,6 +109,12 @@ CASES = [
     ("str_format", "{{ '{} and {}'.format(1, 'a') }} {{ '{0}{1}{0}'.format('x', 'y') }} {{ '{a}-{b}'.format(a=1, b=[2]) }} {{ '{{}}{}'.format(3) }} {{ '{!r}'.format('q') }} {{ '{:>5}'.format('z') }} {{ '{:.2f}'.format(f) }} {{ '[{:^7}]'.format('ab') }} {{ '[{:*<6}]'.format(n) }}"),
     ("percent_format", "{{ '%s-%d' % ('a', 3) }} {{ '%5.2f|%-4s|%03d' % (3.14159, 'x', 7) }} {{ '%r' % ('q',) }} {{ '100%%' % () }} {{ 'x=%s' % l }}"),
     ("case_unicode", "{{ 'straße ÿ µ éÉ'|upper }} {{ 'ΟΔΟΣ ΣΑΣ'|lower }} {{ 'Привет МИР'|upper }} {{ 'ŁÓDŹ'|lower }} {{ 'hello wörld'|title }} {{ '日本abc def'.title() }} {{ 'ß'.islower() }}"),
+    # frames as jinja2's compiler works them out (idtracking), with shadowing (n is 7 in the context)
+    ("scope_root_later_set", "[{{ n }}]{% for i in [1] %}[{{ n }}]{% endfor %}{% macro m() %}[{{ n }}]{% endmacro %}{{ m() }}{% set n = 2 %}[{{ n }}]{{ m() }}"),
+    ("scope_loop_shadow", "{% for i in [1, 2] %}[{{ n }}]{% set n = i %}[{{ n }}]{% for j in [1] %}<{{ s }}>{% endfor %}{% set s = 'in' %}{% endfor %}[{{ n }}][{{ s }}]"),
+    ("scope_if_branches", "{% if t %}{% set n = 1 %}{% else %}{% set n = 2 %}{% endif %}{% for i in [1] %}{{ n }}{% endfor %}|{% for i in [1] %}{{ f }}{% endfor %}{% if t %}{% set f = 1 %}{% endif %}"),
+    ("scope_blocks", "{% set b %}{% set n = 1 %}{{ n }}{% endset %}{{ b }}{{ n }}|{% filter upper %}{% set s = 'x' %}{{ s }}{% endfilter %}{{ s }}|{% with n = 3 %}{% set q = n %}{{ q }}{% endwith %}{{ n }}[{{ q }}]"),
+    ("raw_variants", "a\n  {% raw %}\n  {{ x }}\n  {% endraw %}\nb\n{% raw -%}  k  {%- endraw %}|{%- raw %} r {% endraw +%}\nc"),
     # errors (jinja2 raises; ferrox must fail)
     ("err_raise", "{{ raise_exception('No system role') }}"),
     ("err_append", "{% set x = [] %}{% set _ = x.append(1) %}{{ x }}"),
@@ -136,6 +142,7 @@ CASES = [
     ("err_percent_args", "{{ '%s %s' % ('a',) }}"),
     ("err_call_not_macro", "{% call nope() %}x{% endcall %}"),
     ("err_break_outside", "{% if true %}{% break %}{% endif %}"),
+    ("err_raw_plus", "{% raw +%}x{% endraw %}"),
 ]
 
 

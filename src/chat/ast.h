@@ -46,6 +46,17 @@ enum ntype {
 enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW,
        OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_IN, OP_NOTIN };
 
+/* How a scope's variable starts when its frame is entered (jinja2's
+ * idtracking: VAR_LOAD_*). */
+enum { SC_PARAM, SC_RESOLVE, SC_ALIAS, SC_UNDEF };
+
+/* The variables of a scope (jinja2's Symbols of a frame), in order. */
+struct scope {
+	size_t n;
+	const char **names;   /* borrowed from the AST */
+	uint8_t *kind;        /* SC_* */
+};
+
 struct node;
 struct nlist {
 	struct node **a;
@@ -69,6 +80,9 @@ struct node {
 			       * FILTERBLOCK / SETBLOCK filters */
 	struct nlist kwargs;  /* keyword arguments: N_NAME nodes, value in a */
 	struct nlist body, els; /* statements; IF's elif is an IF alone in els */
+	struct scope *scope;  /* the frame this node opens (root, for body, macro,
+			       * call block, filter/set block, with), or NULL */
+	struct scope *scope2; /* N_FOR: the else branch's frame */
 };
 
 struct tmpl {
@@ -79,6 +93,10 @@ struct tmpl {
 
 /* Parse tokens into t. Errors: FX_E_FORMAT naming the line. */
 int chat_parse(const struct tokens *tk, struct tmpl *t, struct fx_err *err);
+/* Work out every frame's variables as jinja2's compiler does (scope.c):
+ * which names a frame owns and how each starts. FX_E_NOMEM only. */
+int chat_scopes(struct tmpl *t, struct fx_err *err);
+void chat_scope_free(struct scope *s);
 void chat_tmpl_free(struct tmpl *t);
 
 #endif

@@ -92,6 +92,47 @@ static const struct value *lookup(const struct frame *f, const char *name)
 	return NULL;
 }
 
+/* context.resolve_or_missing: the render context, then the globals. */
+static int resolve(struct ev *e, const char *name, struct value *out)
+{
+	const struct value *v = lookup(e->ctx, name);
+	bool oom = false;
+	if (v) {
+		*out = v_ref(*v);
+		return FX_OK;
+	}
+	if (chat_global(name, out, &oom))
+		return FX_OK;
+	if (oom)
+		return ev_oom(e);
+	*out = v_undef(name);
+	return FX_OK;
+}
+
+int frame_enter(struct ev *e, struct frame *f, const struct scope *sc)
+{
+	for (size_t i = 0; sc && i < sc->n; i++) {
+		const char *name = sc->names[i];
+		struct value v = v_undef(name);
+		int rc;
+		if (sc->kind[i] == SC_PARAM)
+			continue;
+		if (sc->kind[i] == SC_RESOLVE) {
+			if ((rc = resolve(e, name, &v)))
+				return rc;
+		} else if (sc->kind[i] == SC_ALIAS) {
+			const struct value *pv = lookup(f->parent, name);
+			if (pv)
+				v = v_ref(*pv);
+			else if ((rc = resolve(e, name, &v)))
+				return rc;
+		}
+		if (frame_set(f, name, v))
+			return ev_oom(e);
+	}
+	return FX_OK;
+}
+
 /* ---- expressions ------------------------------------------------------ */
 
 static int eval(struct ev *e, const struct node *n, struct frame *f, struct value *out);
@@ -160,26 +201,37 @@ static int call_macro(struct ev *e, const struct node *m, struct frame *closure,
 		if (j == m->args.n)
 			rc = ev_fail(e, "macro '%s' has no argument '%s'", m->name, a->kwn[k]);
 	}
-	for (size_t j = 0; j < m->args.n && !rc; j++) {
+	bool *given = fx_calloc(m->args.n ? m->args.n : 1, sizeof(*given));
+	if (!given)
+		rc = ev_oom(e);
+	for (size_t j = 0; j < m->args.n && !rc; j++) { /* the arguments given */
 		const struct node *pn = m->args.a[j];
 		struct value v = v_undef(pn->name);
-		bool have = false;
 		if (j < a->npos) {
 			v = v_ref(a->pos[j]);
-			have = true;
+			given[j] = true;
 		}
-		for (size_t k = 0; k < a->nkw && !have; k++)
+		for (size_t k = 0; k < a->nkw && !given[j]; k++)
 			if (!strcmp(a->kwn[k], pn->name)) {
 				v = v_ref(a->kwv[k]);
-				have = true;
+				given[j] = true;
 			}
-		if (!have && pn->a && (rc = eval(e, pn->a, &mf, &v)))
-			break;
 		if (frame_set(&mf, pn->name, v))
 			rc = ev_oom(e);
 	}
-	if (!rc && caller && frame_set(&mf, "caller", v_ref(*caller)))
-		rc = ev_oom(e);
+	if (!rc)
+		rc = frame_set(&mf, "caller", caller ? v_ref(*caller) : v_undef("caller")) ? ev_oom(e) : FX_OK;
+	if (!rc) /* then the frame's other names, then defaults (jinja2's order) */
+		rc = frame_enter(e, &mf, m->scope);
+	for (size_t j = 0; j < m->args.n && !rc; j++) {
+		const struct node *pn = m->args.a[j];
+		struct value v;
+		if (given[j] || !pn->a)
+			continue;
+		if (!(rc = eval(e, pn->a, &mf, &v)) && frame_set(&mf, pn->name, v))
+			rc = ev_oom(e);
+	}
+	fx_free(given);
 	if (!rc)
 		rc = exec_list(e, &m->body, &mf, &o);
 	e->flow = FLOW_NONE;
@@ -627,7 +679,7 @@ static int exec_for(struct ev *e, const struct node *n, struct frame *f, struct 
 		struct value loop;
 		if (!(rc = loop_dict(e, items.l, i, &loop)) &&
 		    !(rc = frame_set(&lf, "loop", loop) ? ev_oom(e) : FX_OK) &&
-		    !(rc = assign(e, n, &lf, v_ref(items.l->a[i]))))
+		    !(rc = assign(e, n, &lf, v_ref(items.l->a[i]))) && !(rc = frame_enter(e, &lf, n->scope)))
 			rc = exec_list(e, &n->body, &lf, o);
 		frame_free(&lf);
 		if (e->flow == FLOW_BREAK) {
@@ -636,8 +688,12 @@ static int exec_for(struct ev *e, const struct node *n, struct frame *f, struct 
 		}
 		e->flow = FLOW_NONE;
 	}
-	if (!rc && items.l->n == 0 && n->els.n)
-		rc = exec_list(e, &n->els, f, o);
+	if (!rc && items.l->n == 0 && n->els.n) {
+		struct frame ef = { .parent = f };
+		if (!(rc = frame_enter(e, &ef, n->scope2)))
+			rc = exec_list(e, &n->els, &ef, o);
+		frame_free(&ef);
+	}
 	v_drop(&items);
 	return rc;
 }
@@ -732,32 +788,30 @@ static int exec_stmt(struct ev *e, const struct node *n, struct frame *f, struct
 			return dict_set_str(ns->d, n->b->name2, v) ? FX_OK : ev_oom(e);
 		}
 		return assign(e, n, f, v);
-	case N_SETBLOCK: {
+	case N_SETBLOCK:
+	case N_FILTERBLOCK: { /* the body (and the filters) run in a frame of their own */
 		struct sbuf b = { 0 };
-		if ((rc = exec_list(e, &n->body, f, &b))) {
+		struct frame bf = { .parent = f };
+		if ((rc = frame_enter(e, &bf, n->scope)) || (rc = exec_list(e, &n->body, &bf, &b))) {
 			sb_free(&b);
+			frame_free(&bf);
 			return rc;
 		}
-		if (!sb_to_str(&b, &v))
+		if (!sb_to_str(&b, &v)) {
+			frame_free(&bf);
 			return ev_oom(e);
-		if ((rc = apply_filters(e, &n->kwargs, f, &v))) {
+		}
+		rc = apply_filters(e, &n->kwargs, &bf, &v);
+		frame_free(&bf);
+		if (rc) {
 			v_drop(&v);
 			return rc;
 		}
-		return assign(e, n, f, v);
-	}
-	case N_FILTERBLOCK: {
-		struct sbuf b = { 0 };
-		if ((rc = exec_list(e, &n->body, f, &b))) {
-			sb_free(&b);
-			return rc;
-		}
-		if (!sb_to_str(&b, &v))
-			return ev_oom(e);
-		if (!(rc = apply_filters(e, &n->kwargs, f, &v)))
-			v_write(o, &v, false);
+		if (n->type == N_SETBLOCK)
+			return assign(e, n, f, v);
+		v_write(o, &v, false);
 		v_drop(&v);
-		return rc;
+		return FX_OK;
 	}
 	case N_MACRO:
 		v = (struct value){ .kind = V_MACRO };
@@ -766,7 +820,7 @@ static int exec_stmt(struct ev *e, const struct node *n, struct frame *f, struct
 		return frame_set(f, n->name, v) ? ev_oom(e) : FX_OK;
 	case N_WITH: {
 		struct frame wf = { .parent = f };
-		rc = FX_OK;
+		rc = frame_enter(e, &wf, n->scope);
 		for (size_t i = 0; i < n->args.n && !rc; i++) {
 			if (!(rc = eval(e, n->args.a[i]->a, f, &v)) && frame_set(&wf, n->args.a[i]->name, v))
 				rc = ev_oom(e);
@@ -807,8 +861,13 @@ static int exec_stmt(struct ev *e, const struct node *n, struct frame *f, struct
 	case N_CONTINUE:
 		e->flow = FLOW_CONTINUE;
 		return FX_OK;
-	case N_BLOCK:
-		return exec_list(e, &n->body, f, o);
+	case N_BLOCK: {
+		struct frame bf = { .parent = f };
+		if (!(rc = frame_enter(e, &bf, n->scope)))
+			rc = exec_list(e, &n->body, &bf, o);
+		frame_free(&bf);
+		return rc;
+	}
 	default:
 		return ev_fail(e, "unsupported statement");
 	}
@@ -830,7 +889,9 @@ static int exec_list(struct ev *e, const struct nlist *l, struct frame *f, struc
 
 int chat_exec(struct ev *e, const struct tmpl *t, struct sbuf *o)
 {
-	int rc = exec_list(e, &t->root->body, e->root, o);
+	int rc = frame_enter(e, e->root, t->root->scope);
+	if (!rc)
+		rc = exec_list(e, &t->root->body, e->root, o);
 	if (!rc && e->flow != FLOW_NONE)
 		e->flow = FLOW_NONE; /* break outside a loop: jinja2 rejects it at compile time */
 	return rc;

@@ -17,7 +17,8 @@ struct frame {
 struct ev {
 	struct fx_err *err;
 	int line;             /* line of the node being evaluated, for messages */
-	struct frame *root;   /* context variables and top-level sets */
+	struct frame *ctx;    /* the render context: messages, tools, ... */
+	struct frame *root;   /* the template's own frame (its parent is ctx) */
 	int64_t now;          /* strftime_now's time (seconds since the epoch) */
 	int depth;            /* macro call depth */
 	int flow;             /* FLOW_* after break / continue */
@@ -41,6 +42,10 @@ int ev_fail_code(struct ev *e, int code, const char *fmt, ...) __attribute__((fo
 int ev_oom(struct ev *e);
 
 int frame_set(struct frame *f, const char *name, struct value v); /* takes v */
+/* Give frame f an entry for every name its scope owns (scope.c), started
+ * as jinja2 starts them: from the render context, as the enclosing
+ * frame's value, or undefined; parameters are left to the caller. */
+int frame_enter(struct ev *e, struct frame *f, const struct scope *sc);
 void frame_free(struct frame *f);
 
 /* Builtin ids for V_FUNC values. */

@@ -318,8 +318,10 @@ static int lex_tag(struct lx *l, bool var)
 	}
 }
 
-/* "{%[-+]?\s*raw\s*(-%}\s*|%})" at i: the length of the match or 0. */
-static size_t match_raw(const struct lx *l, size_t i, const char *word)
+/* "{%[-+]?\s*WORD\s*" and an end at i; the length of the match or 0.
+ * raw's end is "-%}\s*" or "%}" (no newline trimmed, no "+%}"); endraw's
+ * is "+%}", "-%}\s*" or "%}\n?" (jinja2's raw_begin and raw rules). */
+static size_t match_raw(const struct lx *l, size_t i, const char *word, bool endraw)
 {
 	const char *s = l->s;
 	size_t j = i + 2, wn = strlen(word);
@@ -329,10 +331,12 @@ static size_t match_raw(const struct lx *l, size_t i, const char *word)
 	if (j + wn > l->n || memcmp(s + j, word, wn))
 		return 0;
 	j = skip_ws(s, l->n, j + wn);
+	if (endraw && j + 2 < l->n && s[j] == '+' && s[j + 1] == '%' && s[j + 2] == '}')
+		return j + 3 - i;
 	if (j + 2 < l->n && s[j] == '-' && s[j + 1] == '%' && s[j + 2] == '}')
 		return skip_ws(s, l->n, j + 3) - i;
 	if (j + 1 < l->n && s[j] == '%' && s[j + 1] == '}')
-		return j + 2 - i;
+		return j + 2 - i + (endraw && j + 2 < l->n && s[j + 2] == '\n');
 	return 0;
 }
 
@@ -364,21 +368,28 @@ static int lex_root(struct lx *l)
 		if ((rc = push_text(l, text, tlen, text_line)))
 			return rc;
 		l->line_starting = false;
-		size_t raw = kind == '%' ? match_raw(l, m, "raw") : 0;
+		size_t raw = kind == '%' ? match_raw(l, m, "raw", false) : 0;
 		if (raw) {
 			size_t j = m + raw, e = j, end = 0;
 			for (; e + 1 < l->n; e++)
-				if (s[e] == '{' && s[e + 1] == '%' && (end = match_raw(l, e, "endraw")))
+				if (s[e] == '{' && s[e + 1] == '%' && (end = match_raw(l, e, "endraw", true)))
 					break;
 			if (!end)
 				return fx_fail(l->err, FX_E_FORMAT, "template line %d: missing end of raw directive", l->line);
-			/* endraw's own "-" strips the raw text's tail; its end may trim a newline */
+			/* the raw text before endraw: "-" strips its tail, "+" keeps it,
+			 * else lstrip_blocks as before any block tag */
 			size_t rlen = e - j;
-			if (e + 2 < l->n && s[e + 2] == '-')
+			char esign = e + 2 < l->n ? s[e + 2] : 0;
+			if (esign == '-') {
 				rlen = rstrip_len(s + j, rlen);
+			} else if (esign != '+') {
+				size_t lp = rlen;
+				while (lp > 0 && s[j + lp - 1] != '\n')
+					lp--;
+				if ((lp > 0 || s[j - 1] == '\n') && lp < rlen && skip_ws(s + j, rlen, lp) == rlen)
+					rlen = lp;
+			}
 			size_t k = e + end;
-			if (s[k - 1] == '}' && s[k - 2] == '%' && s[k - 3] != '-' && k < l->n && s[k] == '\n')
-				k++;
 			if ((rc = push_text(l, s + j, rlen, l->line)))
 				return rc;
 			l->line += count_nl(s + m, k - m);

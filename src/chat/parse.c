@@ -1000,6 +1000,8 @@ void chat_tmpl_free(struct tmpl *t)
 		fx_free(n->name);
 		fx_free(n->name2);
 		v_drop(&n->cval);
+		chat_scope_free(n->scope);
+		chat_scope_free(n->scope2);
 		fx_free(n->args.a);
 		fx_free(n->kwargs.a);
 		fx_free(n->body.a);

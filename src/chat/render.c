@@ -69,7 +69,7 @@ int fx_chat_render(const char *tmpl, const char *messages_json, const char *tool
 {
 	struct tokens tk = { 0 };
 	struct tmpl t = { 0 };
-	struct frame root = { 0 };
+	struct frame ctx = { 0 }, root = { .parent = &ctx };
 	struct sbuf o = { 0 };
 	struct value msgs, tools = v_none(), extra = v_undef(NULL);
 	int rc;
@@ -90,24 +90,26 @@ int fx_chat_render(const char *tmpl, const char *messages_json, const char *tool
 		goto out_extra;
 	}
 	chat_tokens_free(&tk);
-	if (frame_set(&root, "messages", v_ref(msgs)) || frame_set(&root, "tools", v_ref(tools)) ||
-	    frame_set(&root, "documents", v_none()) ||
-	    frame_set(&root, "add_generation_prompt", v_bool(add_generation_prompt))) {
+	if ((rc = chat_scopes(&t, err)))
+		goto out_root;
+	if (frame_set(&ctx, "messages", v_ref(msgs)) || frame_set(&ctx, "tools", v_ref(tools)) ||
+	    frame_set(&ctx, "documents", v_none()) ||
+	    frame_set(&ctx, "add_generation_prompt", v_bool(add_generation_prompt))) {
 		rc = fx_fail(err, FX_E_NOMEM, "out of memory");
 		goto out_root;
 	}
-	if ((rc = set_str(&root, "bos_token", bos_token, err)) || (rc = set_str(&root, "eos_token", eos_token, err)))
+	if ((rc = set_str(&ctx, "bos_token", bos_token, err)) || (rc = set_str(&ctx, "eos_token", eos_token, err)))
 		goto out_root;
 	if (extra.kind == V_DICT)
 		for (size_t i = 0; i < extra.d->n; i++) {
 			if (extra.d->k[i].kind != V_STR)
 				continue;
-			if (frame_set(&root, extra.d->k[i].s->p, v_ref(extra.d->v[i]))) {
+			if (frame_set(&ctx, extra.d->k[i].s->p, v_ref(extra.d->v[i]))) {
 				rc = fx_fail(err, FX_E_NOMEM, "out of memory");
 				goto out_root;
 			}
 		}
-	struct ev e = { .err = err, .root = &root, .now = now ? now : (int64_t)time(NULL) };
+	struct ev e = { .err = err, .ctx = &ctx, .root = &root, .now = now ? now : (int64_t)time(NULL) };
 	rc = chat_exec(&e, &t, &o);
 	if (!rc && o.oom)
 		rc = fx_fail(err, FX_E_NOMEM, "out of memory rendering the template");
@@ -118,6 +120,7 @@ int fx_chat_render(const char *tmpl, const char *messages_json, const char *tool
 out_root:
 	sb_free(&o);
 	frame_free(&root);
+	frame_free(&ctx);
 	chat_tmpl_free(&t);
 out_extra:
 	v_drop(&extra);
