@@ -114,6 +114,7 @@ CASES = [
     ("scope_loop_shadow", "{% for i in [1, 2] %}[{{ n }}]{% set n = i %}[{{ n }}]{% for j in [1] %}<{{ s }}>{% endfor %}{% set s = 'in' %}{% endfor %}[{{ n }}][{{ s }}]"),
     ("scope_if_branches", "{% if t %}{% set n = 1 %}{% else %}{% set n = 2 %}{% endif %}{% for i in [1] %}{{ n }}{% endfor %}|{% for i in [1] %}{{ f }}{% endfor %}{% if t %}{% set f = 1 %}{% endif %}"),
     ("scope_blocks", "{% set b %}{% set n = 1 %}{{ n }}{% endset %}{{ b }}{{ n }}|{% filter upper %}{% set s = 'x' %}{{ s }}{% endfilter %}{{ s }}|{% with n = 3 %}{% set q = n %}{{ q }}{% endwith %}{{ n }}[{{ q }}]"),
+    ("macro_closures", "{% for i in [1, 2] %}{% set q = i * 10 %}{% macro m() %}<{{ i }},{{ q }}>{% endmacro %}{{ m() }}{% macro m2() %}{{ m() }}!{% endmacro %}{{ m2() }}{% endfor %}{% macro outer() %}{% set y = 'o' %}{% macro inner() %}[{{ y }}]{% endmacro %}{{ inner() }}{% endmacro %}{{ outer() }}{% with w = 'W' %}{% macro mw() %}{{ w }}{% endmacro %}{{ mw() }}{% endwith %}"),
     ("raw_variants", "a\n  {% raw %}\n  {{ x }}\n  {% endraw %}\nb\n{% raw -%}  k  {%- endraw %}|{%- raw %} r {% endraw +%}\nc"),
     # errors (jinja2 raises; ferrox must fail)
     ("err_raise", "{{ raise_exception('No system role') }}"),

@@ -816,7 +816,7 @@ static int exec_stmt(struct ev *e, const struct node *n, struct frame *f, struct
 	case N_MACRO:
 		v = (struct value){ .kind = V_MACRO };
 		v.macro = n;
-		v.closure = NULL;
+		v.closure = f == e->root ? NULL : f; /* a macro sees the frame it is defined in */
 		return frame_set(f, n->name, v) ? ev_oom(e) : FX_OK;
 	case N_WITH: {
 		struct frame wf = { .parent = f };

@@ -79,9 +79,11 @@ struct value {
 		struct vfunc *fn;
 		struct {
 			const void *macro;   /* struct node * of the macro (or call block) */
-			void *closure;       /* caller of a call block: struct frame * of the
-					      * call site, valid during the call only; NULL for
-					      * macros (they see the root frame) */
+			void *closure;       /* struct frame * the macro sees: where it was
+					      * defined (a call block's caller: the call
+					      * site); NULL: the template's root frame. Such
+					      * a frame outlives every reference to the value
+					      * (a namespace may not hold one, eval.c) */
 		};
 		const char *uname;     /* V_UNDEF: the name looked up, for messages, or NULL */
 	};
