@@ -379,7 +379,7 @@ int fx_tokenize_prompt(const struct fx_model *m, const struct fx_chat_prompt *p,
 struct fx_server_params {
 	size_t size;            /* sizeof(struct fx_server_params) */
 	const char *model_path; /* GGUF file or checkpoint directory; borrowed */
-	const char *host;       /* "127.0.0.1"; an IPv4 or IPv6 literal */
+	const char *host;       /* "127.0.0.1"; an IPv4/IPv6 address or a host name */
 	int32_t port;           /* 8080; 0: any free port (printed on stderr) */
 	int32_t n_parallel;     /* 4: sequences decoded together */
 	uint32_t n_ctx_seq;     /* tokens per request (prompt + output); 0: the

@@ -10,6 +10,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -593,13 +594,28 @@ static struct MHD_Daemon *listen_on(struct srv *s, struct fx_err *err)
 	const struct sockaddr *sa;
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 			 MHD_USE_ERROR_LOG;
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai = NULL;
 	if (inet_pton(AF_INET, p->host, &v4.sin_addr) == 1) {
 		sa = (const struct sockaddr *)&v4;
 	} else if (inet_pton(AF_INET6, p->host, &v6.sin6_addr) == 1) {
 		sa = (const struct sockaddr *)&v6;
 		flags |= MHD_USE_IPv6;
+	} else if (!getaddrinfo(p->host, NULL, &hints, &ai) && ai) {
+		/* a host name ("localhost"): its first address */
+		if (ai->ai_family == AF_INET6) {
+			memcpy(&v6, ai->ai_addr, sizeof(v6));
+			v6.sin6_port = htons((uint16_t)p->port);
+			sa = (const struct sockaddr *)&v6;
+			flags |= MHD_USE_IPv6;
+		} else {
+			memcpy(&v4, ai->ai_addr, sizeof(v4));
+			v4.sin_port = htons((uint16_t)p->port);
+			sa = (const struct sockaddr *)&v4;
+		}
+		freeaddrinfo(ai);
 	} else {
-		set_err(err, FX_E_INVALID, "--host '%s' is not an IPv4 or IPv6 address", p->host);
+		set_err(err, FX_E_INVALID, "--host '%s' is not an address or a known host name",
+			p->host);
 		return NULL;
 	}
 	struct MHD_Daemon *d = MHD_start_daemon(
