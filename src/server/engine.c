@@ -86,6 +86,7 @@ struct engine {
 	float *scratch;             /* [n_vocab] logits after bias and penalties */
 	int *seq_status;            /* [n_parallel] */
 	const char **fin;           /* [n_parallel] finish reason per slot, this step */
+	struct srv_choice **prefill;/* [n_parallel] prefilling choices, this step */
 };
 
 int srv_submit(struct srv *s, struct srv_req *r)
@@ -409,42 +410,61 @@ static int admit_locked(struct engine *E)
 }
 
 /* One step over the running choices. No lock held. */
+/* Append rows for choice c to the batch: its next token when decoding, or
+ * up to *budget prompt tokens (logits only at the prompt's last token). */
+static bool add_rows(struct engine *E, struct srv_choice *c, int32_t *n, int32_t *budget)
+{
+	struct srv_req *r = c->req;
+	int32_t k = c->n_fed == r->n_prompt ? 1 : r->n_prompt - c->n_fed;
+	if (c->n_fed < r->n_prompt && k > *budget)
+		k = *budget;
+	if (k <= 0 || !grow(E, *n + k))
+		return false;
+	if (c->n_fed < r->n_prompt)
+		*budget -= k;
+	for (int32_t j = 0; j < k; j++, ++*n) {
+		bool decode = c->n_fed == r->n_prompt;
+		E->b_seq[*n] = c->seq;
+		E->b_tok[*n] = decode ? c->last : r->prompt[c->n_fed + j];
+		E->b_logits[*n] = decode || c->n_fed + j == r->n_prompt - 1;
+		E->b_owner[*n] = c;
+	}
+	return true;
+}
+
+static int32_t prompt_left(const struct srv_choice *c)
+{
+	return c->req->n_prompt - c->n_fed;
+}
+
+/* One step over the running choices. No lock held. Every decoding choice
+ * gets its row; prefilling ones share s->chunk prompt tokens (twice that
+ * when nothing decodes), fewest remaining tokens first, so a short prompt
+ * is not stuck behind a long one. */
 static void step(struct engine *E)
 {
 	struct srv *s = E->s;
-	int32_t n = 0, budget = s->chunk;
-	bool decoding = false;
-	for (int i = 0; i < s->n_parallel; i++)
-		decoding |= E->slot[i] && E->slot[i]->n_fed == E->slot[i]->req->n_prompt;
-	if (!decoding)
-		budget *= 2;
+	int32_t n = 0, budget = s->chunk, n_pre = 0;
+	struct srv_choice **pre = E->prefill;
 	for (int i = 0; i < s->n_parallel; i++) {
 		struct srv_choice *c = E->slot[i];
 		if (!c)
 			continue;
-		struct srv_req *r = c->req;
-		if (c->n_fed == r->n_prompt) {
-			if (!grow(E, n + 1))
-				return;
-			E->b_seq[n] = c->seq;
-			E->b_tok[n] = c->last;
-			E->b_logits[n] = true;
-			E->b_owner[n++] = c;
-			continue;
-		}
-		int32_t k = r->n_prompt - c->n_fed;
-		if (k > budget)
-			k = budget;
-		if (k <= 0 || !grow(E, n + k))
-			continue;
-		budget -= k;
-		for (int32_t j = 0; j < k; j++) {
-			E->b_seq[n] = c->seq;
-			E->b_tok[n] = r->prompt[c->n_fed + j];
-			E->b_logits[n] = c->n_fed + j == r->n_prompt - 1;
-			E->b_owner[n++] = c;
-		}
+		if (prompt_left(c) == 0)
+			add_rows(E, c, &n, &budget);
+		else
+			pre[n_pre++] = c;
 	}
+	if (!n)
+		budget *= 2;
+	for (int i = 1; i < n_pre; i++) /* insertion sort: at most n_parallel */
+		for (int j = i; j > 0 && prompt_left(pre[j]) < prompt_left(pre[j - 1]); j--) {
+			struct srv_choice *t = pre[j];
+			pre[j] = pre[j - 1];
+			pre[j - 1] = t;
+		}
+	for (int i = 0; i < n_pre && budget > 0; i++)
+		add_rows(E, pre[i], &n, &budget);
 	if (!n)
 		return;
 	double t0 = srv_now();
@@ -528,6 +548,7 @@ static void engine_free(struct engine *E)
 	free(E->scratch);
 	free(E->seq_status);
 	free(E->fin);
+	free(E->prefill);
 	free(E);
 }
 
@@ -562,7 +583,8 @@ int srv_engine_start(struct srv *s, struct fx_err *err)
 	E->scratch = calloc((size_t)s->n_vocab, sizeof(float));
 	E->seq_status = calloc((size_t)s->n_parallel, sizeof(int));
 	E->fin = calloc((size_t)s->n_parallel, sizeof(*E->fin));
-	if (!E->fin || !E->slot || !E->scratch || !E->seq_status ||
+	E->prefill = calloc((size_t)s->n_parallel, sizeof(*E->prefill));
+	if (!E->prefill || !E->fin || !E->slot || !E->scratch || !E->seq_status ||
 	    !grow(E, s->n_parallel + 2 * s->chunk))
 		goto nomem;
 	s->met.blocks_total = fx_context_kv_blocks_total(s->ctx);
