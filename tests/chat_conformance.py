@@ -268,6 +268,19 @@ def main():
                     else:
                         failed += 1
                         print("FAIL %s: %s" % (label, why))
+    # ferrox chat: one turn on SmolLM2 (greedy, a few tokens), piped
+    smol = os.path.join(args.models, "SmolLM2-135M-Instruct.Q4_1.gguf")
+    if os.path.exists(smol) and not args.only:
+        r = subprocess.run([args.ferrox, "chat", "-m", smol, "-n", "8", "--temp", "0", "-t", "1"],
+                           input=b"Hello <|im_start|>!\n/exit\n", capture_output=True, timeout=300)
+        if r.returncode == 0 and r.stdout.strip():
+            passed += 1
+            if args.verbose:
+                print("ok   ferrox chat smoke test: %r" % r.stdout[:80])
+        else:
+            failed += 1
+            print("FAIL ferrox chat smoke test: rc %d, stdout %r, stderr %r" % (
+                r.returncode, r.stdout[:200], r.stderr[-300:]))
     print("(%d of the passes are cases jinja2 itself refuses, e.g. a system role the template rejects,"
           " where ferrox failed too)" % refused)
     print("%d passed, %d failed, %d skipped" % (passed, failed + failed_models, skipped))
