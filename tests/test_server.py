@@ -295,6 +295,20 @@ def run_gemma():
             assert st == want, (name, st, data[:200])
             err = json.loads(data)["error"]
             assert "message" in err or want == 413, (name, data)
+        # every field with values of the wrong type or range: 4xx or 200, never 5xx
+        fields = ["max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
+                  "presence_penalty", "frequency_penalty", "logit_bias", "logprobs",
+                  "top_logprobs", "stream", "stream_options", "echo", "prompt", "messages",
+                  "tools", "chat_template_kwargs"]
+        values = [None, True, "s", -1, 1e308, [], {}, [1, "a"], {"0": 1e9}, 2**63]
+        for path, base in (("/v1/completions", {"prompt": "hi"}),
+                           ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})):
+            for f in fields:
+                for v in values:
+                    body = dict(base, max_tokens=2)
+                    body[f] = v
+                    st, _, data = srv.post(path, body)
+                    assert st < 500 and (st == 200 or b'"error"' in data), (path, f, v, st, data[:200])
         st, _, _ = srv.raw("GET", "/no/such/path")
         assert st == 404
         r = cl.completions.create(model="x", prompt=PROMPTS[0], max_tokens=12, temperature=0)
