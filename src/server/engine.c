@@ -505,7 +505,7 @@ static void step(struct engine *E)
 	srv_hist_add(&s->met.step_seqs, n_seqs);
 	for (int32_t i = 0; i < n; i++) {
 		struct srv_choice *c = E->b_owner[i];
-		if (!E->b_logits[i] || E->seq_status[c->seq] || c->slot < 0)
+		if (!E->b_logits[i] || E->seq_status[c->seq] || c->slot < 0 || !c->n_gen)
 			continue;
 		s->met.gen_tokens++;
 		if (c->n_gen == 1)

@@ -140,7 +140,7 @@ bool srv_metrics_text(const struct srv_metrics *m, const char *model_name, struc
 	       (double)m->step_rows);
 	hist(o, "ferrox_step_sequences", "Sequences served by one batched step.", NULL,
 	     &m->step_seqs);
-	hist(o, "ferrox_step_duration_seconds", "Time of one batched forward step.", NULL,
+	hist(o, "ferrox_step_duration_seconds", "Time of one engine step: the batched forward pass and sampling.", NULL,
 	     &m->step_time);
 	return o->p != NULL;
 }
