@@ -982,6 +982,7 @@ static int str_format(struct ev *e, const struct value *fmt, const struct value 
 			spec[k++] = 's';
 			spec[k] = 0;
 			if (t.oom) {
+				sb_free(&t);
 				sb_free(&b);
 				return ev_oom(e);
 			}

@@ -398,11 +398,11 @@ static int do_tojson(struct ev *e, const struct value *v, struct cargs *a, struc
 		sb_free(&is);
 		return ev_fail(e, "tojson: separators must be a pair of strings");
 	}
-	bool ok = json_dump(&b, v, &o, msg);
+	int jrc = json_dump(&b, v, &o, msg);
 	sb_free(&is);
-	if (!ok) {
+	if (jrc) {
 		sb_free(&b);
-		return ev_fail(e, "tojson: %s", msg);
+		return jrc == FX_E_NOMEM ? ev_oom(e) : ev_fail(e, "tojson: %s", msg);
 	}
 	return sb_to_str(&b, out) ? FX_OK : ev_oom(e);
 }
@@ -692,7 +692,12 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		if ((rc = chat_iter(e, in, &items)))
 			return rc;
 		struct value seen;
-		if (!v_list_new(false, &seen) || !v_list_new(false, out)) {
+		if (!v_list_new(false, &seen)) {
+			v_drop(&items);
+			return ev_oom(e);
+		}
+		if (!v_list_new(false, out)) {
+			v_drop(&seen);
 			v_drop(&items);
 			return ev_oom(e);
 		}
@@ -703,12 +708,12 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 				rc = attr_path(e, &items.l->a[i], at, &base);
 			else
 				base = v_ref(items.l->a[i]);
-			if (rc || (rc = sort_key(e, &base, cs && v_truthy(cs), &k))) {
-				if (!rc)
-					v_drop(&base);
+			if (rc)
 				break;
-			}
+			rc = sort_key(e, &base, cs && v_truthy(cs), &k);
 			v_drop(&base);
+			if (rc)
+				break;
 			bool dup = false;
 			for (size_t j = 0; j < seen.l->n && !dup; j++)
 				dup = v_equal(&seen.l->a[j], &k);

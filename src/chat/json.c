@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "chat/value.h"
+#include "ferrox.h"
 #include "core/alloc.h"
 
 struct jp {
@@ -21,6 +22,7 @@ struct jp {
 	bool data;
 	char *msg;
 	int depth;
+	bool oom;
 };
 
 static void jp_ws(struct jp *p)
@@ -42,6 +44,13 @@ static bool jp_fail(struct jp *p, const char *what)
 		}
 	}
 	snprintf(p->msg, 256, "invalid JSON at line %zu column %zu: %s", line, col, what);
+	return false;
+}
+
+static bool jp_oom(struct jp *p)
+{
+	p->oom = true;
+	snprintf(p->msg, 256, "out of memory");
 	return false;
 }
 
@@ -144,7 +153,7 @@ static bool jp_string(struct jp *p, struct value *out)
 		sb_put(&b, &ch, 1, fl);
 	}
 	if (!sb_to_str(&b, out))
-		return jp_fail(p, "out of memory");
+		return jp_oom(p);
 	return true;
 }
 
@@ -204,7 +213,7 @@ static bool jp_lit(struct jp *p, const char *w, struct value v, struct value *ou
 static bool jp_array(struct jp *p, struct value *out)
 {
 	if (!v_list_new(false, out))
-		return jp_fail(p, "out of memory");
+		return jp_oom(p);
 	out->data = p->data;
 	p->i++;
 	jp_ws(p);
@@ -217,7 +226,7 @@ static bool jp_array(struct jp *p, struct value *out)
 		if (!jp_value(p, &e))
 			goto fail;
 		if (!list_push(out->l, e)) {
-			jp_fail(p, "out of memory");
+			jp_oom(p);
 			goto fail;
 		}
 		jp_ws(p);
@@ -240,7 +249,7 @@ fail:
 static bool jp_object(struct jp *p, struct value *out)
 {
 	if (!v_dict_new(out))
-		return jp_fail(p, "out of memory");
+		return jp_oom(p);
 	out->data = p->data;
 	p->i++;
 	jp_ws(p);
@@ -271,7 +280,7 @@ static bool jp_object(struct jp *p, struct value *out)
 		bool ok = dict_set(out->d, &k, v);
 		v_drop(&k);
 		if (!ok) {
-			jp_fail(p, "out of memory");
+			jp_oom(p);
 			goto fail;
 		}
 		jp_ws(p);
@@ -314,17 +323,18 @@ static bool jp_value(struct jp *p, struct value *out)
 	return ok;
 }
 
-bool json_parse(const char *text, size_t n, bool data, struct value *out, char *msg)
+int json_parse(const char *text, size_t n, bool data, struct value *out, char *msg)
 {
-	struct jp p = { text, n, 0, data, msg, 0 };
+	struct jp p = { text, n, 0, data, msg, 0, false };
 	if (!jp_value(&p, out))
-		return false;
+		return p.oom ? FX_E_NOMEM : FX_E_INVALID;
 	jp_ws(&p);
 	if (p.i != n) {
 		v_drop(out);
-		return jp_fail(&p, "extra data after the value");
+		jp_fail(&p, "extra data after the value");
+		return FX_E_INVALID;
 	}
-	return true;
+	return FX_OK;
 }
 
 /* ---- dumps ------------------------------------------------------------ */
@@ -517,7 +527,9 @@ static bool dump(struct sbuf *b, const struct value *v, const struct json_opts *
 	return false;
 }
 
-bool json_dump(struct sbuf *b, const struct value *v, const struct json_opts *o, char *msg)
+int json_dump(struct sbuf *b, const struct value *v, const struct json_opts *o, char *msg)
 {
-	return dump(b, v, o, 0, msg);
+	if (dump(b, v, o, 0, msg))
+		return b->oom ? FX_E_NOMEM : FX_OK;
+	return strcmp(msg, "out of memory") ? FX_E_INVALID : FX_E_NOMEM;
 }

@@ -129,8 +129,12 @@ static void add(struct ps *p, struct nlist *l, struct node *n)
 	l->a[l->n++] = n;
 }
 
+/* Names are only allocated while parsing goes well: after a failure the
+ * nodes handed out are the shared dummy, which owns nothing. */
 static char *dupname(struct ps *p, const char *s)
 {
+	if (p->rc)
+		return NULL;
 	size_t n = strlen(s);
 	char *d = fx_malloc_array(n + 1, 1);
 	if (!d) {
@@ -399,9 +403,9 @@ static struct node *primary(struct ps *p)
 			next(p);
 		}
 		n = mk(p, N_CONST);
-		if (!n) {
+		if (p->rc) {
 			sb_free(&b);
-			return NULL;
+			return n;
 		}
 		n->line = line;
 		if (!sb_to_str(&b, &n->cval))
@@ -947,7 +951,7 @@ static int body_inner(struct ps *p, struct nlist *out, const char *const *ends, 
 		}
 		if (t->type == T_TEXT) {
 			struct node *n = mk(p, N_TEXT);
-			if (n && !v_str(t->s, t->n, NULL, &n->cval))
+			if (!p->rc && !v_str(t->s, t->n, NULL, &n->cval))
 				return p->rc = fx_fail(p->err, FX_E_NOMEM, "out of memory parsing the template");
 			add(p, out, n);
 			next(p);

@@ -16,8 +16,9 @@
 static int parse_json_arg(const char *what, const char *json, int want, struct value *out, struct fx_err *err)
 {
 	char msg[256];
-	if (!json_parse(json, strlen(json), true, out, msg))
-		return fx_fail(err, FX_E_INVALID, "%s: %s", what, msg);
+	int rc = json_parse(json, strlen(json), true, out, msg);
+	if (rc)
+		return fx_fail(err, rc, "%s: %s", what, msg);
 	if (out->kind != want) {
 		v_drop(out);
 		return fx_fail(err, FX_E_INVALID, "%s: expected a JSON %s", what, want == V_LIST ? "array" : "object");

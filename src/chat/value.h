@@ -158,11 +158,13 @@ bool py_isspace(uint32_t cp); /* str.isspace() for one code point */
 
 /* JSON (json.c). Parse text as Python's json.loads would (ints stay ints,
  * floats floats, objects in order); every value is marked as data when
- * data is true. Errors: false with a message in msg[256]. */
-bool json_parse(const char *text, size_t n, bool data, struct value *out, char *msg);
+ * data is true. Returns FX_OK, or FX_E_INVALID / FX_E_NOMEM with a
+ * message in msg[256]. */
+int json_parse(const char *text, size_t n, bool data, struct value *out, char *msg);
 /* json.dumps(v, ensure_ascii, indent (<0: none; or the string indent_str
  * when non-NULL), separators (NULL: Python's default), sort_keys).
- * Returns false with msg when v holds something JSON cannot encode. */
+ * Returns FX_OK, FX_E_INVALID with msg when v holds something JSON cannot
+ * encode, or FX_E_NOMEM. */
 struct json_opts {
 	bool ensure_ascii;
 	int indent;            /* -1: no indent */
@@ -170,6 +172,6 @@ struct json_opts {
 	const char *item_sep, *key_sep; /* NULL: Python's defaults */
 	bool sort_keys;
 };
-bool json_dump(struct sbuf *b, const struct value *v, const struct json_opts *o, char *msg);
+int json_dump(struct sbuf *b, const struct value *v, const struct json_opts *o, char *msg);
 
 #endif
