@@ -254,6 +254,17 @@ bool srv_sse_chunk(const struct srv_req *r, const struct srv_choice *c, const ch
 
 bool srv_sse_end(const struct srv_req *r, struct srv_buf *out)
 {
+	if (r->failed) {
+		struct srv_error e = { .status = 500, .type = "server_error" };
+		snprintf(e.msg, sizeof(e.msg),
+			 "the engine could not finish this request (see the server log)");
+		char *js = srv_error_json(&e);
+		bool ok = js && srv_buf_add(out, "data: ", 6) && srv_buf_add(out, js, strlen(js)) &&
+			  srv_buf_add(out, "\n\n", 2);
+		free(js);
+		if (!ok)
+			return false;
+	}
 	if (r->g.include_usage) {
 		cJSON *o = envelope(r, true);
 		if (o) {

@@ -223,7 +223,8 @@ char *srv_final_json(const struct srv *s, const struct srv_req *r);
  * its logprobs and finish reason. Called by the engine with the lock held. */
 bool srv_sse_chunk(const struct srv_req *r, const struct srv_choice *c, const char *text,
 		   size_t n, bool first, struct srv_buf *out);
-/* Final events: usage chunk when asked, then "data: [DONE]". */
+/* Final events: an error event if the engine failed a choice, the usage
+ * chunk when asked, then "data: [DONE]". */
 bool srv_sse_end(const struct srv_req *r, struct srv_buf *out);
 /* {"error":{...}} for e. malloc'ed. */
 char *srv_error_json(const struct srv_error *e);
