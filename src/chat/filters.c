@@ -714,6 +714,11 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 			v_drop(&base);
 			if (rc)
 				break;
+			if ((k.kind == V_LIST && !k.l->tuple) || k.kind == V_DICT) { /* Python keeps a set */
+				rc = ev_fail(e, "unhashable type: '%s'", v_type_name(&k));
+				v_drop(&k);
+				break;
+			}
 			bool dup = false;
 			for (size_t j = 0; j < seen.l->n && !dup; j++)
 				dup = v_equal(&seen.l->a[j], &k);
