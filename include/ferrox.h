@@ -334,9 +334,10 @@ struct fx_chat_prompt {
 /* Render template tmpl (UTF-8 Jinja source, NUL-terminated).
  * messages_json: a JSON array of OpenAI-style messages ({"role", "content",
  * "tool_calls", ...}; any JSON the template reads is passed through).
- * tools_json: a JSON array of tool definitions, or NULL (tools is None).
+ * tools_json: a JSON array of tool definitions, or NULL or "null" (tools
+ * is None).
  * extra_json: a JSON object of extra template variables (e.g.
- * chat_template_kwargs: {"enable_thinking": false}), or NULL.
+ * chat_template_kwargs: {"enable_thinking": false}), or NULL or "null".
  * Extra variables are set last, so they override the ones above.
  * bos_token / eos_token: their texts, or NULL to leave them undefined.
  * now: seconds since the epoch for strftime_now (local time); 0 = now.

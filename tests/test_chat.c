@@ -77,6 +77,11 @@ static void error_messages(void)
 	CHECKF(rc == FX_E_INVALID && strstr(err.msg, "array"), "msg %s", err.msg);
 	rc = fx_chat_render("x", "[]", "{}", NULL, false, NULL, NULL, 1, &p, &err);
 	CHECKF(rc == FX_E_INVALID && strstr(err.msg, "tools"), "msg %s", err.msg);
+	rc = fx_chat_render("{{ tools is none }}{{ x is defined }}", "[]", "null", "null", false, NULL, NULL, 1, &p,
+			    &err);
+	CHECKF(rc == FX_OK && !strcmp(p->text, "TrueFalse"), "null tools/extra: rc %d %s", rc, err.msg);
+	fx_chat_prompt_free(p);
+	p = NULL;
 	rc = fx_chat_render("{{ x | frob }}", "[]", NULL, NULL, false, NULL, NULL, 1, &p, &err);
 	CHECKF(rc != FX_OK && strstr(err.msg, "frob"), "msg %s", err.msg);
 	CHECK(fx_chat_render(NULL, "[]", NULL, NULL, false, NULL, NULL, 1, &p, &err) == FX_E_INVALID);

@@ -19,6 +19,12 @@ static int parse_json_arg(const char *what, const char *json, int want, struct v
 	int rc = json_parse(json, strlen(json), true, out, msg);
 	if (rc)
 		return fx_fail(err, rc, "%s: %s", what, msg);
+	if (out->kind == V_NONE && want != V_LIST) { /* extra variables: null is none */
+		*out = v_undef(NULL);
+		return FX_OK;
+	}
+	if (out->kind == V_NONE && !strcmp(what, "tools")) /* tools: null is None */
+		return FX_OK;
 	if (out->kind != want) {
 		v_drop(out);
 		return fx_fail(err, FX_E_INVALID, "%s: expected a JSON %s", what, want == V_LIST ? "array" : "object");
