@@ -908,6 +908,10 @@ static int num_op(struct ev *e, int op, const struct value *a, const struct valu
 		}
 		break;
 	case OP_POW:
+		if (fx == 0 && fy < 0)
+			return ev_fail(e, "0.0 cannot be raised to a negative power");
+		if (fx < 0 && fy != floor(fy))
+			return ev_fail(e, "a negative number to a fractional power is complex (not supported)");
 		if (!fl && y >= 0) {
 			int64_t r = 1;
 			for (int64_t k = 0; k < y && k < 64; k++)

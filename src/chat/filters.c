@@ -832,10 +832,12 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 	if (!str_filters[k])
 		return ev_fail(e, "unknown filter '%s'", name);
 	if ((k == 6 || k == 8) && in->kind != V_STR) {
-		if (k == 6 && in->kind == V_LIST && (int64_t)in->l->n <= 260) { /* len(list) is short */
+		if (k == 6 && ((in->kind == V_LIST && !in->l->gen && !in->l->range) ||
+			       (in->kind == V_DICT && !in->d->ns && !in->d->loop))) { /* short: returned as is */
 			const struct value *lv = cargs_get(a, 0, "length"), *lw = cargs_get(a, 3, "leeway");
 			int64_t lim = (lv && lv->kind == V_INT ? lv->i : 255) + (lw && lw->kind == V_INT ? lw->i : 5);
-			if ((int64_t)in->l->n <= lim) {
+			int64_t len = in->kind == V_LIST ? (int64_t)in->l->n : (int64_t)in->d->n;
+			if (len <= lim) {
 				*out = v_ref(*in);
 				return FX_OK;
 			}
