@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -52,6 +53,9 @@ except ImportError:
 passed, failed = 0, 0
 
 
+CURRENT = []  # the server under test, for its log on failure
+
+
 def check(name, fn):
     global passed, failed
     t0 = time.time()
@@ -63,6 +67,8 @@ def check(name, fn):
         failed += 1
         print(f"FAIL {name}", flush=True)
         traceback.print_exc()
+        if CURRENT:
+            print("---- server log (last 3000 bytes) ----\n" + CURRENT[-1].logtext()[-3000:])
 
 
 def free_port():
@@ -74,7 +80,8 @@ def free_port():
 class Server:
     def __init__(self, model, *args):
         self.port = free_port()
-        self.log = open(os.path.join("/tmp", f"ferrox-serve-{self.port}.log"), "w+")
+        # the server's log, printed when a check fails, deleted otherwise
+        self.log = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(
             [BIN, "serve", "-m", model, "--port", str(self.port), "-t", THREADS, *args],
             stdout=self.log, stderr=subprocess.STDOUT)
@@ -89,7 +96,7 @@ class Server:
             except OSError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError("server did not become healthy")
+        raise RuntimeError(f"server did not become healthy: {self.logtext()[-2000:]}")
 
     def logtext(self):
         self.log.flush()
@@ -160,6 +167,7 @@ PROMPTS = [
 def run_gemma():
     srv = Server(GEMMA, "--parallel", "8", "--ctx-size", "1024", "--max-body", "1MiB",
                  "--queue", "64")
+    CURRENT.append(srv)
     cl = srv.client()
     lone = {}
 
@@ -442,6 +450,7 @@ def run_gemma():
 def run_smol():
     srv = Server(SMOL, "--parallel", "2", "--ctx-size", "1024", "--api-key", "sekret",
                  "--queue", "1")
+    CURRENT.append(srv)
     cl = srv.client("sekret")
     msgs = [{"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": "What is the capital of France?"}]
