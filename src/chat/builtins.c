@@ -880,10 +880,15 @@ static int num_op(struct ev *e, int op, const struct value *a, const struct valu
 	int64_t x = a->kind == V_INT ? a->i : a->kind == V_BOOL ? a->b : 0;
 	int64_t y = b->kind == V_INT ? b->i : b->kind == V_BOOL ? b->b : 0;
 	double fx = v_num(a), fy = v_num(b);
+	int64_t r64 = 0;
+	if (!fl && ((op == OP_ADD && __builtin_add_overflow(x, y, &r64)) ||
+		    (op == OP_SUB && __builtin_sub_overflow(x, y, &r64)) ||
+		    (op == OP_MUL && __builtin_mul_overflow(x, y, &r64))))
+		return ev_fail(e, "integer overflow (ferrox's integers are 64-bit, Python's unbounded)");
 	switch (op) {
-	case OP_ADD: *out = fl ? v_float(fx + fy) : v_int(x + y); break;
-	case OP_SUB: *out = fl ? v_float(fx - fy) : v_int(x - y); break;
-	case OP_MUL: *out = fl ? v_float(fx * fy) : v_int(x * y); break;
+	case OP_ADD: *out = fl ? v_float(fx + fy) : v_int(r64); break;
+	case OP_SUB: *out = fl ? v_float(fx - fy) : v_int(r64); break;
+	case OP_MUL: *out = fl ? v_float(fx * fy) : v_int(r64); break;
 	case OP_DIV:
 		if (fy == 0)
 			return ev_fail(e, "division by zero");
@@ -899,6 +904,8 @@ static int num_op(struct ev *e, int op, const struct value *a, const struct valu
 				m += fy;
 			*out = op == OP_MOD ? v_float(m) : v_float(floor(fx / fy));
 		} else {
+			if (x == INT64_MIN && y == -1)
+				return ev_fail(e, "integer overflow (ferrox's integers are 64-bit, Python's unbounded)");
 			int64_t q = x / y, r = x % y;
 			if (r != 0 && ((r < 0) != (y < 0))) {
 				q--;
@@ -914,8 +921,13 @@ static int num_op(struct ev *e, int op, const struct value *a, const struct valu
 			return ev_fail(e, "a negative number to a fractional power is complex (not supported)");
 		if (!fl && y >= 0) {
 			int64_t r = 1;
-			for (int64_t k = 0; k < y && k < 64; k++)
-				r *= x;
+			if (x == 0 || x == 1 || x == -1) /* no loop: y may be huge */
+				r = x == 0 ? (y == 0) : x == 1 ? 1 : (y % 2 ? -1 : 1);
+			else /* |x| >= 2 overflows within 63 steps */
+				for (int64_t k = 0; k < y; k++)
+					if (__builtin_mul_overflow(r, x, &r))
+						return ev_fail(e, "integer overflow (ferrox's integers are 64-bit, "
+							       "Python's unbounded)");
 			*out = v_int(r);
 		} else {
 			*out = v_float(pow(fx, fy));

@@ -508,7 +508,9 @@ static int eval(struct ev *e, const struct node *n, struct frame *f, struct valu
 		if ((rc = eval(e, n->a, f, &a)))
 			return rc;
 		e->line = n->line;
-		if (a.kind == V_INT || a.kind == V_BOOL)
+		if (a.kind == V_INT && a.i == INT64_MIN && n->type == N_NEG)
+			rc = ev_fail(e, "integer overflow (ferrox's integers are 64-bit, Python's unbounded)");
+		else if (a.kind == V_INT || a.kind == V_BOOL)
 			*out = v_int(n->type == N_NEG ? -(a.kind == V_INT ? a.i : a.b) : (a.kind == V_INT ? a.i : a.b));
 		else if (a.kind == V_FLOAT)
 			*out = v_float(n->type == N_NEG ? -a.f : a.f);

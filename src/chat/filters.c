@@ -632,6 +632,8 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 		return to_int(e, in, cargs_get(a, 0, "default"), name[0] == 'f', out);
 	}
 	if (!strcmp(name, "abs")) {
+		if (in->kind == V_INT && in->i == INT64_MIN)
+			return ev_fail(e, "integer overflow (ferrox's integers are 64-bit, Python's unbounded)");
 		if (in->kind == V_INT || in->kind == V_BOOL)
 			*out = v_int(llabs(in->kind == V_INT ? in->i : in->b));
 		else if (in->kind == V_FLOAT)

@@ -1,5 +1,6 @@
 /* Template lexer: jinja2 3.1's lexer.py rules with trim_blocks and
  * lstrip_blocks (see ast.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,7 +269,11 @@ static int lex_tag(struct lx *l, bool var)
 				t.f = strtod(tmp, NULL);
 			} else {
 				t.type = T_INT;
+				errno = 0;
 				t.i = strtoll(tmp, NULL, 10);
+				if (errno == ERANGE || tn >= sizeof(tmp) - 1)
+					return fx_fail(l->err, FX_E_FORMAT,
+						       "template line %d: integer literal %s is beyond 64 bits", l->line, tmp);
 			}
 			l->i = j;
 			if ((rc = push(l, t)))
