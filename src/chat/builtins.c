@@ -1009,6 +1009,9 @@ static int str_format(struct ev *e, const struct value *fmt, const struct value 
 				sb_puts(&b, tmp, x->data);
 			}
 			sb_free(&t);
+		} else if ((conv == 'd' || conv == 'i') && x->kind == V_FLOAT && !(fabs(x->f) < 9.2e18)) {
+			sb_free(&b);
+			return ev_fail(e, "%%d of %g is beyond 64 bits (or not finite)", x->f);
 		} else if ((conv == 'd' || conv == 'i' || conv == 'f') && v_is_num(x)) {
 			if (conv == 'f') {
 				spec[k++] = 'f';

@@ -1,6 +1,7 @@
 /* Filters and tests of the chat-template interpreter: jinja2 3.1's
  * filters.py and tests.py, with transformers' tojson (json.dumps with
  * ensure_ascii=False). An unknown name is an error, never a silent pass. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,24 +457,31 @@ static int to_int(struct ev *e, const struct value *v, const struct value *def, 
 		return FX_OK;
 	}
 	if (v->kind == V_FLOAT) {
+		if (!want_float && !(fabs(v->f) < 9.2e18))
+			return ev_fail(e, "int(%g) is beyond 64 bits (or not finite)", v->f);
 		*out = want_float ? v_float(v->f) : v_int((int64_t)v->f);
 		return FX_OK;
 	}
 	/* jinja2: int(value), else int(float(value)), else the default */
 	if (v->kind == V_STR && !memchr(v->s->p, 0, v->s->n)) {
 		if (!want_float && py_number_text(v->s->p, false, buf)) {
-			*out = v_int(strtoll(buf, NULL, 10));
+			errno = 0;
+			long long x = strtoll(buf, NULL, 10);
+			if (errno == ERANGE)
+				return ev_fail(e, "int('%s') is beyond 64 bits", buf);
+			*out = v_int(x);
 			return FX_OK;
 		}
 		if (py_number_text(v->s->p, true, buf)) {
 			double d = strtod(buf, &end);
-			if (!*end && (want_float || isfinite(d))) {
+			if (!*end && !want_float && isfinite(d) && !(fabs(d) < 9.2e18))
+				return ev_fail(e, "int('%s') is beyond 64 bits", buf);
+			if (!*end && (want_float || fabs(d) < 9.2e18)) {
 				*out = want_float ? v_float(d) : v_int((int64_t)d);
 				return FX_OK;
 			}
 		}
 	}
-	(void)e;
 	*out = def ? v_ref(*def) : want_float ? v_float(0) : v_int(0);
 	return FX_OK;
 }
@@ -658,7 +666,8 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 			snprintf(buf, sizeof(buf), "%.*f", p < 0 ? 0 : p > 30 ? 30 : p, x);
 			x = strtod(buf, NULL);
 		}
-		*out = (in->kind == V_INT || in->kind == V_BOOL) && !strcmp(meth, "common") ? v_int((int64_t)x)
+		*out = (in->kind == V_INT || in->kind == V_BOOL) && !strcmp(meth, "common") && fabs(x) < 9.2e18
+			       ? v_int((int64_t)x)
 										     : v_float(x);
 		return FX_OK;
 	}
@@ -843,6 +852,10 @@ int chat_filter(struct ev *e, const char *name, const struct value *in, struct c
 				*out = v_ref(*in);
 				return FX_OK;
 			}
+		}
+		if (in->kind == V_UNDEF && k == 6) { /* len(Undefined) is 0: returned as is */
+			*out = v_ref(*in);
+			return FX_OK;
 		}
 		if (in->kind == V_UNDEF)
 			return ev_fail(e, "'%s' is undefined", in->uname ? in->uname : "value");
