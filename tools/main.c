@@ -1,10 +1,11 @@
-/* ferrox: one binary, llama.cpp-style subcommands. */
+/* ferrox: llama.cpp-style subcommands (ferrox-serve: the same with the HTTP server). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "ferrox.h"
@@ -65,6 +66,37 @@ double cli_now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+#ifndef FX_TOOLS_SERVER
+/* `ferrox serve` runs ferrox-serve, the same CLI with the HTTP server
+ * linked in, from this binary's folder: see CMakeLists.txt for why the
+ * server lives in a binary of its own (as llama.cpp's llama-server). */
+int cmd_serve(int argc, char **argv)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 16);
+	char *slash = n > 0 ? memrchr(exe, '/', (size_t)n) : NULL;
+	if (!slash) {
+		fprintf(stderr, "error: ferrox serve: cannot find this binary's folder (%s)\n",
+			n < 0 ? strerror(errno) : "no '/' in /proc/self/exe");
+		return 1;
+	}
+	strcpy(slash + 1, "ferrox-serve");
+	char **av = calloc((size_t)argc + 2, sizeof(*av));
+	if (!av) {
+		fprintf(stderr, "error: out of memory\n");
+		return 1;
+	}
+	av[0] = exe;
+	for (int i = 0; i < argc; i++) /* argv[0] is "serve" */
+		av[i + 1] = argv[i];
+	execv(exe, av);
+	fprintf(stderr, "error: ferrox serve runs %s, which could not be started (%s); "
+		"build it with `cmake --build build` (target ferrox-serve)\n", exe, strerror(errno));
+	free(av);
+	return 1;
+}
+#endif
 
 static void usage(FILE *f)
 {
