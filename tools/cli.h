@@ -29,6 +29,14 @@ double cli_now(void); /* monotonic seconds */
 /* "f16" or "f32" -> FX_KV_F16 / FX_KV_F32 (llama.cpp's --cache-type-k/v). */
 bool cli_cache_type(const char *opt, const char *s, int32_t *out);
 
+struct fx_sampler_params;
+/* The sampling options run and chat share (--temp, --top-k, --top-p,
+ * --min-p, --repeat-penalty, --repeat-last-n, --seed/-s; llama.cpp's
+ * names) at argv[*i], into sp (*seed_set when --seed is given). Returns 1
+ * when it took the option (and its value, advancing *i), 0 when argv[*i]
+ * is not one of them, -1 on a bad value (message printed). */
+int cli_sampler_opt(int argc, char **argv, int *i, struct fx_sampler_params *sp, bool *seed_set);
+
 struct fx_model;
 /* Tokenize a NUL-terminated text into a malloc'ed array of *n ids; NULL on
  * failure. */

@@ -60,6 +60,51 @@ bool cli_cache_type(const char *opt, const char *s, int32_t *out)
 	return true;
 }
 
+int cli_sampler_opt(int argc, char **argv, int *i, struct fx_sampler_params *sp, bool *seed_set)
+{
+	const char *a = argv[*i], *v;
+	long long n;
+	double f;
+	enum { F_TEMP, F_TOP_P, F_MIN_P, F_REPEAT, I_TOP_K, I_LAST_N, I_SEED } k;
+
+	if (!strcmp(a, "--temp"))
+		k = F_TEMP;
+	else if (!strcmp(a, "--top-p"))
+		k = F_TOP_P;
+	else if (!strcmp(a, "--min-p"))
+		k = F_MIN_P;
+	else if (!strcmp(a, "--repeat-penalty"))
+		k = F_REPEAT;
+	else if (!strcmp(a, "--top-k"))
+		k = I_TOP_K;
+	else if (!strcmp(a, "--repeat-last-n"))
+		k = I_LAST_N;
+	else if (!strcmp(a, "--seed") || !strcmp(a, "-s"))
+		k = I_SEED;
+	else
+		return 0;
+	if (!(v = cli_value(argc, argv, i)))
+		return -1;
+	if (k <= F_REPEAT) {
+		if (!cli_float(a, v, &f))
+			return -1;
+		float *dst[] = { &sp->temp, &sp->top_p, &sp->min_p, &sp->repeat_penalty };
+		*dst[k] = (float)f;
+		return 1;
+	}
+	if (!cli_int(a, v, k == I_TOP_K ? -1 : 0, k == I_SEED ? INT64_MAX : k == I_TOP_K ? 1 << 30 : 1 << 20, &n))
+		return -1;
+	if (k == I_TOP_K)
+		sp->top_k = (int32_t)n;
+	else if (k == I_LAST_N)
+		sp->repeat_last_n = (int32_t)n;
+	else {
+		sp->seed = (uint64_t)n;
+		*seed_set = true;
+	}
+	return 1;
+}
+
 double cli_now(void)
 {
 	struct timespec ts;

@@ -26,9 +26,12 @@ static int parse(int argc, char **argv, struct run_opts *o)
 	o->seed_set = false;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
-		long long n;
-		double f;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
+		int took = cli_sampler_opt(argc, argv, &i, &o->sp, &o->seed_set);
+		if (took < 0)
+			return 2;
+		if (took)
+			continue;
 		if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
 			VAL(); o->model = v;
 		} else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
@@ -39,20 +42,6 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			VAL(); if (!cli_int(a, v, 0, 1 << 24, &o->n_ctx)) return 2;
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
 			VAL(); if (!cli_int(a, v, 0, 256, &o->n_threads)) return 2;
-		} else if (!strcmp(a, "--temp")) {
-			VAL(); if (!cli_float(a, v, &f)) return 2; o->sp.temp = (float)f;
-		} else if (!strcmp(a, "--top-k")) {
-			VAL(); if (!cli_int(a, v, -1, 1 << 30, &n)) return 2; o->sp.top_k = (int32_t)n;
-		} else if (!strcmp(a, "--top-p")) {
-			VAL(); if (!cli_float(a, v, &f)) return 2; o->sp.top_p = (float)f;
-		} else if (!strcmp(a, "--min-p")) {
-			VAL(); if (!cli_float(a, v, &f)) return 2; o->sp.min_p = (float)f;
-		} else if (!strcmp(a, "--repeat-penalty")) {
-			VAL(); if (!cli_float(a, v, &f)) return 2; o->sp.repeat_penalty = (float)f;
-		} else if (!strcmp(a, "--repeat-last-n")) {
-			VAL(); if (!cli_int(a, v, 0, 1 << 20, &n)) return 2; o->sp.repeat_last_n = (int32_t)n;
-		} else if (!strcmp(a, "--seed") || !strcmp(a, "-s")) {
-			VAL(); if (!cli_int(a, v, 0, INT64_MAX, &n)) return 2; o->sp.seed = (uint64_t)n; o->seed_set = true;
 		} else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "-ctk")) {
 			VAL(); if (!cli_cache_type(a, v, &o->type_k)) return 2;
 		} else if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) {

@@ -298,33 +298,18 @@ static enum MHD_Result do_models(struct srv *s, struct MHD_Connection *mc)
 	return send_json(mc, 200, o);
 }
 
-static bool opt_bool(const cJSON *body, const char *key, bool dflt, bool *out,
-		     struct srv_error *e)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, key);
-	*out = dflt;
-	if (!v || cJSON_IsNull(v))
-		return true;
-	if (!cJSON_IsBool(v)) {
-		srv_error_set(e, 400, E_INV, key, "'%s' must be true or false", key);
-		return false;
-	}
-	*out = cJSON_IsTrue(v);
-	return true;
-}
-
 /* llama.cpp server's shapes: {"content", "add_special", "parse_special",
  * "with_pieces"} -> {"tokens": [id, ...]} or [{"id", "piece"}, ...]. */
 static enum MHD_Result do_tokenize(struct srv *s, struct MHD_Connection *mc, const cJSON *body)
 {
 	struct srv_error e = { 0 };
 	const cJSON *c = cJSON_GetObjectItemCaseSensitive(body, "content");
-	bool add, parse, pieces;
+	bool add = false, parse = true, pieces = false;
 	if (!cJSON_IsString(c))
 		return fail(mc, 400, E_INV, "content", "'content' must be a string");
-	if (!opt_bool(body, "add_special", false, &add, &e) ||
-	    !opt_bool(body, "parse_special", true, &parse, &e) ||
-	    !opt_bool(body, "with_pieces", false, &pieces, &e))
+	if (!srv_json_bool(body, "add_special", &add, &e) ||
+	    !srv_json_bool(body, "parse_special", &parse, &e) ||
+	    !srv_json_bool(body, "with_pieces", &pieces, &e))
 		return send_error(mc, &e);
 	size_t len = strlen(c->valuestring), n = 0, cap = len + 8;
 	fx_token *t = malloc(cap * sizeof(*t));

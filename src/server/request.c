@@ -119,7 +119,7 @@ static bool get_int(const cJSON *body, const char *key, double lo, double hi, in
 	return true;
 }
 
-static bool get_bool(const cJSON *body, const char *key, bool *out, struct srv_error *e)
+bool srv_json_bool(const cJSON *body, const char *key, bool *out, struct srv_error *e)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, key);
 	if (!v || cJSON_IsNull(v))
@@ -234,12 +234,12 @@ bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab, struc
 	    !get_num(body, "frequency_penalty", -2, 2, &freq, e) ||
 	    !get_int(body, "n", 1, SRV_MAX_N, &n, e) ||
 	    !get_int(body, "seed", -9.2e18, 9.2e18, &seed, e) || !get_stop(body, g, e) ||
-	    !get_bias(body, n_vocab, g, e) || !get_bool(body, "stream", &g->stream, e) ||
-	    !get_bool(body, "ignore_eos", &g->ignore_eos, e))
+	    !get_bias(body, n_vocab, g, e) || !srv_json_bool(body, "stream", &g->stream, e) ||
+	    !srv_json_bool(body, "ignore_eos", &g->ignore_eos, e))
 		return false;
 	const cJSON *lp = cJSON_GetObjectItemCaseSensitive(body, "logprobs");
 	if (kind == SRV_CHAT) {
-		if (!get_bool(body, "logprobs", &g->logprobs, e) ||
+		if (!srv_json_bool(body, "logprobs", &g->logprobs, e) ||
 		    !get_int(body, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &top_lp, e))
 			return false;
 	} else if (lp && !cJSON_IsNull(lp)) {
@@ -248,7 +248,7 @@ bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab, struc
 			return false;
 		g->logprobs = true;
 	}
-	if (kind == SRV_COMPLETION && !get_bool(body, "echo", &g->echo, e))
+	if (kind == SRV_COMPLETION && !srv_json_bool(body, "echo", &g->echo, e))
 		return false;
 	const cJSON *so = cJSON_GetObjectItemCaseSensitive(body, "stream_options");
 	if (so && !cJSON_IsNull(so)) {
@@ -256,7 +256,7 @@ bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab, struc
 			srv_error_set(e, 400, E_INV, "stream_options", "'stream_options' must be an object");
 			return false;
 		}
-		if (!get_bool(so, "include_usage", &g->include_usage, e))
+		if (!srv_json_bool(so, "include_usage", &g->include_usage, e))
 			return false;
 	}
 	g->max_tokens = (int32_t)max_tokens;

@@ -86,6 +86,9 @@ void srv_error_set(struct srv_error *e, int status, const char *type, const char
 bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab, struct srv_gen *g,
 		   struct srv_error *e);
 void srv_gen_fini(struct srv_gen *g);
+/* Optional boolean field key of body into *out (left as is when absent or
+ * null); false with e filled (400) when it is not a boolean. */
+bool srv_json_bool(const cJSON *body, const char *key, bool *out, struct srv_error *e);
 /* true when s[0..n) is well-formed UTF-8. */
 bool srv_utf8_valid(const char *s, size_t n);
 
