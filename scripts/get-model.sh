@@ -35,7 +35,7 @@ esac
 
 out=$dir/$file
 check() {
-	[ -f "$1" ] && [ "$(stat -c %s "$1")" = "$size" ] &&
+	[ -f "$1" ] && [ "$(stat -L -c %s "$1")" = "$size" ] &&
 		echo "$sha  $1" | sha256sum --check --status
 }
 

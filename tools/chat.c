@@ -27,7 +27,8 @@ static void usage(FILE *f)
 		   "  -n N               most tokens per reply (default 1024)\n"
 		   "  -c, --ctx-size N   context size (default 4096, 0: the model's)\n"
 		   "  -t, --threads N    threads (default: one per core)\n"
-		   "  --temp T, --top-k K, --top-p P, --min-p P, --seed S   sampling (as ferrox run)\n"
+		   "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R,\n"
+		   "  --repeat-last-n N, --seed S          sampling (as ferrox run)\n"
 		   "  --system TEXT      a system message first\n"
 		   "  --template FILE    a Jinja chat template instead of the model's\n"
 		   "Type a message and Enter; /reset starts over, /exit (or end of input) quits.\n");

@@ -1,13 +1,15 @@
 /* ferrox serve: the OpenAI-compatible HTTP server (src/server) on one model.
  *
- * SIGTERM and SIGINT start a drain (fx_server_params.should_stop). The flag
- * below is the only global mutable state: a signal handler can reach
- * nothing else, and volatile sig_atomic_t is the one type C guarantees it
- * may write. */
+ * SIGTERM and SIGINT start a drain (fx_server_params.should_stop); a second
+ * one ends the process at once, as llama-server does, cutting any stream
+ * still running. The flag below is the only global mutable state: a signal
+ * handler can reach nothing else, and volatile sig_atomic_t is the one type
+ * C guarantees it may write. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "ferrox.h"
@@ -16,7 +18,11 @@ static volatile sig_atomic_t g_stop;
 
 static void on_signal(int sig)
 {
-	(void)sig;
+	if (g_stop) { /* second signal: its default action, now */
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
 	g_stop = 1;
 }
 
@@ -63,7 +69,9 @@ static void usage(FILE *f)
 		"OpenAI-compatible server: POST /v1/completions, /v1/chat/completions, /tokenize,\n"
 		"/detokenize; GET /v1/models, /health, /metrics. --parallel sequences are decoded\n"
 		"together; --ctx-size is the context of each (default: the model's, at most 4096);\n"
-		"--queue requests may wait (default 4 x --parallel), then 503. SIGTERM drains.\n");
+		"--queue requests may wait (default 4 x --parallel), then 503. --timeout: seconds\n"
+		"an idle connection is kept (default 600). SIGTERM or Ctrl-C drains (a second one\n"
+		"quits at once).\n");
 }
 
 int cmd_serve(int argc, char **argv)
@@ -107,6 +115,13 @@ int cmd_serve(int argc, char **argv)
 		fprintf(stderr, "error: -m MODEL is required\n");
 		usage(stderr);
 		return 2;
+	}
+	/* The server listens while it loads (/health answers 503): say at once
+	 * when there is nothing to load. */
+	struct stat st;
+	if (stat(p.model_path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+		fprintf(stderr, "error: %s: not a model file or checkpoint directory\n", p.model_path);
+		return 1;
 	}
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);

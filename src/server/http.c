@@ -684,7 +684,8 @@ int fx_serve(const struct fx_server_params *pp, struct fx_err *err)
 		s->max_queue);
 	while (!stop_asked(p))
 		sleep_ms(100);
-	fprintf(stderr, "serve: draining: refusing new requests, finishing accepted ones\n");
+	fprintf(stderr, "serve: draining: refusing new requests, finishing accepted ones "
+		"(signal again to quit at once)\n");
 out_stop:
 	pthread_mutex_lock(&s->lock);
 	s->draining = true;
