@@ -3,8 +3,12 @@
  * transformers' apply_chat_template with add_generation_prompt), tokenizes
  * it with fx_tokenize_prompt (what the user types stays plain text), feeds
  * the context only the tokens past what it already holds, and streams the
- * reply until an end-of-generation token. */
+ * reply until an end-of-generation token. Ctrl-C during a reply stops it
+ * (the text so far stays in the conversation) and returns to the prompt;
+ * at the prompt it quits. The two flags below are the tool's only global
+ * mutable state: a signal handler can reach nothing else. */
 #include <cJSON.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,18 @@
 
 #include "cli.h"
 #include "ferrox.h"
+
+static volatile sig_atomic_t g_replying, g_interrupt;
+
+static void on_sigint(int sig)
+{
+	if (!g_replying) { /* at the prompt: quit as Ctrl-C always does */
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	g_interrupt = 1;
+}
 
 struct chat_opts {
 	const char *model, *tmpl_path, *system;
@@ -176,7 +192,7 @@ static int feed_prompt(struct session *s, const struct fx_chat_prompt *p)
 }
 
 /* Generate and stream one reply; its text goes to *reply (malloc'ed). */
-static int reply(struct session *s, long long n_predict, char **out)
+static int generate(struct session *s, long long n_predict, char **out)
 {
 	struct fx_detok st = { 0 };
 	size_t len = 0, cap = 1024;
@@ -185,6 +201,10 @@ static int reply(struct session *s, long long n_predict, char **out)
 	if (!text)
 		return 1;
 	for (long long k = 0; k < n_predict; k++) {
+		if (g_interrupt) {
+			fprintf(stderr, " [interrupted]");
+			break;
+		}
 		fx_token t = fx_sampler_sample(s->smp, fx_get_logits(s->ctx, NULL));
 		if (fx_token_is_eog(s->m, t))
 			break;
@@ -231,6 +251,16 @@ static int reply(struct session *s, long long n_predict, char **out)
 	return 0;
 }
 
+/* generate() with Ctrl-C turned into "stop this reply". */
+static int reply(struct session *s, long long n_predict, char **out)
+{
+	g_interrupt = 0;
+	g_replying = 1;
+	int rc = generate(s, n_predict, out);
+	g_replying = 0;
+	return rc;
+}
+
 int cmd_chat(int argc, char **argv)
 {
 	struct chat_opts o = { 0 };
@@ -273,6 +303,9 @@ int cmd_chat(int argc, char **argv)
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;
 	}
+	struct sigaction sa = { .sa_handler = on_sigint };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
 	bool tty = isatty(0);
 	if (tty)
 		fprintf(stderr, "ferrox chat: %s, context %u tokens. /reset starts over, /exit quits.\n", o.model,
