@@ -171,17 +171,42 @@ static void stream_free(void *cls)
 	free(st);
 }
 
+/* The request body as a JSON object, or NULL with why[] saying what is
+ * wrong: where the JSON broke (the parse end cJSON hands back, which, unlike
+ * cJSON_GetErrorPtr, is not shared between threads) or that it is not an
+ * object. */
+static cJSON *body_object(const struct conn *cn, char *why, size_t cap)
+{
+	const char *p = cn->body.p ? cn->body.p : "", *end = NULL;
+	cJSON *b = cJSON_ParseWithLengthOpts(p, cn->body.n, &end, false);
+	if (!b && cn->body.n == 0) {
+		snprintf(why, cap, "the request body is empty (a JSON object is expected)");
+		return NULL;
+	}
+	if (!b) {
+		size_t at = end && end >= p ? (size_t)(end - p) : 0;
+		snprintf(why, cap, "the request body is not valid JSON (it breaks at byte %zu of %zu)",
+			 at, cn->body.n);
+		return NULL;
+	}
+	if (!cJSON_IsObject(b)) {
+		cJSON_Delete(b);
+		snprintf(why, cap, "the request body must be a JSON object");
+		return NULL;
+	}
+	return b;
+}
+
 /* ---- completions ---- */
 
 static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, struct conn *cn,
 				     enum srv_kind kind)
 {
 	struct srv_error e = { 0 };
-	cJSON *body = cJSON_ParseWithLength(cn->body.p ? cn->body.p : "", cn->body.n);
-	if (!body || !cJSON_IsObject(body)) {
-		cJSON_Delete(body);
-		return fail(mc, 400, E_INV, NULL, "the request body is not a JSON object");
-	}
+	char why[128];
+	cJSON *body = body_object(cn, why, sizeof(why));
+	if (!body)
+		return fail(mc, 400, E_INV, NULL, "%s", why);
 	struct srv_req *r = srv_req_new(s, kind);
 	if (!r) {
 		cJSON_Delete(body);
@@ -459,11 +484,10 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 		return fail(mc, 400, E_INV, NULL, "the request body is not valid UTF-8");
 	if (r == R_CMPL || r == R_CHAT)
 		return do_completion(s, mc, cn, r == R_CHAT ? SRV_CHAT : SRV_COMPLETION);
-	cJSON *body = cJSON_ParseWithLength(cn->body.p ? cn->body.p : "", cn->body.n);
-	if (!cJSON_IsObject(body)) {
-		cJSON_Delete(body);
-		return fail(mc, 400, E_INV, NULL, "the request body is not a JSON object");
-	}
+	char why[128];
+	cJSON *body = body_object(cn, why, sizeof(why));
+	if (!body)
+		return fail(mc, 400, E_INV, NULL, "%s", why);
 	enum MHD_Result res = r == R_TOK ? do_tokenize(s, mc, body) : do_detokenize(s, mc, body);
 	cJSON_Delete(body);
 	return res;
