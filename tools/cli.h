@@ -43,11 +43,13 @@ struct fx_model;
 int32_t *cli_tokenize(const struct fx_model *m, const char *text, bool add_special,
 		      bool parse_special, size_t *n);
 
-/* Chat helpers (tools/render_template.c): a whole file as a malloc'ed
- * NUL-terminated string (NULL, with a message, on failure; *n may be
- * NULL); token t's text incl. control tokens (malloc'ed, NULL if none);
- * a model loaded for its template (vocabulary only when possible). */
+/* A whole file as a malloc'ed NUL-terminated string, its length in *n
+ * (may be NULL); NULL, with a message, when it cannot be read. */
 char *cli_read_file(const char *path, size_t *n);
+
+/* Chat helpers (tools/render_template.c): token t's text incl. control
+ * tokens (malloc'ed, NULL if none); a model loaded for its template
+ * (vocabulary only when possible). */
 char *cli_token_text(const struct fx_model *m, int32_t t);
 struct fx_model *cli_load_for_template(const char *path);
 

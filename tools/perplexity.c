@@ -18,35 +18,6 @@
 #include "cli.h"
 #include "ferrox.h"
 
-static char *read_text(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "error: cannot open %s\n", path);
-		return NULL;
-	}
-	char *buf = NULL;
-	size_t cap = 0, n = 0, got;
-	do {
-		if (n + 65536 + 1 > cap) {
-			char *nb = realloc(buf, cap = (n + 65536 + 1) * 2);
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				fprintf(stderr, "error: out of memory reading %s\n", path);
-				return NULL;
-			}
-			buf = nb;
-		}
-		got = fread(buf + n, 1, 65536, f);
-		n += got;
-	} while (got > 0);
-	fclose(f);
-	buf[n] = 0;
-	*len = n;
-	return buf;
-}
-
 /* -log p(tok) from one row of logits. */
 static double nll_of(const float *logits, int32_t n_vocab, fx_token tok)
 {
@@ -106,7 +77,7 @@ int cmd_perplexity(int argc, char **argv)
 		return 2;
 	}
 	size_t len;
-	char *text = read_text(text_path, &len);
+	char *text = cli_read_file(text_path, &len);
 	if (!text)
 		return 1;
 	struct fx_err err = { 0 };

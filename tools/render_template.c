@@ -20,45 +20,6 @@ static void usage(FILE *f)
 		"token texts. --now: the time strftime_now sees (default: now).\n");
 }
 
-char *cli_read_file(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	if (!f) {
-		fprintf(stderr, "error: cannot open %s\n", path);
-		return NULL;
-	}
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			cap = cap ? 2 * cap : 65536;
-			char *nb = realloc(buf, cap);
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				fprintf(stderr, "error: out of memory reading %s\n", path);
-				return NULL;
-			}
-			buf = nb;
-		}
-		size_t r = fread(buf + len, 1, 4096, f);
-		len += r;
-		if (r < 4096)
-			break;
-	}
-	if (ferror(f)) {
-		fprintf(stderr, "error: cannot read %s\n", path);
-		free(buf);
-		fclose(f);
-		return NULL;
-	}
-	fclose(f);
-	buf[len] = 0;
-	if (n)
-		*n = len;
-	return buf;
-}
-
 /* Text of token t (control tokens included) as a malloc'ed string, or NULL. */
 char *cli_token_text(const struct fx_model *m, fx_token t)
 {

@@ -427,6 +427,22 @@ static int cmp_op(struct ev *e, int op, const struct value *a, const struct valu
 	return FX_OK;
 }
 
+/* Both operands n->a and n->b, left first; on failure nothing is held.
+ * Errors after this point name n's line. */
+static int eval_ab(struct ev *e, const struct node *n, struct frame *f, struct value *a,
+		   struct value *b)
+{
+	int rc = eval(e, n->a, f, a);
+	if (rc)
+		return rc;
+	if ((rc = eval(e, n->b, f, b))) {
+		v_drop(a);
+		return rc;
+	}
+	e->line = n->line;
+	return FX_OK;
+}
+
 static int eval(struct ev *e, const struct node *n, struct frame *f, struct value *out)
 {
 	struct value a, b;
@@ -458,13 +474,8 @@ static int eval(struct ev *e, const struct node *n, struct frame *f, struct valu
 		v_drop(&a);
 		return rc;
 	case N_ITEM:
-		if ((rc = eval(e, n->a, f, &a)))
+		if ((rc = eval_ab(e, n, f, &a, &b)))
 			return rc;
-		if ((rc = eval(e, n->b, f, &b))) {
-			v_drop(&a);
-			return rc;
-		}
-		e->line = n->line;
 		rc = chat_getitem(e, &a, &b, out);
 		v_drop(&a);
 		v_drop(&b);
@@ -550,13 +561,8 @@ static int eval(struct ev *e, const struct node *n, struct frame *f, struct valu
 		return FX_OK;
 	case N_BIN:
 	case N_CMP:
-		if ((rc = eval(e, n->a, f, &a)))
+		if ((rc = eval_ab(e, n, f, &a, &b)))
 			return rc;
-		if ((rc = eval(e, n->b, f, &b))) {
-			v_drop(&a);
-			return rc;
-		}
-		e->line = n->line;
 		if (n->type == N_BIN) {
 			rc = chat_binop(e, n->op, &a, &b, out);
 		} else {

@@ -210,17 +210,43 @@ static bool jp_lit(struct jp *p, const char *w, struct value v, struct value *ou
 	return true;
 }
 
+/* Past the opening bracket at p->i: true when the container closes at
+ * once (empty). */
+static bool jp_open(struct jp *p, char close)
+{
+	p->i++;
+	jp_ws(p);
+	if (p->i < p->n && p->s[p->i] == close) {
+		p->i++;
+		return true;
+	}
+	return false;
+}
+
+/* After an element: ',' (1: another follows) or the closing bracket (0:
+ * done), past whitespace; anything else is an error (-1). */
+static int jp_after(struct jp *p, char close)
+{
+	jp_ws(p);
+	if (p->i < p->n && p->s[p->i] == ',') {
+		p->i++;
+		return 1;
+	}
+	if (p->i < p->n && p->s[p->i] == close) {
+		p->i++;
+		return 0;
+	}
+	jp_fail(p, close == ']' ? "expected ',' or ']'" : "expected ',' or '}'");
+	return -1;
+}
+
 static bool jp_array(struct jp *p, struct value *out)
 {
 	if (!v_list_new(false, out))
 		return jp_oom(p);
 	out->data = p->data;
-	p->i++;
-	jp_ws(p);
-	if (p->i < p->n && p->s[p->i] == ']') {
-		p->i++;
+	if (jp_open(p, ']'))
 		return true;
-	}
 	for (;;) {
 		struct value e;
 		if (!jp_value(p, &e))
@@ -229,17 +255,11 @@ static bool jp_array(struct jp *p, struct value *out)
 			jp_oom(p);
 			goto fail;
 		}
-		jp_ws(p);
-		if (p->i < p->n && p->s[p->i] == ',') {
-			p->i++;
-			continue;
-		}
-		if (p->i < p->n && p->s[p->i] == ']') {
-			p->i++;
+		int more = jp_after(p, ']');
+		if (more < 0)
+			goto fail;
+		if (!more)
 			return true;
-		}
-		jp_fail(p, "expected ',' or ']'");
-		goto fail;
 	}
 fail:
 	v_drop(out);
@@ -251,12 +271,8 @@ static bool jp_object(struct jp *p, struct value *out)
 	if (!v_dict_new(out))
 		return jp_oom(p);
 	out->data = p->data;
-	p->i++;
-	jp_ws(p);
-	if (p->i < p->n && p->s[p->i] == '}') {
-		p->i++;
+	if (jp_open(p, '}'))
 		return true;
-	}
 	for (;;) {
 		struct value k, v;
 		jp_ws(p);
@@ -283,17 +299,11 @@ static bool jp_object(struct jp *p, struct value *out)
 			jp_oom(p);
 			goto fail;
 		}
-		jp_ws(p);
-		if (p->i < p->n && p->s[p->i] == ',') {
-			p->i++;
-			continue;
-		}
-		if (p->i < p->n && p->s[p->i] == '}') {
-			p->i++;
+		int more = jp_after(p, '}');
+		if (more < 0)
+			goto fail;
+		if (!more)
 			return true;
-		}
-		jp_fail(p, "expected ',' or '}'");
-		goto fail;
 	}
 fail:
 	v_drop(out);

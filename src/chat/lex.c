@@ -35,22 +35,12 @@ static int push(struct lx *l, struct token t)
 	return FX_OK;
 }
 
-static char *dup(const char *s, size_t n)
-{
-	char *p = fx_malloc_array(n + 1, 1);
-	if (p) {
-		memcpy(p, s, n);
-		p[n] = 0;
-	}
-	return p;
-}
-
 static int push_text(struct lx *l, const char *s, size_t n, int line)
 {
 	if (!n)
 		return FX_OK;
 	struct token t = { .type = T_TEXT, .line = line, .n = n };
-	if (!(t.s = dup(s, n)))
+	if (!(t.s = fx_strndup(s, n)))
 		return fx_fail(l->err, FX_E_NOMEM, "out of memory lexing the template");
 	return push(l, t);
 }
@@ -191,7 +181,7 @@ static int lex_string(struct lx *l, struct token *t)
 	}
 	t->type = T_STR;
 	t->n = b.n;
-	t->s = b.p ? b.p : dup("", 0);
+	t->s = b.p ? b.p : fx_strndup("", 0);
 	fx_free(b.f);
 	if (!t->s)
 		return fx_fail(l->err, FX_E_NOMEM, "out of memory lexing the template");
@@ -286,7 +276,7 @@ static int lex_tag(struct lx *l, bool var)
 				j++;
 			t.type = T_NAME;
 			t.n = j - l->i;
-			if (!(t.s = dup(s + l->i, t.n)))
+			if (!(t.s = fx_strndup(s + l->i, t.n)))
 				return fx_fail(l->err, FX_E_NOMEM, "out of memory lexing the template");
 			l->i = j;
 			if ((rc = push(l, t)))

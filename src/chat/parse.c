@@ -243,6 +243,17 @@ static struct node *test_expr(struct ps *p, struct node *in)
 	return t;
 }
 
+/* callee(...): a call node over callee with the arguments that follow. */
+static struct node *call_on(struct ps *p, struct node *callee)
+{
+	struct node *c = mk(p, N_CALL);
+	if (!c)
+		return NULL;
+	c->a = callee;
+	call_args(p, c);
+	return c;
+}
+
 static struct node *filter_expr(struct ps *p, struct node *n)
 {
 	while (!p->rc && n) {
@@ -252,12 +263,7 @@ static struct node *filter_expr(struct ps *p, struct node *n)
 		} else if (is_name(p, "is")) {
 			n = test_expr(p, n);
 		} else if (is_op(p, "(")) {
-			struct node *c = mk(p, N_CALL);
-			if (!c)
-				return NULL;
-			c->a = n;
-			call_args(p, c);
-			n = c;
+			n = call_on(p, n);
 		} else {
 			break;
 		}
@@ -339,12 +345,7 @@ static struct node *postfix(struct ps *p, struct node *n)
 			expect_op(p, "]");
 			n = it;
 		} else if (is_op(p, "(")) {
-			struct node *c = mk(p, N_CALL);
-			if (!c)
-				return NULL;
-			c->a = n;
-			call_args(p, c);
-			n = c;
+			n = call_on(p, n);
 		} else {
 			break;
 		}

@@ -2,6 +2,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 void *fx_calloc(size_t n, size_t size)
 {
@@ -27,4 +28,14 @@ void *fx_realloc_array(void *p, size_t n, size_t size)
 void fx_free(void *p)
 {
 	free(p);
+}
+
+char *fx_strndup(const char *s, size_t n)
+{
+	char *p = fx_malloc_array(n + 1, 1);
+	if (p) {
+		memcpy(p, s, n);
+		p[n] = 0;
+	}
+	return p;
 }

@@ -13,16 +13,6 @@
 #include "core/status.h"
 #include "model/model.h"
 
-static char *dup_n(const char *s, size_t n)
-{
-	char *p = fx_malloc_array(n + 1, 1);
-	if (p) {
-		memcpy(p, s, n);
-		p[n] = 0;
-	}
-	return p;
-}
-
 /* Whole file into a malloc'ed NUL-terminated buffer; NULL when absent. */
 static char *read_text(const char *path, size_t *n)
 {
@@ -74,7 +64,7 @@ static int from_hf_dir(struct fx_model *m, const char *dir, struct fx_err *err)
 		}
 	}
 	int rc = FX_OK;
-	if (s && !(m->chat_template = dup_n(s, strlen(s))))
+	if (s && !(m->chat_template = fx_strndup(s, strlen(s))))
 		rc = fx_fail(err, FX_E_NOMEM, "no memory");
 	cJSON_Delete(j);
 	return rc;
@@ -87,7 +77,7 @@ int model_chat_template_load(struct fx_model *m, const char *path, bool hf, stru
 		return from_hf_dir(m, path, err);
 	if (!gguf_get_str(m->g, "tokenizer.chat_template", &s))
 		return FX_OK;
-	if (!(m->chat_template = dup_n(s.p, s.n)))
+	if (!(m->chat_template = fx_strndup(s.p, s.n)))
 		return fx_fail(err, FX_E_NOMEM, "no memory for the chat template");
 	return FX_OK;
 }
