@@ -322,11 +322,13 @@ static void check_act_quant(enum kern_isa isa, uint64_t *rng)
 }
 
 /* Attention's V accumulation, a chunk of K rows for nh heads at once
- * (nh = 10 spans two groups of 8): each head's row gets out + sum w * v
- * within 1e-5, and bit for bit what it gets alone, or row by row. */
+ * (nh = 3, 4, 10: every register tiling; 10 spans two groups of 8;
+ * n = 72 and 75: multi-slice steps, single slices and a scalar tail):
+ * each head's row gets out + sum w * v within 1e-6, and bit for bit what
+ * it gets alone, or row by row. */
 static void check_pv(enum kern_isa isa, uint64_t *rng)
 {
-	enum { N = 72, H = 10, K = 5 };
+	enum { N = 75, H = 10, K = 5 };
 	static float v32[K][N], tmp[N], out[H][N], ref[H][N], one[N];
 	static uint16_t v16[K][N];
 	float w[H][K];
@@ -341,37 +343,42 @@ static void check_pv(enum kern_isa isa, uint64_t *rng)
 		for (int r = 0; r < K; r++)
 			w[h][r] = 2 * rng_f(rng);
 	}
-	for (int f16 = 0; f16 < 2; f16++) {
-		const void *v[K];
-		for (int r = 0; r < K; r++)
-			v[r] = f16 ? (const void *)v16[r] : (const void *)v32[r];
-		kern_pv_fn pv = kern_pv_get(f16 ? FX_TYPE_F16 : FX_TYPE_F32, isa);
-		memcpy(out, ref, sizeof(out));
-		pv(N, H, K, &w[0][0], K, v, &out[0][0], N, tmp);
-		for (int h = 0; h < H; h++) {
-			memcpy(one, ref[h], sizeof(one));
-			for (int r = 0; r < K; r++) /* one head, one row per call */
-				pv(N, 1, 1, &w[h][r], 1, &v[r], one, N, tmp);
-			for (int i = 0; i < N; i++) {
-				double e = ref[h][i], mag = fabsf(ref[h][i]);
-				for (int r = 0; r < K; r++) {
-					float x = f16 ? fx_fp16_to_fp32(v16[r][i]) : v32[r][i];
-					e += (double)w[h][r] * x;
-					mag += fabsf(w[h][r] * x);
+	static const int nhs[] = { 3, 4, H }, ns[] = { 72, N };
+	for (int f16 = 0; f16 < 2; f16++)
+		for (int a = 0; a < 3; a++)
+			for (int b = 0; b < 2; b++) {
+				int nh = nhs[a], n = ns[b];
+				const void *v[K];
+				for (int r = 0; r < K; r++)
+					v[r] = f16 ? (const void *)v16[r] : (const void *)v32[r];
+				kern_pv_fn pv = kern_pv_get(f16 ? FX_TYPE_F16 : FX_TYPE_F32, isa);
+				memcpy(out, ref, sizeof(out));
+				pv(n, nh, K, &w[0][0], K, v, &out[0][0], N, tmp);
+				for (int h = 0; h < nh; h++) {
+					memcpy(one, ref[h], sizeof(one));
+					for (int r = 0; r < K; r++) /* one head, one row per call */
+						pv(n, 1, 1, &w[h][r], 1, &v[r], one, N, tmp);
+					for (int i = 0; i < n; i++) {
+						double e = ref[h][i], mag = fabsf(ref[h][i]);
+						for (int r = 0; r < K; r++) {
+							float x = f16 ? fx_fp16_to_fp32(v16[r][i]) : v32[r][i];
+							e += (double)w[h][r] * x;
+							mag += fabsf(w[h][r] * x);
+						}
+						CHECK(fabs(out[h][i] - e) <= 1e-6 * (1 + mag));
+						CHECK(memcmp(&one[i], &out[h][i], sizeof(float)) == 0);
+					}
 				}
-				CHECK(fabs(out[h][i] - e) <= 1e-6 * (1 + mag));
-				CHECK(memcmp(&one[i], &out[h][i], sizeof(float)) == 0);
 			}
-		}
-	}
 }
 
 /* Attention scores for nh heads against a chunk of K rows (f32, f16 with
- * Q rounded to f16): within 1e-5 of a double sum, and each score bit for
- * bit the same whatever nh, nk or the key's place in the chunk. */
+ * Q rounded to f16), nh = 1..9 (every split into head tiles) and n = 64
+ * and 136: within 1e-6 of a double sum, and each score bit for bit the
+ * same whatever nh, nk or the key's place in the chunk. */
 static void check_qk(enum kern_isa isa, uint64_t *rng)
 {
-	enum { N = 64, H = 3, K = 11 };
+	enum { N = 136, H = 9, K = 11 };
 	static float k32[K][N], q[H][N], out[H][K], one;
 	static uint16_t k16[K][N];
 	for (int r = 0; r < K; r++)
@@ -394,19 +401,23 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 		const void *k[K];
 		for (int r = 0; r < K; r++)
 			k[r] = f16 ? (const void *)k16[r] : (const void *)k32[r];
-		qk(N, H, &q[0][0], N, K, k, &out[0][0], K);
-		for (int h = 0; h < H; h++)
-			for (int r = 0; r < K; r++) {
-				double e = 0, mag = 0;
-				for (int i = 0; i < N; i++) {
-					float qi = f16 ? fx_fp16_to_fp32(fx_fp32_to_fp16(q[h][i])) : q[h][i];
-					float ki = f16 ? fx_fp16_to_fp32(k16[r][i]) : k32[r][i];
-					e += (double)qi * ki;
-					mag += fabs((double)qi * ki);
-				}
-				CHECK(fabs(out[h][r] - e) <= 1e-6 * (1 + mag));
-				qk(N, 1, q[h], N, 1, &k[r], &one, 1); /* alone, first of its chunk */
-				CHECK(memcmp(&one, &out[h][r], sizeof(one)) == 0);
+		for (int n = 64; n <= N; n += N - 64)
+			for (int nh = 1; nh <= H; nh++) {
+				qk(n, nh, &q[0][0], N, K, k, &out[0][0], K);
+				for (int h = 0; h < nh; h++)
+					for (int r = 0; r < K; r++) {
+						double e = 0, mag = 0;
+						for (int i = 0; i < n; i++) {
+							float qi = f16 ? fx_fp16_to_fp32(fx_fp32_to_fp16(q[h][i])) : q[h][i];
+							float ki = f16 ? fx_fp16_to_fp32(k16[r][i]) : k32[r][i];
+							e += (double)qi * ki;
+							mag += fabs((double)qi * ki);
+						}
+						CHECK(fabs(out[h][r] - e) <= 1e-6 * (1 + mag));
+						/* alone, first of its chunk */
+						qk(n, 1, q[h], N, 1, &k[r], &one, 1);
+						CHECK(memcmp(&one, &out[h][r], sizeof(one)) == 0);
+					}
 			}
 	}
 }

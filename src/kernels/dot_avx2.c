@@ -875,93 +875,128 @@ kern_dot_fn kern_dot_get_avx2(int t)
 	}
 }
 
-/* A chunk of V rows into up to 8 heads' sums: per 8-element slice the
- * heads' running sums stay in registers across the nk rows (each element
- * of v read and converted once); per element the keys are added in order
- * r = 0, 1, ... with one FMA each, as nk single-row updates would. */
-ALWAYS_INLINE void pv_slice(const int NH, int nk, const float *w, size_t ws, const void *const *v,
-			    int64_t i, float *out, size_t os, const int F16)
+/* S slices of 8 elements from i (out + i, v rows + i) for NH heads (the
+ * heads' sums in registers across the keys; each row of v read and
+ * converted once per slice); per element the keys are added in order
+ * r = 0, 1, ... with one FMA each, as nk single-row updates would. NH * S
+ * sums in flight keep both FMA pipes busy through FMA's latency. */
+ALWAYS_INLINE void pv_slice(const int NH, const int S, int nk, const float *w, size_t ws,
+			    const void *const *v, int64_t i, float *out, size_t os, const int F16)
 {
-	__m256 acc[8];
+	__m256 acc[8][8];
 	for (int h = 0; h < NH; h++)
-		acc[h] = _mm256_loadu_ps(out + (size_t)h * os + i);
+		for (int c = 0; c < S; c++)
+			acc[h][c] = _mm256_loadu_ps(out + (size_t)h * os + i + 8 * c);
 	for (int r = 0; r < nk; r++) {
-		__m256 x = F16 ? ld_f16(v[r], i) : ld_f32(v[r], i);
+		__m256 wh[8];
 		for (int h = 0; h < NH; h++)
-			acc[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(w + (size_t)h * ws + r), x, acc[h]);
+			wh[h] = _mm256_broadcast_ss(w + (size_t)h * ws + r);
+		for (int c = 0; c < S; c++) {
+			__m256 x = F16 ? ld_f16(v[r], i + 8 * c) : ld_f32(v[r], i + 8 * c);
+			for (int h = 0; h < NH; h++)
+				acc[h][c] = _mm256_fmadd_ps(wh[h], x, acc[h][c]);
+		}
 	}
 	for (int h = 0; h < NH; h++)
-		_mm256_storeu_ps(out + (size_t)h * os + i, acc[h]);
+		for (int c = 0; c < S; c++)
+			_mm256_storeu_ps(out + (size_t)h * os + i + 8 * c, acc[h][c]);
 }
 
-#define PV_CHUNK(name, F16, T, CVT)                                                            \
+/* Heads [0, NH) of a group, elements [0, n): S-slice steps, then single
+ * slices, then a scalar tail. */
+ALWAYS_INLINE void pv_heads(const int NH, int64_t n, int nk, const float *w, size_t ws,
+			    const void *const *v, float *out, size_t os, const int F16)
+{
+	const int S = NH == 1 ? 8 : NH <= 3 ? 4 : NH == 4 ? 2 : 1;
+	int64_t i = 0;
+	for (; i + 8 * S <= n; i += 8 * S)
+		pv_slice(NH, S, nk, w, ws, v, i, out, os, F16);
+	for (; i + 8 <= n; i += 8)
+		pv_slice(NH, 1, nk, w, ws, v, i, out, os, F16);
+	for (; i < n; i++)
+		for (int r = 0; r < nk; r++)
+			for (int h = 0; h < NH; h++)
+				out[(size_t)h * os + i] += w[(size_t)h * ws + r] *
+							   (F16 ? h2f(((const uint16_t *)v[r])[i])
+								: ((const float *)v[r])[i]);
+}
+
+#define PV_CHUNK(name, F16)                                                                    \
 	void name(int64_t n, int nh, int nk, const float *w, size_t ws, const void *const *v,   \
 		  float *out, size_t os, float *tmp)                                            \
 	{                                                                                       \
 		(void)tmp;                                                                      \
 		for (int h0 = 0; h0 < nh; h0 += 8) {                                            \
-			int g = nh - h0 < 8 ? nh - h0 : 8;                                      \
 			const float *wg = w + (size_t)h0 * ws;                                  \
 			float *og = out + (size_t)h0 * os;                                      \
-			int64_t i = 0;                                                          \
-			for (; i + 8 <= n; i += 8)                                              \
-				switch (g) {                                                    \
-				case 1: pv_slice(1, nk, wg, ws, v, i, og, os, F16); break;     \
-				case 2: pv_slice(2, nk, wg, ws, v, i, og, os, F16); break;     \
-				case 3: pv_slice(3, nk, wg, ws, v, i, og, os, F16); break;     \
-				case 4: pv_slice(4, nk, wg, ws, v, i, og, os, F16); break;     \
-				case 5: pv_slice(5, nk, wg, ws, v, i, og, os, F16); break;     \
-				case 6: pv_slice(6, nk, wg, ws, v, i, og, os, F16); break;     \
-				case 7: pv_slice(7, nk, wg, ws, v, i, og, os, F16); break;     \
-				default: pv_slice(8, nk, wg, ws, v, i, og, os, F16); break;    \
-				}                                                               \
-			for (; i < n; i++)                                                      \
-				for (int r = 0; r < nk; r++)                                    \
-					for (int h = 0; h < g; h++)                             \
-						og[(size_t)h * os + i] +=                       \
-							wg[(size_t)h * ws + r] * CVT(((const T *)v[r])[i]); \
+			switch (nh - h0 < 8 ? nh - h0 : 8) {                                    \
+			case 1: pv_heads(1, n, nk, wg, ws, v, og, os, F16); break;             \
+			case 2: pv_heads(2, n, nk, wg, ws, v, og, os, F16); break;             \
+			case 3: pv_heads(3, n, nk, wg, ws, v, og, os, F16); break;             \
+			case 4: pv_heads(4, n, nk, wg, ws, v, og, os, F16); break;             \
+			case 5: pv_heads(5, n, nk, wg, ws, v, og, os, F16); break;             \
+			case 6: pv_heads(6, n, nk, wg, ws, v, og, os, F16); break;             \
+			case 7: pv_heads(7, n, nk, wg, ws, v, og, os, F16); break;             \
+			default: pv_heads(8, n, nk, wg, ws, v, og, os, F16); break;            \
+			}                                                                       \
 		}                                                                               \
 	}
-PV_CHUNK(kern_pv_avx2_f32, 0, float, id_f32)
-PV_CHUNK(kern_pv_avx2_f16, 1, uint16_t, h2f)
+PV_CHUNK(kern_pv_avx2_f32, 0)
+PV_CHUNK(kern_pv_avx2_f16, 1)
 
-/* Attention scores: nh query heads (f32) against up to 8 K rows at a time.
- * A K row is read (and converted, for f16) once for all the heads; each
- * score is one 8-lane FMA accumulator over the head dimension, the eight
- * accumulators of a key group reduced together into one vector
- * (((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) per score, the same
- * order for every slot, so a score does not depend on its key's group). */
-ALWAYS_INLINE __m256 reduce8x8(const __m256 *a)
+/* Attention scores: query heads (f32) against K rows, a tile of HB heads
+ * by KB keys at a time: each K vector is loaded (and converted, for f16)
+ * once for the tile's heads, and the HB * KB 8-lane FMA accumulators run
+ * side by side over the head dimension. A score's lanes are reduced
+ * ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), the same order for
+ * every score, so a score depends on neither its key's place in the chunk
+ * nor its head's place in the tile. */
+
+/* The four scores of a[0..3], each reduced in the order above. */
+ALWAYS_INLINE __m128 reduce4x8(const __m256 *a)
 {
-	__m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-	__m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-	__m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-	return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-			     _mm256_permute2f128_ps(u0, u1, 0x31));
+	__m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+	return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
 }
 
-/* Zero rows stand in for the missing keys of a short group. */
+/* Zero rows stand in for the missing keys of a short tile. */
 static const float qk_zero[KERN_QK_MAX_DIM];
 
-ALWAYS_INLINE void qk_group(int64_t n, int nh, const float *q, size_t qs, int nk,
-			    const float *const *kr, float *out, size_t os, const int F16)
+ALWAYS_INLINE void qk_tile(const int HB, const int KB, int64_t n, const float *q, int nk,
+			   const void *const *kr, float *out, size_t os, const int F16)
 {
-	for (int h = 0; h < nh; h++) {
-		const float *qh = q + (size_t)h * qs;
-		__m256 acc[8];
-		float s[8];
-		for (int r = 0; r < 8; r++)
-			acc[r] = _mm256_setzero_ps();
-		for (int64_t d = 0; d < n; d += 8) {
-			__m256 qv = _mm256_loadu_ps(qh + d);
-			if (F16) /* Q rounded to f16, as llama.cpp's f16 K dot */
-				qv = _mm256_cvtph_ps(_mm256_cvtps_ph(qv, _MM_FROUND_TO_NEAREST_INT));
-			for (int r = 0; r < 8; r++)
-				acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(kr[r] + d), qv, acc[r]);
+	__m256 acc[12];
+	for (int f = 0; f < HB * KB; f++)
+		acc[f] = _mm256_setzero_ps();
+	for (int64_t d = 0; d < n; d += 8)
+		for (int r = 0; r < KB; r++) {
+			__m256 k = F16 ? ld_f16(kr[r], d) : ld_f32(kr[r], d);
+			for (int h = 0; h < HB; h++)
+				acc[h * KB + r] = _mm256_fmadd_ps(k, _mm256_loadu_ps(q + (size_t)h * n + d),
+								  acc[h * KB + r]);
 		}
-		_mm256_storeu_ps(s, reduce8x8(acc));
-		for (int r = 0; r < nk; r++)
-			out[(size_t)h * os + r] = s[r];
+	for (int f = 0; f < HB * KB; f += 4) {
+		float sc[4];
+		_mm_storeu_ps(sc, reduce4x8(acc + f));
+		for (int e = 0; e < 4; e++) {
+			int h = (f + e) / KB, r = (f + e) % KB;
+			if (r < nk)
+				out[(size_t)h * os + r] = sc[e];
+		}
+	}
+}
+
+/* HB heads (q rounded already, n apart) against all nk keys, KB at a time
+ * (a short last tile reads zero rows). */
+ALWAYS_INLINE void qk_heads(const int HB, int64_t n, const float *q, int nk, const void *const *k,
+			    float *out, size_t os, const int F16)
+{
+	const int KB = HB == 1 ? 8 : 4;
+	for (int r0 = 0; r0 < nk; r0 += KB) {
+		const void *kr[8];
+		for (int r = 0; r < KB; r++)
+			kr[r] = r0 + r < nk ? k[r0 + r] : (F16 ? (const void *)qk_zero : qk_zero);
+		qk_tile(HB, KB, n, q, nk - r0, kr, out + r0, os, F16);
 	}
 }
 
@@ -969,23 +1004,24 @@ ALWAYS_INLINE void qk_group(int64_t n, int nh, const float *q, size_t qs, int nk
 	void name(int64_t n, int nh, const float *q, size_t qs, int nk, const void *const *k,  \
 		  float *out, size_t os)                                                       \
 	{                                                                                      \
-		float kf[F16 ? 8 : 1][F16 ? KERN_QK_MAX_DIM : 1];                              \
-		for (int r0 = 0; r0 < nk; r0 += 8) {                                           \
-			int g = nk - r0 < 8 ? nk - r0 : 8;                                     \
-			const float *kr[8];                                                    \
-			for (int r = 0; r < 8; r++) {                                          \
-				kr[r] = qk_zero;                                               \
-				if (r >= g)                                                    \
-					continue;                                              \
-				if (!F16) {                                                    \
-					kr[r] = k[r0 + r];                                     \
-					continue;                                              \
+		float qr[3 * KERN_QK_MAX_DIM];                                                 \
+		for (int h0 = 0, hb; h0 < nh; h0 += hb) {                                      \
+			hb = nh - h0 < 3 ? nh - h0 : 3;                                        \
+			if (nh - h0 == 4)                                                      \
+				hb = 2; /* 4 = 2 + 2: two 8-accumulator tiles */               \
+			for (int h = 0; h < hb; h++)                                           \
+				for (int64_t d = 0; d < n; d += 8) {                           \
+					__m256 qv = _mm256_loadu_ps(q + (size_t)(h0 + h) * qs + d); \
+					if (F16) /* as llama.cpp's f16 K dot */                \
+						qv = _mm256_cvtph_ps(_mm256_cvtps_ph(qv, _MM_FROUND_TO_NEAREST_INT)); \
+					_mm256_storeu_ps(qr + (size_t)h * n + d, qv);          \
 				}                                                              \
-				for (int64_t d = 0; d < n; d += 8)                             \
-					_mm256_storeu_ps(&kf[r][d], ld_f16(k[r0 + r], d));     \
-				kr[r] = kf[r];                                                 \
+			float *o = out + (size_t)h0 * os;                                      \
+			switch (hb) {                                                          \
+			case 1: qk_heads(1, n, qr, nk, k, o, os, F16); break;                  \
+			case 2: qk_heads(2, n, qr, nk, k, o, os, F16); break;                  \
+			default: qk_heads(3, n, qr, nk, k, o, os, F16); break;                 \
 			}                                                                      \
-			qk_group(n, nh, q, qs, g, kr, out + r0, os, F16);                      \
 		}                                                                              \
 	}
 QK_CHUNK(kern_qk_avx2_f32, 0)

@@ -89,25 +89,56 @@ static void qk_decorate(const struct fx_model *m, const struct layer *L, struct 
  * so a query's chunking never depends on the batch. */
 enum { KCHUNK = 32 };
 
-/* Query heads [h0, h0 + nh) of token t, which share KV head g, in one
- * pass over the visible keys with an online softmax (Milakov & Gimelshein
- * 2018; the FlashAttention recurrence, Dao et al. 2022, here over chunks
- * of KCHUNK keys): each K row is dotted with the nh queries and each V row
- * added into nh running sums, so K/V are read once per group and no score
- * row is kept. Per head: m is the running max, l the running sum of
+/* Ask for the K and V rows of keys [j0, j0 + nk) of one KV head (k_bytes
+ * and v_bytes from k_off/v_off in each row) ahead of use. At a batch of
+ * decodes each sequence's cache was last touched a whole step ago, so the
+ * rows come from DRAM; a key's few lines are too little work to hide the
+ * latency of demand misses (profiled: three quarters of the V loop stalled
+ * on its loads without this). */
+#if defined(__GNUC__)
+/* Inlined: GCC finds a separate prefetch-only function free of side
+ * effects ("pure") and deletes its calls. */
+__attribute__((always_inline))
+#endif
+static inline void prefetch_keys(const struct kv_view *kv, int il, int32_t j0, int nk,
+				 size_t k_off, size_t k_bytes, size_t v_off, size_t v_bytes)
+{
+#if defined(__GNUC__)
+	for (int r = 0; r < nk; r++) {
+		const uint8_t *k = (const uint8_t *)kv_k_row(kv, il, j0 + r) + k_off;
+		const uint8_t *v = (const uint8_t *)kv_v_row(kv, il, j0 + r) + v_off;
+		for (size_t o = 0; o < k_bytes; o += 64)
+			__builtin_prefetch(k + o, 0, 3);
+		for (size_t o = 0; o < v_bytes; o += 64)
+			__builtin_prefetch(v + o, 0, 3);
+	}
+#else
+	(void)kv, (void)il, (void)j0, (void)nk, (void)k_off, (void)k_bytes, (void)v_off, (void)v_bytes;
+#endif
+}
+
+/* Query heads [h0, h0 + nh) of token t in one pass over the visible keys
+ * with an online softmax (Milakov & Gimelshein 2018; the FlashAttention
+ * recurrence, Dao et al. 2022, here over chunks of KCHUNK keys): each K row
+ * is dotted with the queries of the heads that share it (GQA) and each V
+ * row added into their running sums, so K/V are read once and no score row
+ * is kept. The heads may span several KV heads: a chunk's rows are then
+ * used for all of them while in L1, which reads each row of a cache block
+ * once and in order (a decode batch streams every sequence's cache from
+ * DRAM each step). Per head: m is the running max, l the running sum of
  * exp(score - m); when a chunk raises m the sums are rescaled by
  * exp(m_old - m_new). An attention sink (gpt-oss) joins the denominator at
  * the end without a value (Xiao et al. 2023). A head's result depends only
- * on its own query and the keys, never on nh, the thread or the batch.
+ * on its own query and the keys, never on h0, nh, the thread or the batch.
  * With an f16 cache Q is rounded to f16 for the K dot product, as
  * llama.cpp does. */
-static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, int nh)
+static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, int nh)
 {
 	const struct fx_model *m = a->m;
 	const struct hparams *hp = &m->hp;
 	const struct layer *L = &m->layers[a->il];
 	struct fwd_scratch *s = a->s;
-	int g = h0 / (hp->n_head / hp->n_head_kv); /* GQA: query heads share a KV head */
+	int G = hp->n_head / hp->n_head_kv; /* GQA: query heads per KV head */
 	int hd = hp->head_dim, dv = hp->head_dim_v;
 	float *mx = s->scores + (size_t)ith * (2 + KCHUNK) * hp->n_head, *l = mx + hp->n_head;
 	float *sc = l + hp->n_head; /* [nh][KCHUNK] */
@@ -116,7 +147,6 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 	const struct kv_view *kv = &a->kv[t];
 	int kt = kv_k_type(kv), vt = kv_v_type(kv);
 	const struct fx_type_traits *ktt = fx_type_get(kt);
-	size_t k_off = fx_row_size(kt, (int64_t)g * hd), v_off = fx_row_size(vt, (int64_t)g * dv);
 	kern_dot_fn kd = kern_dot_get(kt, a->isa);
 	/* A kernel's activation rows may carry more than the cache's blocks
 	 * (kern_act_quantize's scale arrays): then the keys go in as the
@@ -130,9 +160,8 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 			     kern_act_row_bytes(ktt->vec_dot_type, a->isa, hd) != fx_row_size(ktt->vec_dot_type, hd);
 	kern_pv_fn pv = kern_pv_get(vt, a->isa);
 	/* f32/f16 caches under AVX2: one call per chunk scores every head of
-	 * the group, each K row converted once. */
+	 * a KV head, each K row converted once. */
 	kern_qk_fn qk = kern_qk_get(kt, a->isa, hd);
-	const float *qf = s->q + ((size_t)t * hp->n_head + h0) * hd;
 	const void *qd[FX_MAX_HEADS];
 	for (int i = 0; i < nh; i++) {
 		const float *q = s->q + ((size_t)t * hp->n_head + h0 + i) * hd;
@@ -146,67 +175,94 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 		l[i] = 0;
 		memset(acc + (size_t)i * dv, 0, (size_t)dv * sizeof(float));
 	}
+	const float scale = hp->attn_scale, softcap = hp->attn_softcap;
 	int32_t p = a->pos[t];
 	int32_t lo = 0;
 	if (L->swa && hp->n_swa > 0 && p - hp->n_swa + 1 > 0)
 		lo = p - hp->n_swa + 1;
-	const uint8_t *krow[KCHUNK], *vrow[KCHUNK];
+	/* The KV heads used and their bytes in a row, for the prefetch. */
+	int g0 = h0 / G, g1 = (h0 + nh - 1) / G;
+	size_t k_lo = fx_row_size(kt, (int64_t)g0 * hd), v_lo = fx_row_size(vt, (int64_t)g0 * dv);
+	size_t k_span = fx_row_size(kt, (int64_t)(g1 + 1) * hd) - k_lo;
+	size_t v_span = fx_row_size(vt, (int64_t)(g1 + 1) * dv) - v_lo;
+	const uint8_t *krow[KCHUNK], *vrow[KCHUNK], *kg[KCHUNK], *vg[KCHUNK];
+	prefetch_keys(kv, a->il, lo, p - lo + 1 < KCHUNK ? p - lo + 1 : KCHUNK, k_lo, k_span, v_lo, v_span);
 	for (int32_t j0 = lo; j0 <= p; j0 += KCHUNK) {
 		int nk = p - j0 + 1 < KCHUNK ? p - j0 + 1 : KCHUNK;
-		for (int r = 0; r < nk; r++) {
-			krow[r] = (const uint8_t *)kv_k_row(kv, a->il, j0 + r) + k_off;
-			vrow[r] = (const uint8_t *)kv_v_row(kv, a->il, j0 + r) + v_off;
+		if (j0 + KCHUNK <= p) {
+			int32_t j1 = j0 + KCHUNK;
+			prefetch_keys(kv, a->il, j1, p - j1 + 1 < KCHUNK ? p - j1 + 1 : KCHUNK, k_lo, k_span,
+				      v_lo, v_span);
 		}
-		/* q . k_j for every head of the group (see key_as_weight). */
-		if (qk) {
-			qk(hd, nh, qf, (size_t)hd, nk, (const void *const *)krow, sc, KCHUNK);
-		} else if (kd && key_as_weight) {
-			for (int r = 0; r < nk; r++)
-				kd(hd, krow[r], qd[0], q_stride, nh, sc + r, KCHUNK);
-		} else {
-			for (int i = 0; i < nh; i++) {
-				float *si = sc + (size_t)i * KCHUNK;
-				for (int r = 0; r < nk;) {
-					int run = 1;
-					ptrdiff_t st = nk > r + 1 ? krow[r + 1] - krow[r] : 0;
-					while (kd && r + run < nk && run < KERN_NT_MAX && st > 0 &&
-					       krow[r + run] - krow[r + run - 1] == st)
-						run++;
-					if (kd)
-						kd(hd, qd[i], krow[r], (size_t)st, run, si + r, 1);
-					else
-						ktt->vec_dot(hd, si + r, krow[r], qd[i]);
-					r += run;
+		for (int r = 0; r < nk; r++) {
+			krow[r] = kv_k_row(kv, a->il, j0 + r);
+			vrow[r] = kv_v_row(kv, a->il, j0 + r);
+		}
+		for (int g = g0; g <= g1; g++) {
+			int hs = h0 > g * G ? h0 : g * G, he = h0 + nh < (g + 1) * G ? h0 + nh : (g + 1) * G;
+			int i0 = hs - h0, ng = he - hs;
+			size_t k_off = fx_row_size(kt, (int64_t)g * hd), v_off = fx_row_size(vt, (int64_t)g * dv);
+			for (int r = 0; r < nk; r++) {
+				kg[r] = krow[r] + k_off;
+				vg[r] = vrow[r] + v_off;
+			}
+			float *sg = sc + (size_t)i0 * KCHUNK;
+			/* q . k_j for every head of the group (see key_as_weight). */
+			if (qk) {
+				qk(hd, ng, (const float *)qd[i0], (size_t)hd, nk, (const void *const *)kg, sg, KCHUNK);
+			} else if (kd && key_as_weight) {
+				for (int r = 0; r < nk; r++)
+					kd(hd, kg[r], qd[i0], q_stride, ng, sg + r, KCHUNK);
+			} else {
+				for (int i = i0; i < i0 + ng; i++) {
+					float *si = sc + (size_t)i * KCHUNK;
+					for (int r = 0; r < nk;) {
+						int run = 1;
+						ptrdiff_t st = nk > r + 1 ? kg[r + 1] - kg[r] : 0;
+						while (kd && r + run < nk && run < KERN_NT_MAX && st > 0 &&
+						       kg[r + run] - kg[r + run - 1] == st)
+							run++;
+						if (kd)
+							kd(hd, qd[i], kg[r], (size_t)st, run, si + r, 1);
+						else
+							ktt->vec_dot(hd, si + r, kg[r], qd[i]);
+						r += run;
+					}
 				}
 			}
+			/* Per head: scale, softcap, running max (rescaling what
+			 * the head has so far), and the chunk's weights
+			 * e^(s - max). */
+			for (int i = i0; i < i0 + ng; i++) {
+				float *si = sc + (size_t)i * KCHUNK;
+				float cm = -INFINITY;
+				if (softcap > 0) {
+					for (int r = 0; r < nk; r++)
+						si[r] = softcap * tanhf(si[r] * scale / softcap);
+				} else {
+					for (int r = 0; r < nk; r++)
+						si[r] *= scale;
+				}
+				for (int r = 0; r < nk; r++)
+					cm = si[r] > cm ? si[r] : cm;
+				float *o = acc + (size_t)i * dv, mi = mx[i], li = l[i];
+				if (cm > mi) {
+					float ms = expf(mi - cm); /* 0 on the first chunk */
+					for (int e = 0; e < dv; e++)
+						o[e] *= ms;
+					li *= ms;
+					mi = cm;
+				}
+				for (int r = 0; r < nk; r++) {
+					si[r] = expf(si[r] - mi);
+					li += si[r];
+				}
+				mx[i] = mi;
+				l[i] = li;
+			}
+			/* The chunk's V rows, key by key, into every head's sum. */
+			pv(dv, ng, nk, sg, KCHUNK, (const void *const *)vg, acc + (size_t)i0 * dv, (size_t)dv, vtmp);
 		}
-		/* Per head: scale, softcap, running max (rescaling what the
-		 * head has so far), and the chunk's weights e^(s - max). */
-		for (int i = 0; i < nh; i++) {
-			float *si = sc + (size_t)i * KCHUNK;
-			float cm = -INFINITY;
-			for (int r = 0; r < nk; r++) {
-				float d = si[r] * hp->attn_scale;
-				if (hp->attn_softcap > 0)
-					d = hp->attn_softcap * tanhf(d / hp->attn_softcap);
-				si[r] = d;
-				cm = d > cm ? d : cm;
-			}
-			float *o = acc + (size_t)i * dv;
-			if (cm > mx[i]) {
-				float ms = expf(mx[i] - cm); /* 0 on the first chunk */
-				for (int e = 0; e < dv; e++)
-					o[e] *= ms;
-				l[i] *= ms;
-				mx[i] = cm;
-			}
-			for (int r = 0; r < nk; r++) {
-				si[r] = expf(si[r] - mx[i]);
-				l[i] += si[r];
-			}
-		}
-		/* The chunk's V rows, key by key, into every head's sum. */
-		pv(dv, nh, nk, sc, KCHUNK, (const void *const *)vrow, acc, (size_t)dv, vtmp);
 	}
 	for (int i = 0; i < nh; i++) {
 		float *o = acc + (size_t)i * dv, sum = l[i];
@@ -228,21 +284,28 @@ static void attend_group(const struct attn_args *a, int ith, int32_t t, int h0, 
 	}
 }
 
-/* Work items are (token, KV head, slice of its query heads); slices are
- * halved until there are enough items for the threads. Items go to threads
+/* Work items: with at least two tokens per thread, a token's heads
+ * (attend_heads reads its cache rows once, in order), tokens dealt
  * round-robin so that causal prefill (later tokens see more keys) is
- * balanced. */
+ * balanced. With fewer tokens, (token, KV head, slice of its query
+ * heads): slices are halved until there are enough items for the
+ * threads. */
 static void attend_worker(void *arg, int ith, int nth)
 {
 	const struct attn_args *a = arg;
 	const struct hparams *hp = &a->m->hp;
+	if (a->n >= 2L * nth) {
+		for (int32_t t = ith; t < a->n; t += nth)
+			attend_heads(a, ith, t, 0, hp->n_head);
+		return;
+	}
 	int G = hp->n_head / hp->n_head_kv, hpi = G;
 	while (hpi % 2 == 0 && (long)a->n * hp->n_head_kv * (G / hpi) < 4L * nth)
 		hpi /= 2;
 	long per_tok = (long)hp->n_head_kv * (G / hpi), n_items = (long)a->n * per_tok;
 	for (long i = ith; i < n_items; i += nth) {
 		long r = i % per_tok;
-		attend_group(a, ith, (int32_t)(i / per_tok), (int)(r * hpi), hpi);
+		attend_heads(a, ith, (int32_t)(i / per_tok), (int)(r * hpi), hpi);
 	}
 }
 
