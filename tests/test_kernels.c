@@ -422,6 +422,58 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 	}
 }
 
+/* Softmax weights of a chunk: each weight bit for bit expf(s - m) (glibc;
+ * elsewhere within 2 ulp) and the sum l + the weights in order, for every
+ * length 1..40 (vector steps and padded tails) and for a sweep of x = s - m
+ * over [-110, 0] (every 97th float: the table, the cubic, denormal results
+ * and the cut to 0). */
+static bool expf_same(float got, float want)
+{
+#if defined(__GLIBC__)
+	return memcmp(&got, &want, sizeof(float)) == 0;
+#else
+	return fabsf(got - want) <= 2.5e-7f * want;
+#endif
+}
+
+static void check_expsum(enum kern_isa isa, uint64_t *rng)
+{
+	enum { N = 40 };
+	float src[N], s[N];
+	kern_expsum_fn es = kern_expsum_get(isa);
+	for (int i = 0; i < N; i++)
+		src[i] = i == 5 ? -120.0f : i == 9 ? -95.0f : -12.0f * (rng_f(rng) + 1.0f) / 2.0f;
+	for (int n = 1; n <= N; n++) {
+		memcpy(s, src, sizeof(s));
+		float l = es(s, n, 0.5f, 0.25f), e = 0.25f;
+		for (int i = 0; i < n; i++) {
+			float w = expf(src[i] - 0.5f);
+			CHECK(expf_same(s[i], w));
+			e += w;
+		}
+		CHECK(expf_same(l, e));
+		for (int i = n; i < N; i++) /* untouched past n */
+			CHECK(memcmp(&s[i], &src[i], sizeof(float)) == 0);
+	}
+	uint32_t lo, hi;
+	float a = -110.0f, b = -0.0f;
+	memcpy(&lo, &b, 4);
+	memcpy(&hi, &a, 4);
+	long bad = 0, n = 0;
+	for (uint32_t u = lo; u <= hi; u += 97) {
+		float x[4], w[4];
+		for (int j = 0; j < 4; j++) {
+			uint32_t v = u + (uint32_t)j * 23 < hi ? u + (uint32_t)j * 23 : hi;
+			memcpy(&x[j], &v, 4);
+			w[j] = x[j];
+		}
+		es(w, 4, 0.0f, 0.0f);
+		for (int j = 0; j < 4; j++, n++)
+			bad += !expf_same(w[j], expf(x[j]));
+	}
+	CHECKF(bad == 0, "%ld of %ld weights differ from expf", bad, n);
+}
+
 int main(void)
 {
 	uint64_t rng = 0x9E3779B97F4A7C15ULL;
@@ -460,6 +512,8 @@ int main(void)
 	check_act_quant(best, &rng);
 	check_pv(best, &rng);
 	check_qk(best, &rng);
+	check_expsum(best, &rng);
+	check_expsum(KERN_PORTABLE, &rng);
 	printf("kernels: %d checks on kernel set %d\n", check_count, (int)best);
 	return check_exit();
 }

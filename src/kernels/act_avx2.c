@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kernels/dot.h"
@@ -76,6 +77,63 @@ static inline __m256 gelu_glu8(__m256 g, __m256 u)
 
 GLU_ROW(kern_glu_avx2_silu, silu_glu8)
 GLU_ROW(kern_glu_avx2_gelu, gelu_glu8)
+
+/* Attention weights (kern_expsum_get). e^x for x <= 0 evaluated as
+ * glibc's expf (2.27 and later; the algorithm of Arm's optimized-routines)
+ * does on an FMA machine, four lanes of binary64 at a time: k = round(x *
+ * 32/ln2) through the 1.5 * 2^52 shift, r = x * 32/ln2 - k, 2^(k/32) from a
+ * 32-entry table of 2^(i/32) with k/32's integer part added to the
+ * exponent, times a cubic in r, rounded once to float. The same constants
+ * and fused operations give the same bits as expf (tests/test_kernels.c
+ * compares them), so the weights, and the in-order sum, are what the
+ * portable loop computes. Below -0x1.9fe368p6 the result is 0, as expf's. */
+static const uint64_t exp2_32[32] = {
+	0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+	0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+	0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+	0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+	0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+	0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+	0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+	0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+}; /* bits of 2^(i/32) (correctly rounded) minus i << 47 */
+
+static inline __m128 expf4_neg(__m128 xf)
+{
+	const __m256d inv_ln2_32 = _mm256_set1_pd(0x1.71547652b82fep+5), shift = _mm256_set1_pd(0x1.8p+52);
+	const __m256d c0 = _mm256_set1_pd(0x1.c6af84b912394p-20), c1 = _mm256_set1_pd(0x1.ebfce50fac4f3p-13);
+	const __m256d c2 = _mm256_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm256_set1_pd(1.0);
+	__m256d x = _mm256_cvtps_pd(xf);
+	__m256d kz = _mm256_fmadd_pd(x, inv_ln2_32, shift);
+	__m256i ki = _mm256_castpd_si256(kz);
+	__m256d kd = _mm256_sub_pd(kz, shift);
+	__m256d r = _mm256_fmsub_pd(x, inv_ln2_32, kd);
+	__m256i t = _mm256_i64gather_epi64((const long long *)exp2_32,
+					   _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+	__m256d sc = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(ki, 47)));
+	__m256d z = _mm256_fmadd_pd(r, c0, c1);
+	__m256d y = _mm256_fmadd_pd(r, c2, one);
+	y = _mm256_fmadd_pd(z, _mm256_mul_pd(r, r), y);
+	__m128 e = _mm256_cvtpd_ps(_mm256_mul_pd(y, sc));
+	return _mm_andnot_ps(_mm_cmplt_ps(xf, _mm_set1_ps(-0x1.9fe368p6f)), e);
+}
+
+float kern_expsum_avx2(float *s, int n, float m, float l)
+{
+	const __m128 mv = _mm_set1_ps(m);
+	int i = 0;
+	for (; i + 4 <= n; i += 4)
+		_mm_storeu_ps(s + i, expf4_neg(_mm_sub_ps(_mm_loadu_ps(s + i), mv)));
+	if (i < n) {
+		float t[4] = { m, m, m, m };
+		memcpy(t, s + i, (size_t)(n - i) * sizeof(float));
+		_mm_storeu_ps(t, expf4_neg(_mm_sub_ps(_mm_loadu_ps(t), mv)));
+		memcpy(s + i, t, (size_t)(n - i) * sizeof(float));
+	}
+	for (i = 0; i < n; i++) /* in order, as the portable loop */
+		l += s[i];
+	return l;
+}
 
 /* ---- activation quantizers, bit-identical to the type table's ----------
  * (quant/q_legacy.c, quant/q_k.c: ggml's reference quantizers). Maxima are

@@ -1,6 +1,7 @@
 /* Kernel-set selection (see kernels/dot.h). */
 #include "kernels/dot.h"
 
+#include <math.h>
 #include <stdbool.h>
 
 #include "kernels/ops.h"
@@ -81,6 +82,26 @@ kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa)
 	(void)isa;
 #endif
 	return NULL;
+}
+
+static float expsum(float *s, int n, float m, float l)
+{
+	for (int i = 0; i < n; i++) {
+		s[i] = expf(s[i] - m);
+		l += s[i];
+	}
+	return l;
+}
+
+kern_expsum_fn kern_expsum_get(enum kern_isa isa)
+{
+#if defined(__x86_64__)
+	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2)
+		return kern_expsum_avx2;
+#else
+	(void)isa;
+#endif
+	return expsum;
 }
 
 static void glu_silu(float *g, const float *u, long n)

@@ -115,6 +115,14 @@ enum kern_glu { KERN_GLU_SILU, KERN_GLU_GELU };
 typedef void (*kern_glu_fn)(float *g, const float *u, long n);
 kern_glu_fn kern_glu_get(enum kern_glu act, enum kern_isa isa);
 
+/* s[i] = e^(s[i] - m) for i < n (every s[i] <= m): a chunk of attention's
+ * softmax weights. Returns l plus their sum, added one by one in order.
+ * The portable form calls expf; the AVX2 form evaluates four weights at a
+ * time the way glibc's expf does on an FMA machine, bit for bit (on glibc;
+ * within an ulp of e^x elsewhere), so both forms give the same weights. */
+typedef float (*kern_expsum_fn)(float *s, int n, float m, float l);
+kern_expsum_fn kern_expsum_get(enum kern_isa isa);
+
 #if defined(__x86_64__)
 /* AVX2 rows of q8_0 / q8_1 (blocks and both arrays, see above). */
 void kern_quant_avx2_q8_0(const float *x, void *row, int64_t n);
@@ -122,6 +130,7 @@ void kern_quant_avx2_q8_1(const float *x, void *row, int64_t n);
 void kern_quant_avx2_q8_K(const float *x, void *y, int64_t n);
 void kern_glu_avx2_silu(float *g, const float *u, long n);
 void kern_glu_avx2_gelu(float *g, const float *u, long n);
+float kern_expsum_avx2(float *s, int n, float m, float l);
 kern_dot_fn kern_dot_get_avx2(int t);
 kern_gemm_fn kern_gemm_get_avx2(int t);
 void kern_qk_avx2_f32(int64_t n, int nh, const float *q, size_t q_stride, int nk,
