@@ -5,7 +5,7 @@
 # interleaved round by round so both engines see the same machine state;
 # then each engine's mean over the rounds and the ratio ferrox / llama.cpp.
 #
-#   bench/compare.sh [-t 2] [-p 512] [-n 128] [-r 3] [--rounds 2] [--batched]
+#   bench/compare.sh [-t 2] [-p 512] [-n 128] [-r 3] [--rounds 2] [--batched | --batched-only]
 #                    [--models gemma3-270m,smollm2-135m,tinyllama-q4_k_m,tinyllama-q8_0]
 #
 # llama.cpp: $LLAMA_BIN (a directory with llama-bench), else llama-bench on
@@ -13,10 +13,12 @@
 # the repo), else it is built there from the llama-cpp-python sdist (PyPI;
 # 10-20 min on 2 cores). Nothing of llama.cpp lands in this repo.
 # --batched adds ferrox batched-bench vs llama-batched-bench (npp 128,
-# ntg 128, npl 1 and 8): S_TG and the 8-sequence / 1-sequence gain.
+# ntg 128, npl 1 and 8), run --rounds times each, interleaved: the median
+# S_TG at 1 and 8 sequences, their ratio, each round's own ratio, and
+# ferrox over llama.cpp at 8 sequences. --batched-only: just that part.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-threads=2 np=512 ng=128 reps=3 rounds=2 batched=0
+threads=2 np=512 ng=128 reps=3 rounds=2 batched=0 single=1
 models=gemma3-270m,smollm2-135m,tinyllama-q4_k_m,tinyllama-q8_0
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -26,8 +28,9 @@ while [ $# -gt 0 ]; do
 	-r) reps=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--batched) batched=1; shift ;;
+	--batched-only) batched=1 single=0; shift ;;
 	--models) models=$2; shift 2 ;;
-	-h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,18p' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -66,11 +69,11 @@ model_path() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "# ferrox vs llama.cpp ($(basename "$(dirname "$llama_bin")")), $threads threads, pp$np / tg$ng, $rounds rounds x $reps reps, $(date -u +%F)"
-echo
-echo "| model | test | ferrox t/s | llama.cpp t/s | ratio | ferrox roofline share |"
-echo "| --- | --- | ---: | ---: | ---: | ---: |"
 IFS=, read -ra list <<<"$models"
+[ "$single" = 1 ] && echo && echo "| model | test | ferrox t/s | llama.cpp t/s | ratio | ferrox roofline share |" &&
+	echo "| --- | --- | ---: | ---: | ---: | ---: |"
 for name in "${list[@]}"; do
+	[ "$single" = 1 ] || break
 	m=$(model_path "$name")
 	for r in $(seq "$rounds"); do
 		"$ferrox" bench -m "$m" -p "$np" -n "$ng" -r "$reps" -t "$threads" -o json >"$tmp/fx.$r.json"
@@ -95,17 +98,39 @@ PY
 done
 if [ "$batched" = 1 ]; then
 	echo
-	echo "| model | engine | S_TG B=1 | S_TG B=8 | B=8 / B=1 |"
-	echo "| --- | --- | ---: | ---: | ---: |"
+	echo "| model | engine | S_TG B=1 | S_TG B=8 | B=8 / B=1 | per round | ferrox / llama.cpp at B=8 |"
+	echo "| --- | --- | ---: | ---: | ---: | --- | ---: |"
 	for name in "${list[@]}"; do
 		m=$(model_path "$name")
-		"$ferrox" batched-bench -m "$m" -npp 128 -ntg 128 -npl 1,8 -t "$threads" >"$tmp/fxb" 2>/dev/null
-		"$llama_bin/llama-batched-bench" -m "$m" -npp 128 -ntg 128 -npl 1,8 -t "$threads" \
-			-tb "$threads" -c 2560 -b 2048 -ub 512 2>/dev/null >"$tmp/lcb"
-		for e in fxb lcb; do
-			awk -F'|' -v n="$name" -v e="$e" '$4+0==1 {a=$9+0} $4+0==8 {b=$9+0}
-				END {printf "| %s | %s | %.2f | %.2f | %.2fx |\n", n,
-				     (e=="fxb" ? "ferrox" : "llama.cpp"), a, b, b/a}' "$tmp/$e"
+		for r in $(seq "$rounds"); do
+			"$ferrox" batched-bench -m "$m" -npp 128 -ntg 128 -npl 1,8 -t "$threads" \
+				>"$tmp/fxb.$r" 2>/dev/null
+			"$llama_bin/llama-batched-bench" -m "$m" -npp 128 -ntg 128 -npl 1,8 -t "$threads" \
+				-tb "$threads" -c 2560 -b 2048 -ub 512 2>/dev/null >"$tmp/lcb.$r"
 		done
+		python3 - "$name" "$rounds" "$tmp" <<'PY'
+import statistics, sys
+name, rounds, tmp = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def s_tg(path):
+    out = {}
+    for line in open(path):
+        f = [x.strip() for x in line.split("|")]
+        if len(f) > 9 and f[3] in ("1", "8"):
+            out[int(f[3])] = float(f[8])
+    return out
+res = {}
+for e in ("fxb", "lcb"):
+    runs = [s_tg(f"{tmp}/{e}.{r}") for r in range(1, rounds + 1)]
+    res[e] = runs
+b8 = {}
+for e, label in (("fxb", "ferrox"), ("lcb", "llama.cpp")):
+    runs = res[e]
+    m1 = statistics.median(r[1] for r in runs)
+    m8 = statistics.median(r[8] for r in runs)
+    b8[e] = m8
+    per = " ".join("%.2fx" % (r[8] / r[1]) for r in runs)
+    vs = "%.2fx" % (b8["fxb"] / m8) if e == "lcb" else ""
+    print(f"| {name} | {label} | {m1:.2f} | {m8:.2f} | {m8 / m1:.2f}x | {per} | {vs} |")
+PY
 	done
 fi
