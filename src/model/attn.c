@@ -87,7 +87,7 @@ static void qk_decorate(const struct fx_model *m, const struct layer *L, struct 
  * (K rows that are adjacent in memory in one kernel call), the running
  * max is updated once per chunk. Chunks start at the first visible key,
  * so a query's chunking never depends on the batch. */
-enum { KCHUNK = 32 };
+enum { KCHUNK = 32, PF_STEP = 8 };
 
 /* Ask for the K and V rows of keys [j0, j0 + nk) of a token's view (k_bytes
  * and v_bytes from k_off/v_off in each row) ahead of use. At a batch of
@@ -229,10 +229,21 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 				vg[r] = vrow[r] + v_off;
 			}
 			float *sg = sc + (size_t)i0 * KCHUNK;
-			prefetch_keys(kv1, a->il, j1, nk1, k_off, k_head, 0, 0);
-			/* q . k_j for every head of the group (see key_as_weight). */
+			/* q . k_j for every head of the group (see key_as_weight).
+			 * kern_qk and kern_pv run PF_STEP keys at a time, each
+			 * step after its share of the next chunk's prefetch, which
+			 * keeps requests in flight while they compute (scores and
+			 * sums do not depend on the split). */
+			if (!qk)
+				prefetch_keys(kv1, a->il, j1, nk1, k_off, k_head, 0, 0);
 			if (qk) {
-				qk(hd, ng, (const float *)qd[i0], (size_t)hd, nk, (const void *const *)kg, sg, KCHUNK);
+				for (int r0 = 0; r0 < nk; r0 += PF_STEP) {
+					int mk = nk - r0 < PF_STEP ? nk - r0 : PF_STEP;
+					prefetch_keys(kv1, a->il, j1 + r0 * nk1 / nk, (r0 + mk) * nk1 / nk - r0 * nk1 / nk,
+						      k_off, k_head, 0, 0);
+					qk(hd, ng, (const float *)qd[i0], (size_t)hd, mk, (const void *const *)kg + r0,
+					   sg + r0, KCHUNK);
+				}
 			} else if (kd && key_as_weight) {
 				for (int r = 0; r < nk; r++)
 					kd(hd, kg[r], qd[i0], q_stride, ng, sg + r, KCHUNK);
@@ -280,8 +291,13 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 				l[i] = es(si, nk, mi, li);
 			}
 			/* The chunk's V rows, key by key, into every head's sum. */
-			prefetch_keys(kv1, a->il, j1, nk1, 0, 0, v_off, v_head);
-			pv(dv, ng, nk, sg, KCHUNK, (const void *const *)vg, acc + (size_t)i0 * dv, (size_t)dv, vtmp);
+			for (int r0 = 0; r0 < nk; r0 += PF_STEP) {
+				int mk = nk - r0 < PF_STEP ? nk - r0 : PF_STEP;
+				prefetch_keys(kv1, a->il, j1 + r0 * nk1 / nk, (r0 + mk) * nk1 / nk - r0 * nk1 / nk, 0, 0,
+					      v_off, v_head);
+				pv(dv, ng, mk, sg + r0, KCHUNK, (const void *const *)vg + r0, acc + (size_t)i0 * dv,
+				   (size_t)dv, vtmp);
+			}
 		}
 	}
 	for (int i = 0; i < nh; i++) {
