@@ -34,6 +34,7 @@ while [ $# -gt 0 ]; do
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 done
+[ "$rounds" -ge 1 ] 2>/dev/null || { echo "--rounds: a count of at least 1" >&2; exit 2; }
 
 oracle=${ORACLE:-$(cd "$root/.." && pwd)/oracle}
 find_llama() {
@@ -121,6 +122,9 @@ def s_tg(path):
 res = {}
 for e in ("fxb", "lcb"):
     runs = [s_tg(f"{tmp}/{e}.{r}") for r in range(1, rounds + 1)]
+    if any(set(r) != {1, 8} for r in runs):
+        sys.exit(f"{name}: a {'ferrox' if e == 'fxb' else 'llama.cpp'} batched-bench run "
+                 f"gave no B=1 or B=8 row (see {tmp}/{e}.*)")
     res[e] = runs
 b8 = {}
 for e, label in (("fxb", "ferrox"), ("lcb", "llama.cpp")):

@@ -418,12 +418,19 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 						qk(n, 1, q[h], N, 1, &k[r], &one, 1);
 						CHECK(memcmp(&one, &out[h][r], sizeof(one)) == 0);
 					}
+				/* eight keys from key 3, as attention's steps call it */
+				static float out8[H][8];
+				qk(n, nh, &q[0][0], N, 8, k + 3, &out8[0][0], 8);
+				for (int h = 0; h < nh; h++)
+					CHECK(memcmp(out8[h], &out[h][3], sizeof(out8[h])) == 0);
 			}
 	}
 }
 
 /* Softmax weights of a chunk: each weight bit for bit expf(s - m) (glibc;
- * elsewhere within 2 ulp) and the sum l + the weights in order, for every
+ * elsewhere within 2 ulp: both are non-negative floats, so the distance of
+ * their bit patterns counts ulps, subnormals included) and the sum l + the
+ * weights in order, for every
  * length 1..40 (vector steps and padded tails) and for a sweep of x = s - m
  * over [-110, 0] (every 97th float: the table, the cubic, denormal results
  * and the cut to 0). */
@@ -432,7 +439,10 @@ static bool expf_same(float got, float want)
 #if defined(__GLIBC__)
 	return memcmp(&got, &want, sizeof(float)) == 0;
 #else
-	return fabsf(got - want) <= 2.5e-7f * want;
+	uint32_t g, w;
+	memcpy(&g, &got, 4);
+	memcpy(&w, &want, 4);
+	return (g > w ? g - w : w - g) <= 2;
 #endif
 }
 

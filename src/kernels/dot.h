@@ -118,8 +118,10 @@ kern_glu_fn kern_glu_get(enum kern_glu act, enum kern_isa isa);
 /* s[i] = e^(s[i] - m) for i < n (every s[i] <= m): a chunk of attention's
  * softmax weights. Returns l plus their sum, added one by one in order.
  * The portable form calls expf; the AVX2 form evaluates four weights at a
- * time the way glibc's expf does on an FMA machine, bit for bit (on glibc;
- * within an ulp of e^x elsewhere), so both forms give the same weights. */
+ * time the way glibc's expf (2.27 and later, its FMA variant, which glibc
+ * picks on any CPU the AVX2 set runs on) does, so on glibc both forms give
+ * the same weights bit for bit; with another libm they may differ by an
+ * ulp (the AVX2 form stays within an ulp of e^x). */
 typedef float (*kern_expsum_fn)(float *s, int n, float m, float l);
 kern_expsum_fn kern_expsum_get(enum kern_isa isa);
 

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kernels/dot.h"
@@ -104,13 +105,15 @@ static inline void prefetch_keys(const struct kv_view *kv, int il, int32_t j0, i
 				 size_t k_off, size_t k_bytes, size_t v_off, size_t v_bytes)
 {
 #if defined(__GNUC__)
+	/* Every 64-byte line a span touches: rows need not start on a line
+	 * (a pool from malloc, rows of 136-byte q8_0 heads). */
 	for (int r = 0; r < nk; r++) {
-		const uint8_t *k = (const uint8_t *)kv_k_row(kv, il, j0 + r) + k_off;
-		const uint8_t *v = (const uint8_t *)kv_v_row(kv, il, j0 + r) + v_off;
-		for (size_t o = 0; o < k_bytes; o += 64)
-			__builtin_prefetch(k + o, 0, 3);
-		for (size_t o = 0; o < v_bytes; o += 64)
-			__builtin_prefetch(v + o, 0, 3);
+		uintptr_t k = (uintptr_t)kv_k_row(kv, il, j0 + r) + k_off;
+		uintptr_t v = (uintptr_t)kv_v_row(kv, il, j0 + r) + v_off;
+		for (uintptr_t a = k & ~(uintptr_t)63; k_bytes && a < k + k_bytes; a += 64)
+			__builtin_prefetch((const void *)a, 0, 3);
+		for (uintptr_t a = v & ~(uintptr_t)63; v_bytes && a < v + v_bytes; a += 64)
+			__builtin_prefetch((const void *)a, 0, 3);
 	}
 #else
 	(void)kv, (void)il, (void)j0, (void)nk, (void)k_off, (void)k_bytes, (void)v_off, (void)v_bytes;
