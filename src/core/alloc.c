@@ -18,6 +18,14 @@ void *fx_malloc_array(size_t n, size_t size)
 	return malloc((n && size) ? n * size : 1);
 }
 
+void *fx_malloc_lines(size_t n, size_t size)
+{
+	if (size && n > (SIZE_MAX - 63) / size)
+		return NULL;
+	size_t b = (n && size) ? n * size : 1;
+	return aligned_alloc(64, (b + 63) & ~(size_t)63);
+}
+
 void *fx_realloc_array(void *p, size_t n, size_t size)
 {
 	if (size && n > SIZE_MAX / size)

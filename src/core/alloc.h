@@ -7,6 +7,10 @@
 
 void *fx_calloc(size_t n, size_t size);
 void *fx_malloc_array(size_t n, size_t size); /* uninitialised, overflow-checked */
+/* As fx_malloc_array, starting on a 64-byte cache line (C11 aligned_alloc;
+ * fx_free releases it). For arrays of rows that SIMD loads and prefetches
+ * walk, so that a row of a multiple of 64 bytes never straddles a line. */
+void *fx_malloc_lines(size_t n, size_t size);
 void *fx_realloc_array(void *p, size_t n, size_t size);
 void fx_free(void *p);
 /* s[0..n) as a new NUL-terminated string (n + 1 bytes, freed with

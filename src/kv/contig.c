@@ -22,8 +22,8 @@ int kv_contig_init(struct kv_contig *c, int32_t n_layer, int32_t n_ctx, int64_t 
 	c->k_row = fx_row_size(k_type, k_width);
 	c->v_row = fx_row_size(v_type, v_width);
 	size_t rows = (size_t)n_layer * (size_t)n_ctx;
-	c->k = fx_malloc_array(rows, c->k_row);
-	c->v = fx_malloc_array(rows, c->v_row);
+	c->k = fx_malloc_lines(rows, c->k_row); /* rows on cache lines where their size allows */
+	c->v = fx_malloc_lines(rows, c->v_row);
 	if (!c->k || !c->v) {
 		kv_contig_fini(c);
 		return FX_E_NOMEM;

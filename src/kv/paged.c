@@ -22,8 +22,8 @@ int kv_pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, int32_t b
 	p->k_row = fx_row_size(k_type, k_width);
 	p->v_row = fx_row_size(v_type, v_width);
 	size_t rows = (size_t)n_layer * (size_t)n_blocks * (size_t)block_size;
-	p->k = fx_malloc_array(rows, p->k_row);
-	p->v = fx_malloc_array(rows, p->v_row);
+	p->k = fx_malloc_lines(rows, p->k_row); /* rows on cache lines where their size allows */
+	p->v = fx_malloc_lines(rows, p->v_row);
 	p->ref = fx_calloc((size_t)n_blocks, sizeof(*p->ref));
 	p->free_list = fx_malloc_array((size_t)n_blocks, sizeof(*p->free_list));
 	p->key = fx_calloc((size_t)n_blocks, sizeof(*p->key));
