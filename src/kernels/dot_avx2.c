@@ -995,7 +995,7 @@ ALWAYS_INLINE void qk_heads(const int HB, int64_t n, const float *q, int nk, con
 	for (int r0 = 0; r0 < nk; r0 += KB) {
 		const void *kr[8];
 		for (int r = 0; r < KB; r++)
-			kr[r] = r0 + r < nk ? k[r0 + r] : (F16 ? (const void *)qk_zero : qk_zero);
+			kr[r] = r0 + r < nk ? k[r0 + r] : (const void *)qk_zero; /* f16 zeros too */
 		qk_tile(HB, KB, n, q, nk - r0, kr, out + r0, os, F16);
 	}
 }
