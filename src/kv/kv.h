@@ -207,4 +207,42 @@ static inline void *kv_v_row(const struct kv_view *kv, int il, int32_t pos)
 	return NULL;
 }
 
+/* The K and V rows of layer il at positions [j0, j0 + n): k[r] and v[r]
+ * are kv_k_row / kv_v_row of position j0 + r, with a paged table's block
+ * looked up once per block instead of once per row (attention walks its
+ * keys a chunk at a time). Same preconditions as kv_k_row. */
+static inline void kv_rows(const struct kv_view *kv, int il, int32_t j0, int n, const uint8_t **k,
+			   const uint8_t **v)
+{
+	const struct kv_contig *c = NULL;
+	switch (kv->kind) {
+	case KV_DECODE: c = kv->decode; break;
+	case KV_BATCHED: c = kv->batched; break;
+	case KV_PAGED: break;
+	}
+	if (c) {
+		const uint8_t *kb = contig_row(c, c->k, c->k_row, il, j0);
+		const uint8_t *vb = contig_row(c, c->v, c->v_row, il, j0);
+		for (int r = 0; r < n; r++) {
+			k[r] = kb + (size_t)r * c->k_row;
+			v[r] = vb + (size_t)r * c->v_row;
+		}
+		return;
+	}
+	const struct kv_paged *set = kv->paged.set;
+	const struct kv_pool *p = &set->pool[set->group[il]];
+	const int32_t *table = kv->paged.blocks[set->group[il]];
+	int32_t bs = p->block_size;
+	for (int r = 0; r < n;) {
+		int32_t pos = j0 + r, in = pos % bs, run = bs - in < n - r ? bs - in : n - r;
+		size_t row0 = ((size_t)set->slot[il] * (size_t)p->n_blocks + (size_t)table[pos / bs]) *
+			       (size_t)bs + (size_t)in;
+		const uint8_t *kb = p->k + row0 * p->k_row, *vb = p->v + row0 * p->v_row;
+		for (int i = 0; i < run; i++, r++) {
+			k[r] = kb + (size_t)i * p->k_row;
+			v[r] = vb + (size_t)i * p->v_row;
+		}
+	}
+}
+
 #endif

@@ -90,10 +90,9 @@ static void qk_decorate(const struct fx_model *m, const struct layer *L, struct 
  * so a query's chunking never depends on the batch. */
 enum { KCHUNK = 32, PF_STEP = 8 };
 
-/* Ask for the K and V rows of keys [j0, j0 + nk) of a token's view (k_bytes
- * and v_bytes from k_off/v_off in each row) ahead of use. At a batch of
- * decodes each sequence's cache was last touched a whole step ago, so the
- * rows come from DRAM, and a chunk's compute is too short to hide the
+/* Ask for bytes [off, off + bytes) of rows[0..n) ahead of use. At a batch
+ * of decodes each sequence's cache was last touched a whole step ago, so
+ * the rows come from DRAM, and a chunk's compute is too short to hide the
  * misses of demand loads (measured: a SmolLM2 step at 8 sequences ~10%
  * faster with the prefetch spread as attend_heads does than without). */
 #if defined(__GNUC__)
@@ -101,37 +100,32 @@ enum { KCHUNK = 32, PF_STEP = 8 };
  * effects ("pure") and deletes its calls. */
 __attribute__((always_inline))
 #endif
-static inline void prefetch_keys(const struct kv_view *kv, int il, int32_t j0, int nk,
-				 size_t k_off, size_t k_bytes, size_t v_off, size_t v_bytes)
+static inline void prefetch_rows(const uint8_t *const *rows, int n, size_t off, size_t bytes)
 {
 #if defined(__GNUC__)
 	/* Every 64-byte line a span touches: rows need not start on a line
 	 * (a pool from malloc, rows of 136-byte q8_0 heads). */
-	for (int r = 0; r < nk; r++) {
-		uintptr_t k = (uintptr_t)kv_k_row(kv, il, j0 + r) + k_off;
-		uintptr_t v = (uintptr_t)kv_v_row(kv, il, j0 + r) + v_off;
-		for (uintptr_t a = k & ~(uintptr_t)63; k_bytes && a < k + k_bytes; a += 64)
-			__builtin_prefetch((const void *)a, 0, 3);
-		for (uintptr_t a = v & ~(uintptr_t)63; v_bytes && a < v + v_bytes; a += 64)
+	for (int r = 0; r < n; r++) {
+		uintptr_t x = (uintptr_t)rows[r] + off;
+		for (uintptr_t a = x & ~(uintptr_t)63; a < x + bytes; a += 64)
 			__builtin_prefetch((const void *)a, 0, 3);
 	}
 #else
-	(void)kv, (void)il, (void)j0, (void)nk, (void)k_off, (void)k_bytes, (void)v_off, (void)v_bytes;
+	(void)rows, (void)n, (void)off, (void)bytes;
 #endif
 }
 
-/* The share of the next chunk (nk1 keys from j1 of view kv1) that keys
- * [r0, r0 + mk) of a chunk of nk keys prefetch: in proportion, so that a
- * chunk's PF_STEP-key steps together ask for all of it. */
+/* The share of the next chunk's rows (nk1 of them) that keys [r0, r0 +
+ * mk) of a chunk of nk keys prefetch: in proportion, so that a chunk's
+ * PF_STEP-key steps together ask for all of it. */
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
-static inline void prefetch_share(const struct kv_view *kv1, int il, int32_t j1, int nk1, int nk,
-				  int r0, int mk, size_t k_off, size_t k_bytes, size_t v_off,
-				  size_t v_bytes)
+static inline void prefetch_share(const uint8_t *const *rows1, int nk1, int nk, int r0, int mk,
+				  size_t off, size_t bytes)
 {
 	int p0 = r0 * nk1 / nk, p1 = (r0 + mk) * nk1 / nk;
-	prefetch_keys(kv1, il, j1 + p0, p1 - p0, k_off, k_bytes, v_off, v_bytes);
+	prefetch_rows(rows1 + p0, p1 - p0, off, bytes);
 }
 
 /* Token t's first visible key (*lo: 0, or the start of a sliding window)
@@ -215,26 +209,28 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 	size_t k_span = fx_row_size(kt, (int64_t)(g1 + 1) * hd) - k_lo;
 	size_t v_span = fx_row_size(vt, (int64_t)(g1 + 1) * dv) - v_lo;
 	size_t k_head = fx_row_size(kt, hd), v_head = fx_row_size(vt, dv);
-	const uint8_t *krow[KCHUNK], *vrow[KCHUNK], *kg[KCHUNK], *vg[KCHUNK];
+	/* This chunk's K/V rows and the next one's (found once: they serve
+	 * the prefetch a chunk ahead, then the chunk itself). */
+	const uint8_t *krow[KCHUNK], *vrow[KCHUNK], *knext[KCHUNK], *vnext[KCHUNK];
+	const uint8_t *kg[KCHUNK], *vg[KCHUNK];
+	kv_rows(kv, a->il, lo, nk0, krow, vrow);
 	/* Prefetch: each KV head's K (V) rows of the next chunk before its
 	 * scores (weighted sum) of this one, spread so that the requests do
 	 * not queue all at once; after a token's last chunk, the next token's
 	 * first (t_next, -1: none). */
-	if (!prefetched)
-		prefetch_keys(kv, a->il, lo, nk0, k_lo, k_span, v_lo, v_span);
+	if (!prefetched) {
+		prefetch_rows(krow, nk0, k_lo, k_span);
+		prefetch_rows(vrow, nk0, v_lo, v_span);
+	}
 	for (int32_t j0 = lo; j0 <= p; j0 += KCHUNK) {
 		int nk = p - j0 + 1 < KCHUNK ? p - j0 + 1 : KCHUNK;
-		const struct kv_view *kv1 = kv;
 		int32_t j1 = j0 + KCHUNK, nk1 = 0;
 		if (j1 <= p) {
 			nk1 = p - j1 + 1 < KCHUNK ? p - j1 + 1 : KCHUNK;
+			kv_rows(kv, a->il, j1, nk1, knext, vnext);
 		} else if (t_next >= 0) {
-			kv1 = &a->kv[t_next];
 			nk1 = first_chunk(a, t_next, &j1);
-		}
-		for (int r = 0; r < nk; r++) {
-			krow[r] = kv_k_row(kv, a->il, j0 + r);
-			vrow[r] = kv_v_row(kv, a->il, j0 + r);
+			kv_rows(&a->kv[t_next], a->il, j1, nk1, knext, vnext);
 		}
 		for (int g = g0; g <= g1; g++) {
 			int hs = h0 > g * G ? h0 : g * G, he = h0 + nh < (g + 1) * G ? h0 + nh : (g + 1) * G;
@@ -251,11 +247,11 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 			 * keeps requests in flight while they compute (scores and
 			 * sums do not depend on the split). */
 			if (!qk)
-				prefetch_share(kv1, a->il, j1, nk1, nk, 0, nk, k_off, k_head, 0, 0);
+				prefetch_share(knext, nk1, nk, 0, nk, k_off, k_head);
 			if (qk) {
 				for (int r0 = 0; r0 < nk; r0 += PF_STEP) {
 					int mk = nk - r0 < PF_STEP ? nk - r0 : PF_STEP;
-					prefetch_share(kv1, a->il, j1, nk1, nk, r0, mk, k_off, k_head, 0, 0);
+					prefetch_share(knext, nk1, nk, r0, mk, k_off, k_head);
 					qk(hd, ng, (const float *)qd[i0], (size_t)hd, mk, (const void *const *)kg + r0,
 					   sg + r0, KCHUNK);
 				}
@@ -308,11 +304,13 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 			/* The chunk's V rows, key by key, into every head's sum. */
 			for (int r0 = 0; r0 < nk; r0 += PF_STEP) {
 				int mk = nk - r0 < PF_STEP ? nk - r0 : PF_STEP;
-				prefetch_share(kv1, a->il, j1, nk1, nk, r0, mk, 0, 0, v_off, v_head);
+				prefetch_share(vnext, nk1, nk, r0, mk, v_off, v_head);
 				pv(dv, ng, mk, sg + r0, KCHUNK, (const void *const *)vg + r0, acc + (size_t)i0 * dv,
 				   (size_t)dv, vtmp);
 			}
 		}
+		memcpy(krow, knext, (size_t)nk1 * sizeof(krow[0]));
+		memcpy(vrow, vnext, (size_t)nk1 * sizeof(vrow[0]));
 	}
 	for (int i = 0; i < nh; i++) {
 		float *o = acc + (size_t)i * dv, sum = l[i];
