@@ -11,6 +11,7 @@
  * present for every listed type: the test fails, never skips, there.
  */
 #include "check.h"
+#include "core/alloc.h"
 #include "kernels/dot.h"
 #include "kernels/repack.h"
 #include "quant/quant.h"
@@ -484,8 +485,32 @@ static void check_expsum(enum kern_isa isa, uint64_t *rng)
 	CHECKF(bad == 0, "%ld of %ld weights differ from expf", bad, n);
 }
 
+/* fx_malloc_lines: every array on a 64-byte line; on Linux one of 4 MiB or
+ * more on a 2 MiB boundary (huge pages for the KV pools); fx_lines_bytes
+ * covers the request, keeps the alignment, and all of it is writable. */
+static void check_lines(void)
+{
+	static const size_t sizes[] = { 1, 100, 4096, (size_t)4 << 20, ((size_t)5 << 20) + 384 };
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i], align = 64;
+#if defined(__linux__)
+		if (n >= ((size_t)4 << 20))
+			align = (size_t)2 << 20;
+#endif
+		uint8_t *p = fx_malloc_lines(n, 1);
+		size_t b = fx_lines_bytes(n, 1);
+		CHECKF(p && (uintptr_t)p % align == 0, "fx_malloc_lines(%zu): %p not on %zu bytes", n, (void *)p, align);
+		CHECKF(b >= n && b % align == 0, "fx_lines_bytes(%zu) = %zu", n, b);
+		if (p)
+			memset(p, 0xA5, b);
+		fx_free(p);
+	}
+	CHECK(fx_malloc_lines(SIZE_MAX / 2, 4) == NULL);
+}
+
 int main(void)
 {
+	check_lines();
 	uint64_t rng = 0x9E3779B97F4A7C15ULL;
 	enum kern_isa best = kern_isa_best();
 #if defined(__x86_64__)

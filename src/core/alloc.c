@@ -25,21 +25,34 @@ void *fx_malloc_array(size_t n, size_t size)
 #define HUGE_ALIGN ((size_t)2 << 20)
 #define HUGE_MIN ((size_t)4 << 20)
 
+/* Bytes and alignment fx_malloc_lines uses for b bytes. */
+static size_t lines_alloc(size_t b, size_t *align)
+{
+	*align = 64;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+	if (b >= HUGE_MIN)
+		*align = HUGE_ALIGN;
+#endif
+	return (b + *align - 1) & ~(*align - 1);
+}
+
+size_t fx_lines_bytes(size_t n, size_t size)
+{
+	size_t align;
+	return lines_alloc((n && size) ? n * size : 1, &align);
+}
+
 void *fx_malloc_lines(size_t n, size_t size)
 {
-	if (size && n > (SIZE_MAX - 63) / size)
+	if (size && n > (SIZE_MAX - HUGE_ALIGN) / size)
 		return NULL;
-	size_t b = (n && size) ? n * size : 1;
+	size_t align, r = lines_alloc((n && size) ? n * size : 1, &align);
+	void *p = aligned_alloc(align, r);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-	if (b >= HUGE_MIN) {
-		size_t r = (b + HUGE_ALIGN - 1) & ~(HUGE_ALIGN - 1);
-		void *p = aligned_alloc(HUGE_ALIGN, r);
-		if (p)
-			(void)madvise(p, r, MADV_HUGEPAGE); /* advice only: refused is fine */
-		return p;
-	}
+	if (p && align == HUGE_ALIGN)
+		(void)madvise(p, r, MADV_HUGEPAGE); /* advice only: refused is fine */
 #endif
-	return aligned_alloc(64, (b + 63) & ~(size_t)63);
+	return p;
 }
 
 void *fx_realloc_array(void *p, size_t n, size_t size)

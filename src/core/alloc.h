@@ -16,6 +16,9 @@ void *fx_malloc_array(size_t n, size_t size); /* uninitialised, overflow-checked
  * system's THP setting decides): one TLB entry then maps 2 MiB, not 4 KiB
  * (measured: an 8-sequence SmolLM2 decode step ~2-3% faster). */
 void *fx_malloc_lines(size_t n, size_t size);
+/* Bytes fx_malloc_lines(n, size) takes, its rounding up included (what a
+ * context reports as its cache memory). */
+size_t fx_lines_bytes(size_t n, size_t size);
 void *fx_realloc_array(void *p, size_t n, size_t size);
 void fx_free(void *p);
 /* s[0..n) as a new NUL-terminated string (n + 1 bytes, freed with
