@@ -133,16 +133,58 @@ static void norm_rows(const float *x, const float *w, int32_t n, int64_t d, floa
 		op_rmsnorm(x + (size_t)t * d, w, d, eps, out + (size_t)t * d);
 }
 
-/* Residual add x += mul * y (Granite's residual_multiplier; 1 elsewhere). */
-static void add_rows(float *x, const float *y, size_t n, float mul)
+/* The rows' work between sublayers, split over the pool by rows (each
+ * row's operations are the same whatever the split): the finished
+ * sublayer's output o gets its post norm (post_w, or none), joins the
+ * residual stream (x += mul * o; Granite's residual_multiplier, 1
+ * elsewhere), and h = the next sublayer's pre norm of x (norm_w; NULL
+ * copies x, OLMo 2 has none). o NULL: only the norm; pre false: no norm
+ * (after the last layer). */
+struct rows_args {
+	float *x, *o, *h;
+	const float *post_w, *norm_w;
+	bool pre;
+	int32_t n;
+	int64_t d;
+	float eps, mul;
+};
+
+static void rows_worker(void *arg, int ith, int nth)
 {
-	if (mul == 1.0f) {
-		for (size_t i = 0; i < n; i++)
-			x[i] += y[i];
-	} else {
-		for (size_t i = 0; i < n; i++)
-			x[i] += y[i] * mul;
+	const struct rows_args *a = arg;
+	long t0, t1;
+	fx_split(a->n, ith, nth, &t0, &t1);
+	for (long t = t0; t < t1; t++) {
+		float *x = a->x + (size_t)t * a->d, *h = a->h + (size_t)t * a->d;
+		if (a->o) {
+			float *o = a->o + (size_t)t * a->d;
+			if (a->post_w)
+				op_rmsnorm(o, a->post_w, a->d, a->eps, o);
+			if (a->mul == 1.0f) {
+				for (int64_t i = 0; i < a->d; i++)
+					x[i] += o[i];
+			} else {
+				for (int64_t i = 0; i < a->d; i++)
+					x[i] += o[i] * a->mul;
+			}
+		}
+		if (a->pre && a->norm_w)
+			op_rmsnorm(x, a->norm_w, a->d, a->eps, h);
+		else if (a->pre)
+			memcpy(h, x, (size_t)a->d * sizeof(float));
 	}
+}
+
+static void rows_step(struct fx_pool *pool, const struct fx_model *m, struct fwd_scratch *s,
+		      float *o, const float *post_w, bool pre, const float *norm_w, int32_t n)
+{
+	struct rows_args a = { .x = s->x, .o = o, .h = s->h, .post_w = post_w, .norm_w = norm_w,
+			       .pre = pre, .n = n, .d = m->hp.n_embd, .eps = m->hp.eps,
+			       .mul = m->hp.residual_mul };
+	if (n > 1)
+		fx_pool_run(pool, rows_worker, &a);
+	else
+		rows_worker(&a, 0, 1);
 }
 
 void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
@@ -155,19 +197,16 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 	embed(m, tok, n, s->x, s->erow);
 	if (s->capture)
 		memcpy(s->capture, s->x, nd * sizeof(float));
+	rows_step(pool, m, s, NULL, NULL, true, m->layers[0].attn_norm, n);
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct layer *L = &m->layers[il];
-		norm_rows(s->x, L->attn_norm, n, d, hp->eps, s->h);
+		bool more = il + 1 < hp->n_layer;
 		attn_forward(m, il, pool, s, kv, pos, n, s->h, s->o);
-		if (L->post_attn_norm)
-			norm_rows(s->o, L->post_attn_norm, n, d, hp->eps, s->o);
-		add_rows(s->x, s->o, nd, hp->residual_mul);
-		norm_rows(s->x, L->ffn_norm, n, d, hp->eps, s->h);
+		rows_step(pool, m, s, s->o, L->post_attn_norm, true, L->ffn_norm, n);
 		ffn_forward(m, il, pool, s, n, s->h, s->o);
-		if (L->post_ffn_norm)
-			norm_rows(s->o, L->post_ffn_norm, n, d, hp->eps, s->o);
-		add_rows(s->x, s->o, nd, hp->residual_mul);
-		if (s->capture && il + 1 < hp->n_layer)
+		rows_step(pool, m, s, s->o, L->post_ffn_norm, more, more ? m->layers[il + 1].attn_norm : NULL,
+			  n);
+		if (s->capture && more)
 			memcpy(s->capture + (size_t)(il + 1) * nd, s->x, nd * sizeof(float));
 	}
 	if (s->capture) {
