@@ -3,14 +3,14 @@
  * a noisy machine (run to run drift here is 10-20%, step to step changes
  * are what a build changes by).
  *
- *   ab A.so B.so MODEL N_SEQ ROUNDS [NTG]
+ *   ab A.so B.so MODEL N_SEQ ROUNDS [NTG [THREADS]]
  *
  * Each .so (libferrox built with -fPIC and linked whole, see bench/ab.sh)
  * is dlopen'ed with its own symbols and loads its own copy of the model.
  * Per round each gets a fresh paged context, N_SEQ sequences of a
  * 128-token prompt (the batched-bench prompt), then NTG (default 128)
  * decode steps of N_SEQ tokens, the two builds taking turns step by step
- * (ABBA order). Prints the median and mean step time of each and B/A.
+ * (ABBA order), each with a pool of THREADS (default 2) threads. Prints the median and mean step time of each and B/A.
  * The first-loaded build can gain or lose a few percent at one sequence
  * (memory placement): bench/ab.sh runs both orders and combines them.
  */
@@ -77,13 +77,14 @@ static int load_api(const char *so, struct api *a)
 int main(int argc, char **argv)
 {
 	if (argc < 6) {
-		fprintf(stderr, "usage: ab A.so B.so MODEL N_SEQ ROUNDS [NTG]\n");
+		fprintf(stderr, "usage: ab A.so B.so MODEL N_SEQ ROUNDS [NTG [THREADS]]\n");
 		return 2;
 	}
 	enum { NPP = 128 };
 	int n_seq = atoi(argv[4]), rounds = atoi(argv[5]), ntg = argc > 6 ? atoi(argv[6]) : 128;
-	if (n_seq < 1 || n_seq > 64 || rounds < 1 || ntg < 1) {
-		fprintf(stderr, "ab: N_SEQ 1..64, ROUNDS and NTG at least 1\n");
+	int threads = argc > 7 ? atoi(argv[7]) : 2;
+	if (n_seq < 1 || n_seq > 64 || rounds < 1 || ntg < 1 || threads < 1) {
+		fprintf(stderr, "ab: N_SEQ 1..64, ROUNDS, NTG and THREADS at least 1\n");
 		return 2;
 	}
 	struct api api[2];
@@ -116,14 +117,17 @@ int main(int argc, char **argv)
 			cp.block_size = 16;
 			cp.n_seq_max = (uint32_t)n_seq;
 			cp.n_ctx = (uint32_t)((n_seq * (NPP + ntg) + 15) / 16 * 16 + 16 * n_seq);
-			cp.n_threads = 2;
+			cp.n_threads = threads;
 			if (api[v].context_create(model[v], &cp, &ctx[v], &err)) {
 				fprintf(stderr, "ab: %s\n", err.msg);
 				return 1;
 			}
-			ids[v][0] = 0;
+			ids[v][0] = 0; /* a context starts with sequence 0 */
 			for (int s = 1; s < n_seq; s++)
-				api[v].seq_add(ctx[v], &ids[v][s]);
+				if (api[v].seq_add(ctx[v], &ids[v][s])) {
+					fprintf(stderr, "ab: cannot add sequence %d\n", s);
+					return 1;
+				}
 			int32_t n = 0;
 			for (int s = 0; s < n_seq; s++)
 				for (int i = 0; i < NPP; i++, n++) {

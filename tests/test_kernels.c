@@ -22,6 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -493,7 +496,7 @@ static void check_lines(void)
 	static const size_t sizes[] = { 1, 100, 4096, (size_t)4 << 20, ((size_t)5 << 20) + 384 };
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		size_t n = sizes[i], align = 64;
-#if defined(__linux__)
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
 		if (n >= ((size_t)4 << 20))
 			align = (size_t)2 << 20;
 #endif

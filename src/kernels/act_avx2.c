@@ -1,8 +1,8 @@
-/* AVX2/FMA activation kernels (see kernels/dot.h): the GLU's act(gate) *
+/* AVX2/FMA/F16C activation kernels (see kernels/dot.h): the GLU's act(gate) *
  * up over a row (kern_glu_get), eight elements per step with a vector exp,
  * and the quantizers of matmul inputs (kern_act_quantize).
- * Built with -mavx2 -mfma like dot_avx2.c and handed out only when the CPU
- * has them. Every element goes through the same vector code, a partial
+ * Built with -mavx2 -mfma -mf16c like dot_avx2.c and handed out only when
+ * the CPU has them. Every element goes through the same vector code, a partial
  * last step included (it is padded through a small buffer), so a value
  * never depends on where a thread's slice starts or ends. */
 #if defined(__x86_64__)

@@ -207,8 +207,8 @@ static inline void *kv_v_row(const struct kv_view *kv, int il, int32_t pos)
 	return NULL;
 }
 
-/* The K and V rows of layer il at positions [j0, j0 + n): k[r] and v[r]
- * are kv_k_row / kv_v_row of position j0 + r, with a paged table's block
+/* The K and V rows of layer il at positions [j0, j0 + n), into k[n] and
+ * v[n]: k[r] and v[r] are kv_k_row / kv_v_row of position j0 + r, with a paged table's block
  * looked up once per block instead of once per row (attention walks its
  * keys a chunk at a time). Same preconditions as kv_k_row. */
 static inline void kv_rows(const struct kv_view *kv, int il, int32_t j0, int n, const uint8_t **k,
