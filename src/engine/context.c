@@ -618,17 +618,13 @@ void fx_context_memory(const struct fx_context *c, uint64_t *kv_bytes, uint64_t 
 	uint64_t kv = 0;
 	if (c->layout == FX_KV_PAGED) {
 		for (int g = 0; g < KV_GROUPS; g++) {
-			const struct kv_pool *p = &c->kvp.pool[g];
-			size_t rows = (size_t)p->n_layer * (size_t)p->n_blocks * (size_t)p->block_size;
-			if (p->k)
-				kv += fx_lines_bytes(rows, p->k_row) + fx_lines_bytes(rows, p->v_row);
+			if (c->kvp.pool[g].k)
+				kv += c->kvp.pool[g].bytes;
 		}
 	} else {
 		for (uint32_t i = 0; i < c->n_seq_max; i++) {
-			const struct kv_contig *k = &c->seqs[i].kv;
-			size_t rows = (size_t)k->n_layer * (size_t)k->n_ctx;
-			if (k->k)
-				kv += fx_lines_bytes(rows, k->k_row) + fx_lines_bytes(rows, k->v_row);
+			if (c->seqs[i].kv.k)
+				kv += c->seqs[i].kv.bytes;
 		}
 	}
 	*kv_bytes = kv;

@@ -24,6 +24,7 @@ int kv_contig_init(struct kv_contig *c, int32_t n_layer, int32_t n_ctx, int64_t 
 	size_t rows = (size_t)n_layer * (size_t)n_ctx;
 	c->k = fx_malloc_lines(rows, c->k_row); /* rows on cache lines where their size allows */
 	c->v = fx_malloc_lines(rows, c->v_row);
+	c->bytes = fx_lines_bytes(rows, c->k_row) + fx_lines_bytes(rows, c->v_row);
 	if (!c->k || !c->v) {
 		kv_contig_fini(c);
 		return FX_E_NOMEM;

@@ -25,6 +25,7 @@ struct kv_contig {
 	int k_type, v_type;       /* enum fx_type */
 	size_t k_row, v_row;      /* bytes per row */
 	uint8_t *k, *v;
+	size_t bytes;             /* k and v as allocated (fx_lines_bytes) */
 };
 
 /* The paged pool: per layer, n_blocks blocks of block_size rows of K and V.
@@ -42,6 +43,7 @@ struct kv_pool {
 	int k_type, v_type;
 	size_t k_row, v_row;
 	uint8_t *k, *v;
+	size_t bytes;        /* k and v as allocated (fx_lines_bytes) */
 	int32_t *ref;        /* [n_blocks] references; 0: free or cached */
 	int32_t *free_list;  /* [n_blocks] stack of free (uncached, unreferenced) ids */
 	int32_t n_free;
@@ -208,39 +210,30 @@ static inline void *kv_v_row(const struct kv_view *kv, int il, int32_t pos)
 }
 
 /* The K and V rows of layer il at positions [j0, j0 + n), into k[n] and
- * v[n]: k[r] and v[r] are kv_k_row / kv_v_row of position j0 + r, with a paged table's block
- * looked up once per block instead of once per row (attention walks its
- * keys a chunk at a time). Same preconditions as kv_k_row. */
+ * v[n]: k[r] and v[r] are kv_k_row / kv_v_row of position j0 + r, looked
+ * up once per run of rows adjacent in memory (a paged block, or all of a
+ * contiguous cache) instead of once per row: attention walks its keys a
+ * chunk at a time. Same preconditions as kv_k_row. */
 static inline void kv_rows(const struct kv_view *kv, int il, int32_t j0, int n, const uint8_t **k,
 			   const uint8_t **v)
 {
 	const struct kv_contig *c = NULL;
+	const struct kv_pool *p = NULL;
 	switch (kv->kind) {
 	case KV_DECODE: c = kv->decode; break;
 	case KV_BATCHED: c = kv->batched; break;
-	case KV_PAGED: break;
+	case KV_PAGED: p = &kv->paged.set->pool[kv->paged.set->group[il]]; break;
 	}
-	if (c) {
-		const uint8_t *kb = contig_row(c, c->k, c->k_row, il, j0);
-		const uint8_t *vb = contig_row(c, c->v, c->v_row, il, j0);
-		for (int r = 0; r < n; r++) {
-			k[r] = kb + (size_t)r * c->k_row;
-			v[r] = vb + (size_t)r * c->v_row;
-		}
-		return;
-	}
-	const struct kv_paged *set = kv->paged.set;
-	const struct kv_pool *p = &set->pool[set->group[il]];
-	const int32_t *table = kv->paged.blocks[set->group[il]];
-	int32_t bs = p->block_size;
+	size_t ks = c ? c->k_row : p->k_row, vs = c ? c->v_row : p->v_row;
 	for (int r = 0; r < n;) {
-		int32_t pos = j0 + r, in = pos % bs, run = bs - in < n - r ? bs - in : n - r;
-		size_t row0 = ((size_t)set->slot[il] * (size_t)p->n_blocks + (size_t)table[pos / bs]) *
-			       (size_t)bs + (size_t)in;
-		const uint8_t *kb = p->k + row0 * p->k_row, *vb = p->v + row0 * p->v_row;
+		int32_t pos = j0 + r;
+		int run = n - r;
+		if (p && p->block_size - pos % p->block_size < run)
+			run = p->block_size - pos % p->block_size;
+		const uint8_t *kb = kv_k_row(kv, il, pos), *vb = kv_v_row(kv, il, pos);
 		for (int i = 0; i < run; i++, r++) {
-			k[r] = kb + (size_t)i * p->k_row;
-			v[r] = vb + (size_t)i * p->v_row;
+			k[r] = kb + (size_t)i * ks;
+			v[r] = vb + (size_t)i * vs;
 		}
 	}
 }

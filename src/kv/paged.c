@@ -24,6 +24,7 @@ int kv_pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, int32_t b
 	size_t rows = (size_t)n_layer * (size_t)n_blocks * (size_t)block_size;
 	p->k = fx_malloc_lines(rows, p->k_row); /* rows on cache lines where their size allows */
 	p->v = fx_malloc_lines(rows, p->v_row);
+	p->bytes = fx_lines_bytes(rows, p->k_row) + fx_lines_bytes(rows, p->v_row);
 	p->ref = fx_calloc((size_t)n_blocks, sizeof(*p->ref));
 	p->free_list = fx_malloc_array((size_t)n_blocks, sizeof(*p->free_list));
 	p->key = fx_calloc((size_t)n_blocks, sizeof(*p->key));
