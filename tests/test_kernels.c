@@ -390,9 +390,16 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 			k32[r][i] = rng_f(rng);
 			k16[r][i] = fx_fp32_to_fp16(k32[r][i]);
 		}
-	for (int h = 0; h < H; h++)
+	static float qr[H][N]; /* Q rounded to f16 values, as callers pass it */
+	for (int h = 0; h < H; h++) {
 		for (int i = 0; i < N; i++)
 			q[h][i] = rng_f(rng);
+		kern_round_f16(q[h], qr[h], N);
+		for (int i = 0; i < N; i++) {
+			float want = fx_fp16_to_fp32(fx_fp32_to_fp16(q[h][i]));
+			CHECK(memcmp(&qr[h][i], &want, sizeof(want)) == 0);
+		}
+	}
 	CHECK(kern_qk_get(FX_TYPE_F16, isa, 60) == NULL); /* not a multiple of 8 */
 	CHECK(kern_qk_get(FX_TYPE_Q8_0, isa, N) == NULL);
 	for (int f16 = 0; f16 < 2; f16++) {
@@ -407,7 +414,8 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 			k[r] = f16 ? (const void *)k16[r] : (const void *)k32[r];
 		for (int n = 64; n <= N; n += N - 64)
 			for (int nh = 1; nh <= H; nh++) {
-				qk(n, nh, &q[0][0], N, K, k, &out[0][0], K);
+				const float *qq = f16 ? &qr[0][0] : &q[0][0];
+				qk(n, nh, qq, N, K, k, &out[0][0], K);
 				for (int h = 0; h < nh; h++)
 					for (int r = 0; r < K; r++) {
 						double e = 0, mag = 0;
@@ -419,12 +427,12 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 						}
 						CHECK(fabs(out[h][r] - e) <= 1e-6 * (1 + mag));
 						/* alone, first of its chunk */
-						qk(n, 1, q[h], N, 1, &k[r], &one, 1);
+						qk(n, 1, qq + (size_t)h * N, N, 1, &k[r], &one, 1);
 						CHECK(memcmp(&one, &out[h][r], sizeof(one)) == 0);
 					}
 				/* eight keys from key 3, as attention's steps call it */
 				static float out8[H][8];
-				qk(n, nh, &q[0][0], N, 8, k + 3, &out8[0][0], 8);
+				qk(n, nh, qq, N, 8, k + 3, &out8[0][0], 8);
 				for (int h = 0; h < nh; h++)
 					CHECK(memcmp(out8[h], &out[h][3], sizeof(out8[h])) == 0);
 			}

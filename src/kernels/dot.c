@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "kernels/ops.h"
+#include "quant/blocks.h"
 #include "quant/quant.h"
 
 enum kern_isa kern_isa_best(void)
@@ -155,6 +156,12 @@ static void pv_rows(int64_t n, int nh, int nk, const float *w, size_t ws, const 
 PV_PORTABLE(pv_f32, FX_TYPE_F32)
 PV_PORTABLE(pv_f16, FX_TYPE_F16)
 PV_PORTABLE(pv_q8_0, FX_TYPE_Q8_0)
+
+void kern_round_f16(const float *x, float *y, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) /* branch-free conversions: vectorises */
+		y[i] = quant_fp16_to_fp32(quant_fp32_to_fp16(x[i]));
+}
 
 kern_qk_fn kern_qk_get(int t, enum kern_isa isa, int64_t n)
 {

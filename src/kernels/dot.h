@@ -94,16 +94,22 @@ typedef void (*kern_pv_fn)(int64_t n, int nh, int nk, const float *w, size_t w_s
 kern_pv_fn kern_pv_get(int t, enum kern_isa isa);
 
 /* out[h * out_stride + r] = dot(q + h * q_stride, k[r]) over n elements
- * for h < nh, r < nk: attention scores of the query heads sharing one KV
- * head against a chunk of K rows of cache type t (f32, or f16 converted
- * once for all heads, and Q rounded to f16 as llama.cpp does). Each score's summation order depends only on n, not
- * on nh, nk or the key's place in the chunk. Only the AVX2 set has one,
- * for n a multiple of 8 up to KERN_QK_MAX_DIM: otherwise NULL (use
- * kern_dot_get's kernels). */
+ * for h < nh, r < nk (q_stride in floats): attention scores of the query
+ * heads sharing one KV head against a chunk of K rows of cache type t (f32,
+ * or f16 converted once for all heads). For an f16 cache the caller passes
+ * Q already rounded to f16 values (kern_round_f16), as llama.cpp rounds Q
+ * for its f16 K dot product: once per token, not once per chunk. Each
+ * score's summation order depends only on n, not on nh, nk or the key's
+ * place in the chunk. Only the AVX2 set has one, for n a multiple of 8 up
+ * to KERN_QK_MAX_DIM: otherwise NULL (use kern_dot_get's kernels). */
 enum { KERN_QK_MAX_DIM = 512 };
 typedef void (*kern_qk_fn)(int64_t n, int nh, const float *q, size_t q_stride, int nk,
 			   const void *const *k, float *out, size_t out_stride);
 kern_qk_fn kern_qk_get(int t, enum kern_isa isa, int64_t n);
+
+/* y[i] = x[i] rounded to the nearest binary16 value (ties to even, as
+ * F16C's vcvtps2ph), back in binary32, for i < n; x == y allowed. */
+void kern_round_f16(const float *x, float *y, int64_t n);
 
 /* g[i] = act(g[i]) * u[i] for i < n: the GLU of a feed-forward block.
  * KERN_GLU_SILU: silu (x * sigmoid x); KERN_GLU_GELU: GELU's tanh form,

@@ -191,7 +191,11 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 	for (int i = 0; i < nh; i++) {
 		const float *q = s->q + ((size_t)t * hp->n_head + h0 + i) * hd;
 		qd[i] = q;
-		if (!qk && ktt->vec_dot_type != FX_TYPE_F32) {
+		if (qk && kt == FX_TYPE_F16) { /* rounded once for all chunks */
+			float *qc = (float *)((uint8_t *)s->qconv + ((size_t)ith * hp->n_head + i) * s->qconv_stride);
+			kern_round_f16(q, qc, hd);
+			qd[i] = qc;
+		} else if (!qk && ktt->vec_dot_type != FX_TYPE_F32) {
 			void *qc = (uint8_t *)s->qconv + ((size_t)ith * hp->n_head + i) * s->qconv_stride;
 			kern_act_quantize(ktt->vec_dot_type, a->isa, q, qc, hd);
 			qd[i] = qc;
@@ -200,6 +204,8 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 		l[i] = 0;
 		memset(acc + (size_t)i * dv, 0, (size_t)dv * sizeof(float));
 	}
+	/* Floats between the heads' queries as qk takes them. */
+	size_t qk_stride = qk && kt == FX_TYPE_F16 ? s->qconv_stride / sizeof(float) : (size_t)hd;
 	const float scale = hp->attn_scale, softcap = hp->attn_softcap;
 	int32_t p = a->pos[t], lo;
 	int nk0 = first_chunk(a, t, &lo);
@@ -252,7 +258,7 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 				for (int r0 = 0; r0 < nk; r0 += PF_STEP) {
 					int mk = nk - r0 < PF_STEP ? nk - r0 : PF_STEP;
 					prefetch_share(knext, nk1, nk, r0, mk, k_off, k_head);
-					qk(hd, ng, (const float *)qd[i0], (size_t)hd, mk, (const void *const *)kg + r0,
+					qk(hd, ng, (const float *)qd[i0], qk_stride, mk, (const void *const *)kg + r0,
 					   sg + r0, KCHUNK);
 				}
 			} else if (kd && key_as_weight) {
