@@ -4,6 +4,7 @@
  * Ainslie et al. 2023 (GQA), Su et al. 2021 (RoPE), Beltagy et al. 2020
  * (sliding window), Gemma 2 report (attention softcap). */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@ struct attn_args {
 	enum kern_isa isa;
 	const int32_t *pos;
 	int32_t n;
+	atomic_int next;            /* attend_worker's next unclaimed token */
 };
 
 static void add_bias(float *x, const float *b, int32_t n, int64_t width)
@@ -339,18 +341,24 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 }
 
 /* Work items: with at least two tokens per thread, a token's heads
- * (attend_heads reads its cache rows once, in order), tokens dealt
- * round-robin so that causal prefill (later tokens see more keys) is
- * balanced. With fewer tokens, (token, KV head, slice of its query
+ * (attend_heads reads its cache rows once, in order), claimed one at a
+ * time from a shared counter, so that a thread slowed by the machine or
+ * a causal prefill's longer later tokens do not leave the other waiting;
+ * each thread claims its next token before it starts the current one, to
+ * prefetch it. With fewer tokens, (token, KV head, slice of its query
  * heads): slices are halved until there are enough items for the
  * threads. */
 static void attend_worker(void *arg, int ith, int nth)
 {
-	const struct attn_args *a = arg;
+	struct attn_args *a = arg;
 	const struct hparams *hp = &a->m->hp;
 	if (a->n >= 2L * nth) {
-		for (int32_t t = ith; t < a->n; t += nth)
-			attend_heads(a, ith, t, 0, hp->n_head, t + nth < a->n ? t + nth : -1, t != ith);
+		int32_t t = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed);
+		for (bool pre = false; t < a->n; pre = true) {
+			int32_t t_next = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed);
+			attend_heads(a, ith, t, 0, hp->n_head, t_next < a->n ? t_next : -1, pre);
+			t = t_next;
+		}
 		return;
 	}
 	int G = hp->n_head / hp->n_head_kv, hpi = G;
@@ -433,6 +441,7 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 	}
 	struct attn_args a = { .m = m, .il = il, .s = s, .kv = kv, .pos = pos, .n = n,
 			       .isa = (enum kern_isa)fx_pool_kernels(pool) };
+	atomic_init(&a.next, 0);
 	fx_pool_run(pool, attend_worker, &a);
 	op_matmul(pool, &L->wo, s->att, n, out, s->qbuf);
 	if (L->bo)
