@@ -87,14 +87,22 @@ ALWAYS_INLINE void store_hsum(const __m256 *acc, float *out, size_t os, const in
 		out[(size_t)t * os] = hsum8(acc[t]);
 }
 
-/* Weights PREFETCH_AHEAD bytes ahead of the block being read are asked
- * for now: decode streams each row once from DRAM. (A prefetch past the
- * matrix is harmless: it never faults.) */
+/* Weights prefetch_ahead(NT) bytes ahead of the block being read are
+ * asked for now: decode streams each row once from DRAM. The distance
+ * grows with the activation rows per call because the time to get there
+ * does: with eight, 1 KiB of weights is about 230 ns of work, under DRAM's
+ * latency here (bench/ab.sh, SmolLM2 8-sequence step: 2 KiB ~2% faster,
+ * 4 KiB slower). (A prefetch past the matrix is harmless: it never
+ * faults.) */
 enum { PREFETCH_AHEAD = 1024 };
-ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
+ALWAYS_INLINE size_t prefetch_ahead(const int NT)
+{
+	return NT >= 8 ? 2 * PREFETCH_AHEAD : PREFETCH_AHEAD;
+}
+ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n, const int NT)
 {
 	for (size_t o = 0; o < n; o += 64)
-		_mm_prefetch((const char *)(p + PREFETCH_AHEAD + o), _MM_HINT_T0);
+		_mm_prefetch((const char *)(p + prefetch_ahead(NT) + o), _MM_HINT_T0);
 }
 
 /* ---- 32-element block types (q4_0, q4_1, q5_0, q8_0): eight rows at once
@@ -293,7 +301,7 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 		__m256 dx, mx;
 		if (x8) {
 			const uint8_t *sb = (const uint8_t *)vw + (size_t)ib * 8 * ws;
-			prefetch_span(sb, 8 * ws);
+			prefetch_span(sb, 8 * ws, NT);
 			leg_x8(sb, W, A, KIND);
 			dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
 			mx = q41 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16))) : dx;
@@ -302,7 +310,7 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 			 * block of each line starts in its first ws bytes. */
 			if ((((size_t)ib * ws) & 63) < ws)
 				for (int r = 0; r < nr; r++)
-					_mm_prefetch((const char *)(p[r] + (size_t)ib * ws + PREFETCH_AHEAD),
+					_mm_prefetch((const char *)(p[r] + (size_t)ib * ws + prefetch_ahead(NT)),
 						     _MM_HINT_T0);
 			leg_rows8(p, ib, W, A, KIND);
 			dx = halves_rows(p, (size_t)ib * ws); /* d is each block's first field */
@@ -436,7 +444,7 @@ ALWAYS_INLINE void body_k4(int64_t n, const void *vw, const void *act, size_t ac
 		const uint8_t *blk = (const uint8_t *)vw + (size_t)ib * bsz;
 		const struct block_q5_K *x5 = (const struct block_q5_K *)blk;
 		const uint8_t *qs = q5 ? x5->qs : ((const struct block_q4_K *)blk)->qs;
-		prefetch_span(blk, bsz);
+		prefetch_span(blk, bsz, NT);
 		float d = h2f(x5->d), dmin = h2f(x5->dmin);
 		__m256i ms = k4_scales_mins(x5->scales);
 		__m128i sc128 = _mm256_castsi256_si128(ms);
@@ -532,7 +540,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 		__m256i SM[4];
 		__m256 dx, dmx;
 		if (x8) {
-			prefetch_span(sb, 8 * sizeof(struct block_q4_K));
+			prefetch_span(sb, 8 * sizeof(struct block_q4_K), NT);
 			__m256i T[3];
 			for (int k = 0; k < 3; k++)
 				T[k] = _mm256_loadu_si256((const __m256i *)(sb + 32 + 32 * k));
@@ -541,7 +549,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 			dmx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16)));
 		} else {
 			for (int r = 0; r < nr; r++)
-				prefetch_span(p[r] + base, sizeof(struct block_q4_K));
+				prefetch_span(p[r] + base, sizeof(struct block_q4_K), NT);
 			k4_scales_rows8(p, base + offsetof(struct block_q4_K, scales), SM);
 			dx = halves_rows(p, base);
 			dmx = halves_rows(p, base + offsetof(struct block_q4_K, dmin));
@@ -617,7 +625,7 @@ ALWAYS_INLINE void body_q6_K(int64_t n, const void *vw, const void *act, size_t 
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
-		prefetch_span((const uint8_t *)(x + ib), sizeof(struct block_q6_K));
+		prefetch_span((const uint8_t *)(x + ib), sizeof(struct block_q6_K), NT);
 		float d = h2f(x[ib].d);
 		__m128i scales = _mm_loadu_si128((const __m128i *)x[ib].scales);
 		__m256i sumi[8];
@@ -691,7 +699,7 @@ ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int 
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
 		const uint8_t *sb = (const uint8_t *)vw + (size_t)ib * 8 * sizeof(struct block_q6_K);
-		prefetch_span(sb, 8 * sizeof(struct block_q6_K));
+		prefetch_span(sb, 8 * sizeof(struct block_q6_K), NT);
 		__m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
 		__m256i S[4];
 		for (int c = 0; c < 4; c++)
