@@ -394,10 +394,27 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 	for (int h = 0; h < H; h++) {
 		for (int i = 0; i < N; i++)
 			q[h][i] = rng_f(rng);
-		kern_round_f16(q[h], qr[h], N);
+		kern_round_f16(isa, q[h], qr[h], N - h); /* N - h: the tails too */
+		for (int i = N - h; i < N; i++)
+			qr[h][i] = fx_fp16_to_fp32(fx_fp32_to_fp16(q[h][i]));
 		for (int i = 0; i < N; i++) {
 			float want = fx_fp16_to_fp32(fx_fp32_to_fp16(q[h][i]));
 			CHECK(memcmp(&qr[h][i], &want, sizeof(want)) == 0);
+		}
+	}
+	/* Rounding edge cases in both sets: ties, the largest half, overflow
+	 * to inf, subnormal halves, zeros, inf and NaN. */
+	static const float edge[] = { 1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 65504.0f, 65520.0f, 65519.99f,
+				      0x1p-24f, 0x1p-25f, 0x3p-25f, 0x1.8p-14f, -0.0f, 0.0f, -7e-8f,
+				      INFINITY, -INFINITY, NAN, 3.14159f, -2.71828f };
+	enum { NE = sizeof(edge) / sizeof(edge[0]) };
+	for (int set = 0; set < 2; set++) {
+		float er[NE];
+		kern_round_f16(set ? isa : KERN_PORTABLE, edge, er, NE);
+		for (int i = 0; i < NE; i++) {
+			float want = fx_fp16_to_fp32(fx_fp32_to_fp16(edge[i]));
+			CHECKF(memcmp(&er[i], &want, sizeof(want)) == 0, "kern_round_f16 set %d: %a -> %a, want %a",
+			       set, (double)edge[i], (double)er[i], (double)want);
 		}
 	}
 	CHECK(kern_qk_get(FX_TYPE_F16, isa, 60) == NULL); /* not a multiple of 8 */

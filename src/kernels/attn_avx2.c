@@ -181,4 +181,13 @@ ALWAYS_INLINE void qk_heads(const int HB, int64_t n, const float *q, size_t qs, 
 QK_CHUNK(kern_qk_avx2_f32, 0)
 QK_CHUNK(kern_qk_avx2_f16, 1)
 
+void kern_round_f16_avx2(const float *x, float *y, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+	for (; i < n; i++)
+		y[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
 #endif /* __x86_64__ */

@@ -157,9 +157,17 @@ PV_PORTABLE(pv_f32, FX_TYPE_F32)
 PV_PORTABLE(pv_f16, FX_TYPE_F16)
 PV_PORTABLE(pv_q8_0, FX_TYPE_Q8_0)
 
-void kern_round_f16(const float *x, float *y, int64_t n)
+void kern_round_f16(enum kern_isa isa, const float *x, float *y, int64_t n)
 {
-	for (int64_t i = 0; i < n; i++) /* branch-free conversions: vectorises */
+#if defined(__x86_64__)
+	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2) {
+		kern_round_f16_avx2(x, y, n);
+		return;
+	}
+#else
+	(void)isa;
+#endif
+	for (int64_t i = 0; i < n; i++)
 		y[i] = quant_fp16_to_fp32(quant_fp32_to_fp16(x[i]));
 }
 

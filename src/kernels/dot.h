@@ -108,8 +108,10 @@ typedef void (*kern_qk_fn)(int64_t n, int nh, const float *q, size_t q_stride, i
 kern_qk_fn kern_qk_get(int t, enum kern_isa isa, int64_t n);
 
 /* y[i] = x[i] rounded to the nearest binary16 value (ties to even, as
- * F16C's vcvtps2ph), back in binary32, for i < n; x == y allowed. */
-void kern_round_f16(const float *x, float *y, int64_t n);
+ * F16C's vcvtps2ph), back in binary32, for i < n; x == y allowed. The
+ * AVX2 set converts with F16C, the portable one in integer steps
+ * (quant/blocks.h): the same bits. */
+void kern_round_f16(enum kern_isa isa, const float *x, float *y, int64_t n);
 
 /* g[i] = act(g[i]) * u[i] for i < n: the GLU of a feed-forward block.
  * KERN_GLU_SILU: silu (x * sigmoid x); KERN_GLU_GELU: GELU's tanh form,
@@ -139,6 +141,7 @@ void kern_quant_avx2_q8_K(const float *x, void *y, int64_t n);
 void kern_glu_avx2_silu(float *g, const float *u, long n);
 void kern_glu_avx2_gelu(float *g, const float *u, long n);
 float kern_expsum_avx2(float *s, int n, float m, float l);
+void kern_round_f16_avx2(const float *x, float *y, int64_t n);
 kern_dot_fn kern_dot_get_avx2(int t);
 kern_gemm_fn kern_gemm_get_avx2(int t);
 void kern_qk_avx2_f32(int64_t n, int nh, const float *q, size_t q_stride, int nk,

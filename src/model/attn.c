@@ -195,7 +195,7 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 		qd[i] = q;
 		if (qk && kt == FX_TYPE_F16) { /* rounded once for all chunks */
 			float *qc = (float *)((uint8_t *)s->qconv + ((size_t)ith * hp->n_head + i) * s->qconv_stride);
-			kern_round_f16(q, qc, hd);
+			kern_round_f16(a->isa, q, qc, hd);
 			qd[i] = qc;
 		} else if (!qk && ktt->vec_dot_type != FX_TYPE_F32) {
 			void *qc = (uint8_t *)s->qconv + ((size_t)ith * hp->n_head + i) * s->qconv_stride;
