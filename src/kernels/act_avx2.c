@@ -122,16 +122,25 @@ float kern_expsum_avx2(float *s, int n, float m, float l)
 {
 	const __m128 mv = _mm_set1_ps(m);
 	int i = 0;
-	for (; i + 4 <= n; i += 4)
-		_mm_storeu_ps(s + i, expf4_neg(_mm_sub_ps(_mm_loadu_ps(s + i), mv)));
+	/* Each group of four is added (in order, as the portable loop) as
+	 * soon as it is computed: the sum's chain of dependent adds then
+	 * runs beside the next groups' exps instead of after all of them. */
+	for (; i + 4 <= n; i += 4) {
+		__m128 e = expf4_neg(_mm_sub_ps(_mm_loadu_ps(s + i), mv));
+		_mm_storeu_ps(s + i, e);
+		l += _mm_cvtss_f32(e);
+		l += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 1));
+		l += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 2));
+		l += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 3));
+	}
 	if (i < n) {
 		float t[4] = { m, m, m, m };
 		memcpy(t, s + i, (size_t)(n - i) * sizeof(float));
 		_mm_storeu_ps(t, expf4_neg(_mm_sub_ps(_mm_loadu_ps(t), mv)));
 		memcpy(s + i, t, (size_t)(n - i) * sizeof(float));
+		for (; i < n; i++)
+			l += s[i];
 	}
-	for (i = 0; i < n; i++) /* in order, as the portable loop */
-		l += s[i];
 	return l;
 }
 
