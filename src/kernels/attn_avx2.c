@@ -135,6 +135,8 @@ ALWAYS_INLINE void qk_tile(const int HB, const int KB, int64_t n, const float *q
 	/* KB = 4 (HB > 1): a reduction is one head's four keys, stored
 	 * whole when the tile is full; KB = 8: two of them per head. */
 	for (int f = 0; f < HB * KB; f += 4) {
+		if (nk <= f % KB)
+			continue; /* no key left in this group: form no pointer past out */
 		__m128 sc = reduce4x8(acc + f);
 		float *o = out + (size_t)(f / KB) * os + f % KB;
 		if (nk >= f % KB + 4) {
