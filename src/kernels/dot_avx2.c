@@ -92,7 +92,8 @@ ALWAYS_INLINE void store_hsum(const __m256 *acc, float *out, size_t os, const in
  * grows with the activation rows per call because the time to get there
  * does: with eight, 1 KiB of weights is about 230 ns of work, under DRAM's
  * latency here (bench/ab.sh, SmolLM2 8-sequence step: 2 KiB ~1-2% faster,
- * 4 KiB slower). With eight the prefetch fills L2 only (T1): the kernel
+ * 4 KiB slower). With eight, prefetch_span fills L2 only (T1; the rare
+ * plain-row path keeps T0): the kernel
  * is slow enough for L2's latency, and L1's few miss buffers stay free
  * for the loads (8-sequence step 0.978x, 0.994x, 0.985x in three paired
  * runs). (A prefetch past the matrix is harmless: it never faults.) */

@@ -40,7 +40,6 @@ struct matmul_args {
 	kern_dot_fn kern[MM_MAX];  /* ISA kernel (one weight row, up to KERN_NT_MAX tokens), or NULL */
 	kern_gemm_fn gemm[MM_MAX]; /* ISA kernel (eight weight rows in lanes), preferred, or NULL */
 	long chunk;                /* most rows per work item */
-	int n_threads;
 	atomic_long next;          /* first row not yet taken */
 };
 
@@ -103,13 +102,12 @@ static void matmul_worker(void *arg, int ith, int nth)
 {
 	struct matmul_args *a = arg;
 	(void)ith;
-	(void)nth;
 	for (;;) {
 		long r0 = atomic_load_explicit(&a->next, memory_order_relaxed), r1;
 		do {
 			if (r0 >= a->n_rows)
 				return;
-			r1 = r0 + guided_chunk(a->n_rows - r0, a->chunk, a->n_threads);
+			r1 = r0 + guided_chunk(a->n_rows - r0, a->chunk, nth);
 			r1 = r1 < a->n_rows ? r1 : a->n_rows;
 		} while (!atomic_compare_exchange_weak_explicit(&a->next, &r0, r1, memory_order_relaxed,
 								memory_order_relaxed));
@@ -198,7 +196,6 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 	if (a.chunk < 16)
 		a.chunk = 16;
 	a.chunk = (a.chunk + 7) & ~7L; /* whole x8 groups */
-	a.n_threads = nth;
 	atomic_init(&a.next, 0);
 	fx_pool_run(pool, matmul_worker, &a);
 }
