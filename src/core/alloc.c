@@ -49,8 +49,9 @@ void *fx_malloc_lines(size_t n, size_t size)
 	size_t align, r = lines_alloc((n && size) ? n * size : 1, &align);
 	void *p = aligned_alloc(align, r);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
+	size_t whole = ((n && size) ? n * size : 1) & ~(HUGE_ALIGN - 1);
 	if (p && align == HUGE_ALIGN)
-		(void)madvise(p, r, MADV_HUGEPAGE); /* advice only: refused is fine */
+		(void)madvise(p, whole, MADV_HUGEPAGE); /* advice only: refused is fine */
 #endif
 	return p;
 }

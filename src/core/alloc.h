@@ -10,11 +10,13 @@ void *fx_malloc_array(size_t n, size_t size); /* uninitialised, overflow-checked
 /* As fx_malloc_array, starting on a 64-byte cache line (C11 aligned_alloc;
  * fx_free releases it). For arrays of rows that SIMD loads and prefetches
  * walk, so that a row of a multiple of 64 bytes never straddles a line.
- * On Linux (where <sys/mman.h> has MADV_HUGEPAGE) an array of 4 MiB or more (the KV pools, read whole every
- * decode step) starts on a 2 MiB boundary, its size rounded up to one, and
- * is advised for transparent huge pages (madvise MADV_HUGEPAGE; the
+ * On Linux (where <sys/mman.h> has MADV_HUGEPAGE) an array of 4 MiB or
+ * more (the KV pools and the weights, read whole every decode step) starts
+ * on a 2 MiB boundary, its size rounded up to one, and its whole 2 MiB
+ * spans are advised for transparent huge pages (madvise MADV_HUGEPAGE; the
  * system's THP setting decides): one TLB entry then maps 2 MiB, not 4 KiB
- * (measured: an 8-sequence SmolLM2 decode step ~2-3% faster). */
+ * (measured: an 8-sequence SmolLM2 decode step ~2-3% faster). The partial
+ * last span keeps 4 KiB pages, so nothing past the array becomes resident. */
 void *fx_malloc_lines(size_t n, size_t size);
 /* Bytes fx_malloc_lines(n, size) takes, its rounding up included (what a
  * context reports as its cache memory); for sizes fx_malloc_lines accepts. */

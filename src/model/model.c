@@ -12,6 +12,7 @@
 
 #include "core/alloc.h"
 #include "io/hf.h"
+#include "io/mapfile.h"
 #include "kernels/repack.h"
 #include "quant/quant.h"
 #include "tokenizer/vocab.h"
@@ -294,8 +295,10 @@ static int bind_mat(struct loader *ld, const char *name, int64_t n_in, int64_t n
 	return requant(ld, w);
 }
 
-/* Bind a 1-D f32 vector of n; other float types are converted once into an
- * owned buffer. */
+/* Bind a 1-D float vector of n, converted (or copied) once into an owned
+ * f32 buffer: a step then reads nothing from the file mapping, whose pages
+ * the kernel may map a 2 MiB folio at a time (a 2.5 KiB norm kept 2 MiB of
+ * the file resident: Gemma 3 270M's RSS 19 MiB over its weights). */
 static int bind_vec(struct loader *ld, const char *name, int64_t n, bool required,
 		    const float **out)
 {
@@ -311,10 +314,6 @@ static int bind_vec(struct loader *ld, const char *name, int64_t n, bool require
 	if (t->ne[0] != n || t->ne[1] * t->ne[2] * t->ne[3] != 1)
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s has %lld elements, want %lld",
 			       name, (long long)(t->ne[0] * t->ne[1]), (long long)n);
-	if (t->type == FX_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
-		*out = t->data;
-		return FX_OK;
-	}
 	const struct fx_type_traits *tt = fx_type_get(t->type);
 	float *buf = own(ld, fx_malloc_array((size_t)n, sizeof(float)));
 	if (!buf)
@@ -600,6 +599,82 @@ struct fx_model_params fx_model_default_params(void)
 	return (struct fx_model_params){ .size = sizeof(struct fx_model_params), .repack = true };
 }
 
+/* The matrices a forward pass reads whole every step: each layer's, the
+ * MoE experts and the lm head. Calls f on each (with tok_embd's data when
+ * the head is tied). */
+static void each_step_matrix(struct fx_model *m, void (*f)(struct fx_model *, struct wmat *, void *),
+			     void *arg)
+{
+	f(m, &m->output, arg);
+	for (int il = 0; il < m->hp.n_layer; il++) {
+		struct layer *L = &m->layers[il];
+		const struct wmat *ws[LAYER_MATS];
+		for (int i = 0; i < layer_mats(L, ws); i++)
+			f(m, (struct wmat *)ws[i], arg);
+		for (int x = 0; L->exp && x < 3 * m->hp.n_expert; x++)
+			f(m, &L->exp[x], arg);
+	}
+}
+
+/* Where place_weights is: the arena (NULL while sizing) and its fill. */
+struct placing {
+	uint8_t *arena;
+	size_t bytes;
+};
+
+static bool in_mapping(const struct fx_model *m, const struct wmat *w)
+{
+	const uint8_t *d = w->data;
+	size_t wb = (size_t)w->n_out * w->row_bytes;
+	return d && m->g && m->g->map && d >= m->g->map && wb <= m->g->map_size &&
+	       (size_t)(d - m->g->map) <= m->g->map_size - wb;
+}
+
+static void place_one(struct fx_model *m, struct wmat *w, void *arg)
+{
+	struct placing *pl = arg;
+	if (!in_mapping(m, w))
+		return;
+	const uint8_t *src = w->data;
+	size_t wb = (size_t)w->n_out * w->row_bytes, off = (size_t)(src - m->g->map);
+	if (pl->arena) {
+		uint8_t *dst = pl->arena + pl->bytes;
+		/* 2 MiB at a time, each piece's file pages given back as soon
+		 * as it is copied: the resident size never holds two copies. */
+		for (size_t a = 0; a < wb; a += (size_t)2 << 20) {
+			size_t n = wb - a < ((size_t)2 << 20) ? wb - a : ((size_t)2 << 20);
+			memcpy(dst + a, src + a, n);
+			io_map_release(m->g->map, off + a, n);
+		}
+		if (m->tok_embd.data == w->data)
+			m->tok_embd.data = dst;
+		w->data = dst;
+	}
+	pl->bytes += (wb + 63) & ~(size_t)63;
+}
+
+/* Every matrix a step reads, copied out of the file mapping into one
+ * anonymous allocation (fx_malloc_lines: transparent huge pages where the
+ * system allows). A step streams all of them: on 4 KiB file pages each
+ * page costs a TLB miss and stops the hardware prefetcher at its edge
+ * (measured: a SmolLM2 Q4_1 one-sequence decode step ~12% faster, eight
+ * sequences ~3%). The file's pages are released as they are copied, so
+ * the resident size stays one copy of the weights; the matrices must not
+ * have been written in the mapping (this runs before repack_weights).
+ * Matrices outside the mapping (quantized on load) stay where they are. */
+static int place_weights(struct fx_model *m, struct fx_err *err)
+{
+	struct placing pl = { 0 };
+	each_step_matrix(m, place_one, &pl);
+	if (!pl.bytes)
+		return FX_OK;
+	if (!(m->weights = fx_malloc_lines(pl.bytes, 1)))
+		return fx_fail(err, FX_E_NOMEM, "no memory for the weights (%zu MiB)", pl.bytes >> 20);
+	pl = (struct placing){ .arena = m->weights };
+	each_step_matrix(m, place_one, &pl);
+	return FX_OK;
+}
+
 /* Every dense matrix the best kernel set has an x8 kernel for, rewritten
  * in place into x8 groups (kernels/repack.h). The mapping is private and
  * writable (io_map), so a repacked page becomes the process's own copy
@@ -727,7 +802,7 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	 * now: its pages leave the RSS before repacking makes the weights
 	 * resident (peak RSS = weights + KV + scratch, issue 5). */
 	gguf_release_meta(m->g);
-	if (p->repack && (rc = repack_weights(m, err)))
+	if (p->repack && ((rc = place_weights(m, err)) || (rc = repack_weights(m, err))))
 		goto fail_path;
 	/* The KV cache defaults to llama.cpp's f16 for GGUF files and to
 	 * transformers' f32 for HF checkpoints. */
@@ -749,6 +824,7 @@ void fx_model_free(struct fx_model *m)
 	for (int i = 0; i < m->n_owned; i++)
 		fx_free(m->owned[i]);
 	fx_free(m->owned);
+	fx_free(m->weights);
 	fx_free(m->layers);
 	fx_free(m->inv_freq);
 	vocab_free(m->vocab);

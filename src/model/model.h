@@ -103,7 +103,9 @@ static inline int layer_mats(const struct layer *L, const struct wmat *ws[LAYER_
 }
 
 struct fx_model {
-	struct gguf_file *g;          /* owns the mapping every weight points into */
+	struct gguf_file *g;          /* owns the mapping the weights point into */
+	void *weights;                /* NULL, or the matrices moved out of the mapping
+				       * (place_weights in model.c; owned) */
 	const struct arch_desc *arch;
 	struct hparams hp;
 	struct vocab *vocab;
