@@ -86,11 +86,8 @@ static void qk_decorate(const struct fx_model *m, const struct layer *L, struct 
 		decorate_worker(&a, 0, 1);
 }
 
-/* Keys per online-softmax step: scores of a chunk are computed together
- * (K rows that are adjacent in memory in one kernel call), the running
- * max is updated once per chunk. Chunks start at the first visible key,
- * so a query's chunking never depends on the batch. */
-enum { KCHUNK = 32, PF_STEP = 8 };
+/* Keys per online-softmax step (forward.h) and per prefetch step. */
+enum { KCHUNK = FWD_KCHUNK, PF_STEP = 8 };
 
 /* Ask for bytes [off, off + bytes) of rows[0..n) ahead of use. At a batch
  * of decodes each sequence's cache was last touched a whole step ago, so

@@ -67,7 +67,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 			return FX_E_NOMEM; /* the latent is normed into att: it must fit */
 		}
 	}
-	s->scores = scratch_alloc(s, (size_t)n_threads * (2 + 32) * (size_t)hp->n_head, sizeof(float));
+	s->scores = scratch_alloc(s, (size_t)n_threads * (2 + FWD_KCHUNK) * (size_t)hp->n_head, sizeof(float));
 	s->qbuf = scratch_alloc(s, qb ? qb : 1, 1);
 	s->vrow = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_head + 1) * hp->head_dim_v,
 				sizeof(float));
