@@ -56,11 +56,12 @@ struct fx_model_params {
 			    * load to this type ("q8_0", "q4_0", "q4_K", ...; GGML's names,
 			    * any case), as llama-quantize would. Borrowed during the call. */
 	bool repack;       /* rearrange matrices the CPU's kernels read faster (eight
-			    * rows interleaved, as llama.cpp's repacked types) at load,
-			    * after moving them out of the file mapping into memory on
-			    * transparent huge pages (the file's pages released as they
-			    * are copied: one copy stays resident): same bytes, same
-			    * results, faster decode, prefill and batches.
+			    * rows interleaved, as llama.cpp's repacked types) at load;
+			    * for a GGUF file, after moving the dense ones out of the file
+			    * mapping into memory on transparent huge pages (the file's
+			    * pages released as they are copied: one copy stays
+			    * resident): same bytes, same results, faster decode, prefill
+			    * and batches.
 			    * Default true; such a model then runs only with the kernels it
 			    * was repacked for (FX_KERNELS_AUTO), not FX_KERNELS_PORTABLE. */
 };

@@ -27,6 +27,7 @@
 #include "check.h"
 #include "fixture_ref.h"
 #include "engine/context.h"
+#include "model/forward.h"
 #include "ferrox.h"
 #include "io/safetensors.h"
 #include "quant/quant.h"
@@ -258,7 +259,7 @@ static float *prefill_with(const struct fx_model *m, int kernels, int kv_type, c
 /* With an f16 cache, the SIMD attention must round Q to f16 before its K
  * dot products, as the portable kernels (and llama.cpp) do: AUTO and
  * PORTABLE then differ only in the order of float additions. Measured
- * (40 tokens, two key chunks): 1.1e-5 to 4.3e-5 on these fixtures (gemma3,
+ * (40 tokens, two key chunks of 32): 1.1e-5 to 4.3e-5 on these fixtures (gemma3,
  * with larger logits, 1.2e-4); with Q left unrounded 2.3e-4 to 3.8e-4
  * (gemma3 2.0e-3). */
 static void check_f16_cache_kernels(const char *name, double bound)
@@ -273,7 +274,7 @@ static void check_f16_cache_kernels(const char *name, double bound)
 		CHECKF(false, "%s: %s", name, err.msg);
 		return;
 	}
-	enum { N = 40 };
+	enum { N = FWD_KCHUNK + 8 }; /* two key chunks */
 	int32_t nv = fx_model_n_vocab(m);
 	fx_token ids[N];
 	for (int i = 0; i < N; i++)

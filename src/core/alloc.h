@@ -16,7 +16,8 @@ void *fx_malloc_array(size_t n, size_t size); /* uninitialised, overflow-checked
  * spans are advised for transparent huge pages (madvise MADV_HUGEPAGE; the
  * system's THP setting decides): one TLB entry then maps 2 MiB, not 4 KiB
  * (measured: an 8-sequence SmolLM2 decode step ~2-3% faster). The partial
- * last span keeps 4 KiB pages, so nothing past the array becomes resident. */
+ * last span is not advised, so under THP's "madvise" setting nothing past
+ * the array becomes resident ("always" decides for itself). */
 void *fx_malloc_lines(size_t n, size_t size);
 /* Bytes fx_malloc_lines(n, size) takes, its rounding up included (what a
  * context reports as its cache memory); for sizes fx_malloc_lines accepts. */

@@ -1,6 +1,7 @@
 /* File mappings shared by the format readers (GGUF, safetensors): weights
- * are mmap'd, never copied. Private and writable so that weights can be
- * rearranged in place; the file itself never changes. */
+ * are mmap'd, not read into buffers (the model may later move the ones it
+ * streams every step: model.c's place_weights). Private and writable so
+ * that weights can be rearranged in place; the file itself never changes. */
 #ifndef FX_IO_MAPFILE_H
 #define FX_IO_MAPFILE_H
 

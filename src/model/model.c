@@ -599,20 +599,18 @@ struct fx_model_params fx_model_default_params(void)
 	return (struct fx_model_params){ .size = sizeof(struct fx_model_params), .repack = true };
 }
 
-/* The matrices a forward pass reads whole every step: each layer's, the
- * MoE experts and the lm head. Calls f on each (with tok_embd's data when
- * the head is tied). */
+/* The dense matrices a forward pass reads whole every step: each layer's
+ * and the lm head (with tok_embd's data when the head is tied). MoE
+ * experts are not among them: a step reads only the routed ones, and they
+ * stay in the mapping, loaded on first use and reclaimable. */
 static void each_step_matrix(struct fx_model *m, void (*f)(struct fx_model *, struct wmat *, void *),
 			     void *arg)
 {
 	f(m, &m->output, arg);
 	for (int il = 0; il < m->hp.n_layer; il++) {
-		struct layer *L = &m->layers[il];
 		const struct wmat *ws[LAYER_MATS];
-		for (int i = 0; i < layer_mats(L, ws); i++)
+		for (int i = 0; i < layer_mats(&m->layers[il], ws); i++)
 			f(m, (struct wmat *)ws[i], arg);
-		for (int x = 0; L->exp && x < 3 * m->hp.n_expert; x++)
-			f(m, &L->exp[x], arg);
 	}
 }
 
@@ -622,12 +620,15 @@ struct placing {
 	size_t bytes;
 };
 
+/* Whether w lies wholly in a mapping gguf_open made (not a caller's
+ * buffer, nor an HF checkpoint's built view, whose map is NULL). */
 static bool in_mapping(const struct fx_model *m, const struct wmat *w)
 {
-	const uint8_t *d = w->data;
+	const struct gguf_file *g = m->g;
+	uintptr_t d = (uintptr_t)w->data, b = (uintptr_t)(g ? g->map : NULL);
 	size_t wb = (size_t)w->n_out * w->row_bytes;
-	return d && m->g && m->g->map && d >= m->g->map && wb <= m->g->map_size &&
-	       (size_t)(d - m->g->map) <= m->g->map_size - wb;
+	return d && g && g->map && g->owns_map && d >= b && wb <= g->map_size &&
+	       d - b <= g->map_size - wb;
 }
 
 static void place_one(struct fx_model *m, struct wmat *w, void *arg)
@@ -636,11 +637,13 @@ static void place_one(struct fx_model *m, struct wmat *w, void *arg)
 	if (!in_mapping(m, w))
 		return;
 	const uint8_t *src = w->data;
-	size_t wb = (size_t)w->n_out * w->row_bytes, off = (size_t)(src - m->g->map);
+	size_t wb = (size_t)w->n_out * w->row_bytes, off = (size_t)((uintptr_t)src - (uintptr_t)m->g->map);
 	if (pl->arena) {
 		uint8_t *dst = pl->arena + pl->bytes;
 		/* 2 MiB at a time, each piece's file pages given back as soon
-		 * as it is copied: the resident size never holds two copies. */
+		 * as it is copied, so the resident size never holds two copies
+		 * (the pages a piece shares with the next are released with
+		 * the data section, in place_weights). */
 		for (size_t a = 0; a < wb; a += (size_t)2 << 20) {
 			size_t n = wb - a < ((size_t)2 << 20) ? wb - a : ((size_t)2 << 20);
 			memcpy(dst + a, src + a, n);
@@ -653,32 +656,34 @@ static void place_one(struct fx_model *m, struct wmat *w, void *arg)
 	pl->bytes += (wb + 63) & ~(size_t)63;
 }
 
-/* Every matrix a step reads, copied out of the file mapping into one
- * anonymous allocation (fx_malloc_lines: transparent huge pages where the
- * system allows). A step streams all of them: on 4 KiB file pages each
- * page costs a TLB miss and stops the hardware prefetcher at its edge
- * (measured: a SmolLM2 Q4_1 one-sequence decode step ~12% faster, eight
- * sequences ~3%). The file's pages are released as they are copied, so
- * the resident size stays one copy of the weights; the matrices must not
- * have been written in the mapping (this runs before repack_weights).
- * Matrices outside the mapping (quantized on load) stay where they are. */
-static int place_weights(struct fx_model *m, struct fx_err *err)
+/* The dense matrices a step reads, copied out of a GGUF file's mapping
+ * into one anonymous allocation (fx_malloc_lines: transparent huge pages
+ * where the system allows). A step streams all of them: on 4 KiB file
+ * pages each page costs a TLB miss and stops the hardware prefetcher at its
+ * edge (measured: a SmolLM2 Q4_1 one-sequence decode step ~12% faster,
+ * eight sequences ~3%). The file's pages are released as they are copied,
+ * so the resident size stays one copy of the weights. Nothing is ever
+ * written into a GGUF mapping (bind_* only point into it, bind_vec copies),
+ * so a released page that is read again (an untied tok_embd row, an
+ * expert) comes back from the file unchanged. Matrices outside the mapping
+ * (quantized on load, HF checkpoints) stay where they are; without memory
+ * for the copy the weights stay in the mapping. */
+static void place_weights(struct fx_model *m)
 {
 	struct placing pl = { 0 };
 	each_step_matrix(m, place_one, &pl);
-	if (!pl.bytes)
-		return FX_OK;
-	if (!(m->weights = fx_malloc_lines(pl.bytes, 1)))
-		return fx_fail(err, FX_E_NOMEM, "no memory for the weights (%zu MiB)", pl.bytes >> 20);
+	if (!pl.bytes || !(m->weights = fx_malloc_lines(pl.bytes, 1)))
+		return;
 	pl = (struct placing){ .arena = m->weights };
 	each_step_matrix(m, place_one, &pl);
-	return FX_OK;
+	io_map_release(m->g->map, m->g->data_offset, m->g->map_size - m->g->data_offset);
 }
 
 /* Every dense matrix the best kernel set has an x8 kernel for, rewritten
- * in place into x8 groups (kernels/repack.h). The mapping is private and
- * writable (io_map), so a repacked page becomes the process's own copy
- * and the file is untouched. MoE experts stay plain; a tied lm head is
+ * in place into x8 groups (kernels/repack.h): in place_weights' copy, or
+ * (HF checkpoints, or no memory for the copy) in the mapping, which is
+ * private and writable (io_map): a repacked page becomes the process's own
+ * copy and the file is untouched. MoE experts stay plain; a tied lm head is
  * repacked with the embeddings (embed reads their rows through
  * kern_x8_unpack_row). */
 static int repack_weights(struct fx_model *m, struct fx_err *err)
@@ -802,7 +807,9 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	 * now: its pages leave the RSS before repacking makes the weights
 	 * resident (peak RSS = weights + KV + scratch, issue 5). */
 	gguf_release_meta(m->g);
-	if (p->repack && ((rc = place_weights(m, err)) || (rc = repack_weights(m, err))))
+	if (p->repack)
+		place_weights(m);
+	if (p->repack && (rc = repack_weights(m, err)))
 		goto fail_path;
 	/* The KV cache defaults to llama.cpp's f16 for GGUF files and to
 	 * transformers' f32 for HF checkpoints. */

@@ -1,5 +1,7 @@
 /* A loaded model: hyperparameters, the architecture row, and weights bound
- * by name from the GGUF mapping (borrowed from it, not copied). */
+ * by name from the GGUF mapping (borrowed from it; with repack, the dense
+ * matrices are then moved into one owned allocation: model.c's
+ * place_weights). */
 #ifndef FX_MODEL_MODEL_H
 #define FX_MODEL_MODEL_H
 
