@@ -599,8 +599,9 @@ struct fx_model_params fx_model_default_params(void)
 	return (struct fx_model_params){ .size = sizeof(struct fx_model_params), .repack = true };
 }
 
-/* The dense matrices a forward pass reads whole every step: each layer's
- * and the lm head (with tok_embd's data when the head is tied). MoE
+/* The dense matrices a forward pass reads whole every step, which
+ * place_weights moves and repack_weights repacks: each layer's and the lm
+ * head (with tok_embd's data when the head is tied). MoE
  * experts are not among them: a step reads only the routed ones, and they
  * stay in the mapping, loaded on first use and reclaimable. */
 static void each_step_matrix(struct fx_model *m, void (*f)(struct fx_model *, struct wmat *, void *),
@@ -679,6 +680,31 @@ static void place_weights(struct fx_model *m)
 	io_map_release(m->g->map, m->g->data_offset, m->g->map_size - m->g->data_offset);
 }
 
+/* Where repack_weights is: the scratch for one x8 group (NULL while
+ * sizing it) and its size. */
+struct repacking {
+	enum kern_isa isa;
+	void *tmp;
+	size_t tmp_bytes;
+};
+
+static void repack_one(struct fx_model *m, struct wmat *w, void *arg)
+{
+	struct repacking *rp = arg;
+	if (!w->data || w->x8 || w->n_out % 8 || !kern_x8_supported(w->type, rp->isa))
+		return;
+	if (!rp->tmp) {
+		rp->tmp_bytes = 8 * w->row_bytes > rp->tmp_bytes ? 8 * w->row_bytes : rp->tmp_bytes;
+		return;
+	}
+	for (int64_t r = 0; r < w->n_out; r += 8)
+		kern_x8_pack(w->type, w->n_in, (uint8_t *)w->data + (size_t)r * w->row_bytes, rp->tmp);
+	w->x8 = true;
+	m->repacked = true;
+	if (w->data == m->tok_embd.data)
+		m->tok_embd.x8 = true;
+}
+
 /* Every dense matrix the best kernel set has an x8 kernel for, rewritten
  * in place into x8 groups (kernels/repack.h): in place_weights' copy, or
  * (HF checkpoints, or no memory for the copy) in the mapping, which is
@@ -688,44 +714,14 @@ static void place_weights(struct fx_model *m)
  * kern_x8_unpack_row). */
 static int repack_weights(struct fx_model *m, struct fx_err *err)
 {
-	enum kern_isa isa = kern_isa_best();
-	struct wmat *list[LAYER_MATS + 1];
-	size_t tmp_bytes = 0;
-	void *tmp = NULL;
-	for (int pass = 0; pass < 2; pass++) {
-		for (int il = -1; il < m->hp.n_layer; il++) {
-			int n = 0;
-			if (il < 0) {
-				list[n++] = &m->output;
-			} else {
-				const struct wmat *ws[LAYER_MATS];
-				for (int i = 0; i < layer_mats(&m->layers[il], ws); i++)
-					list[n++] = (struct wmat *)ws[i];
-			}
-			for (int i = 0; i < n; i++) {
-				struct wmat *w = list[i];
-				if (!w->data || w->x8 || w->n_out % 8 || !kern_x8_supported(w->type, isa))
-					continue;
-				if (pass == 0) {
-					tmp_bytes = 8 * w->row_bytes > tmp_bytes ? 8 * w->row_bytes : tmp_bytes;
-					continue;
-				}
-				for (int64_t r = 0; r < w->n_out; r += 8)
-					kern_x8_pack(w->type, w->n_in, (uint8_t *)w->data + (size_t)r * w->row_bytes, tmp);
-				w->x8 = true;
-				m->repacked = true;
-				if (w->data == m->tok_embd.data)
-					m->tok_embd.x8 = true;
-			}
-		}
-		if (pass == 0) {
-			if (!tmp_bytes)
-				return FX_OK;
-			if (!(tmp = fx_calloc(1, tmp_bytes)))
-				return fx_fail(err, FX_E_NOMEM, "no memory to repack the weights");
-		}
-	}
-	fx_free(tmp);
+	struct repacking rp = { .isa = kern_isa_best() };
+	each_step_matrix(m, repack_one, &rp);
+	if (!rp.tmp_bytes)
+		return FX_OK;
+	if (!(rp.tmp = fx_calloc(1, rp.tmp_bytes)))
+		return fx_fail(err, FX_E_NOMEM, "no memory to repack the weights");
+	each_step_matrix(m, repack_one, &rp);
+	fx_free(rp.tmp);
 	return FX_OK;
 }
 
@@ -807,10 +803,11 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	 * now: its pages leave the RSS before repacking makes the weights
 	 * resident (peak RSS = weights + KV + scratch, issue 5). */
 	gguf_release_meta(m->g);
-	if (p->repack)
+	if (p->repack) {
 		place_weights(m);
-	if (p->repack && (rc = repack_weights(m, err)))
-		goto fail_path;
+		if ((rc = repack_weights(m, err)))
+			goto fail_path;
+	}
 	/* The KV cache defaults to llama.cpp's f16 for GGUF files and to
 	 * transformers' f32 for HF checkpoints. */
 	m->hp.kv_type = hf ? FX_KV_F32 : FX_KV_F16;
