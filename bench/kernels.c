@@ -4,10 +4,11 @@
  * -r runs). Used to tune the kernels; compare.sh measures whole models.
  *
  *   build/bin/bench_kernels [-t threads] [-k n_in] [-m n_out] [-n n_tok]
- *                           [-r runs] [--portable] [--no-repack] [type ...]
+ *                           [-r runs] [--portable | --avx2] [--no-repack] [type ...]
  *
  * Weights are repacked into x8 groups as the model loader does, unless
- * --no-repack (or --portable) keeps plain rows.
+ * --no-repack (or --portable) keeps plain rows. --avx2: the AVX2 set even
+ * where the CPU runs the AVX-VNNI one (to compare the two).
  *
  * Defaults: TinyLlama's ffn_up shape (2048 -> 5632), 512 tokens, 2 threads,
  * 3 runs, every type with a quantizer.
@@ -78,10 +79,13 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 			best = dt;
 	}
 	double mac = (double)k * (double)m * (double)n;
-	const char *kind = wm.x8 ? "x8" : kern_dot_get(type, isa) || kern_gemm_get(type, isa) ? "avx2" : "portable";
+	const char *set = isa == KERN_AVXVNNI ? "vnni" : "avx2";
+	char kind[16];
+	snprintf(kind, sizeof(kind), "%s%s", wm.x8 ? "x8-" : "",
+		 kern_dot_get(type, isa) || kern_gemm_get(type, isa) || wm.x8 ? set : "portable");
 	if (isa == KERN_PORTABLE)
-		kind = "portable";
-	printf("%-6s %-8s %6lld x %5lld x %5lld  %8.2f ms  %7.2f  %6.2f\n", tt->name, kind, (long long)m, (long long)k, (long long)n, best * 1e3, mac / best * 1e-9,
+		snprintf(kind, sizeof(kind), "portable");
+	printf("%-6s %-9s %6lld x %5lld x %5lld  %8.2f ms  %7.2f  %6.2f\n", tt->name, kind, (long long)m, (long long)k, (long long)n, best * 1e3, mac / best * 1e-9,
 	       (double)(row * (size_t)m) / best * 1e-9);
 	free(wf);
 	free(w);
@@ -92,11 +96,12 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 }
 
 static const char usage[] =
-	"usage: bench_kernels [-t N] [-k n_in] [-m n_out] [-n n_tok] [-r runs] [--portable]\n"
-	"                     [--no-repack] [type ...]\n"
+	"usage: bench_kernels [-t N] [-k n_in] [-m n_out] [-n n_tok] [-r runs]\n"
+	"                     [--portable | --avx2] [--no-repack] [type ...]\n"
 	"GMAC/s of an n_out x n_in matrix times n_tok activation rows (op_matmul),\n"
 	"best of -r runs, for every named type (default: all with a quantizer).\n"
-	"Kernel column: x8 (repacked rows-in-lanes), avx2, or portable (no ISA\n"
+	"Kernel column: the set (avx2, vnni: AVX2 with AVX-VNNI's dot products;\n"
+	"--avx2 forces the first), x8- when repacked (rows in lanes), or portable (no ISA\n"
 	"kernel for the type: the scalar C).\n";
 
 /* A positive integer option value, whole string, or -1. */
@@ -109,7 +114,7 @@ static long positive(const char *s)
 
 int main(int argc, char **argv)
 {
-	int threads = 2, runs = 3, portable = 0, repack = 1;
+	int threads = 2, runs = 3, portable = 0, repack = 1, force_avx2 = 0;
 	int64_t k = 2048, m = 5632, n = 512;
 	const char *names[32];
 	int n_names = 0;
@@ -120,6 +125,8 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(a, "--portable")) {
 			portable = 1;
+		} else if (!strcmp(a, "--avx2")) {
+			force_avx2 = 1;
 		} else if (!strcmp(a, "--no-repack")) {
 			repack = 0;
 		} else if (a[0] == '-' && strlen(a) == 2 && strchr("tkmnr", a[1]) && i + 1 < argc) {
@@ -154,7 +161,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_kernels: cannot start %d threads\n", threads);
 		return 1;
 	}
-	fx_pool_set_kernels(pool, portable ? KERN_PORTABLE : kern_isa_best());
+	enum kern_isa isa = portable ? KERN_PORTABLE : kern_isa_best();
+	if (force_avx2 && isa > KERN_AVX2)
+		isa = KERN_AVX2;
+	fx_pool_set_kernels(pool, isa);
 	printf("type   kernel    n_out x  n_in x n_tok   time       GMAC/s    weight GB/s\n");
 	int rc = 0, shown = 0;
 	for (int t = 0; t < FX_TYPE_COUNT && !rc; t++) {

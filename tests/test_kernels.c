@@ -250,6 +250,41 @@ static void check_x8_only(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 	free(a);
 }
 
+/* Sets a and b (both run by this CPU) give the same bits for weight type
+ * t's rows-in-lanes kernels, plain (where the type has one) and x8, for
+ * every activation row count: the AVX-VNNI set's promise for the types
+ * whose kernels do not equal the portable vec_dot bit for bit (q4_K,
+ * q6_K); the others are compared with the portable one directly. */
+static void check_sets_agree(enum kern_isa a, enum kern_isa b, int type, int64_t n, uint64_t *rng)
+{
+	enum { T = 11 };
+	const struct fx_type_traits *tt = fx_type_get(type);
+	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, a, n);
+	CHECK(ab == kern_act_row_bytes(tt->vec_dot_type, b, n));
+	uint8_t *w = malloc(wb * 8), *tmp = malloc(wb * 8), *act = malloc(ab * T);
+	random_rows(a, type, n, w, 8, act, T, rng);
+	for (int x8 = 0; x8 < 2; x8++) {
+		if (x8)
+			kern_x8_pack(type, n, w, tmp);
+		kern_gemm_fn ga = x8 ? kern_gemm_x8_get(type, a) : kern_gemm_get(type, a);
+		kern_gemm_fn gb = x8 ? kern_gemm_x8_get(type, b) : kern_gemm_get(type, b);
+		CHECKF(!ga == !gb && (ga == NULL || ga != gb), "%s x8=%d: sets %d and %d", tt->name, x8,
+		       (int)a, (int)b);
+		if (!ga || !gb)
+			continue;
+		for (int nt = 1; nt <= T; nt++) {
+			float oa[T][8], ob[T][8];
+			ga(n, w, wb, 8, act, ab, nt, &oa[0][0], 8);
+			gb(n, w, wb, 8, act, ab, nt, &ob[0][0], 8);
+			CHECKF(memcmp(oa, ob, (size_t)nt * sizeof(oa[0])) == 0, "%s n=%lld x8=%d nt=%d: sets %d and %d differ",
+			       tt->name, (long long)n, x8, nt, (int)a, (int)b);
+		}
+	}
+	free(w);
+	free(tmp);
+	free(act);
+}
+
 /* GLU rows: the set's silu / GELU match the portable (libm) forms within
  * 1e-6 relative (plus the portable GELU's own cancellation error) over
  * ordinary and extreme inputs,
@@ -421,7 +456,7 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 	CHECK(kern_qk_get(FX_TYPE_Q8_0, isa, N) == NULL);
 	for (int f16 = 0; f16 < 2; f16++) {
 		kern_qk_fn qk = kern_qk_get(f16 ? FX_TYPE_F16 : FX_TYPE_F32, isa, N);
-		if (isa != KERN_AVX2) {
+		if (!kern_isa_avx2(isa)) {
 			CHECK(qk == NULL);
 			continue;
 		}
@@ -544,7 +579,13 @@ int main(void)
 #if defined(__x86_64__)
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
 	    __builtin_cpu_supports("f16c"))
-		CHECKF(best == KERN_AVX2, "this CPU has AVX2/FMA/F16C but the AVX2 set is not chosen");
+		CHECKF(best >= KERN_AVX2, "this CPU has AVX2/FMA/F16C but the AVX2 set is not chosen");
+#if defined(FX_HAVE_AVXVNNI)
+	if (best >= KERN_AVX2)
+		CHECKF((best == KERN_AVXVNNI) == (__builtin_cpu_supports("avxvnni") != 0),
+		       "AVX-VNNI: the CPU %s it but set %d is chosen",
+		       __builtin_cpu_supports("avxvnni") ? "has" : "lacks", (int)best);
+#endif
 #endif
 	if (best == KERN_PORTABLE) {
 		fprintf(stderr, "note: no ISA kernel set on this CPU; only the portable path runs\n");
@@ -556,20 +597,29 @@ int main(void)
 	static const int64_t sizes32[] = { 32, 96, 256, 576, 640, 2048 };
 	static const int64_t sizes256[] = { 256, 512, 2560 };
 	static const int64_t sizes1[] = { 7, 64, 256, 2053 };
-	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-		int64_t bs = fx_type_get(types[i])->blck_size;
-		const int64_t *sz = bs == 1 ? sizes1 : bs == 32 ? sizes32 : sizes256;
-		size_t nsz = bs == 1 ? 4 : bs == 32 ? 6 : 3;
-		for (size_t j = 0; j < nsz; j++)
-			check_type(best, types[i], sz[j], &rng);
-	}
-	static const int gemm32[] = { FX_TYPE_Q4_0, FX_TYPE_Q4_1, FX_TYPE_Q5_0, FX_TYPE_Q8_0 };
-	for (size_t i = 0; i < sizeof(gemm32) / sizeof(gemm32[0]); i++)
-		for (size_t j = 0; j < 6; j++)
-			check_gemm(best, gemm32[i], sizes32[j], true, &rng);
-	for (size_t j = 0; j < 3; j++) {
-		check_gemm(best, FX_TYPE_Q4_K, sizes256[j], false, &rng);
-		check_x8_only(best, FX_TYPE_Q6_K, sizes256[j], &rng);
+	/* The dot-product kernels of every ISA set the CPU runs: AVX2, and
+	 * where the CPU has it AVX-VNNI's, which must also equal AVX2's. */
+	for (int set = KERN_AVX2; set <= (int)best; set++) {
+		enum kern_isa isa = (enum kern_isa)set;
+		for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+			int64_t bs = fx_type_get(types[i])->blck_size;
+			const int64_t *sz = bs == 1 ? sizes1 : bs == 32 ? sizes32 : sizes256;
+			size_t nsz = bs == 1 ? 4 : bs == 32 ? 6 : 3;
+			for (size_t j = 0; j < nsz; j++)
+				check_type(isa, types[i], sz[j], &rng);
+		}
+		static const int gemm32[] = { FX_TYPE_Q4_0, FX_TYPE_Q4_1, FX_TYPE_Q5_0, FX_TYPE_Q8_0 };
+		for (size_t i = 0; i < sizeof(gemm32) / sizeof(gemm32[0]); i++)
+			for (size_t j = 0; j < 6; j++)
+				check_gemm(isa, gemm32[i], sizes32[j], true, &rng);
+		for (size_t j = 0; j < 3; j++) {
+			check_gemm(isa, FX_TYPE_Q4_K, sizes256[j], false, &rng);
+			check_x8_only(isa, FX_TYPE_Q6_K, sizes256[j], &rng);
+			if (set > KERN_AVX2) {
+				check_sets_agree(KERN_AVX2, isa, FX_TYPE_Q4_K, sizes256[j], &rng);
+				check_sets_agree(KERN_AVX2, isa, FX_TYPE_Q6_K, sizes256[j], &rng);
+			}
+		}
 	}
 	check_glu(best, &rng);
 	check_act_quant(best, &rng);

@@ -14,17 +14,27 @@ enum kern_isa kern_isa_best(void)
 	/* libgcc's cpu model is filled once by a constructor; reading it is
 	 * free of side effects. */
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	    __builtin_cpu_supports("f16c"))
+	    __builtin_cpu_supports("f16c")) {
+#if defined(FX_HAVE_AVXVNNI)
+		if (__builtin_cpu_supports("avxvnni"))
+			return KERN_AVXVNNI;
+#endif
 		return KERN_AVX2;
+	}
 #endif
 	return KERN_PORTABLE;
+}
+
+bool kern_isa_avx2(enum kern_isa isa)
+{
+	return (isa == KERN_AVX2 || isa == KERN_AVXVNNI) && isa <= kern_isa_best();
 }
 
 /* AVX2 rows of q8_0/q8_1 carry the scale and sum arrays (dot.h); the
  * layout follows the kernels the CPU actually runs. */
 static bool has_scale_arrays(int vdt, enum kern_isa isa)
 {
-	return isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2 &&
+	return kern_isa_avx2(isa) &&
 	       (vdt == FX_TYPE_Q8_0 || vdt == FX_TYPE_Q8_1);
 }
 
@@ -42,7 +52,7 @@ size_t kern_act_row_bytes(int vdt, enum kern_isa isa, int64_t n)
 static fx_from_float_fn act_quantizer(int vdt, enum kern_isa isa)
 {
 #if defined(__x86_64__)
-	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2) {
+	if (kern_isa_avx2(isa)) {
 		if (vdt == FX_TYPE_Q8_0)
 			return kern_quant_avx2_q8_0;
 		if (vdt == FX_TYPE_Q8_1)
@@ -64,8 +74,8 @@ void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, in
 kern_dot_fn kern_dot_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
-	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2)
-		return kern_dot_get_avx2(t);
+	if (kern_isa_avx2(isa))
+		return isa == KERN_AVXVNNI ? kern_dot_get_avx2_vnni(t) : kern_dot_get_avx2(t);
 #else
 	(void)t;
 	(void)isa;
@@ -76,8 +86,8 @@ kern_dot_fn kern_dot_get(int t, enum kern_isa isa)
 kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
-	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2)
-		return kern_gemm_get_avx2(t);
+	if (kern_isa_avx2(isa))
+		return isa == KERN_AVXVNNI ? kern_gemm_get_avx2_vnni(t) : kern_gemm_get_avx2(t);
 #else
 	(void)t;
 	(void)isa;
@@ -97,7 +107,7 @@ static float expsum(float *s, int n, float m, float l)
 kern_expsum_fn kern_expsum_get(enum kern_isa isa)
 {
 #if defined(__x86_64__)
-	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2)
+	if (kern_isa_avx2(isa))
 		return kern_expsum_avx2;
 #else
 	(void)isa;
@@ -120,7 +130,7 @@ static void glu_gelu(float *g, const float *u, long n)
 kern_glu_fn kern_glu_get(enum kern_glu act, enum kern_isa isa)
 {
 #if defined(__x86_64__)
-	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2)
+	if (kern_isa_avx2(isa))
 		return act == KERN_GLU_GELU ? kern_glu_avx2_gelu : kern_glu_avx2_silu;
 #else
 	(void)isa;
@@ -160,7 +170,7 @@ PV_PORTABLE(pv_q8_0, FX_TYPE_Q8_0)
 void kern_round_f16(enum kern_isa isa, const float *x, float *y, int64_t n)
 {
 #if defined(__x86_64__)
-	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2) {
+	if (kern_isa_avx2(isa)) {
 		kern_round_f16_avx2(x, y, n);
 		return;
 	}
@@ -174,7 +184,7 @@ void kern_round_f16(enum kern_isa isa, const float *x, float *y, int64_t n)
 kern_qk_fn kern_qk_get(int t, enum kern_isa isa, int64_t n)
 {
 #if defined(__x86_64__)
-	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2 && n % 8 == 0 && n <= KERN_QK_MAX_DIM) {
+	if (kern_isa_avx2(isa) && n % 8 == 0 && n <= KERN_QK_MAX_DIM) {
 		if (t == FX_TYPE_F32)
 			return kern_qk_avx2_f32;
 		if (t == FX_TYPE_F16)
@@ -191,7 +201,7 @@ kern_qk_fn kern_qk_get(int t, enum kern_isa isa, int64_t n)
 kern_pv_fn kern_pv_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
-	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2) {
+	if (kern_isa_avx2(isa)) {
 		if (t == FX_TYPE_F32)
 			return kern_pv_avx2_f32;
 		if (t == FX_TYPE_F16)

@@ -15,13 +15,19 @@
 #ifndef FX_KERNELS_DOT_H
 #define FX_KERNELS_DOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* Kernel sets. */
+/* Kernel sets, each a superset of the CPU features of the one before. */
 enum kern_isa {
 	KERN_PORTABLE = 0, /* the type table's scalar C */
 	KERN_AVX2 = 1,     /* x86-64 AVX2 + FMA + F16C */
+	/* The AVX2 set whose integer kernels (32-element block types, q4_K,
+	 * q6_K x8) sum with AVX-VNNI's vpdpbusd (dot_avx2.c): the same
+	 * activation layout and the same results bit for bit, fewer
+	 * instructions. Built when the compiler knows -mavxvnni. */
+	KERN_AVXVNNI = 2,
 };
 
 /* Most activation rows one kernel call takes. */
@@ -68,9 +74,14 @@ void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, in
 typedef void (*kern_gemm_fn)(int64_t n, const void *w, size_t w_stride, int nr, const void *act,
 			     size_t act_stride, int nt, float *out, size_t out_stride);
 
-/* The best kernel set this CPU runs (KERN_AVX2 when it has AVX2, FMA and
- * F16C; KERN_PORTABLE otherwise or on other architectures). */
+/* The best kernel set this CPU runs (KERN_AVXVNNI when it has AVX2, FMA,
+ * F16C and AVX-VNNI and the build has that set, KERN_AVX2 when it has
+ * the first three; KERN_PORTABLE otherwise or on other architectures). */
 enum kern_isa kern_isa_best(void);
+
+/* Whether isa is KERN_AVX2 or KERN_AVXVNNI and this CPU runs it: the sets
+ * that share the AVX2 activation layout and non-integer kernels. */
+bool kern_isa_avx2(enum kern_isa isa);
 
 /* The kernel of set isa for weight type t, or NULL when that set has none
  * for t (callers then use the type table's vec_dot) or the CPU cannot run
@@ -144,6 +155,9 @@ float kern_expsum_avx2(float *s, int n, float m, float l);
 void kern_round_f16_avx2(const float *x, float *y, int64_t n);
 kern_dot_fn kern_dot_get_avx2(int t);
 kern_gemm_fn kern_gemm_get_avx2(int t);
+/* The AVX-VNNI build of dot_avx2.c (when FX_HAVE_AVXVNNI). */
+kern_dot_fn kern_dot_get_avx2_vnni(int t);
+kern_gemm_fn kern_gemm_get_avx2_vnni(int t);
 void kern_qk_avx2_f32(int64_t n, int nh, const float *q, size_t q_stride, int nk,
 		      const void *const *k, float *out, size_t out_stride);
 void kern_qk_avx2_f16(int64_t n, int nh, const float *q, size_t q_stride, int nk,

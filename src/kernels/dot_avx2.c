@@ -10,6 +10,15 @@
  * f32 accumulator per block, the same horizontal sum at the end. Bodies
  * are instantiated with NT a compile-time constant and keep per-row
  * accumulators, so every row's result is the same for any NT.
+ *
+ * The file is built twice (CMakeLists.txt): as the AVX2 set, and with
+ * KERN_VNNI=1 and -mavxvnni as the integer kernels of the AVX-VNNI set.
+ * There vpdpbusd adds four u8 x s8 products straight into each int32 lane
+ * where AVX2 needs maddubs's 16-bit pair sums, 16-bit adds and a widening
+ * madd: about a third fewer vector instructions per block. The maddubs
+ * forms never saturate (each kernel says why), so both compute the same
+ * exact integer sums and then the same float steps: the two sets' results
+ * are the same bits (test_kernels compares them).
  */
 #if defined(__x86_64__)
 
@@ -24,6 +33,27 @@
 #include "quant/quant.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+#ifndef KERN_VNNI
+#define KERN_VNNI 0
+#endif
+/* The exported getters' names: kern_*_avx2 or kern_*_avx2_vnni. */
+#if KERN_VNNI
+#define SET_FN(name) name##_vnni
+#else
+#define SET_FN(name) name
+#endif
+
+/* acc + u[k] . s[k] over k < nk, per 32-bit lane (four u8 x s8 products
+ * each): the AVX-VNNI build's one instruction per register. */
+#if KERN_VNNI
+ALWAYS_INLINE __m256i dp4(__m256i acc, const __m256i *u, const __m256i *s, int nk)
+{
+	for (int k = 0; k < nk; k++)
+		acc = _mm256_dpbusd_avx_epi32(acc, u[k], s[k]);
+	return acc;
+}
+#endif
 
 ALWAYS_INLINE float h2f(fx_half h)
 {
@@ -243,8 +273,14 @@ ALWAYS_INLINE void leg_x8(const uint8_t *sb, __m256i *W, __m256i *A, const int K
  * every row's exact integer block sum, lanes = rows. */
 ALWAYS_INLINE __m256i leg_sum8(const __m256i *W, const __m256i *A, const int8_t *y, const int KIND)
 {
-	const __m256i one = _mm256_set1_epi16(1);
 #define YB(k) bcast4(y + 4 * (k))
+#if KERN_VNNI
+	__m256i Y[8];
+	for (int k = 0; k < 8; k++)
+		Y[k] = KIND == LEG_Q8_0 ? _mm256_sign_epi8(YB(k), W[k]) : YB(k);
+	return dp4(_mm256_setzero_si256(), KIND == LEG_Q8_0 ? A : W, Y, 8);
+#else
+	const __m256i one = _mm256_set1_epi16(1);
 	if (KIND == LEG_Q8_0) {
 		__m256i s = _mm256_setzero_si256();
 		for (int k = 0; k < 8; k++)
@@ -263,6 +299,7 @@ ALWAYS_INLINE __m256i leg_sum8(const __m256i *W, const __m256i *A, const int8_t 
 	for (int k = 1; k < 8; k++)
 		s = _mm256_add_epi16(s, _mm256_maddubs_epi16(W[k], YB(k)));
 	return _mm256_madd_epi16(s, one);
+#endif
 #undef YB
 }
 
@@ -485,7 +522,9 @@ ALWAYS_INLINE void body_k4(int64_t n, const void *vw, const void *act, size_t ac
 	store_hsum(acc, out, os, NT);
 }
 
+#if !KERN_VNNI /* llama.cpp's order, maddubs; the VNNI set uses this one */
 KERNEL(dot_q5_K, body_k4, true)
+#endif
 
 /* q4_K, eight rows in lanes as the 32-element types above: per 32-element
  * sub-block the rows' codes (0..15) meet the broadcast activation bytes in
@@ -576,17 +615,28 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 				__m256i W[8];
 				for (int k = 0; k < 8; k++)
 					W[k] = _mm256_and_si256(h ? _mm256_srli_epi16(T[k], 4) : T[k], m4);
-				/* lanes 2r, 2r+1: row r's scale for sub-block 2j + h */
+				/* lanes 2r, 2r+1: row r's scale for sub-block 2j + h
+				 * (VNNI: lane r, as int32) */
 				__m256i scv = bytes_to_i16(SM[j / 2], 2 * (j % 2) + h, -1);
+				if (KERN_VNNI)
+					scv = _mm256_and_si256(scv, _mm256_set1_epi32(0xFFFF));
 #pragma GCC unroll 8
 				for (int t = 0; t < NT; t++) {
 					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 64 * j + 32 * h;
 #define YB(k) bcast4(y + 4 * (k))
+#if KERN_VNNI
+					__m256i Y[8];
+					for (int k = 0; k < 8; k++)
+						Y[k] = YB(k);
+					__m256i s = _mm256_mullo_epi32(dp4(_mm256_setzero_si256(), W, Y, 8), scv);
+#else
 					__m256i s16 = _mm256_maddubs_epi16(W[0], YB(0));
 					for (int k = 1; k < 8; k++)
 						s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(W[k], YB(k)));
+					__m256i s = _mm256_madd_epi16(s16, scv);
+#endif
 #undef YB
-					isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, scv));
+					isum[t] = _mm256_add_epi32(isum[t], s);
 				}
 			}
 		}
@@ -674,7 +724,9 @@ ALWAYS_INLINE void body_q6_K(int64_t n, const void *vw, const void *act, size_t 
 	}
 	store_hsum(acc, out, os, NT);
 }
+#if !KERN_VNNI
 KERNEL(dot_q6_K, body_q6_K, 0)
+#endif
 
 /* q6_K in x8 groups (kernels/repack.h): superblock d[8], the 16 int8
  * scales in 4 columns, ql in 32 columns, qh in 16. Rows in lanes as
@@ -733,13 +785,24 @@ ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int 
 				for (int t = 0; t < NT; t++) {
 					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 128 * j + 32 * m;
 #define YB(k) bcast4(y + 4 * (k))
+#if KERN_VNNI
+					/* each group's sum times its scale, as int32 (the
+					 * int16 pairs' high halves, sign-extended) */
+					__m256i Y[8];
+					for (int k = 0; k < 8; k++)
+						Y[k] = YB(k);
+					__m256i z = _mm256_setzero_si256();
+					__m256i s0 = _mm256_mullo_epi32(dp4(z, W, Y, 4), _mm256_srai_epi32(sc0, 16));
+					__m256i s1 = _mm256_mullo_epi32(dp4(z, W + 4, Y + 4, 4), _mm256_srai_epi32(sc1, 16));
+#else
 					__m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(W[0], YB(0)), _mm256_maddubs_epi16(W[1], YB(1)));
 					__m256i b = _mm256_add_epi16(_mm256_maddubs_epi16(W[2], YB(2)), _mm256_maddubs_epi16(W[3], YB(3)));
 					__m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(W[4], YB(4)), _mm256_maddubs_epi16(W[5], YB(5)));
 					__m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(W[6], YB(6)), _mm256_maddubs_epi16(W[7], YB(7)));
-#undef YB
 					__m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(a, sc0), _mm256_madd_epi16(b, sc0));
 					__m256i s1 = _mm256_add_epi32(_mm256_madd_epi16(c, sc1), _mm256_madd_epi16(d, sc1));
+#endif
+#undef YB
 					isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(s0, s1));
 				}
 			}
@@ -843,11 +906,13 @@ ALWAYS_INLINE float cvt_bf16(uint16_t h)
 FLOAT_BODY(body_f32, ld_f32, float, id_f32)
 FLOAT_BODY(body_f16, ld_f16, uint16_t, h2f)
 FLOAT_BODY(body_bf16, ld_bf16, uint16_t, cvt_bf16)
+#if !KERN_VNNI /* no integer sums: the VNNI set uses these */
 KERNEL(dot_f32, body_f32, 0)
 KERNEL(dot_f16, body_f16, 0)
 KERNEL(dot_bf16, body_bf16, 0)
+#endif
 
-kern_gemm_fn kern_gemm_get_avx2(int t)
+kern_gemm_fn SET_FN(kern_gemm_get_avx2)(int t)
 {
 	switch (t) {
 	case FX_TYPE_Q4_0: return dot_q4_0_gemm;
@@ -859,7 +924,7 @@ kern_gemm_fn kern_gemm_get_avx2(int t)
 	}
 }
 
-kern_gemm_fn kern_gemm_x8_get_avx2(int t)
+kern_gemm_fn SET_FN(kern_gemm_x8_get_avx2)(int t)
 {
 	switch (t) {
 	case FX_TYPE_Q4_0: return x8_q4_0_gemm;
@@ -872,20 +937,24 @@ kern_gemm_fn kern_gemm_x8_get_avx2(int t)
 	}
 }
 
-kern_dot_fn kern_dot_get_avx2(int t)
+kern_dot_fn SET_FN(kern_dot_get_avx2)(int t)
 {
 	switch (t) {
-	case FX_TYPE_F32: return dot_f32;
-	case FX_TYPE_F16: return dot_f16;
-	case FX_TYPE_BF16: return dot_bf16;
 	case FX_TYPE_Q4_0: return dot_q4_0;
 	case FX_TYPE_Q4_1: return dot_q4_1;
 	case FX_TYPE_Q5_0: return dot_q5_0;
 	case FX_TYPE_Q8_0: return dot_q8_0;
 	case FX_TYPE_Q4_K: return dot_q4_K;
+#if KERN_VNNI
+	default: return kern_dot_get_avx2(t);
+#else
+	case FX_TYPE_F32: return dot_f32;
+	case FX_TYPE_F16: return dot_f16;
+	case FX_TYPE_BF16: return dot_bf16;
 	case FX_TYPE_Q5_K: return dot_q5_K;
 	case FX_TYPE_Q6_K: return dot_q6_K;
 	default: return NULL;
+#endif
 	}
 }
 

@@ -97,8 +97,8 @@ void kern_x8_unpack_row(int t, int64_t n, const void *group, int r, void *out)
 kern_gemm_fn kern_gemm_x8_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
-	if (isa == KERN_AVX2 && kern_isa_best() == KERN_AVX2 && layout_of(t))
-		return kern_gemm_x8_get_avx2(t);
+	if (kern_isa_avx2(isa) && layout_of(t))
+		return isa == KERN_AVXVNNI ? kern_gemm_x8_get_avx2_vnni(t) : kern_gemm_x8_get_avx2(t);
 #else
 	(void)t;
 	(void)isa;

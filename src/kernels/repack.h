@@ -46,6 +46,7 @@ kern_gemm_fn kern_gemm_x8_get(int t, enum kern_isa isa);
 
 #if defined(__x86_64__)
 kern_gemm_fn kern_gemm_x8_get_avx2(int t);
+kern_gemm_fn kern_gemm_x8_get_avx2_vnni(int t);
 #endif
 
 #endif
