@@ -188,7 +188,7 @@ int cmd_bench(int argc, char **argv)
 			       "warm-up (llama-bench's method). Also peak RSS and the decode roofline.\n"
 			       "  -t N         threads (0, the default: one per core)\n"
 			       "  -b N         prompt tokens per forward step (512)\n"
-			       "  --portable   the portable C kernels instead of AVX2\n");
+			       "  --portable   the portable C kernels instead of the SIMD ones\n");
 			return 0;
 		} else {
 			fprintf(stderr, "error: unknown option '%s'\n", a);

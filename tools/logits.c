@@ -232,7 +232,7 @@ int cmd_logits(int argc, char **argv)
 			       "  -t, --threads N        threads (default: one per core)\n"
 			       "  --cache-type-k/-v T    f16, f32 or q8_0 (default: f16 GGUF, f32 HF)\n"
 			       "  --quant TYPE           quantize float weights on load (q8_0, q4_K, ...)\n"
-			       "  --portable             the portable C kernels (the oracle), not AVX2\n");
+			       "  --portable             the portable C kernels (the oracle), not the SIMD ones\n");
 			return 0;
 		} else {
 			fprintf(stderr, "error: unknown option '%s'\n", a);

@@ -64,7 +64,7 @@ int cmd_perplexity(int argc, char **argv)
 			       "  --chunks N         score only the first N chunks\n"
 			       "  -t N               threads (0, the default: one per core)\n"
 			       "  -ctk/-ctv T        KV cache types (f16 default, f32, q8_0)\n"
-			       "  --portable         the portable C kernels instead of AVX2\n");
+			       "  --portable         the portable C kernels instead of the SIMD ones\n");
 			return 0;
 		} else {
 			fprintf(stderr, "error: unknown option '%s'\n", a);
