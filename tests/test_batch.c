@@ -242,7 +242,7 @@ static void check_model(const char *label, const char *path, bool prefix, int wi
 		pre[i] = tok_at(0, i, nv);
 	CHECK(fx_decode(c, pre, 10, false) == FX_OK);
 	int before = fx_context_kv_blocks_used(c);
-	fx_seq f1, f2;
+	fx_seq f1 = -1, f2 = -1; /* set by the forks; clang sees a path where the second is not */
 	CHECK(fx_seq_fork(c, 0, &f1) == FX_OK && fx_seq_fork(c, 0, &f2) == FX_OK);
 	CHECK(fx_context_kv_blocks_used(c) == before); /* forks share every block */
 	fx_seq bs2[2] = { f1, f2 };

@@ -648,7 +648,7 @@ static void tiny_bpe(void)
 {
 	/* Byte-level: "\xc4\xa0" is U+0120, GPT-2's stand-in for the space byte. */
 	static const char *const toks[] = {
-		"a", "b", "ab", "\xc4\xa0", "\xc4\xa0" "ab", "<|endoftext|>", "1", "2", "12",
+		"a", "b", "ab", "\xc4\xa0", ("\xc4\xa0" "ab"), "<|endoftext|>", "1", "2", "12",
 	};
 	static const char *const merges[] = { "a b", "\xc4\xa0 ab", "1 2" };
 	static const int32_t types[] = { 1, 1, 1, 1, 1, 3, 1, 1, 1 };

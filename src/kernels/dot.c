@@ -3,20 +3,38 @@
 
 #include <math.h>
 #include <stdbool.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "kernels/ops.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
+#if defined(__x86_64__)
+/* Bit `bit` of register reg (0 EAX .. 3 EDX) of CPUID leaf, subleaf: for
+ * features that not every compiler's __builtin_cpu_supports names (clang
+ * 14 knows neither "f16c" nor "avxvnni"). They use the YMM state whose OS
+ * support the "avx2" test checks. */
+static bool cpuid_bit(unsigned leaf, unsigned sub, int reg, int bit)
+{
+	unsigned r[4];
+	if ((unsigned)__get_cpuid_max(0, NULL) < leaf)
+		return false;
+	__cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]);
+	return (r[reg] >> bit) & 1;
+}
+#endif
+
 enum kern_isa kern_isa_best(void)
 {
 #if defined(__x86_64__)
-	/* libgcc's cpu model is filled once by a constructor; reading it is
-	 * free of side effects. */
-	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	    __builtin_cpu_supports("f16c")) {
+	/* libgcc's cpu model is filled once by a constructor; reading it and
+	 * CPUID is free of side effects. FMA: leaf 1 ECX bit 12; F16C: leaf 1
+	 * ECX bit 29; AVX-VNNI: leaf 7.1 EAX bit 4 (Intel SDM, CPUID). */
+	if (__builtin_cpu_supports("avx2") && cpuid_bit(1, 0, 2, 12) && cpuid_bit(1, 0, 2, 29)) {
 #if defined(FX_HAVE_AVXVNNI)
-		if (__builtin_cpu_supports("avxvnni"))
+		if (cpuid_bit(7, 1, 0, 4))
 			return KERN_AVXVNNI;
 #endif
 		return KERN_AVX2;

@@ -32,7 +32,9 @@
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+/* unused: the VNNI build leaves some helpers without a caller (clang
+ * warns about those even when inline). */
+#define ALWAYS_INLINE static inline __attribute__((always_inline, unused))
 
 #ifndef KERN_VNNI
 #define KERN_VNNI 0
@@ -475,6 +477,7 @@ _Static_assert(offsetof(struct block_q4_K, scales) == offsetof(struct block_q5_K
 	       offsetof(struct block_q4_K, dmin) == offsetof(struct block_q5_K, dmin),
 	       "q4_K and q5_K share their header layout");
 
+#if !KERN_VNNI /* llama.cpp's order, maddubs: the VNNI set uses the AVX2 one */
 ALWAYS_INLINE void body_k4(int64_t n, const void *vw, const void *act, size_t act_stride,
 			   float *out, size_t os, const int NT, const bool q5)
 {
@@ -522,7 +525,6 @@ ALWAYS_INLINE void body_k4(int64_t n, const void *vw, const void *act, size_t ac
 	store_hsum(acc, out, os, NT);
 }
 
-#if !KERN_VNNI /* llama.cpp's order, maddubs; the VNNI set uses this one */
 KERNEL(dot_q5_K, body_k4, true)
 #endif
 
@@ -663,6 +665,7 @@ GEMM8(dot_q4_K, body_k4_rows8, 0)
 DOT_OF_GEMM8(dot_q4_K)
 GEMM8(x8_q4_K, body_k4_rows8, X8)
 
+#if !KERN_VNNI /* plain-row q6_K, llama.cpp's order: the VNNI set uses the AVX2 one */
 /* Broadcast int8 scales 2i and 2i+1 to 8 int16 lanes each. */
 ALWAYS_INLINE __m256i q6_scale(__m128i scales, int i)
 {
@@ -724,7 +727,6 @@ ALWAYS_INLINE void body_q6_K(int64_t n, const void *vw, const void *act, size_t 
 	}
 	store_hsum(acc, out, os, NT);
 }
-#if !KERN_VNNI
 KERNEL(dot_q6_K, body_q6_K, 0)
 #endif
 
@@ -828,6 +830,7 @@ ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int 
 }
 GEMM8(x8_q6_K, body_q6_K_x8, 0)
 
+#if !KERN_VNNI /* no integer sums: the VNNI set uses the AVX2 float kernels */
 /* Float kernels keep four accumulators per row: four rows fill the
  * registers. */
 #undef BODY_NT_MAX
@@ -906,7 +909,6 @@ ALWAYS_INLINE float cvt_bf16(uint16_t h)
 FLOAT_BODY(body_f32, ld_f32, float, id_f32)
 FLOAT_BODY(body_f16, ld_f16, uint16_t, h2f)
 FLOAT_BODY(body_bf16, ld_bf16, uint16_t, cvt_bf16)
-#if !KERN_VNNI /* no integer sums: the VNNI set uses these */
 KERNEL(dot_f32, body_f32, 0)
 KERNEL(dot_f16, body_f16, 0)
 KERNEL(dot_bf16, body_bf16, 0)
