@@ -14,6 +14,7 @@
 #include "core/alloc.h"
 #include "kernels/dot.h"
 #include "kernels/repack.h"
+#include "quant/blocks.h"
 #include "quant/quant.h"
 
 #include <math.h>
@@ -283,6 +284,83 @@ static void check_sets_agree(enum kern_isa a, enum kern_isa b, int type, int64_t
 	free(w);
 	free(tmp);
 	free(act);
+}
+
+/* The integer sums at their bounds, where maddubs would saturate if the
+ * kernels' no-overflow arguments were wrong and where the AVX2 and
+ * AVX-VNNI sets could part: every code at its extreme (q8_0 -128, 4-bit
+ * 15, q5_0 31, q4_K's 6-bit scales and mins 63, q6_K's codes 63 and
+ * scales -128) against activation rows of +-127 whose signs make every
+ * product's pair sum as large as it gets; the f16 fields are 1.0. The
+ * 32-element types equal the portable vec_dot bit for bit; q4_K and q6_K
+ * agree across sets (check_sets_agree's promise) and with the portable
+ * sum within 2e-6 of the sum of |terms|. */
+static void check_extremes(enum kern_isa isa, int type, int64_t n)
+{
+	enum { T = 9 };
+	const struct fx_type_traits *tt = fx_type_get(type);
+	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
+	size_t bs = tt->type_size;
+	uint8_t *w = malloc(8 * wb), *g8 = malloc(8 * wb), *tmp = malloc(8 * wb), *act = malloc(ab * T);
+	float *x = malloc((size_t)n * sizeof(float));
+	/* Offsets of the f16 fields set to 1.0 in each block. */
+	size_t f16[2] = { 0, SIZE_MAX };
+	int fill = 0xFF;
+	if (type == FX_TYPE_Q8_0)
+		fill = 0x80;
+	if (type == FX_TYPE_Q4_1 || type == FX_TYPE_Q4_K)
+		f16[1] = 2;
+	if (type == FX_TYPE_Q6_K)
+		f16[0] = offsetof(struct block_q6_K, d);
+	memset(w, fill, 8 * wb);
+	if (type == FX_TYPE_Q6_K) /* scales -128: the largest |scale| */
+		for (int64_t b = 0; b < 8 * n / QK_K; b++)
+			memset(w + (size_t)b * bs + offsetof(struct block_q6_K, scales), 0x80, QK_K / 16);
+	for (int64_t b = 0; b < 8 * n / tt->blck_size; b++)
+		for (int f = 0; f < 2; f++)
+			if (f16[f] != SIZE_MAX)
+				memcpy(w + (size_t)b * bs + f16[f], &(fx_half){ 0x3C00 }, sizeof(fx_half));
+	/* Activation rows: all +1 (q8 codes 127), all -1, and alternating
+	 * runs, so every sign meets every extreme weight. */
+	for (int t = 0; t < T; t++) {
+		for (int64_t i = 0; i < n; i++)
+			x[i] = t == 0 ? 1.0f : t == 1 ? -1.0f : ((i >> (t - 2)) & 1) ? -1.0f : 1.0f;
+		kern_act_quantize(tt->vec_dot_type, isa, x, act + (size_t)t * ab, n);
+	}
+	float port[T][8];
+	for (int t = 0; t < T; t++)
+		for (int r = 0; r < 8; r++)
+			tt->vec_dot(n, &port[t][r], w + (size_t)r * wb, act + (size_t)t * ab);
+	memcpy(g8, w, 8 * wb);
+	kern_x8_pack(type, n, g8, tmp);
+	for (int x8 = 0; x8 < 2; x8++) {
+		kern_gemm_fn k = x8 ? kern_gemm_x8_get(type, isa) : kern_gemm_get(type, isa);
+		if (!k)
+			continue;
+		float out[T][8];
+		k(n, x8 ? g8 : w, wb, 8, act, ab, T, &out[0][0], 8);
+		if (isa > KERN_AVX2) { /* the same bits as the AVX2 set's */
+			kern_gemm_fn k2 = x8 ? kern_gemm_x8_get(type, KERN_AVX2) : kern_gemm_get(type, KERN_AVX2);
+			float out2[T][8];
+			k2(n, x8 ? g8 : w, wb, 8, act, ab, T, &out2[0][0], 8);
+			CHECKF(memcmp(out, out2, sizeof(out)) == 0, "%s n=%lld extremes x8=%d: sets %d and %d differ",
+			       tt->name, (long long)n, x8, (int)isa, (int)KERN_AVX2);
+		}
+		for (int t = 0; t < T; t++)
+			for (int r = 0; r < 8; r++) {
+				bool exact = tt->blck_size == 32;
+				double tol = exact ? 0 : 2e-6 * sum_abs_terms(type, n, w + (size_t)r * wb, act + (size_t)t * ab);
+				CHECKF(exact ? memcmp(&out[t][r], &port[t][r], sizeof(float)) == 0
+					     : fabs((double)out[t][r] - port[t][r]) <= tol,
+				       "%s n=%lld extremes set %d x8=%d act %d row %d: %.9g vs portable %.9g", tt->name,
+				       (long long)n, (int)isa, x8, t, r, out[t][r], port[t][r]);
+			}
+	}
+	free(w);
+	free(g8);
+	free(tmp);
+	free(act);
+	free(x);
 }
 
 /* GLU rows: the set's silu / GELU match the portable (libm) forms within
@@ -614,6 +692,10 @@ int main(void)
 		for (size_t i = 0; i < sizeof(gemm32) / sizeof(gemm32[0]); i++)
 			for (size_t j = 0; j < 6; j++)
 				check_gemm(isa, gemm32[i], sizes32[j], true, &rng);
+		for (size_t i = 0; i < sizeof(gemm32) / sizeof(gemm32[0]); i++)
+			check_extremes(isa, gemm32[i], 256);
+		check_extremes(isa, FX_TYPE_Q4_K, 512);
+		check_extremes(isa, FX_TYPE_Q6_K, 512);
 		for (size_t j = 0; j < 3; j++) {
 			check_gemm(isa, FX_TYPE_Q4_K, sizes256[j], false, &rng);
 			check_x8_only(isa, FX_TYPE_Q6_K, sizes256[j], &rng);

@@ -2,6 +2,7 @@
 #include "kernels/dot.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -12,35 +13,53 @@
 #include "quant/quant.h"
 
 #if defined(__x86_64__)
-/* Bit `bit` of register reg (0 EAX .. 3 EDX) of CPUID leaf, subleaf: for
- * features that not every compiler's __builtin_cpu_supports names (clang
- * 14 knows neither "f16c" nor "avxvnni"). They use the YMM state whose OS
- * support the "avx2" test checks. */
-static bool cpuid_bit(unsigned leaf, unsigned sub, int reg, int bit)
+/* Register reg (0 EAX .. 3 EDX) of CPUID leaf, subleaf (0 where the leaf
+ * is past the highest one the CPU has). */
+static unsigned cpuid_reg(unsigned leaf, unsigned sub, int reg)
 {
-	unsigned r[4];
-	if ((unsigned)__get_cpuid_max(0, NULL) < leaf)
-		return false;
-	__cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]);
-	return (r[reg] >> bit) & 1;
+	unsigned r[4] = { 0, 0, 0, 0 };
+	if ((unsigned)__get_cpuid_max(0, NULL) >= leaf)
+		__cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]);
+	return r[reg];
 }
 #endif
 
-enum kern_isa kern_isa_best(void)
+/* The CPU's best set, read once. CPUID is slow under a hypervisor (tens
+ * of microseconds: it traps), and every kernel lookup asks, so the
+ * answer is kept: a fact about the machine, the same for every caller and
+ * thread, so a race only computes it twice. (FX_ISA_UNKNOWN: not yet.) */
+enum { FX_ISA_UNKNOWN = -1 };
+static _Atomic int best_isa = FX_ISA_UNKNOWN;
+
+static enum kern_isa isa_detect(void)
 {
 #if defined(__x86_64__)
-	/* libgcc's cpu model is filled once by a constructor; reading it and
-	 * CPUID is free of side effects. FMA: leaf 1 ECX bit 12; F16C: leaf 1
-	 * ECX bit 29; AVX-VNNI: leaf 7.1 EAX bit 4 (Intel SDM, CPUID). */
-	if (__builtin_cpu_supports("avx2") && cpuid_bit(1, 0, 2, 12) && cpuid_bit(1, 0, 2, 29)) {
+	/* AVX2 through libgcc/compiler-rt, which also checks that the OS
+	 * saves YMM state; FMA (leaf 1 ECX bit 12), F16C (leaf 1 ECX bit 29)
+	 * and AVX-VNNI (leaf 7 subleaf 1 EAX bit 4, present when leaf 7
+	 * subleaf 0 EAX >= 1) from CPUID (Intel SDM vol. 2, CPUID), since
+	 * clang 14's __builtin_cpu_supports knows neither "f16c" nor
+	 * "avxvnni". They use that same YMM state. */
+	unsigned ecx1 = cpuid_reg(1, 0, 2);
+	if (__builtin_cpu_supports("avx2") && (ecx1 >> 12 & 1) && (ecx1 >> 29 & 1)) {
 #if defined(FX_HAVE_AVXVNNI)
-		if (cpuid_bit(7, 1, 0, 4))
+		if (cpuid_reg(7, 0, 0) >= 1 && (cpuid_reg(7, 1, 0) >> 4 & 1))
 			return KERN_AVXVNNI;
 #endif
 		return KERN_AVX2;
 	}
 #endif
 	return KERN_PORTABLE;
+}
+
+enum kern_isa kern_isa_best(void)
+{
+	int v = atomic_load_explicit(&best_isa, memory_order_relaxed);
+	if (v == FX_ISA_UNKNOWN) {
+		v = (int)isa_detect();
+		atomic_store_explicit(&best_isa, v, memory_order_relaxed);
+	}
+	return (enum kern_isa)v;
 }
 
 bool kern_isa_avx2(enum kern_isa isa)
@@ -93,7 +112,7 @@ kern_dot_fn kern_dot_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
 	if (kern_isa_avx2(isa))
-		return isa == KERN_AVXVNNI ? kern_dot_get_avx2_vnni(t) : kern_dot_get_avx2(t);
+		return isa == KERN_AVXVNNI ? AVX2_VNNI(kern_dot_get_avx2)(t) : kern_dot_get_avx2(t);
 #else
 	(void)t;
 	(void)isa;
@@ -105,7 +124,7 @@ kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
 	if (kern_isa_avx2(isa))
-		return isa == KERN_AVXVNNI ? kern_gemm_get_avx2_vnni(t) : kern_gemm_get_avx2(t);
+		return isa == KERN_AVXVNNI ? AVX2_VNNI(kern_gemm_get_avx2)(t) : kern_gemm_get_avx2(t);
 #else
 	(void)t;
 	(void)isa;

@@ -153,7 +153,10 @@ ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n, const int NT)
  * without overflow (16 * 31 * 128 < 2^15 for eight registers of 4-bit
  * codes, four of 5-bit ones) before one madd widens them; the codes'
  * offset comes off as off * sum(y) from the activation row's sum array.
- * q8_0 keeps the sign trick and widens every register. Each row's block
+ * q8_0 keeps the sign trick and widens every register (|w| <= 128, |y| <=
+ * 127: pair sums within 2 * 128 * 127 < 2^15); the VNNI build instead
+ * offsets its codes by 128 (unsigned 0..255, int32 sums) and takes
+ * 128 * sum(y) off as above. Each row's block
  * sum is then one exact integer and its float update is the portable
  * vec_dot's, operation for operation (quant/q_legacy.c): so results equal
  * the portable kernels bit for bit, whatever the rows or tokens per call.
@@ -222,8 +225,14 @@ ALWAYS_INLINE void leg_codes(const __m256i *T, __m256i QH, __m256i *W, __m256i *
 {
 	if (KIND == LEG_Q8_0) {
 		for (int k = 0; k < 8; k++) {
+#if KERN_VNNI
+			/* w + 128 as u8; the 128 * sum(y) comes off later */
+			W[k] = _mm256_xor_si256(T[k], _mm256_set1_epi8((char)0x80));
+			(void)A;
+#else
 			W[k] = T[k];
 			A[k] = _mm256_sign_epi8(W[k], W[k]);
+#endif
 		}
 		return;
 	}
@@ -277,10 +286,13 @@ ALWAYS_INLINE __m256i leg_sum8(const __m256i *W, const __m256i *A, const int8_t 
 {
 #define YB(k) bcast4(y + 4 * (k))
 #if KERN_VNNI
+	/* Every kind's codes are unsigned here (q8_0's offset by 128). */
+	(void)A;
+	(void)KIND;
 	__m256i Y[8];
 	for (int k = 0; k < 8; k++)
-		Y[k] = KIND == LEG_Q8_0 ? _mm256_sign_epi8(YB(k), W[k]) : YB(k);
-	return dp4(_mm256_setzero_si256(), KIND == LEG_Q8_0 ? A : W, Y, 8);
+		Y[k] = YB(k);
+	return dp4(_mm256_setzero_si256(), W, Y, 8);
 #else
 	const __m256i one = _mm256_set1_epi16(1);
 	if (KIND == LEG_Q8_0) {
@@ -366,9 +378,10 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 			const uint8_t *y = ACT(t, uint8_t);
 			__m256i si = leg_sum8(W, A, (const int8_t *)(y + (size_t)ib * ys + yq), KIND);
 			__m256 dy = _mm256_broadcast_ss((const float *)(y + d_off) + ib);
-			if (KIND == LEG_Q4_0 || KIND == LEG_Q5_0) {
+			if (KIND == LEG_Q4_0 || KIND == LEG_Q5_0 || (KERN_VNNI && KIND == LEG_Q8_0)) {
 				int32_t ysum = ((const int32_t *)(y + s_off))[ib];
-				si = _mm256_sub_epi32(si, _mm256_set1_epi32((KIND == LEG_Q4_0 ? 8 : 16) * ysum));
+				int32_t off = KIND == LEG_Q4_0 ? 8 : KIND == LEG_Q5_0 ? 16 : 128;
+				si = _mm256_sub_epi32(si, _mm256_set1_epi32(off * ysum));
 			}
 			__m256 f = _mm256_cvtepi32_ps(si);
 			__m256 term;
