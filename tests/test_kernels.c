@@ -667,6 +667,10 @@ int main(void)
 		       __builtin_cpu_supports("avxvnni") ? "has" : "lacks", (int)best);
 #endif
 #endif
+	if (best < KERN_AVXVNNI) /* a set the CPU cannot run hands out nothing */
+		CHECK(kern_gemm_get(FX_TYPE_Q4_1, KERN_AVXVNNI) == NULL &&
+		      kern_dot_get(FX_TYPE_Q8_0, KERN_AVXVNNI) == NULL &&
+		      kern_gemm_x8_get(FX_TYPE_Q4_K, KERN_AVXVNNI) == NULL && !kern_isa_avx2(KERN_AVXVNNI));
 	if (best == KERN_PORTABLE) {
 		fprintf(stderr, "note: no ISA kernel set on this CPU; only the portable path runs\n");
 		CHECK(kern_dot_get(FX_TYPE_Q8_0, KERN_PORTABLE) == NULL);
