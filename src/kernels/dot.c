@@ -112,7 +112,7 @@ kern_dot_fn kern_dot_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
 	if (kern_isa_avx2(isa))
-		return isa == KERN_AVXVNNI ? AVX2_VNNI(kern_dot_get_avx2)(t) : kern_dot_get_avx2(t);
+		return AVX2_SET_GET(kern_dot_get_avx2, isa, t);
 #else
 	(void)t;
 	(void)isa;
@@ -124,7 +124,7 @@ kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
 	if (kern_isa_avx2(isa))
-		return isa == KERN_AVXVNNI ? AVX2_VNNI(kern_gemm_get_avx2)(t) : kern_gemm_get_avx2(t);
+		return AVX2_SET_GET(kern_gemm_get_avx2, isa, t);
 #else
 	(void)t;
 	(void)isa;

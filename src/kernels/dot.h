@@ -158,12 +158,13 @@ kern_gemm_fn kern_gemm_get_avx2(int t);
 /* The AVX-VNNI build of dot_avx2.c (when FX_HAVE_AVXVNNI). */
 kern_dot_fn kern_dot_get_avx2_vnni(int t);
 kern_gemm_fn kern_gemm_get_avx2_vnni(int t);
-/* AVX2_VNNI(getter): the getter's VNNI build, or (a build without it,
- * where kern_isa_best never names KERN_AVXVNNI) the AVX2 one. */
+/* AVX2_SET_GET(getter, isa, t): for one of the AVX2 sets, getter's VNNI
+ * build for KERN_AVXVNNI, else (or in a build without it, where
+ * kern_isa_best never names KERN_AVXVNNI) the AVX2 one. */
 #if defined(FX_HAVE_AVXVNNI)
-#define AVX2_VNNI(getter) getter##_vnni
+#define AVX2_SET_GET(getter, isa, t) ((isa) == KERN_AVXVNNI ? getter##_vnni(t) : getter(t))
 #else
-#define AVX2_VNNI(getter) getter
+#define AVX2_SET_GET(getter, isa, t) getter(t)
 #endif
 void kern_qk_avx2_f32(int64_t n, int nh, const float *q, size_t q_stride, int nk,
 		      const void *const *k, float *out, size_t out_stride);

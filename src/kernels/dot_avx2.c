@@ -46,16 +46,6 @@
 #define SET_FN(name) name
 #endif
 
-/* acc + u[k] . s[k] over k < nk, per 32-bit lane (four u8 x s8 products
- * each): the AVX-VNNI build's one instruction per register. */
-#if KERN_VNNI
-ALWAYS_INLINE __m256i dp4(__m256i acc, const __m256i *u, const __m256i *s, int nk)
-{
-	for (int k = 0; k < nk; k++)
-		acc = _mm256_dpbusd_avx_epi32(acc, u[k], s[k]);
-	return acc;
-}
-#endif
 
 ALWAYS_INLINE float h2f(fx_half h)
 {
@@ -80,6 +70,23 @@ ALWAYS_INLINE __m256i bcast4(const int8_t *p)
 }
 
 #define ACT(t, T) ((const T *)((const uint8_t *)act + (size_t)(t) * act_stride))
+
+/* acc + u[k] . (bytes 4k..4k+3 of y in every lane) over k < nk, per
+ * 32-bit lane (four u8 x s8 products each): the AVX-VNNI build's one
+ * instruction per register of rows-in-lanes codes. */
+#if KERN_VNNI
+ALWAYS_INLINE __m256i dp4(__m256i acc, const __m256i *u, const int8_t *y, int nk)
+{
+	/* All broadcasts first: the compiler then schedules them as loads
+	 * ahead of the chain (q8_0 ~10% faster than broadcasting in it). */
+	__m256i Y[8];
+	for (int k = 0; k < nk; k++)
+		Y[k] = bcast4(y + 4 * k);
+	for (int k = 0; k < nk; k++)
+		acc = _mm256_dpbusd_avx_epi32(acc, u[k], Y[k]);
+	return acc;
+}
+#endif
 
 /* Instantiate body(..., NT, KIND) for NT = 1..8 behind one dispatcher;
  * KIND picks the block type where one body serves several. Every row's sum
@@ -289,10 +296,7 @@ ALWAYS_INLINE __m256i leg_sum8(const __m256i *W, const __m256i *A, const int8_t 
 	/* Every kind's codes are unsigned here (q8_0's offset by 128). */
 	(void)A;
 	(void)KIND;
-	__m256i Y[8];
-	for (int k = 0; k < 8; k++)
-		Y[k] = YB(k);
-	return dp4(_mm256_setzero_si256(), W, Y, 8);
+	return dp4(_mm256_setzero_si256(), W, y, 8);
 #else
 	const __m256i one = _mm256_set1_epi16(1);
 	if (KIND == LEG_Q8_0) {
@@ -640,10 +644,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 64 * j + 32 * h;
 #define YB(k) bcast4(y + 4 * (k))
 #if KERN_VNNI
-					__m256i Y[8];
-					for (int k = 0; k < 8; k++)
-						Y[k] = YB(k);
-					__m256i s = _mm256_mullo_epi32(dp4(_mm256_setzero_si256(), W, Y, 8), scv);
+					__m256i s = _mm256_mullo_epi32(dp4(_mm256_setzero_si256(), W, y, 8), scv);
 #else
 					__m256i s16 = _mm256_maddubs_epi16(W[0], YB(0));
 					for (int k = 1; k < 8; k++)
@@ -803,12 +804,9 @@ ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int 
 #if KERN_VNNI
 					/* each group's sum times its scale, as int32 (the
 					 * int16 pairs' high halves, sign-extended) */
-					__m256i Y[8];
-					for (int k = 0; k < 8; k++)
-						Y[k] = YB(k);
 					__m256i z = _mm256_setzero_si256();
-					__m256i s0 = _mm256_mullo_epi32(dp4(z, W, Y, 4), _mm256_srai_epi32(sc0, 16));
-					__m256i s1 = _mm256_mullo_epi32(dp4(z, W + 4, Y + 4, 4), _mm256_srai_epi32(sc1, 16));
+					__m256i s0 = _mm256_mullo_epi32(dp4(z, W, y, 4), _mm256_srai_epi32(sc0, 16));
+					__m256i s1 = _mm256_mullo_epi32(dp4(z, W + 4, y + 16, 4), _mm256_srai_epi32(sc1, 16));
 #else
 					__m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(W[0], YB(0)), _mm256_maddubs_epi16(W[1], YB(1)));
 					__m256i b = _mm256_add_epi16(_mm256_maddubs_epi16(W[2], YB(2)), _mm256_maddubs_epi16(W[3], YB(3)));

@@ -98,7 +98,7 @@ kern_gemm_fn kern_gemm_x8_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
 	if (kern_isa_avx2(isa) && layout_of(t))
-		return isa == KERN_AVXVNNI ? AVX2_VNNI(kern_gemm_x8_get_avx2)(t) : kern_gemm_x8_get_avx2(t);
+		return AVX2_SET_GET(kern_gemm_x8_get_avx2, isa, t);
 #else
 	(void)t;
 	(void)isa;
