@@ -4,11 +4,11 @@
  * -r runs). Used to tune the kernels; compare.sh measures whole models.
  *
  *   build/bin/bench_kernels [-t threads] [-k n_in] [-m n_out] [-n n_tok]
- *                           [-r runs] [--portable | --avx2] [--no-repack] [type ...]
+ *                           [-r runs] [--portable | --set NAME] [--no-repack] [type ...]
  *
  * Weights are repacked into x8 groups as the model loader does, unless
- * --no-repack (or --portable) keeps plain rows. --avx2: the AVX2 set even
- * where the CPU runs the AVX-VNNI one (to compare the two).
+ * --no-repack (or --portable) keeps plain rows. --set avx2|vnni|avx512: that
+ * kernel set instead of the best one the CPU runs (to compare them).
  *
  * Defaults: TinyLlama's ffn_up shape (2048 -> 5632), 512 tokens, 2 threads,
  * 3 runs, every type with a quantizer.
@@ -37,6 +37,9 @@ static float frand(unsigned *s)
 	*s = *s * 1664525u + 1013904223u;
 	return (float)(*s >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
 }
+
+/* --set's names and the kernel column's, by enum kern_isa. */
+static const char *const set_names[] = { "portable", "avx2", "vnni", "avx512" };
 
 static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int64_t n, int runs,
 		      int repack)
@@ -79,7 +82,7 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 			best = dt;
 	}
 	double mac = (double)k * (double)m * (double)n;
-	const char *set = isa == KERN_AVXVNNI ? "vnni" : "avx2";
+	const char *set = set_names[isa];
 	char kind[16];
 	snprintf(kind, sizeof(kind), "%s%s", wm.x8 ? "x8-" : "",
 		 kern_dot_get(type, isa) || kern_gemm_get(type, isa) || wm.x8 ? set : "portable");
@@ -97,12 +100,13 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 
 static const char usage[] =
 	"usage: bench_kernels [-t N] [-k n_in] [-m n_out] [-n n_tok] [-r runs]\n"
-	"                     [--portable | --avx2] [--no-repack] [type ...]\n"
+	"                     [--portable | --set avx2|vnni|avx512] [--no-repack] [type ...]\n"
 	"GMAC/s of an n_out x n_in matrix times n_tok activation rows (op_matmul),\n"
 	"best of -r runs, for every named type (default: all with a quantizer).\n"
-	"Kernel column: the set (avx2, vnni: AVX2 with AVX-VNNI's dot products;\n"
-	"--avx2 forces the first), x8- when repacked (rows in lanes), or portable (no ISA\n"
-	"kernel for the type: the scalar C).\n";
+	"Kernel column: the set (avx2; vnni: AVX2 with AVX-VNNI's dot products;\n"
+	"avx512: x8 groups two at a time in 512-bit registers; --set picks one the\n"
+	"CPU runs), x8- when repacked (rows in lanes), or portable (no ISA kernel for\n"
+	"the type: the scalar C).\n";
 
 /* A positive integer option value, whole string, or -1. */
 static long positive(const char *s)
@@ -114,7 +118,7 @@ static long positive(const char *s)
 
 int main(int argc, char **argv)
 {
-	int threads = 2, runs = 3, portable = 0, repack = 1, force_avx2 = 0;
+	int threads = 2, runs = 3, portable = 0, repack = 1, force_set = -1;
 	int64_t k = 2048, m = 5632, n = 512;
 	const char *names[32];
 	int n_names = 0;
@@ -125,8 +129,15 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(a, "--portable")) {
 			portable = 1;
-		} else if (!strcmp(a, "--avx2")) {
-			force_avx2 = 1;
+		} else if (!strcmp(a, "--set") && i + 1 < argc) {
+			i++;
+			for (int j = KERN_AVX2; j <= KERN_AVX512; j++)
+				if (!strcmp(argv[i], set_names[j]))
+					force_set = j;
+			if (force_set < 0 || !kern_isa_runs((enum kern_isa)force_set)) {
+				fprintf(stderr, "bench_kernels: --set %s: not a kernel set this CPU runs\n", argv[i]);
+				return 2;
+			}
 		} else if (!strcmp(a, "--no-repack")) {
 			repack = 0;
 		} else if (a[0] == '-' && strlen(a) == 2 && strchr("tkmnr", a[1]) && i + 1 < argc) {
@@ -162,8 +173,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	enum kern_isa isa = portable ? KERN_PORTABLE : kern_isa_best();
-	if (force_avx2 && isa > KERN_AVX2)
-		isa = KERN_AVX2;
+	if (force_set >= 0 && !portable)
+		isa = (enum kern_isa)force_set;
 	fx_pool_set_kernels(pool, isa);
 	printf("type   kernel    n_out x  n_in x n_tok   time       GMAC/s    weight GB/s\n");
 	int rc = 0, shown = 0;

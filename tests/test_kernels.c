@@ -166,12 +166,12 @@ static void check_gemm(enum kern_isa isa, int type, int64_t n, bool exact, uint6
 				       (long long)n, r, t, ref[t][r], port);
 		}
 	}
-	for (int nr = 1; nr <= 8; nr++) {
+	for (int nr = 1; nr <= R; nr++) { /* past 8: the rows in two calls' worth */
 		for (int r0 = 0; r0 + nr <= R; r0 += 3) {
 			for (int nt = 1; nt <= T; nt += 3) {
-				float out[T][8];
+				float out[T][R];
 				memset(out, 0xff, sizeof(out));
-				g(n, w + (size_t)r0 * wb, wb, nr, a, ab, nt, &out[0][0], 8);
+				g(n, w + (size_t)r0 * wb, wb, nr, a, ab, nt, &out[0][0], R);
 				for (int t = 0; t < nt; t++)
 					for (int r = 0; r < nr; r++)
 						CHECKF(memcmp(&out[t][r], &ref[t][r0 + r], sizeof(float)) == 0,
@@ -253,20 +253,22 @@ static void check_x8_only(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 
 /* Sets a and b (both run by this CPU) give the same bits for weight type
  * t's rows-in-lanes kernels, plain (where the type has one) and x8, for
- * every activation row count: the AVX-VNNI set's promise for the types
- * whose kernels do not equal the portable vec_dot bit for bit (q4_K,
- * q6_K); the others are compared with the portable one directly. */
+ * every activation row count, over 24 rows: three x8 groups, which the
+ * AVX-512 set takes as a pair in one register and a last one alone. The
+ * later sets' promise; for q4_K and q6_K, whose kernels do not equal the
+ * portable vec_dot bit for bit, the only bit-for-bit check. */
 static void check_sets_agree(enum kern_isa a, enum kern_isa b, int type, int64_t n, uint64_t *rng)
 {
-	enum { T = 11 };
+	enum { T = 11, R = 24 };
 	const struct fx_type_traits *tt = fx_type_get(type);
 	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, a, n);
 	CHECK(ab == kern_act_row_bytes(tt->vec_dot_type, b, n));
-	uint8_t *w = malloc(wb * 8), *tmp = malloc(wb * 8), *act = malloc(ab * T);
-	random_rows(a, type, n, w, 8, act, T, rng);
+	uint8_t *w = malloc(wb * R), *tmp = malloc(wb * 8), *act = malloc(ab * T);
+	random_rows(a, type, n, w, R, act, T, rng);
 	for (int x8 = 0; x8 < 2; x8++) {
 		if (x8)
-			kern_x8_pack(type, n, w, tmp);
+			for (int r = 0; r < R; r += 8)
+				kern_x8_pack(type, n, w + (size_t)r * wb, tmp);
 		kern_gemm_fn ga = x8 ? kern_gemm_x8_get(type, a) : kern_gemm_get(type, a);
 		kern_gemm_fn gb = x8 ? kern_gemm_x8_get(type, b) : kern_gemm_get(type, b);
 		CHECKF(!ga == !gb && (ga == NULL || ga != gb), "%s x8=%d: sets %d and %d", tt->name, x8,
@@ -274,11 +276,16 @@ static void check_sets_agree(enum kern_isa a, enum kern_isa b, int type, int64_t
 		if (!ga || !gb)
 			continue;
 		for (int nt = 1; nt <= T; nt++) {
-			float oa[T][8], ob[T][8];
-			ga(n, w, wb, 8, act, ab, nt, &oa[0][0], 8);
-			gb(n, w, wb, 8, act, ab, nt, &ob[0][0], 8);
-			CHECKF(memcmp(oa, ob, (size_t)nt * sizeof(oa[0])) == 0, "%s n=%lld x8=%d nt=%d: sets %d and %d differ",
-			       tt->name, (long long)n, x8, nt, (int)a, (int)b);
+			for (int nr = 8; nr <= R; nr += 8) {
+				float oa[T][R], ob[T][R];
+				memset(oa, 0xff, sizeof(oa));
+				memset(ob, 0xff, sizeof(ob));
+				ga(n, w, wb, nr, act, ab, nt, &oa[0][0], R);
+				gb(n, w, wb, nr, act, ab, nt, &ob[0][0], R);
+				CHECKF(memcmp(oa, ob, (size_t)nt * sizeof(oa[0])) == 0,
+				       "%s n=%lld x8=%d nt=%d nr=%d: sets %d and %d differ", tt->name, (long long)n, x8,
+				       nt, nr, (int)a, (int)b);
+			}
 		}
 	}
 	free(w);
@@ -297,11 +304,11 @@ static void check_sets_agree(enum kern_isa a, enum kern_isa b, int type, int64_t
  * sum within 2e-6 of the sum of |terms|. */
 static void check_extremes(enum kern_isa isa, int type, int64_t n)
 {
-	enum { T = 9 };
+	enum { T = 9, R = 16 }; /* two x8 groups: one AVX-512 register */
 	const struct fx_type_traits *tt = fx_type_get(type);
 	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
 	size_t bs = tt->type_size;
-	uint8_t *w = malloc(8 * wb), *g8 = malloc(8 * wb), *tmp = malloc(8 * wb), *act = malloc(ab * T);
+	uint8_t *w = malloc(R * wb), *g8 = malloc(R * wb), *tmp = malloc(8 * wb), *act = malloc(ab * T);
 	float *x = malloc((size_t)n * sizeof(float));
 	/* Offsets of the f16 fields set to 1.0 in each block. */
 	size_t f16[2] = { 0, SIZE_MAX };
@@ -312,11 +319,11 @@ static void check_extremes(enum kern_isa isa, int type, int64_t n)
 		f16[1] = 2;
 	if (type == FX_TYPE_Q6_K)
 		f16[0] = offsetof(struct block_q6_K, d);
-	memset(w, fill, 8 * wb);
+	memset(w, fill, R * wb);
 	if (type == FX_TYPE_Q6_K) /* scales -128: the largest |scale| */
-		for (int64_t b = 0; b < 8 * n / QK_K; b++)
+		for (int64_t b = 0; b < R * n / QK_K; b++)
 			memset(w + (size_t)b * bs + offsetof(struct block_q6_K, scales), 0x80, QK_K / 16);
-	for (int64_t b = 0; b < 8 * n / tt->blck_size; b++)
+	for (int64_t b = 0; b < R * n / tt->blck_size; b++)
 		for (int f = 0; f < 2; f++)
 			if (f16[f] != SIZE_MAX)
 				memcpy(w + (size_t)b * bs + f16[f], &(fx_half){ 0x3C00 }, sizeof(fx_half));
@@ -327,27 +334,28 @@ static void check_extremes(enum kern_isa isa, int type, int64_t n)
 			x[i] = t == 0 ? 1.0f : t == 1 ? -1.0f : ((i >> (t - 2)) & 1) ? -1.0f : 1.0f;
 		kern_act_quantize(tt->vec_dot_type, isa, x, act + (size_t)t * ab, n);
 	}
-	float port[T][8];
+	float port[T][R];
 	for (int t = 0; t < T; t++)
-		for (int r = 0; r < 8; r++)
+		for (int r = 0; r < R; r++)
 			tt->vec_dot(n, &port[t][r], w + (size_t)r * wb, act + (size_t)t * ab);
-	memcpy(g8, w, 8 * wb);
-	kern_x8_pack(type, n, g8, tmp);
+	memcpy(g8, w, R * wb);
+	for (int r = 0; r < R; r += 8)
+		kern_x8_pack(type, n, g8 + (size_t)r * wb, tmp);
 	for (int x8 = 0; x8 < 2; x8++) {
 		kern_gemm_fn k = x8 ? kern_gemm_x8_get(type, isa) : kern_gemm_get(type, isa);
 		if (!k)
 			continue;
-		float out[T][8];
-		k(n, x8 ? g8 : w, wb, 8, act, ab, T, &out[0][0], 8);
+		float out[T][R];
+		k(n, x8 ? g8 : w, wb, R, act, ab, T, &out[0][0], R);
 		if (isa > KERN_AVX2) { /* the same bits as the AVX2 set's */
 			kern_gemm_fn k2 = x8 ? kern_gemm_x8_get(type, KERN_AVX2) : kern_gemm_get(type, KERN_AVX2);
-			float out2[T][8];
-			k2(n, x8 ? g8 : w, wb, 8, act, ab, T, &out2[0][0], 8);
+			float out2[T][R];
+			k2(n, x8 ? g8 : w, wb, R, act, ab, T, &out2[0][0], R);
 			CHECKF(memcmp(out, out2, sizeof(out)) == 0, "%s n=%lld extremes x8=%d: sets %d and %d differ",
 			       tt->name, (long long)n, x8, (int)isa, (int)KERN_AVX2);
 		}
 		for (int t = 0; t < T; t++)
-			for (int r = 0; r < 8; r++) {
+			for (int r = 0; r < R; r++) {
 				bool exact = tt->blck_size == 32;
 				double tol = exact ? 0 : 2e-6 * sum_abs_terms(type, n, w + (size_t)r * wb, act + (size_t)t * ab);
 				CHECKF(exact ? memcmp(&out[t][r], &port[t][r], sizeof(float)) == 0
@@ -662,15 +670,25 @@ int main(void)
 		CHECKF(best >= KERN_AVX2, "this CPU has AVX2/FMA/F16C but the AVX2 set is not chosen");
 #if defined(FX_HAVE_AVXVNNI)
 	if (best >= KERN_AVX2)
-		CHECKF((best == KERN_AVXVNNI) == (__builtin_cpu_supports("avxvnni") != 0),
-		       "AVX-VNNI: the CPU %s it but set %d is chosen",
-		       __builtin_cpu_supports("avxvnni") ? "has" : "lacks", (int)best);
+		CHECKF(kern_isa_runs(KERN_AVXVNNI) == (__builtin_cpu_supports("avxvnni") != 0),
+		       "AVX-VNNI: the CPU %s it but the set is%s run", __builtin_cpu_supports("avxvnni") ? "has" : "lacks",
+		       kern_isa_runs(KERN_AVXVNNI) ? "" : " not");
+#endif
+#if defined(FX_HAVE_AVX512)
+	bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+	if (best >= KERN_AVX2)
+		CHECKF(kern_isa_runs(KERN_AVX512) == has512 && (best == KERN_AVX512) == has512,
+		       "AVX-512: the CPU %s it but the set is%s run (best %d)", has512 ? "has" : "lacks",
+		       kern_isa_runs(KERN_AVX512) ? "" : " not", (int)best);
 #endif
 #endif
-	if (best < KERN_AVXVNNI) /* a set the CPU cannot run hands out nothing */
-		CHECK(kern_gemm_get(FX_TYPE_Q4_1, KERN_AVXVNNI) == NULL &&
-		      kern_dot_get(FX_TYPE_Q8_0, KERN_AVXVNNI) == NULL &&
-		      kern_gemm_x8_get(FX_TYPE_Q4_K, KERN_AVXVNNI) == NULL && !kern_isa_avx2(KERN_AVXVNNI));
+	for (int set = KERN_AVXVNNI; set <= KERN_AVX512; set++) /* a set the CPU cannot run hands out nothing */
+		if (!kern_isa_runs((enum kern_isa)set))
+			CHECKF(kern_gemm_get(FX_TYPE_Q4_1, (enum kern_isa)set) == NULL &&
+			       kern_dot_get(FX_TYPE_Q8_0, (enum kern_isa)set) == NULL &&
+			       kern_gemm_x8_get(FX_TYPE_Q4_K, (enum kern_isa)set) == NULL &&
+			       !kern_isa_avx2((enum kern_isa)set), "set %d hands out kernels", set);
 	if (best == KERN_PORTABLE) {
 		fprintf(stderr, "note: no ISA kernel set on this CPU; only the portable path runs\n");
 		CHECK(kern_dot_get(FX_TYPE_Q8_0, KERN_PORTABLE) == NULL);
@@ -682,9 +700,12 @@ int main(void)
 	static const int64_t sizes256[] = { 256, 512, 2560 };
 	static const int64_t sizes1[] = { 7, 64, 256, 2053 };
 	/* The dot-product kernels of every ISA set the CPU runs: AVX2, and
-	 * where the CPU has it AVX-VNNI's, which must also equal AVX2's. */
+	 * where the CPU has them AVX-VNNI's and AVX-512's, which must also
+	 * equal AVX2's. */
 	for (int set = KERN_AVX2; set <= (int)best; set++) {
 		enum kern_isa isa = (enum kern_isa)set;
+		if (!kern_isa_runs(isa))
+			continue;
 		for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 			int64_t bs = fx_type_get(types[i])->blck_size;
 			const int64_t *sz = bs == 1 ? sizes1 : bs == 32 ? sizes32 : sizes256;
@@ -696,8 +717,11 @@ int main(void)
 		for (size_t i = 0; i < sizeof(gemm32) / sizeof(gemm32[0]); i++)
 			for (size_t j = 0; j < 6; j++)
 				check_gemm(isa, gemm32[i], sizes32[j], true, &rng);
-		for (size_t i = 0; i < sizeof(gemm32) / sizeof(gemm32[0]); i++)
+		for (size_t i = 0; i < sizeof(gemm32) / sizeof(gemm32[0]); i++) {
 			check_extremes(isa, gemm32[i], 256);
+			if (set > KERN_AVX2)
+				check_sets_agree(KERN_AVX2, isa, gemm32[i], 640, &rng);
+		}
 		check_extremes(isa, FX_TYPE_Q4_K, 512);
 		check_extremes(isa, FX_TYPE_Q6_K, 512);
 		for (size_t j = 0; j < 3; j++) {

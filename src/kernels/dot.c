@@ -24,47 +24,76 @@ static unsigned cpuid_reg(unsigned leaf, unsigned sub, int reg)
 }
 #endif
 
-/* The CPU's best set, read once. CPUID is slow under a hypervisor (tens
- * of microseconds: it traps), and every kernel lookup asks, so the
- * answer is kept: a fact about the machine, the same for every caller and
- * thread, so a race only computes it twice. (FX_ISA_UNKNOWN: not yet.) */
-enum { FX_ISA_UNKNOWN = -1 };
-static _Atomic int best_isa = FX_ISA_UNKNOWN;
+/* The sets the CPU runs, as bit (1 << set), read once. CPUID is slow
+ * under a hypervisor (tens of microseconds: it traps), and every kernel
+ * lookup asks, so the answer is kept: a fact about the machine, the same
+ * for every caller and thread, so a race only computes it twice. (0: not
+ * yet; the portable set always runs.) */
+static _Atomic unsigned isa_mask;
 
-static enum kern_isa isa_detect(void)
+static unsigned isa_detect(void)
 {
+	unsigned m = 1u << KERN_PORTABLE;
 #if defined(__x86_64__)
 	/* AVX2 through libgcc/compiler-rt, which also checks that the OS
-	 * saves YMM state; FMA (leaf 1 ECX bit 12), F16C (leaf 1 ECX bit 29)
-	 * and AVX-VNNI (leaf 7 subleaf 1 EAX bit 4, present when leaf 7
-	 * subleaf 0 EAX >= 1) from CPUID (Intel SDM vol. 2, CPUID), since
-	 * clang 14's __builtin_cpu_supports knows neither "f16c" nor
-	 * "avxvnni". They use that same YMM state. */
+	 * saves YMM state; the rest from CPUID (Intel SDM vol. 2, CPUID),
+	 * since clang 14's __builtin_cpu_supports knows neither "f16c" nor
+	 * "avxvnni": FMA (leaf 1 ECX bit 12), F16C (leaf 1 ECX bit 29),
+	 * AVX-VNNI (leaf 7 subleaf 1 EAX bit 4, present when leaf 7 subleaf 0
+	 * EAX >= 1); AVX512F, BW, VL (leaf 7 EBX bits 16, 30, 31) and
+	 * AVX512_VNNI (leaf 7 ECX bit 11), with the OS saving the opmask and
+	 * all 512-bit registers (XCR0 bits 5-7, read by xgetbv once leaf 1
+	 * ECX bit 27, OSXSAVE, says it may be). */
 	unsigned ecx1 = cpuid_reg(1, 0, 2);
-	if (__builtin_cpu_supports("avx2") && (ecx1 >> 12 & 1) && (ecx1 >> 29 & 1)) {
+	if (!__builtin_cpu_supports("avx2") || !(ecx1 >> 12 & 1) || !(ecx1 >> 29 & 1))
+		return m;
+	m |= 1u << KERN_AVX2;
+	unsigned max7 = cpuid_reg(7, 0, 0), ebx7 = cpuid_reg(7, 0, 1), ecx7 = cpuid_reg(7, 0, 2);
 #if defined(FX_HAVE_AVXVNNI)
-		if (cpuid_reg(7, 0, 0) >= 1 && (cpuid_reg(7, 1, 0) >> 4 & 1))
-			return KERN_AVXVNNI;
+	if (max7 >= 1 && (cpuid_reg(7, 1, 0) >> 4 & 1))
+		m |= 1u << KERN_AVXVNNI;
 #endif
-		return KERN_AVX2;
+#if defined(FX_HAVE_AVX512)
+	unsigned lo = 0, hi = 0;
+	if (ecx1 >> 27 & 1)
+		__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	const unsigned ebx_need = 1u << 16 | 1u << 30 | 1u << 31;
+	if ((lo & 0xE6) == 0xE6 && (ebx7 & ebx_need) == ebx_need && (ecx7 >> 11 & 1))
+		m |= 1u << KERN_AVX512;
+#endif
+	(void)max7, (void)ebx7, (void)ecx7;
+#endif
+	return m;
+}
+
+static unsigned isa_runs(void)
+{
+	unsigned v = atomic_load_explicit(&isa_mask, memory_order_relaxed);
+	if (!v) {
+		v = isa_detect();
+		atomic_store_explicit(&isa_mask, v, memory_order_relaxed);
 	}
-#endif
-	return KERN_PORTABLE;
+	return v;
+}
+
+bool kern_isa_runs(enum kern_isa isa)
+{
+	return (unsigned)isa < 32 && (isa_runs() >> isa & 1);
 }
 
 enum kern_isa kern_isa_best(void)
 {
-	int v = atomic_load_explicit(&best_isa, memory_order_relaxed);
-	if (v == FX_ISA_UNKNOWN) {
-		v = (int)isa_detect();
-		atomic_store_explicit(&best_isa, v, memory_order_relaxed);
-	}
-	return (enum kern_isa)v;
+	unsigned v = isa_runs();
+	int best = KERN_PORTABLE;
+	for (int i = 0; i < 32; i++)
+		if (v >> i & 1)
+			best = i; /* the enum lists the sets in order of preference */
+	return (enum kern_isa)best;
 }
 
 bool kern_isa_avx2(enum kern_isa isa)
 {
-	return (isa == KERN_AVX2 || isa == KERN_AVXVNNI) && isa <= kern_isa_best();
+	return isa >= KERN_AVX2 && isa <= KERN_AVX512 && kern_isa_runs(isa);
 }
 
 /* AVX2 rows of q8_0/q8_1 carry the scale and sum arrays (dot.h); the

@@ -19,7 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Kernel sets, each a superset of the CPU features of the one before. */
+/* Kernel sets, in order of preference. Every x86 set needs AVX2, FMA and
+ * F16C and shares the AVX2 activation layout; AVX-VNNI and AVX-512 are
+ * independent of each other (Zen 4 has AVX-512 only, Alder Lake AVX-VNNI
+ * only). */
 enum kern_isa {
 	KERN_PORTABLE = 0, /* the type table's scalar C */
 	KERN_AVX2 = 1,     /* x86-64 AVX2 + FMA + F16C */
@@ -28,6 +31,12 @@ enum kern_isa {
 	 * activation layout and the same results bit for bit, fewer
 	 * instructions. Built when the compiler knows -mavxvnni. */
 	KERN_AVXVNNI = 2,
+	/* AVX-512 F/BW/VL with AVX512-VNNI (Intel Ice Lake and later, AMD
+	 * Zen 4 and later): the x8 kernels take two groups (16 rows) per
+	 * 512-bit register (dot_avx512.c); the other kernels are dot_avx2.c
+	 * built once more with the EVEX form of vpdpbusd. The same integer
+	 * sums and float steps: results the AVX2 set's bit for bit. */
+	KERN_AVX512 = 3,
 };
 
 /* Most activation rows one kernel call takes. */
@@ -66,21 +75,28 @@ static inline size_t kern_act_s_off(size_t blocks_bytes, int64_t nb)
 }
 void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, int64_t n);
 
-/* out[t * out_stride + r] = dot(w + r * w_stride, act + t * act_stride)
- * for r < nr (1..8 weight rows) and t < nt (any number of activation
- * rows, laid out as for kern_dot_fn). A kernel of this form computes
- * eight rows in SIMD lanes; each (row, activation row) result is the same
- * whatever nr, nt or the rows' grouping. */
+/* out[t * out_stride + r] = dot(row r, act + t * act_stride) for r < nr
+ * (any number of weight rows) and t < nt (any number of activation rows,
+ * laid out as for kern_dot_fn). Plain rows: row r at w + r * w_stride.
+ * x8 groups (kern_gemm_x8_get): nr a multiple of 8, group g (rows 8g..
+ * 8g+7) at w + 8 * g * w_stride, where its eight plain rows were. A
+ * kernel of this form computes eight (AVX-512: sixteen) rows in SIMD
+ * lanes; each (row, activation row) result is the same whatever nr, nt
+ * or the rows' grouping. */
 typedef void (*kern_gemm_fn)(int64_t n, const void *w, size_t w_stride, int nr, const void *act,
 			     size_t act_stride, int nt, float *out, size_t out_stride);
 
-/* The best kernel set this CPU runs (KERN_AVXVNNI when it has AVX2, FMA,
- * F16C and AVX-VNNI and the build has that set, KERN_AVX2 when it has
- * the first three; KERN_PORTABLE otherwise or on other architectures). */
+/* The best kernel set this CPU runs and this build has: KERN_AVX512, then
+ * KERN_AVXVNNI, then KERN_AVX2 (each needing its features, see above);
+ * KERN_PORTABLE otherwise or on other architectures. */
 enum kern_isa kern_isa_best(void);
 
-/* Whether isa is KERN_AVX2 or KERN_AVXVNNI and this CPU runs it: the sets
- * that share the AVX2 activation layout and non-integer kernels. */
+/* Whether this CPU runs set isa (and the build has it). */
+bool kern_isa_runs(enum kern_isa isa);
+
+/* Whether isa is one of the x86 sets (KERN_AVX2 and later) and this CPU
+ * runs it: the sets that share the AVX2 activation layout and
+ * non-integer kernels. */
 bool kern_isa_avx2(enum kern_isa isa);
 
 /* The kernel of set isa for weight type t, or NULL when that set has none
@@ -155,17 +171,27 @@ float kern_expsum_avx2(float *s, int n, float m, float l);
 void kern_round_f16_avx2(const float *x, float *y, int64_t n);
 kern_dot_fn kern_dot_get_avx2(int t);
 kern_gemm_fn kern_gemm_get_avx2(int t);
-/* The AVX-VNNI build of dot_avx2.c (when FX_HAVE_AVXVNNI). */
+/* The AVX-VNNI build of dot_avx2.c (when FX_HAVE_AVXVNNI) and its EVEX
+ * build for the AVX-512 set (when FX_HAVE_AVX512). */
 kern_dot_fn kern_dot_get_avx2_vnni(int t);
 kern_gemm_fn kern_gemm_get_avx2_vnni(int t);
-/* AVX2_SET_GET(getter, isa, t): for one of the AVX2 sets, getter's VNNI
- * build for KERN_AVXVNNI, else (or in a build without it, where
- * kern_isa_best never names KERN_AVXVNNI) the AVX2 one. */
+kern_dot_fn kern_dot_get_avx2_avx512(int t);
+kern_gemm_fn kern_gemm_get_avx2_avx512(int t);
+/* AVX2_SET_GET(getter, isa, t): for one of the x86 sets, getter's build
+ * for that set (KERN_AVXVNNI: _vnni, KERN_AVX512: _avx512), else (or in a
+ * build without it, where kern_isa_best never names that set) the AVX2
+ * one. */
 #if defined(FX_HAVE_AVXVNNI)
-#define AVX2_SET_GET(getter, isa, t) ((isa) == KERN_AVXVNNI ? getter##_vnni(t) : getter(t))
+#define SET_GET_VNNI_(getter, isa, t) (isa) == KERN_AVXVNNI ? getter##_vnni(t) :
 #else
-#define AVX2_SET_GET(getter, isa, t) getter(t)
+#define SET_GET_VNNI_(getter, isa, t)
 #endif
+#if defined(FX_HAVE_AVX512)
+#define SET_GET_512_(getter, isa, t) (isa) == KERN_AVX512 ? getter##_avx512(t) :
+#else
+#define SET_GET_512_(getter, isa, t)
+#endif
+#define AVX2_SET_GET(getter, isa, t) (SET_GET_512_(getter, isa, t) SET_GET_VNNI_(getter, isa, t) getter(t))
 void kern_qk_avx2_f32(int64_t n, int nh, const float *q, size_t q_stride, int nk,
 		      const void *const *k, float *out, size_t out_stride);
 void kern_qk_avx2_f16(int64_t n, int nh, const float *q, size_t q_stride, int nk,

@@ -11,8 +11,10 @@
  * are instantiated with NT a compile-time constant and keep per-row
  * accumulators, so every row's result is the same for any NT.
  *
- * The file is built twice (CMakeLists.txt): as the AVX2 set, and with
- * KERN_VNNI=1 and -mavxvnni as the integer kernels of the AVX-VNNI set.
+ * The file is built three times (CMakeLists.txt): as the AVX2 set; with
+ * KERN_VNNI=1 and -mavxvnni as the integer kernels of the AVX-VNNI set;
+ * with KERN_VNNI=2 and AVX-512 flags (EVEX vpdpbusd, which AVX512-VNNI
+ * CPUs without AVX-VNNI also run) for the AVX-512 set.
  * There vpdpbusd adds four u8 x s8 products straight into each int32 lane
  * where AVX2 needs maddubs's 16-bit pair sums, 16-bit adds and a widening
  * madd: about a third fewer vector instructions per block. The maddubs
@@ -29,18 +31,19 @@
 
 #include "kernels/dot.h"
 #include "kernels/repack.h"
+#include "kernels/simd_x86.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
-/* unused: the VNNI build leaves some helpers without a caller (clang
- * warns about those even when inline). */
-#define ALWAYS_INLINE static inline __attribute__((always_inline, unused))
 
 #ifndef KERN_VNNI
 #define KERN_VNNI 0
 #endif
-/* The exported getters' names: kern_*_avx2 or kern_*_avx2_vnni. */
-#if KERN_VNNI
+/* The exported getters' names: kern_*_avx2, kern_*_avx2_vnni or
+ * kern_*_avx2_avx512. */
+#if KERN_VNNI == 2
+#define SET_FN(name) name##_avx512
+#elif KERN_VNNI
 #define SET_FN(name) name##_vnni
 #else
 #define SET_FN(name) name
@@ -69,8 +72,6 @@ ALWAYS_INLINE __m256i bcast4(const int8_t *p)
 	return _mm256_set1_epi32(v);
 }
 
-#define ACT(t, T) ((const T *)((const uint8_t *)act + (size_t)(t) * act_stride))
-
 /* acc + u[k] . (bytes 4k..4k+3 of y in every lane) over k < nk, per
  * 32-bit lane (four u8 x s8 products each): the AVX-VNNI build's one
  * instruction per register of rows-in-lanes codes. */
@@ -83,7 +84,11 @@ ALWAYS_INLINE __m256i dp4(__m256i acc, const __m256i *u, const int8_t *y, int nk
 	for (int k = 0; k < nk; k++)
 		Y[k] = bcast4(y + 4 * k);
 	for (int k = 0; k < nk; k++)
+#if KERN_VNNI == 2
+		acc = _mm256_dpbusd_epi32(acc, u[k], Y[k]);
+#else
 		acc = _mm256_dpbusd_avx_epi32(acc, u[k], Y[k]);
+#endif
 	return acc;
 }
 #endif
@@ -126,30 +131,6 @@ ALWAYS_INLINE void store_hsum(const __m256 *acc, float *out, size_t os, const in
 		out[(size_t)t * os] = hsum8(acc[t]);
 }
 
-/* Weights prefetch_ahead(NT) bytes ahead of the block being read are
- * asked for now: decode streams each row once from DRAM. The distance
- * grows with the activation rows per call because the time to get there
- * does: with eight, 1 KiB of weights is about 230 ns of work, under DRAM's
- * latency here (bench/ab.sh, SmolLM2 8-sequence step: 2 KiB ~1-2% faster,
- * 4 KiB slower). With eight, prefetch_span fills L2 only (T1; the rare
- * plain-row path keeps T0): the kernel
- * is slow enough for L2's latency, and L1's few miss buffers stay free
- * for the loads (8-sequence step 0.978x, 0.994x, 0.985x in three paired
- * runs). (A prefetch past the matrix is harmless: it never faults.) */
-enum { PREFETCH_AHEAD = 1024 };
-ALWAYS_INLINE size_t prefetch_ahead(const int NT)
-{
-	return NT >= 8 ? 2 * PREFETCH_AHEAD : PREFETCH_AHEAD;
-}
-ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n, const int NT)
-{
-	for (size_t o = 0; o < n; o += 64)
-		if (NT >= 8) /* _mm_prefetch's hint must be a constant */
-			_mm_prefetch((const char *)(p + prefetch_ahead(NT) + o), _MM_HINT_T1);
-		else
-			_mm_prefetch((const char *)(p + prefetch_ahead(NT) + o), _MM_HINT_T0);
-}
-
 /* ---- 32-element block types (q4_0, q4_1, q5_0, q8_0): eight rows at once
  *
  * Lanes are weight rows: for each block the eight rows' quants are
@@ -168,14 +149,6 @@ ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n, const int NT)
  * vec_dot's, operation for operation (quant/q_legacy.c): so results equal
  * the portable kernels bit for bit, whatever the rows or tokens per call.
  */
-
-enum { LEG_Q8_0, LEG_Q4_0, LEG_Q5_0, LEG_Q4_1 };
-
-ALWAYS_INLINE size_t leg_wsize(const int KIND)
-{
-	return KIND == LEG_Q8_0 ? sizeof(struct block_q8_0) : KIND == LEG_Q4_0 ? sizeof(struct block_q4_0)
-	       : KIND == LEG_Q5_0 ? sizeof(struct block_q5_0) : sizeof(struct block_q4_1);
-}
 
 ALWAYS_INLINE size_t leg_qs_off(const int KIND)
 {
@@ -269,13 +242,6 @@ ALWAYS_INLINE void leg_rows8(const uint8_t *const *p, int64_t ib, __m256i *W, __
 		QH = _mm256_loadu_si256((const __m256i *)h);
 	}
 	leg_codes(T, QH, W, A, KIND);
-}
-
-/* One x8 superblock (kernels/repack.h): d[8] (q4_1: m[8]; q5_0: qh[8])
- * then the quants' 4-byte columns, already the registers wanted. */
-ALWAYS_INLINE size_t leg_x8_qs(const int KIND)
-{
-	return KIND == LEG_Q4_1 ? 32 : KIND == LEG_Q5_0 ? 48 : 16;
 }
 
 ALWAYS_INLINE void leg_x8(const uint8_t *sb, __m256i *W, __m256i *A, const int KIND)
@@ -403,7 +369,8 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 }
 
 /* Instantiate a rows-in-lanes body for NT = 1, 2, 4, 8 behind one
- * kern_gemm_fn. */
+ * kern_gemm_fn, which takes the rows eight at a time (eight plain rows,
+ * or one x8 group, span 8 * ws bytes). */
 #define GEMM8(name, body, KIND)                                                                           \
 	static void name##_g1(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
 			      float *o, size_t os) { body(n, w, ws, nr, a, as, o, os, 1, KIND); }  \
@@ -413,7 +380,7 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 			      float *o, size_t os) { body(n, w, ws, nr, a, as, o, os, 4, KIND); }  \
 	static void name##_g8(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, \
 			      float *o, size_t os) { body(n, w, ws, nr, a, as, o, os, 8, KIND); }  \
-	static void name##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *act,         \
+	static void name##_rows(int64_t n, const void *w, size_t ws, int nr, const void *act,         \
 				size_t as, int nt, float *out, size_t os)                             \
 	{                                                                                          \
 		const uint8_t *a = act;                                                            \
@@ -425,6 +392,13 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 			name##_g2(n, w, ws, nr, a, as, out, os);                                   \
 		if (nt)                                                                            \
 			name##_g1(n, w, ws, nr, a, as, out, os);                                   \
+	}                                                                                          \
+	static void name##_gemm(int64_t n, const void *w, size_t ws, int nr, const void *act,         \
+				size_t as, int nt, float *out, size_t os)                             \
+	{                                                                                          \
+		for (int r = 0; r < nr; r += 8)                                                    \
+			name##_rows(n, (const uint8_t *)w + (size_t)r * ws, ws, nr - r < 8 ? nr - r : 8, \
+				    act, as, nt, out + r, os);                                     \
 	}
 
 /* The kern_dot_fn of a plain-row GEMM8: the same kernel for one row. */
@@ -607,7 +581,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 			prefetch_span(sb, 8 * sizeof(struct block_q4_K), NT);
 			__m256i T[3];
 			for (int k = 0; k < 3; k++)
-				T[k] = _mm256_loadu_si256((const __m256i *)(sb + 32 + 32 * k));
+				T[k] = _mm256_loadu_si256((const __m256i *)(sb + Q4KX_SC + 32 * k));
 			k4_scales_from(T, SM);
 			dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
 			dmx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16)));
@@ -625,7 +599,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 			__m256i T[8];
 			if (x8) {
 				for (int k = 0; k < 8; k++)
-					T[k] = _mm256_loadu_si256((const __m256i *)(sb + 128 + 32 * (8 * (size_t)j + k)));
+					T[k] = _mm256_loadu_si256((const __m256i *)(sb + Q4KX_QS + 32 * (8 * (size_t)j + k)));
 			} else {
 				transpose_8x4(p, base + offsetof(struct block_q4_K, qs) + 32 * (size_t)j, T);
 				transpose_8x4(p, base + offsetof(struct block_q4_K, qs) + 32 * (size_t)j + 16, T + 4);
@@ -750,7 +724,6 @@ KERNEL(dot_q6_K, body_q6_K, 0)
  * (2 * 2 * 63 * 127 < 2^15), one madd per 16-element group applies the
  * row's scale, and the codes' offset 32 comes off as 32 * sum over groups
  * of scale * bsum. Per block and row: acc + (d * dy) * sumi. */
-enum { Q6X_SC = 16, Q6X_QL = 16 + 4 * 32, Q6X_QH = 16 + 36 * 32 };
 
 /* Signed bytes a and b of every 32-bit lane as its two int16. */
 ALWAYS_INLINE __m256i sbytes_to_i16(__m256i v, int a, int b)

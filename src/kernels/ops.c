@@ -57,12 +57,9 @@ static void matmul_rows(const struct matmul_args *a, int i, long r0, long r1, in
 	const struct wmat *w = a->w[i];
 	float *y = a->y[i];
 	if (a->gemm[i]) {
-		for (long r = r0; r < r1; r += 8) {
-			int nr = r1 - r < 8 ? (int)(r1 - r) : 8;
-			a->gemm[i](w->n_in, (const uint8_t *)w->data + (size_t)r * w->row_bytes, w->row_bytes,
-				   nr, (const uint8_t *)a->xq + (size_t)t0 * a->act_bytes, a->act_bytes,
-				   (int)(t1 - t0), &y[t0 * w->n_out + r], (size_t)w->n_out);
-		}
+		a->gemm[i](w->n_in, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes,
+			   (int)(r1 - r0), (const uint8_t *)a->xq + (size_t)t0 * a->act_bytes, a->act_bytes,
+			   (int)(t1 - t0), &y[t0 * w->n_out + r0], (size_t)w->n_out);
 		return;
 	}
 	for (long r = r0; r < r1; r++) {
@@ -85,14 +82,15 @@ static void matmul_rows(const struct matmul_args *a, int i, long r0, long r1, in
  * until the last quarter or so, then a share of what is left that
  * shrinks to MIN_CHUNK (OpenMP's "guided" schedule), so that the threads
  * finish within a small item of each other instead of half a chunk
- * apart on average. Whole x8 groups. */
+ * apart on average. Whole pairs of x8 groups (the AVX-512 kernels take
+ * two at a time). */
 enum { MIN_CHUNK = 16 };
 static long guided_chunk(long left, long chunk, int nth)
 {
 	long take = left / (2L * nth);
 	take = take < chunk ? take : chunk;
 	take = take > MIN_CHUNK ? take : MIN_CHUNK;
-	return (take + 7) & ~7L;
+	return (take + 15) & ~15L;
 }
 
 /* Threads take chunks of rows from a shared counter (a thread the
@@ -195,7 +193,7 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 		a.chunk = (long)(CHUNK_BYTES / w[0]->row_bytes);
 	if (a.chunk < 16)
 		a.chunk = 16;
-	a.chunk = (a.chunk + 7) & ~7L; /* whole x8 groups */
+	a.chunk = (a.chunk + 15) & ~15L; /* whole pairs of x8 groups */
 	atomic_init(&a.next, 0);
 	fx_pool_run(pool, matmul_worker, &a);
 }

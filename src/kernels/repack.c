@@ -97,6 +97,10 @@ void kern_x8_unpack_row(int t, int64_t n, const void *group, int r, void *out)
 kern_gemm_fn kern_gemm_x8_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)
+#if defined(FX_HAVE_AVX512)
+	if (isa == KERN_AVX512 && kern_isa_runs(isa) && layout_of(t))
+		return kern_gemm_x8_get_avx512(t);
+#endif
 	if (kern_isa_avx2(isa) && layout_of(t))
 		return AVX2_SET_GET(kern_gemm_x8_get_avx2, isa, t);
 #else

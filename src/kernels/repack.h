@@ -37,8 +37,9 @@ void kern_x8_pack(int t, int64_t n, void *rows, void *tmp);
  * (fx_row_size(t, n) bytes) into out. */
 void kern_x8_unpack_row(int t, int64_t n, const void *group, int r, void *out);
 
-/* The rows-in-lanes kernel for x8 groups of type t (w: a group's first
- * byte, w_stride ignored, nr must be 8), or NULL when set isa has none.
+/* The rows-in-lanes kernel for x8 groups of type t (w: the first group's
+ * first byte, w_stride the plain row size, nr a multiple of 8: see
+ * kern_gemm_fn), or NULL when set isa has none.
  * Results equal kern_gemm_get(t, isa)'s on the same rows unpacked, bit
  * for bit, where that exists (q6_K has no plain-row counterpart: its x8
  * kernel sums in its own fixed order). */
@@ -47,6 +48,9 @@ kern_gemm_fn kern_gemm_x8_get(int t, enum kern_isa isa);
 #if defined(__x86_64__)
 kern_gemm_fn kern_gemm_x8_get_avx2(int t);
 kern_gemm_fn kern_gemm_x8_get_avx2_vnni(int t);
+kern_gemm_fn kern_gemm_x8_get_avx2_avx512(int t);
+/* The AVX-512 set's own: two groups per register (dot_avx512.c). */
+kern_gemm_fn kern_gemm_x8_get_avx512(int t);
 #endif
 
 #endif

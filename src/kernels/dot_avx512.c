@@ -1,0 +1,355 @@
+/* AVX-512 rows-in-lanes kernels for x8 weight groups (kernels/repack.h),
+ * the AVX-512 set's (kernels/dot.h, KERN_AVX512). Built with AVX-512 F,
+ * BW, VL and VNNI flags whatever the build's -march (CMakeLists.txt);
+ * kern_gemm_x8_get() hands them out only when the CPU has those features.
+ *
+ * Two consecutive x8 groups fill one 512-bit register: a superblock's
+ * 32-byte column from the first group in lanes 0..7 and the same column
+ * from the second (8 plain rows later) in lanes 8..15. Everything else is
+ * dot_avx2.c's x8 kernels at twice the width: the same unsigned codes,
+ * vpdpbusd against each activation row's broadcast 4-byte groups (from
+ * memory, EVEX's embedded broadcast: no shuffle per product), the same
+ * exact int32 sums, and the same float steps in the same order, so every
+ * row's result is the AVX2 set's bit for bit (test_kernels compares the
+ * sets). A 512-bit vpdpbusd does twice a 256-bit one's products; on the
+ * Xeon where this was written it issued about 1.65x as fast.
+ *
+ * The k-quants' per-block min/offset terms use vpdpwssd on the q8_K
+ * activation's 16-element sums, read as int16 pairs: the same integer
+ * as the AVX2 form's pairwise sums, without its permutes.
+ */
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels/dot.h"
+#include "kernels/repack.h"
+#include "kernels/simd_x86.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+/* Bytes off..off+31 of the group at a (lanes 0..7) and of the group gs
+ * bytes after it (lanes 8..15). */
+ALWAYS_INLINE __m512i ld2(const uint8_t *a, size_t gs, size_t off)
+{
+	__m256i lo = _mm256_loadu_si256((const __m256i *)(a + off));
+	__m256i hi = _mm256_loadu_si256((const __m256i *)(a + gs + off));
+	return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* The two groups' eight fp16 values at off (d, dmin, m) as 16 f32. */
+ALWAYS_INLINE __m512 ld2_half(const uint8_t *a, size_t gs, size_t off)
+{
+	__m128i lo = _mm_loadu_si128((const __m128i *)(a + off));
+	__m128i hi = _mm_loadu_si128((const __m128i *)(a + gs + off));
+	return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+/* Four bytes at p (any alignment) in every 32-bit lane: one load the
+ * compiler folds into the instruction that uses it ({1to16}). */
+ALWAYS_INLINE __m512i bcast4(const void *p)
+{
+	return _mm512_broadcastd_epi32(_mm_loadu_si32(p));
+}
+
+/* acc + u[k] . (bytes 4k..4k+3 of y in every lane) over k < nk. */
+ALWAYS_INLINE __m512i dp4(__m512i acc, const __m512i *u, const int8_t *y, int nk)
+{
+	for (int k = 0; k < nk; k++)
+		acc = _mm512_dpbusd_epi32(acc, u[k], bcast4(y + 4 * k));
+	return acc;
+}
+
+/* The same byte shuffle in each 128-bit lane (four rows). */
+ALWAYS_INLINE __m512i shuf4(__m512i v, __m128i sel)
+{
+	return _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(sel));
+}
+
+/* Byte b of every 32-bit lane, zero- or sign-extended to int32. */
+ALWAYS_INLINE __m512i ubyte32(__m512i v, int b)
+{
+	return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
+}
+ALWAYS_INLINE __m512i sbyte32(__m512i v, int b)
+{
+	return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24);
+}
+
+/* Bytes a and b of every 32-bit lane as its two int16 (sign-extended). */
+ALWAYS_INLINE __m512i sbytes_i16(__m512i v, int a, int b)
+{
+	const char z = (char)0x80, A = (char)a, B = (char)b;
+	const __m128i sel = _mm_setr_epi8(z, A, z, B, z, 4 + A, z, 4 + B, z, 8 + A, z, 8 + B, z, 12 + A, z, 12 + B);
+	return _mm512_srai_epi16(shuf4(v, sel), 8);
+}
+
+/* out[t * os + r] = lane r of acc[t], r < 16, t < NT. */
+ALWAYS_INLINE void store16(const __m512 *acc, float *out, size_t os, const int NT)
+{
+	for (int t = 0; t < NT; t++)
+		_mm512_storeu_ps(out + (size_t)t * os, acc[t]);
+}
+
+/* ---- 32-element block types (dot_avx2.c's body_rows8, x8 only) ------- */
+
+/* q5_0's fifth bits for W[k]: 0x10 in byte i of lane r when bit 4k + i of
+ * row r's qh (QH lane r) is set. */
+ALWAYS_INLINE __m512i q5_high(__m512i QH, int k)
+{
+	const char b = (char)(k / 2);
+	const __m128i sel = _mm_setr_epi8(b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b, 8 + b, 8 + b,
+					  12 + b, 12 + b, 12 + b, 12 + b);
+	const int sh = 4 * (k % 2);
+	const __m512i bit = _mm512_set1_epi32((int)((1u << sh) | (2u << sh) << 8 | (4u << sh) << 16 |
+						    (8u << sh) << 24));
+	return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(shuf4(QH, sel), bit), _mm512_set1_epi8(0x10));
+}
+
+ALWAYS_INLINE void body_leg16(int64_t n, const uint8_t *w, size_t gs, const void *act, size_t act_stride,
+			      float *out, size_t os, const int NT, const int KIND)
+{
+	const bool q41 = KIND == LEG_Q4_1;
+	const int64_t nb = n / 32;
+	const size_t ys = q41 ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0);
+	const size_t yq = q41 ? offsetof(struct block_q8_1, qs) : offsetof(struct block_q8_0, qs);
+	const size_t d_off = kern_act_d_off((size_t)nb * ys), s_off = kern_act_s_off((size_t)nb * ys, nb);
+	const size_t ws = leg_wsize(KIND), qs = leg_x8_qs(KIND);
+	const __m512i m4 = _mm512_set1_epi8(0x0F);
+	__m512 acc[8];
+	for (int t = 0; t < NT; t++)
+		acc[t] = _mm512_setzero_ps();
+	for (int64_t ib = 0; ib < nb; ib++) {
+		const uint8_t *sb = w + (size_t)ib * 8 * ws;
+		prefetch_span(sb, 8 * ws, NT);
+		prefetch_span(sb + gs, 8 * ws, NT);
+		__m512i W[8];
+		if (KIND == LEG_Q8_0) { /* w + 128 as u8; 128 * sum(y) comes off below */
+			for (int k = 0; k < 8; k++)
+				W[k] = _mm512_xor_si512(ld2(sb, gs, qs + 32 * (size_t)k), _mm512_set1_epi8((char)0x80));
+		} else {
+			for (int k = 0; k < 4; k++) {
+				__m512i T = ld2(sb, gs, qs + 32 * (size_t)k);
+				W[k] = _mm512_and_si512(T, m4);
+				W[4 + k] = _mm512_and_si512(_mm512_srli_epi16(T, 4), m4);
+			}
+			if (KIND == LEG_Q5_0) {
+				__m512i QH = ld2(sb, gs, 16);
+				for (int k = 0; k < 8; k++)
+					W[k] = _mm512_or_si512(W[k], q5_high(QH, k));
+			}
+		}
+		__m512 dx = ld2_half(sb, gs, 0), mx = q41 ? ld2_half(sb, gs, 16) : dx;
+#pragma GCC unroll 8
+		for (int t = 0; t < NT; t++) {
+			const uint8_t *y = ACT(t, uint8_t);
+			__m512i si = dp4(_mm512_setzero_si512(), W, (const int8_t *)(y + (size_t)ib * ys + yq), 8);
+			__m512 dy = _mm512_set1_ps(((const float *)(y + d_off))[ib]);
+			if (!q41) {
+				int32_t ysum = ((const int32_t *)(y + s_off))[ib];
+				int32_t off = KIND == LEG_Q4_0 ? 8 : KIND == LEG_Q5_0 ? 16 : 128;
+				si = _mm512_sub_epi32(si, _mm512_set1_epi32(off * ysum));
+			}
+			__m512 f = _mm512_cvtepi32_ps(si);
+			__m512 term;
+			if (KIND == LEG_Q4_0) /* (sumi * dx) * dy */
+				term = _mm512_mul_ps(_mm512_mul_ps(f, dx), dy);
+			else if (q41) /* (dx * dy) * sumi + mx * sy */
+				term = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(dx, dy), f),
+						     _mm512_mul_ps(mx, _mm512_set1_ps(((const float *)(y + s_off))[ib])));
+			else /* (dx * dy) * sumi */
+				term = _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
+			acc[t] = _mm512_add_ps(acc[t], term);
+		}
+	}
+	store16(acc, out, os, NT);
+}
+
+/* ---- q4_K (dot_avx2.c's body_k4_rows8, x8 only) ---------------------- */
+
+ALWAYS_INLINE void body_q4_K16(int64_t n, const uint8_t *w, size_t gs, const void *act, size_t act_stride,
+			       float *out, size_t os, const int NT, const int KIND)
+{
+	(void)KIND;
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(63), m30 = _mm512_set1_epi8(0x30);
+	__m512 acc[8];
+	for (int t = 0; t < NT; t++)
+		acc[t] = _mm512_setzero_ps();
+	for (int64_t ib = 0; ib < n / QK_K; ib++) {
+		const uint8_t *sb = w + (size_t)ib * 8 * sizeof(struct block_q4_K);
+		prefetch_span(sb, 8 * sizeof(struct block_q4_K), NT);
+		prefetch_span(sb + gs, 8 * sizeof(struct block_q4_K), NT);
+		/* get_scale_min_k4 for 16 rows: SC[0] / SC[1] lane r = row
+		 * r's scales 0..3 / 4..7 as bytes, MN[0] / MN[1] its mins */
+		__m512i T0 = ld2(sb, gs, Q4KX_SC), T1 = ld2(sb, gs, Q4KX_SC + 32), T2 = ld2(sb, gs, Q4KX_SC + 64);
+		__m512i SC[2], MN[2];
+		SC[0] = _mm512_and_si512(T0, m6);
+		MN[0] = _mm512_and_si512(T1, m6);
+		SC[1] = _mm512_or_si512(_mm512_and_si512(T2, m4), _mm512_and_si512(_mm512_srli_epi16(T0, 2), m30));
+		MN[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(T2, 4), m4),
+					_mm512_and_si512(_mm512_srli_epi16(T1, 2), m30));
+		__m512 dx = ld2_half(sb, gs, 0), dmx = ld2_half(sb, gs, 16);
+		__m512i isum[8];
+		for (int t = 0; t < NT; t++)
+			isum[t] = _mm512_setzero_si512();
+		for (int j = 0; j < QK_K / 64; j++) {
+			for (int h = 0; h < 2; h++) {
+				__m512i W[8];
+				for (int k = 0; k < 8; k++) {
+					__m512i T = ld2(sb, gs, Q4KX_QS + 32 * (8 * (size_t)j + k));
+					W[k] = _mm512_and_si512(h ? _mm512_srli_epi16(T, 4) : T, m4);
+				}
+				/* lane r: row r's scale of sub-block 2j + h */
+				__m512i scv = ubyte32(SC[j / 2], 2 * (j % 2) + h);
+#pragma GCC unroll 8
+				for (int t = 0; t < NT; t++) {
+					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 64 * j + 32 * h;
+					isum[t] = _mm512_add_epi32(isum[t],
+						_mm512_mullo_epi32(dp4(_mm512_setzero_si512(), W, y, 8), scv));
+				}
+			}
+		}
+		/* min of sub-block s twice as int16 (lane r: row r's) against
+		 * the activation's 16-element sums 2s, 2s+1 */
+		__m512i MP[8];
+		for (int s = 0; s < 8; s++) {
+			__m512i m = ubyte32(MN[s / 4], s % 4);
+			MP[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+		}
+#pragma GCC unroll 8
+		for (int t = 0; t < NT; t++) {
+			const struct block_q8_K *y = ACT(t, struct block_q8_K) + ib;
+			__m512i ms = _mm512_setzero_si512();
+			for (int s = 0; s < 8; s++)
+				ms = _mm512_dpwssd_epi32(ms, MP[s], bcast4(y->bsums + 2 * s));
+			__m512 dy = _mm512_set1_ps(y->d);
+			__m512 term = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(isum[t])),
+						    _mm512_mul_ps(_mm512_mul_ps(dmx, dy), _mm512_cvtepi32_ps(ms)));
+			acc[t] = _mm512_add_ps(acc[t], term);
+		}
+	}
+	store16(acc, out, os, NT);
+}
+
+/* ---- q6_K (dot_avx2.c's body_q6_K_x8) ------------------------------- */
+
+ALWAYS_INLINE void body_q6_K16(int64_t n, const uint8_t *w, size_t gs, const void *act, size_t act_stride,
+			       float *out, size_t os, const int NT, const int KIND)
+{
+	(void)KIND;
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+	__m512 acc[8];
+	for (int t = 0; t < NT; t++)
+		acc[t] = _mm512_setzero_ps();
+	for (int64_t ib = 0; ib < n / QK_K; ib++) {
+		const uint8_t *sb = w + (size_t)ib * 8 * sizeof(struct block_q6_K);
+		prefetch_span(sb, 8 * sizeof(struct block_q6_K), NT);
+		prefetch_span(sb + gs, 8 * sizeof(struct block_q6_K), NT);
+		__m512 dx = ld2_half(sb, gs, 0);
+		__m512i S[4];
+		for (int c = 0; c < 4; c++)
+			S[c] = ld2(sb, gs, Q6X_SC + 32 * (size_t)c);
+		__m512i isum[8];
+		for (int t = 0; t < NT; t++)
+			isum[t] = _mm512_setzero_si512();
+		for (int j = 0; j < 2; j++) {
+			for (int m = 0; m < 4; m++) {
+				/* sub-block 4j + m: elements 128j + 32m + (0..31) */
+				__m512i W[8];
+				for (int k = 0; k < 8; k++) {
+					__m512i ql = ld2(sb, gs, Q6X_QL + 32 * (16 * (size_t)j + 8 * (size_t)(m & 1) + (size_t)k));
+					__m512i qh = ld2(sb, gs, Q6X_QH + 32 * (8 * (size_t)j + (size_t)k));
+					__m512i lo = _mm512_and_si512(m < 2 ? ql : _mm512_srli_epi16(ql, 4), m4);
+					__m512i hi = m == 3 ? _mm512_srli_epi16(qh, 2) : _mm512_slli_epi16(qh, 4 - 2 * m);
+					W[k] = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+				}
+				int g = 8 * j + 2 * m; /* the sub-block's two scale groups */
+				__m512i sc0 = sbyte32(S[g / 4], g % 4), sc1 = sbyte32(S[(g + 1) / 4], (g + 1) % 4);
+#pragma GCC unroll 8
+				for (int t = 0; t < NT; t++) {
+					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 128 * j + 32 * m;
+					__m512i z = _mm512_setzero_si512();
+					__m512i s0 = _mm512_mullo_epi32(dp4(z, W, y, 4), sc0);
+					__m512i s1 = _mm512_mullo_epi32(dp4(z, W + 4, y + 16, 4), sc1);
+					isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(s0, s1));
+				}
+			}
+		}
+		/* the codes' offset 32: 32 * sum over groups of scale * bsum,
+		 * scales 2q, 2q+1 as int16 pairs */
+		__m512i SP[8];
+		for (int q = 0; q < 8; q++)
+			SP[q] = sbytes_i16(S[q / 2], 2 * (q % 2), 2 * (q % 2) + 1);
+#pragma GCC unroll 8
+		for (int t = 0; t < NT; t++) {
+			const struct block_q8_K *y = ACT(t, struct block_q8_K) + ib;
+			__m512i corr = _mm512_setzero_si512();
+			for (int q = 0; q < 8; q++)
+				corr = _mm512_dpwssd_epi32(corr, SP[q], bcast4(y->bsums + 2 * q));
+			__m512i si = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 5));
+			__m512 dy = _mm512_set1_ps(y->d);
+			acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(si)));
+		}
+	}
+	store16(acc, out, os, NT);
+}
+
+/* A kern_gemm_fn over x8 groups: pairs of groups through body for NT =
+ * 8, 4, 2, 1 activation rows at a time; a last single group through the
+ * set's 256-bit kernel (dot_avx2.c's EVEX build: the same results). */
+#define GEMM16(name, body, KIND, TYPE)                                                            \
+	static void name##_g1(int64_t n, const uint8_t *w, size_t gs, const void *a, size_t as,  \
+			      float *o, size_t os) { body(n, w, gs, a, as, o, os, 1, KIND); }      \
+	static void name##_g2(int64_t n, const uint8_t *w, size_t gs, const void *a, size_t as,  \
+			      float *o, size_t os) { body(n, w, gs, a, as, o, os, 2, KIND); }      \
+	static void name##_g4(int64_t n, const uint8_t *w, size_t gs, const void *a, size_t as,  \
+			      float *o, size_t os) { body(n, w, gs, a, as, o, os, 4, KIND); }      \
+	static void name##_g8(int64_t n, const uint8_t *w, size_t gs, const void *a, size_t as,  \
+			      float *o, size_t os) { body(n, w, gs, a, as, o, os, 8, KIND); }      \
+	static void name(int64_t n, const void *w, size_t ws, int nr, const void *act, size_t as,   \
+			 int nt, float *out, size_t os)                                          \
+	{                                                                                     \
+		const uint8_t *p = w;                                                         \
+		int r = 0;                                                                    \
+		for (; r + 16 <= nr; r += 16) {                                               \
+			const uint8_t *a = act, *g = p + (size_t)r * ws;                       \
+			float *o = out + r;                                                   \
+			int m = nt;                                                           \
+			for (; m >= 8; m -= 8, a += 8 * as, o += 8 * os)                      \
+				name##_g8(n, g, 8 * ws, a, as, o, os);                        \
+			for (; m >= 4; m -= 4, a += 4 * as, o += 4 * os)                      \
+				name##_g4(n, g, 8 * ws, a, as, o, os);                        \
+			for (; m >= 2; m -= 2, a += 2 * as, o += 2 * os)                      \
+				name##_g2(n, g, 8 * ws, a, as, o, os);                        \
+			if (m)                                                                \
+				name##_g1(n, g, 8 * ws, a, as, o, os);                        \
+		}                                                                             \
+		if (r < nr)                                                                   \
+			kern_gemm_x8_get_avx2_avx512(TYPE)(n, p + (size_t)r * ws, ws, nr - r, act, as, \
+							   nt, out + r, os);                  \
+	}
+
+GEMM16(x16_q8_0, body_leg16, LEG_Q8_0, FX_TYPE_Q8_0)
+GEMM16(x16_q4_0, body_leg16, LEG_Q4_0, FX_TYPE_Q4_0)
+GEMM16(x16_q5_0, body_leg16, LEG_Q5_0, FX_TYPE_Q5_0)
+GEMM16(x16_q4_1, body_leg16, LEG_Q4_1, FX_TYPE_Q4_1)
+GEMM16(x16_q4_K, body_q4_K16, 0, FX_TYPE_Q4_K)
+GEMM16(x16_q6_K, body_q6_K16, 0, FX_TYPE_Q6_K)
+
+kern_gemm_fn kern_gemm_x8_get_avx512(int t)
+{
+	switch (t) {
+	case FX_TYPE_Q4_0: return x16_q4_0;
+	case FX_TYPE_Q4_1: return x16_q4_1;
+	case FX_TYPE_Q5_0: return x16_q5_0;
+	case FX_TYPE_Q8_0: return x16_q8_0;
+	case FX_TYPE_Q4_K: return x16_q4_K;
+	case FX_TYPE_Q6_K: return x16_q6_K;
+	default: return NULL;
+	}
+}
+
+#endif /* __x86_64__ */

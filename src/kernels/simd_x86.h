@@ -1,0 +1,67 @@
+/* What the x86 kernel files share (dot_avx2.c, dot_avx512.c): the block
+ * layouts their rows-in-lanes kernels read, the activation rows' address,
+ * and the weight prefetch. Include only from files built with x86 ISA
+ * flags. */
+#ifndef FX_KERNELS_SIMD_X86_H
+#define FX_KERNELS_SIMD_X86_H
+
+#include <immintrin.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant/blocks.h"
+
+/* unused: a build may leave some helpers without a caller (clang warns
+ * about those even when inline). */
+#define ALWAYS_INLINE static inline __attribute__((always_inline, unused))
+
+/* Activation row t of a kernel call (act, act_stride in scope) as T *. */
+#define ACT(t, T) ((const T *)((const uint8_t *)act + (size_t)(t) * act_stride))
+
+/* The 32-element block types the rows-in-lanes kernels share. */
+enum { LEG_Q8_0, LEG_Q4_0, LEG_Q5_0, LEG_Q4_1 };
+
+ALWAYS_INLINE size_t leg_wsize(const int KIND)
+{
+	return KIND == LEG_Q8_0 ? sizeof(struct block_q8_0) : KIND == LEG_Q4_0 ? sizeof(struct block_q4_0)
+	       : KIND == LEG_Q5_0 ? sizeof(struct block_q5_0) : sizeof(struct block_q4_1);
+}
+
+/* One x8 superblock (kernels/repack.h): d[8] (q4_1: m[8]; q5_0: qh[8])
+ * then the quants' 4-byte columns, already the registers wanted. */
+ALWAYS_INLINE size_t leg_x8_qs(const int KIND)
+{
+	return KIND == LEG_Q4_1 ? 32 : KIND == LEG_Q5_0 ? 48 : 16;
+}
+
+/* A q4_K x8 superblock: d[8], dmin[8], the scales' 3 columns, the quants'
+ * 32. A q6_K one: d[8], the 16 int8 scales in 4 columns, ql in 32
+ * columns, qh in 16. */
+enum { Q4KX_SC = 32, Q4KX_QS = 128 };
+enum { Q6X_SC = 16, Q6X_QL = 16 + 4 * 32, Q6X_QH = 16 + 36 * 32 };
+
+/* Weights prefetch_ahead(NT) bytes ahead of the block being read are
+ * asked for now: decode streams each row once from DRAM. The distance
+ * grows with the activation rows per call because the time to get there
+ * does: with eight, 1 KiB of weights is about 230 ns of work, under DRAM's
+ * latency here (bench/ab.sh, SmolLM2 8-sequence step: 2 KiB ~1-2% faster,
+ * 4 KiB slower). With eight, prefetch_span fills L2 only (T1; the rare
+ * plain-row path keeps T0): the kernel
+ * is slow enough for L2's latency, and L1's few miss buffers stay free
+ * for the loads (8-sequence step 0.978x, 0.994x, 0.985x in three paired
+ * runs). (A prefetch past the matrix is harmless: it never faults.) */
+enum { PREFETCH_AHEAD = 1024 };
+ALWAYS_INLINE size_t prefetch_ahead(const int NT)
+{
+	return NT >= 8 ? 2 * PREFETCH_AHEAD : PREFETCH_AHEAD;
+}
+ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n, const int NT)
+{
+	for (size_t o = 0; o < n; o += 64)
+		if (NT >= 8) /* _mm_prefetch's hint must be a constant */
+			_mm_prefetch((const char *)(p + prefetch_ahead(NT) + o), _MM_HINT_T1);
+		else
+			_mm_prefetch((const char *)(p + prefetch_ahead(NT) + o), _MM_HINT_T0);
+}
+
+#endif
