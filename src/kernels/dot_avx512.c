@@ -207,8 +207,11 @@ ALWAYS_INLINE void body_q4_K16(int64_t n, const uint8_t *w, size_t gs, const voi
 #pragma GCC unroll 8
 				for (int t = 0; t < NT; t++) {
 					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 64 * j + 32 * h;
-					isum[t] = _mm512_add_epi32(isum[t],
-						_mm512_mullo_epi32(dp4(_mm512_setzero_si512(), W, y, 8), scv));
+					/* two chains of four: shorter latency before the
+					 * 10-cycle vpmulld (~4% at eight activation rows) */
+					__m512i z = _mm512_setzero_si512();
+					__m512i d = _mm512_add_epi32(dp4(z, W, y, 4), dp4(z, W + 4, y + 16, 4));
+					isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(d, scv));
 				}
 			}
 		}
