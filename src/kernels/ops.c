@@ -169,7 +169,7 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 		a.n_rows += (long)w[i]->n_out;
 		a.dot[i] = fx_type_get(w[i]->type)->vec_dot;
 		a.kern[i] = kern_dot_get(w[i]->type, isa);
-		a.gemm[i] = w[i]->x8 ? kern_gemm_x8_get(w[i]->type, isa) : kern_gemm_get(w[i]->type, isa);
+		a.gemm[i] = w[i]->x8 ? kern_gemm_x8_for(w[i]->type, isa, n_tok) : kern_gemm_get(w[i]->type, isa);
 	}
 	if (tt->vec_dot_type == FX_TYPE_F32) {
 		a.xq = x;

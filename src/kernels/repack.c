@@ -94,6 +94,16 @@ void kern_x8_unpack_row(int t, int64_t n, const void *group, int r, void *out)
 	}
 }
 
+kern_gemm_fn kern_gemm_x8_for(int t, enum kern_isa isa, int64_t n_tok)
+{
+#if defined(FX_HAVE_AVX512)
+	if (isa == KERN_AVX512 && n_tok <= KERN_NT_MAX && kern_isa_runs(isa) && layout_of(t))
+		return kern_gemm_x8_get_avx2_avx512(t);
+#endif
+	(void)n_tok;
+	return kern_gemm_x8_get(t, isa);
+}
+
 kern_gemm_fn kern_gemm_x8_get(int t, enum kern_isa isa)
 {
 #if defined(__x86_64__)

@@ -45,6 +45,16 @@ void kern_x8_unpack_row(int t, int64_t n, const void *group, int r, void *out);
  * kernel sums in its own fixed order). */
 kern_gemm_fn kern_gemm_x8_get(int t, enum kern_isa isa);
 
+/* The x8 kernel for a call with n_tok activation rows: kern_gemm_x8_get's,
+ * except that the AVX-512 set uses its 256-bit kernels (dot_avx2.c's EVEX
+ * build, the same results) when n_tok <= KERN_NT_MAX. Such a call, a
+ * decode step's, passes over each weight once: measured on a Sapphire
+ * Rapids-class Xeon (docs/BENCHMARKS.md, stop 16), the 512-bit kernels
+ * made SmolLM2's and Gemma 3's eight-sequence steps 10% and 6% slower
+ * there (while faster alone in bench_kernels, and for prefill, where a
+ * chunk's weights serve many token blocks from L2). */
+kern_gemm_fn kern_gemm_x8_for(int t, enum kern_isa isa, int64_t n_tok);
+
 #if defined(__x86_64__)
 kern_gemm_fn kern_gemm_x8_get_avx2(int t);
 kern_gemm_fn kern_gemm_x8_get_avx2_vnni(int t);
