@@ -83,12 +83,15 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 	}
 	double mac = (double)k * (double)m * (double)n;
 	const char *set = set_names[isa];
+	/* op_matmul's choice (kern_gemm_x8_for): the AVX-512 set's x8
+	 * kernels are 256-bit ones for few activation rows */
+	bool narrow = isa == KERN_AVX512 && wm.x8 && kern_gemm_x8_for(type, isa, n) != kern_gemm_x8_get(type, isa);
 	char kind[16];
-	snprintf(kind, sizeof(kind), "%s%s", wm.x8 ? "x8-" : "",
-		 kern_dot_get(type, isa) || kern_gemm_get(type, isa) || wm.x8 ? set : "portable");
+	snprintf(kind, sizeof(kind), "%s%s%s", wm.x8 ? "x8-" : "",
+		 kern_dot_get(type, isa) || kern_gemm_get(type, isa) || wm.x8 ? set : "portable", narrow ? "/256" : "");
 	if (isa == KERN_PORTABLE)
 		snprintf(kind, sizeof(kind), "portable");
-	printf("%-6s %-9s %6lld x %5lld x %5lld  %8.2f ms  %7.2f  %6.2f\n", tt->name, kind, (long long)m, (long long)k, (long long)n, best * 1e3, mac / best * 1e-9,
+	printf("%-6s %-13s %6lld x %5lld x %5lld  %8.2f ms  %7.2f  %6.2f\n", tt->name, kind, (long long)m, (long long)k, (long long)n, best * 1e3, mac / best * 1e-9,
 	       (double)(row * (size_t)m) / best * 1e-9);
 	free(wf);
 	free(w);
@@ -104,9 +107,10 @@ static const char usage[] =
 	"GMAC/s of an n_out x n_in matrix times n_tok activation rows (op_matmul),\n"
 	"best of -r runs, for every named type (default: all with a quantizer).\n"
 	"Kernel column: the set (avx2; vnni: AVX2 with AVX-VNNI's dot products;\n"
-	"avx512: x8 groups two at a time in 512-bit registers; --set picks one the\n"
-	"CPU runs), x8- when repacked (rows in lanes), or portable (no ISA kernel for\n"
-	"the type: the scalar C).\n";
+	"avx512: x8 groups two at a time in 512-bit registers, or /256 where\n"
+	"op_matmul takes its 256-bit kernels, for -n 8 or fewer; --set picks a set\n"
+	"the CPU and this build run), x8- when repacked (rows in lanes), or portable\n"
+	"(no ISA kernel for the type: the scalar C).\n";
 
 /* A positive integer option value, whole string, or -1. */
 static long positive(const char *s)
@@ -134,8 +138,13 @@ int main(int argc, char **argv)
 			for (int j = KERN_AVX2; j <= KERN_AVX512; j++)
 				if (!strcmp(argv[i], set_names[j]))
 					force_set = j;
-			if (force_set < 0 || !kern_isa_runs((enum kern_isa)force_set)) {
-				fprintf(stderr, "bench_kernels: --set %s: not a kernel set this CPU runs\n", argv[i]);
+			if (force_set < 0) {
+				fprintf(stderr, "bench_kernels: --set %s: the sets are avx2, vnni and avx512 (--portable: the C kernels)\n",
+					argv[i]);
+				return 2;
+			}
+			if (!kern_isa_runs((enum kern_isa)force_set)) {
+				fprintf(stderr, "bench_kernels: --set %s: this CPU, or this build, does not run that set\n", argv[i]);
 				return 2;
 			}
 		} else if (!strcmp(a, "--no-repack")) {
@@ -172,11 +181,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_kernels: cannot start %d threads\n", threads);
 		return 1;
 	}
+	if (portable && force_set >= 0) {
+		fprintf(stderr, "bench_kernels: --portable and --set name different kernels; give one\n");
+		return 2;
+	}
 	enum kern_isa isa = portable ? KERN_PORTABLE : kern_isa_best();
 	if (force_set >= 0 && !portable)
 		isa = (enum kern_isa)force_set;
 	fx_pool_set_kernels(pool, isa);
-	printf("type   kernel    n_out x  n_in x n_tok   time       GMAC/s    weight GB/s\n");
+	printf("type   kernel        n_out x  n_in x n_tok   time       GMAC/s    weight GB/s\n");
 	int rc = 0, shown = 0;
 	for (int t = 0; t < FX_TYPE_COUNT && !rc; t++) {
 		const struct fx_type_traits *tt = fx_type_get(t);

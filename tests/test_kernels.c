@@ -133,7 +133,7 @@ static double sum_abs_terms(int type, int64_t n, const void *w, const void *a)
 	return mag;
 }
 
-/* Rows-in-lanes kernels (kern_gemm_get): for any row count 1..8, any
+/* Rows-in-lanes kernels (kern_gemm_get): for any row count 1..11, any
  * activation row count and start, every (row, activation row) result
  * equals the same kernel's one-row result (kern_dot_get) bit for bit, and
  * the portable vec_dot: bit for bit when exact, else within 2e-6 of the
@@ -195,7 +195,7 @@ static void check_gemm(enum kern_isa isa, int type, int64_t n, bool exact, uint6
 		kern_gemm_fn gx = kern_gemm_x8_get(type, isa);
 		for (int nt = 1; nt <= T; nt += 2) {
 			float out[T][8];
-			gx(n, g, 0, 8, a, ab, nt, &out[0][0], 8);
+			gx(n, g, wb, 8, a, ab, nt, &out[0][0], 8);
 			for (int t = 0; t < nt; t++)
 				for (int r = 0; r < 8; r++)
 					CHECKF(memcmp(&out[t][r], &ref[t][r], sizeof(float)) == 0,
@@ -229,10 +229,10 @@ static void check_x8_only(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 	memcpy(g, w, 8 * wb);
 	kern_x8_pack(type, n, g, tmp);
 	float all[T][8];
-	gx(n, g, 0, 8, a, ab, T, &all[0][0], 8);
+	gx(n, g, wb, 8, a, ab, T, &all[0][0], 8);
 	for (int t = 0; t < T; t++) {
 		float one[8];
-		gx(n, g, 0, 8, a + (size_t)t * ab, ab, 1, one, 8);
+		gx(n, g, wb, 8, a + (size_t)t * ab, ab, 1, one, 8);
 		for (int r = 0; r < 8; r++) {
 			float port;
 			tt->vec_dot(n, &port, w + (size_t)r * wb, a + (size_t)t * ab);
@@ -280,6 +280,10 @@ static void check_sets_agree(enum kern_isa a, enum kern_isa b, int type, int64_t
 		kern_gemm_fn gn = x8 ? kern_gemm_x8_for(type, b, 1) : gb;
 		CHECKF(gn != NULL && (b != KERN_AVX512 || !x8 || gn != gb), "%s: set %d's x8 kernel for one row",
 		       tt->name, (int)b);
+		/* prefill-sized calls get the set's own x8 kernel (AVX-512: the
+		 * 512-bit one) */
+		CHECKF(!x8 || kern_gemm_x8_for(type, b, KERN_NT_MAX + 1) == gb, "%s: set %d's x8 kernel for %d rows",
+		       tt->name, (int)b, KERN_NT_MAX + 1);
 		for (int nt = 1; nt <= T && gn; nt++) {
 			for (int nr = 8; nr <= R; nr += 8) {
 				float oa[T][R], ob[T][R], on[T][R];
@@ -682,14 +686,14 @@ int main(void)
 		       "AVX-VNNI: the CPU %s it but the set is%s run", __builtin_cpu_supports("avxvnni") ? "has" : "lacks",
 		       kern_isa_runs(KERN_AVXVNNI) ? "" : " not");
 #endif
-#if defined(FX_HAVE_AVX512)
+#endif
+#if defined(__x86_64__) && defined(FX_HAVE_AVX512) /* clang 14 knows these names */
 	bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 		      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 	if (best >= KERN_AVX2)
 		CHECKF(kern_isa_runs(KERN_AVX512) == has512 && (best == KERN_AVX512) == has512,
 		       "AVX-512: the CPU %s it but the set is%s run (best %d)", has512 ? "has" : "lacks",
 		       kern_isa_runs(KERN_AVX512) ? "" : " not", (int)best);
-#endif
 #endif
 	for (int set = KERN_AVXVNNI; set <= KERN_AVX512; set++) /* a set the CPU cannot run hands out nothing */
 		if (!kern_isa_runs((enum kern_isa)set))

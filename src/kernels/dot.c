@@ -41,9 +41,10 @@ static unsigned isa_detect(void)
 	 * "avxvnni": FMA (leaf 1 ECX bit 12), F16C (leaf 1 ECX bit 29),
 	 * AVX-VNNI (leaf 7 subleaf 1 EAX bit 4, present when leaf 7 subleaf 0
 	 * EAX >= 1); AVX512F, BW, VL (leaf 7 EBX bits 16, 30, 31) and
-	 * AVX512_VNNI (leaf 7 ECX bit 11), with the OS saving the opmask and
-	 * all 512-bit registers (XCR0 bits 5-7, read by xgetbv once leaf 1
-	 * ECX bit 27, OSXSAVE, says it may be). */
+	 * AVX512_VNNI (leaf 7 ECX bit 11), with the OS saving the SSE and
+	 * AVX state, the opmask and all 512-bit registers (XCR0 bits 1, 2
+	 * and 5-7, read by xgetbv once leaf 1 ECX bit 27, OSXSAVE, says it
+	 * may be). */
 	unsigned ecx1 = cpuid_reg(1, 0, 2);
 	if (!__builtin_cpu_supports("avx2") || !(ecx1 >> 12 & 1) || !(ecx1 >> 29 & 1))
 		return m;

@@ -31,11 +31,13 @@ enum kern_isa {
 	 * activation layout and the same results bit for bit, fewer
 	 * instructions. Built when the compiler knows -mavxvnni. */
 	KERN_AVXVNNI = 2,
-	/* AVX-512 F/BW/VL with AVX512-VNNI (Intel Ice Lake and later, AMD
-	 * Zen 4 and later): the x8 kernels take two groups (16 rows) per
-	 * 512-bit register (dot_avx512.c); the other kernels are dot_avx2.c
-	 * built once more with the EVEX form of vpdpbusd. The same integer
-	 * sums and float steps: results the AVX2 set's bit for bit. */
+	/* AVX-512 F/BW/VL with AVX512-VNNI (Intel Ice Lake, Tiger Lake and
+	 * Xeons since, not Alder/Raptor Lake; AMD Zen 4 and later): the x8
+	 * kernels take two groups (16 rows) per 512-bit register for calls
+	 * of many activation rows (dot_avx512.c, kern_gemm_x8_for); the
+	 * other kernels are dot_avx2.c built once more with the EVEX form
+	 * of vpdpbusd. The same integer sums and float steps: results the
+	 * AVX2 set's bit for bit. */
 	KERN_AVX512 = 3,
 };
 

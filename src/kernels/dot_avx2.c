@@ -35,7 +35,6 @@
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
-
 #ifndef KERN_VNNI
 #define KERN_VNNI 0
 #endif

@@ -7,8 +7,8 @@
  * 32-byte column from the first group in lanes 0..7 and the same column
  * from the second (8 plain rows later) in lanes 8..15. Everything else is
  * dot_avx2.c's x8 kernels at twice the width: the same unsigned codes,
- * vpdpbusd against each activation row's broadcast 4-byte groups (from
- * memory, EVEX's embedded broadcast: no shuffle per product), the same
+ * vpdpbusd against each activation row's 4-byte groups broadcast by a
+ * load (vpbroadcastd from memory: no shuffle per product), the same
  * exact int32 sums, and the same float steps in the same order, so every
  * row's result is the AVX2 set's bit for bit (test_kernels compares the
  * sets). A 512-bit vpdpbusd does twice a 256-bit one's products; on the
@@ -48,8 +48,10 @@ ALWAYS_INLINE __m512 ld2_half(const uint8_t *a, size_t gs, size_t off)
 	return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
 }
 
-/* Four bytes at p (any alignment) in every 32-bit lane: one load the
- * compiler folds into the instruction that uses it ({1to16}). */
+/* Four bytes at p (any alignment) in every 32-bit lane: one broadcast
+ * load (GCC 12 issues vpbroadcastd from memory; clang folds it into the
+ * vpdpbusd as {1to16}). A scalar load and set1 went through a general
+ * register instead: two instructions. */
 ALWAYS_INLINE __m512i bcast4(const void *p)
 {
 	return _mm512_broadcastd_epi32(_mm_loadu_si32(p));

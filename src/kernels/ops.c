@@ -38,7 +38,7 @@ struct matmul_args {
 	int64_t n_tok;
 	fx_vec_dot_fn dot[MM_MAX]; /* portable: one row pair per call */
 	kern_dot_fn kern[MM_MAX];  /* ISA kernel (one weight row, up to KERN_NT_MAX tokens), or NULL */
-	kern_gemm_fn gemm[MM_MAX]; /* ISA kernel (eight weight rows in lanes), preferred, or NULL */
+	kern_gemm_fn gemm[MM_MAX]; /* ISA kernel (weight rows in lanes), preferred, or NULL */
 	long chunk;                /* most rows per work item */
 	atomic_long next;          /* first row not yet taken */
 };
@@ -82,8 +82,11 @@ static void matmul_rows(const struct matmul_args *a, int i, long r0, long r1, in
  * until the last quarter or so, then a share of what is left that
  * shrinks to MIN_CHUNK (OpenMP's "guided" schedule), so that the threads
  * finish within a small item of each other instead of half a chunk
- * apart on average. Whole pairs of x8 groups (the AVX-512 kernels take
- * two at a time). */
+ * apart on average. Multiples of 16 rows for every set (one rule, so
+ * the schedule does not depend on the CPU): the AVX-512 set's prefill
+ * kernels take x8 groups two at a time, and a chunk that starts a pair
+ * keeps them paired (a matrix in a shared region may still start half-way
+ * through one; its last group then goes alone). */
 enum { MIN_CHUNK = 16 };
 static long guided_chunk(long left, long chunk, int nth)
 {
