@@ -49,9 +49,8 @@ static unsigned isa_detect(void)
 	if (!__builtin_cpu_supports("avx2") || !(ecx1 >> 12 & 1) || !(ecx1 >> 29 & 1))
 		return m;
 	m |= 1u << KERN_AVX2;
-	unsigned max7 = cpuid_reg(7, 0, 0), ebx7 = cpuid_reg(7, 0, 1), ecx7 = cpuid_reg(7, 0, 2);
 #if defined(FX_HAVE_AVXVNNI)
-	if (max7 >= 1 && (cpuid_reg(7, 1, 0) >> 4 & 1))
+	if (cpuid_reg(7, 0, 0) >= 1 && (cpuid_reg(7, 1, 0) >> 4 & 1))
 		m |= 1u << KERN_AVXVNNI;
 #endif
 #if defined(FX_HAVE_AVX512)
@@ -59,10 +58,9 @@ static unsigned isa_detect(void)
 	if (ecx1 >> 27 & 1)
 		__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
 	const unsigned ebx_need = 1u << 16 | 1u << 30 | 1u << 31;
-	if ((lo & 0xE6) == 0xE6 && (ebx7 & ebx_need) == ebx_need && (ecx7 >> 11 & 1))
+	if ((lo & 0xE6) == 0xE6 && (cpuid_reg(7, 0, 1) & ebx_need) == ebx_need && (cpuid_reg(7, 0, 2) >> 11 & 1))
 		m |= 1u << KERN_AVX512;
 #endif
-	(void)max7, (void)ebx7, (void)ecx7;
 #endif
 	return m;
 }
@@ -84,12 +82,8 @@ bool kern_isa_runs(enum kern_isa isa)
 
 enum kern_isa kern_isa_best(void)
 {
-	unsigned v = isa_runs();
-	int best = KERN_PORTABLE;
-	for (int i = 0; i < 32; i++)
-		if (v >> i & 1)
-			best = i; /* the enum lists the sets in order of preference */
-	return (enum kern_isa)best;
+	/* the highest bit: the enum lists the sets in order of preference */
+	return (enum kern_isa)(31 - __builtin_clz(isa_runs()));
 }
 
 bool kern_isa_avx2(enum kern_isa isa)
