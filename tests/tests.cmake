@@ -30,6 +30,16 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(test_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200)
 endif()
 
+# `ferrox perplexity --kl-divergence(-base)` on SmolLM2: the saved file's
+# layout and values against `ferrox logits`, the printed statistics against
+# the script's own computation, refusals. Skips (77) without the model
+# unless FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_perplexity COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_perplexity.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_perplexity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
+
 # Chat templates against Python's jinja2 (tests/chat_conformance.py): the 26
 # templates in ../shared/templates and the default models' own, rendered by
 # `ferrox render-template` and by jinja2, byte for byte. Skipped (77) when

@@ -9,6 +9,10 @@
  *   logit subtracted in float and the sum of exponentials in double;
  * - the running perplexity exp(mean nll) is printed after each chunk as
  *   [i]value, then the final estimate with its standard error.
+ * --kl-divergence-base FILE saves every scored position's log-probabilities
+ * (tools/kld.h, llama-perplexity's format); with --kl-divergence the run
+ * instead reads FILE (tokens included, so no -f) and compares its own
+ * distributions with the saved ones, as llama-perplexity --kl-divergence.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +21,7 @@
 
 #include "cli.h"
 #include "ferrox.h"
+#include "kld.h"
 
 /* -log p(tok) from one row of logits. */
 static double nll_of(const float *logits, int32_t n_vocab, fx_token tok)
@@ -30,11 +35,79 @@ static double nll_of(const float *logits, int32_t n_vocab, fx_token tok)
 	return -((double)(logits[tok] - mx) - log(sum));
 }
 
+/* Where the tokens come from and where each scored position's
+ * log-probabilities go: nowhere, to a base file, or compared with one. */
+enum kld_mode { KLD_NONE, KLD_SAVE, KLD_COMPARE };
+
+/* The tokens to score: the text tokenized (KLD_NONE, KLD_SAVE, the header
+ * for the n_chunk that will be scored then written to *kf) or a base
+ * file's (KLD_COMPARE, which also fixes *n_ctx). Returns the malloc'ed
+ * tokens, NULL with a message printed. */
+static fx_token *load_tokens(const struct fx_model *m, enum kld_mode mode, const char *text_path,
+			     const char *kld_path, long long n_chunks, FILE **kf, long long *n_ctx,
+			     size_t *n_tok)
+{
+	fx_token *tok = NULL;
+	int32_t n_vocab = fx_model_n_vocab(m);
+	if (mode == KLD_COMPARE) {
+		uint32_t fctx;
+		int32_t fvocab, fchunk;
+		if (!(*kf = fopen(kld_path, "rb"))) {
+			fprintf(stderr, "error: cannot open %s\n", kld_path);
+			return NULL;
+		}
+		if (!kld_read_header(*kf, kld_path, &fctx, &fvocab, &fchunk, &tok))
+			return NULL;
+		*n_tok = (size_t)fchunk * fctx;
+		if (fvocab != n_vocab) {
+			fprintf(stderr, "error: %s was made with a vocabulary of %d tokens, the model has %d\n",
+				kld_path, fvocab, n_vocab);
+			free(tok);
+			return NULL;
+		}
+		for (size_t i = 0; i < *n_tok; i++)
+			if (tok[i] < 0 || tok[i] >= n_vocab) {
+				fprintf(stderr, "error: %s holds token %d, outside the vocabulary\n",
+					kld_path, tok[i]);
+				free(tok);
+				return NULL;
+			}
+		if (*n_ctx != (long long)fctx)
+			fprintf(stderr, "perplexity: n_ctx %u from %s\n", fctx, kld_path);
+		*n_ctx = fctx;
+		return tok;
+	}
+	size_t len;
+	char *text = cli_read_file(text_path, &len);
+	if (!text)
+		return NULL;
+	tok = cli_tokenize(m, text, true, false, n_tok);
+	free(text);
+	if (tok && *n_tok < (size_t)(2 * *n_ctx)) {
+		fprintf(stderr, "error: %s has %zu tokens; at least 2 x -c (%lld) are needed\n",
+			text_path, *n_tok, 2 * *n_ctx);
+		free(tok);
+		return NULL;
+	}
+	if (tok && mode == KLD_SAVE) {
+		long long n_chunk = (long long)(*n_tok / (size_t)*n_ctx);
+		if (n_chunks > 0 && n_chunks < n_chunk)
+			n_chunk = n_chunks;
+		if (!(*kf = fopen(kld_path, "wb")))
+			fprintf(stderr, "error: cannot create %s\n", kld_path);
+		if (!*kf || !kld_write_header(*kf, (uint32_t)*n_ctx, n_vocab, (int32_t)n_chunk, tok)) {
+			free(tok);
+			return NULL;
+		}
+	}
+	return tok;
+}
+
 int cmd_perplexity(int argc, char **argv)
 {
-	const char *path = NULL, *text_path = NULL;
+	const char *path = NULL, *text_path = NULL, *kld_path = NULL;
 	long long n_ctx = 512, n_batch = 512, threads = 0, n_chunks = -1;
-	bool portable = false;
+	bool portable = false, kld_compare = false;
 	int32_t type_k = FX_KV_DEFAULT, type_v = FX_KV_DEFAULT;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
@@ -57,14 +130,25 @@ int cmd_perplexity(int argc, char **argv)
 			VAL(); if (!cli_cache_type(a, v, &type_k)) return 2;
 		} else if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) {
 			VAL(); if (!cli_cache_type(a, v, &type_v)) return 2;
+		} else if (!strcmp(a, "--kl-divergence-base")) {
+			VAL(); kld_path = v;
+		} else if (!strcmp(a, "--kl-divergence")) {
+			kld_compare = true;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox perplexity -m MODEL -f TEXT [-c 512] [-b 512] [--chunks N] [-t N]\n"
+			       "       ferrox perplexity -m MODEL --kl-divergence-base FILE --kl-divergence\n"
 			       "Perplexity over TEXT in chunks of -c tokens, scoring each chunk's second\n"
 			       "half (llama-perplexity's method and output).\n"
 			       "  --chunks N         score only the first N chunks\n"
 			       "  -t N               threads (0, the default: one per core)\n"
 			       "  -ctk/-ctv T        KV cache types (f16 default, f32, q8_0)\n"
-			       "  --portable         the portable C kernels instead of the SIMD ones\n");
+			       "  --portable         the portable C kernels instead of the SIMD ones\n"
+			       "  --kl-divergence-base FILE\n"
+			       "                     save the scored log-probabilities to FILE\n"
+			       "                     (llama-perplexity's format: either engine reads it)\n"
+			       "  --kl-divergence    read FILE instead (its tokens and -c; no -f) and print\n"
+			       "                     the KL divergence and perplexity ratio of this run\n"
+			       "                     against it, with paired standard errors\n");
 			return 0;
 		} else {
 			fprintf(stderr, "error: unknown option '%s'\n", a);
@@ -72,14 +156,15 @@ int cmd_perplexity(int argc, char **argv)
 		}
 #undef VAL
 	}
-	if (!path || !text_path) {
+	enum kld_mode mode = !kld_path ? KLD_NONE : kld_compare ? KLD_COMPARE : KLD_SAVE;
+	if (kld_compare && !kld_path) {
+		fprintf(stderr, "error: --kl-divergence needs --kl-divergence-base FILE\n");
+		return 2;
+	}
+	if (!path || (!text_path && mode != KLD_COMPARE)) {
 		fprintf(stderr, "error: -m MODEL and -f TEXT are required (see --help)\n");
 		return 2;
 	}
-	size_t len;
-	char *text = cli_read_file(text_path, &len);
-	if (!text)
-		return 1;
 	struct fx_err err = { 0 };
 	struct fx_model *m = NULL;
 	struct fx_context *ctx = NULL;
@@ -87,22 +172,18 @@ int cmd_perplexity(int argc, char **argv)
 	mp.repack = !portable; /* the portable kernels read plain rows */
 	if (fx_model_load(path, &mp, &m, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
-		free(text);
 		return 1;
 	}
-	size_t n_tok = 0;
-	fx_token *tok = cli_tokenize(m, text, true, false, &n_tok);
-	free(text);
 	int rc = 1;
 	bool *want = NULL;
 	fx_seq *seq = NULL;
+	FILE *kf = NULL;
+	uint16_t *rec = NULL;
+	struct kld_stats ks = { 0 };
+	size_t n_tok = 0;
+	fx_token *tok = load_tokens(m, mode, text_path, kld_path, n_chunks, &kf, &n_ctx, &n_tok);
 	if (!tok)
 		goto out;
-	if (n_tok < (size_t)(2 * n_ctx)) {
-		fprintf(stderr, "error: %s has %zu tokens; at least 2 x -c (%lld) are needed\n",
-			text_path, n_tok, 2 * n_ctx);
-		goto out;
-	}
 	struct fx_context_params cp = fx_context_default_params();
 	cp.n_ctx = (uint32_t)n_ctx;
 	cp.n_ubatch = (uint32_t)(n_batch < n_ctx ? n_batch : n_ctx);
@@ -122,12 +203,18 @@ int cmd_perplexity(int argc, char **argv)
 	bool add_bos = fx_add_bos(m);
 	want = calloc((size_t)n_ctx, sizeof(bool));
 	seq = calloc((size_t)n_ctx, sizeof(fx_seq));
-	if (!want || !seq)
+	rec = mode != KLD_NONE ? malloc(kld_record_len(n_vocab) * sizeof(uint16_t)) : NULL;
+	if (!want || !seq || (mode != KLD_NONE && !rec) ||
+	    (mode == KLD_COMPARE &&
+	     !kld_stats_init(&ks, (size_t)n_chunk * (size_t)(n_ctx - 1 - first)))) {
+		fprintf(stderr, "error: out of memory\n");
 		goto out;
+	}
 	fprintf(stderr, "perplexity: %zu tokens, %lld chunk%s of %lld, scoring the last %d - 1 of each\n",
 		n_tok, n_chunk, n_chunk == 1 ? "" : "s", n_ctx, (int)n_ctx - first);
 	double nll = 0, nll2 = 0, t0 = cli_now();
 	long long count = 0;
+	size_t rec_len = kld_record_len(n_vocab);
 	for (long long c = 0; c < n_chunk; c++) {
 		fx_token *chunk = tok + c * n_ctx;
 		fx_token org = chunk[0];
@@ -147,29 +234,65 @@ int cmd_perplexity(int argc, char **argv)
 			for (int32_t k = 0; k < nb; k++) {
 				if (!want[k])
 					continue;
-				double v = nll_of(fx_batch_logits(ctx, k), n_vocab, chunk[j + k + 1]);
+				const float *lg = fx_batch_logits(ctx, k);
+				fx_token next = chunk[j + k + 1];
+				double v = nll_of(lg, n_vocab, next);
 				nll += v;
 				nll2 += v * v;
 				count++;
+				if (mode == KLD_SAVE) {
+					kld_encode(lg, n_vocab, rec);
+					if (fwrite(rec, sizeof(uint16_t), rec_len, kf) != rec_len) {
+						fprintf(stderr, "error: cannot write %s\n", kld_path);
+						chunk[0] = org;
+						goto out;
+					}
+				} else if (mode == KLD_COMPARE) {
+					if (fread(rec, sizeof(uint16_t), rec_len, kf) != rec_len) {
+						fprintf(stderr, "error: %s is truncated in chunk %lld\n",
+							kld_path, c + 1);
+						chunk[0] = org;
+						goto out;
+					}
+					kld_stats_add(&ks, lg, n_vocab, rec, next);
+				}
 			}
 		}
 		chunk[0] = org;
 		if (c == 0)
 			fprintf(stderr, "perplexity: %.2f seconds per pass\n", cli_now() - t0);
+		if (mode == KLD_COMPARE) {
+			kld_print_chunk(stdout, &ks, (int)c + 1);
+			continue;
+		}
 		printf("[%lld]%.4f,", c + 1, exp(nll / (double)count));
 		fflush(stdout);
 	}
-	double mean = nll / (double)count, var = nll2 / (double)count - mean * mean;
-	double ppl = exp(mean);
-	/* Standard error as llama-perplexity: ppl * sqrt(var / (count - 1)). */
-	double se = count > 1 && var > 0 ? ppl * sqrt(var / (double)(count - 1)) : 0;
-	printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, se);
+	if (mode == KLD_COMPARE) {
+		kld_print_final(stdout, &ks);
+	} else {
+		double mean = nll / (double)count, var = nll2 / (double)count - mean * mean;
+		double ppl = exp(mean);
+		/* Standard error as llama-perplexity: ppl * sqrt(var / (count - 1)). */
+		double se = count > 1 && var > 0 ? ppl * sqrt(var / (double)(count - 1)) : 0;
+		printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, se);
+	}
 	fprintf(stderr, "perplexity: %lld tokens scored in %.1f s\n", count, cli_now() - t0);
 	rc = 0;
+	if (kf && mode == KLD_SAVE && fclose(kf)) {
+		fprintf(stderr, "error: cannot write %s\n", kld_path);
+		rc = 1;
+	}
+	if (mode == KLD_SAVE)
+		kf = NULL;
 out:
+	if (kf)
+		fclose(kf);
 	free(tok);
 	free(want);
 	free(seq);
+	free(rec);
+	kld_stats_free(&ks);
 	fx_context_free(ctx);
 	fx_model_free(m);
 	return rc;

@@ -1,0 +1,78 @@
+/* KL divergence between two runs over the same tokens, in llama-perplexity's
+ * file format and statistics (tools/perplexity/perplexity.cpp: the
+ * --kl-divergence-base writer and kl_divergence()), so a file written by
+ * either engine can be read by the other.
+ *
+ * File (native byte order, little-endian on every machine llama.cpp and
+ * ferrox run on):
+ *   "_logits_"                 8 bytes
+ *   n_ctx                      uint32
+ *   n_vocab, n_chunk           int32, int32
+ *   tokens[n_chunk * n_ctx]    int32, the text's tokens as tokenized (not
+ *                              the BOS that replaces each chunk's first)
+ *   then per chunk, per scored position (n_ctx/2 .. n_ctx-2, i.e.
+ *   n_ctx - 1 - n_ctx/2 records), one record of kld_record_len(n_vocab)
+ *   uint16: float scale, float min_log_prob, then a 16-bit code per
+ *   vocabulary entry (one pad entry when n_vocab is odd);
+ *   log p_i = scale * code_i + min_log_prob for log-probabilities within
+ *   16 nats of the top one, code 0 below that.
+ * The 16-bit codes resolve log-probabilities to 16/65535 nats.
+ */
+#ifndef FX_TOOLS_KLD_H
+#define FX_TOOLS_KLD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* uint16 entries in one position's record. */
+size_t kld_record_len(int32_t n_vocab);
+
+/* Writes the header and tokens; false (message printed) on a write error. */
+bool kld_write_header(FILE *f, uint32_t n_ctx, int32_t n_vocab, int32_t n_chunk,
+		      const int32_t *tokens);
+
+/* Encodes one row of logits [n_vocab] into rec [kld_record_len(n_vocab)]. */
+void kld_encode(const float *logits, int32_t n_vocab, uint16_t *rec);
+
+/* Reads the header; *tokens is malloc'ed [n_chunk * n_ctx] (caller frees).
+ * false (message naming the file) when it is not such a file, is truncated,
+ * or its sizes are out of range. */
+bool kld_read_header(FILE *f, const char *path, uint32_t *n_ctx, int32_t *n_vocab,
+		     int32_t *n_chunk, int32_t **tokens);
+
+/* Running sums over scored positions, llama-perplexity's
+ * kl_divergence_result, plus every position's KL and delta-p for the
+ * percentiles (arrays of cap entries, owned). */
+struct kld_stats {
+	double sum_nll, sum_nll2, sum_nll_base, sum_nll_base2, sum_nll_nll_base;
+	double sum_kld, sum_kld2, sum_p_diff, sum_p_diff2, sum_p_diff4;
+	size_t n_same_top, count, cap;
+	float *kld, *p_diff;
+};
+
+/* cap: the number of positions that will be added. false on OOM. */
+bool kld_stats_init(struct kld_stats *s, size_t cap);
+void kld_stats_free(struct kld_stats *s);
+
+/* Adds one position: logits [n_vocab] of this run, rec the base run's
+ * record for the same position, tok the token that follows. Per position:
+ * nll = -log q(tok), nll_base = -log p(tok),
+ * KL(p || q) = sum over i with log p_i > -16 of p_i (log p_i - log q_i),
+ * same top = argmax q == argmax p, delta-p = q(tok) - p(tok). */
+void kld_stats_add(struct kld_stats *s, const float *logits, int32_t n_vocab,
+		   const uint16_t *rec, int32_t tok);
+
+/* One line per chunk (after that chunk's positions): running PPL,
+ * ln(PPL(Q)/PPL(base)), KL, RMS delta-p, same top, each +/- its standard
+ * error; the header line when chunk is 1. */
+void kld_print_chunk(FILE *out, const struct kld_stats *s, int chunk);
+
+/* The final statistics (llama-perplexity's three blocks). The uncertainty
+ * of ln(PPL(Q)/PPL(base)) is paired: it subtracts the covariance of the two
+ * runs' per-token nll, so it measures how well the two runs' difference is
+ * known, not how well either perplexity is. Sorts the stored values. */
+void kld_print_final(FILE *out, struct kld_stats *s);
+
+#endif
