@@ -13,8 +13,10 @@
 # (--kl-divergence). Printed per configuration: its perplexity, that over
 # llama.cpp's default minus 1, the standard error of that difference taken
 # over the same tokens (the uncertainty of the KL run's ln(PPL(Q)/PPL(base)),
-# which subtracts the two runs' covariance), the mean KL divergence from
-# llama.cpp's default and how often the top token agrees.
+# which subtracts the two runs' covariance and treats tokens as
+# independent), the same from the chunks' means (ferrox's rows only:
+# chunks are independent, a chunk's tokens are not), the mean KL
+# divergence from llama.cpp's default and how often the top token agrees.
 # -f TEXT: default Debian's GPL-3 (base-files). --licenses: all of
 # /usr/share/common-licenses (its plain files, symlinks skipped, by name)
 # in one text, ~7x longer, for a smaller standard error.
@@ -30,7 +32,7 @@ while [ $# -gt 0 ]; do
 	-f) text=$2; shift 2 ;;
 	--licenses) licenses=1; shift ;;
 	--models) models=$2; shift 2 ;;
-	-h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,23p' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -59,9 +61,9 @@ for name in "${list[@]}"; do
 	echo
 	echo "## $(basename "$m")"
 	echo
-	echo "| configuration | PPL | vs llama.cpp default | paired SE | mean KL | same top |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: |"
-	echo "| llama.cpp default (flash attention) | $ref | | | | |"
+	echo "| configuration | PPL | vs llama.cpp default | paired SE | SE over chunks | mean KL | same top |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+	echo "| llama.cpp default (flash attention) | $ref | | | | | |"
 	while IFS='|' read -r label cmd; do
 		# shellcheck disable=SC2086 # cmd is a word list
 		$cmd --kl-divergence-base "$base" --kl-divergence -t "$threads" >"$tmp/q.txt" 2>&1 ||
@@ -69,10 +71,12 @@ for name in "${list[@]}"; do
 		awk -v label="$label" -v ref="$ref" -F: '
 			/^Mean PPL\(Q\) /               { split($2, a, " "); ppl = a[1] }
 			/^Mean ln\(PPL\(Q\)\/PPL\(base/ { split($2, a, " "); se = a[3] }
+			/SE from the .* chunks/         { split($2, a, " "); cse = a[1] }
 			/^Mean    KLD/                  { split($2, a, " "); kl = a[1] }
 			/^Same top p/                   { split($2, a, " "); top = a[1] }
-			END { printf "| %s | %.4f | %+.3f%% | %.3f%% | %.2e | %.2f%% |\n",
-			             label, ppl, 100 * (ppl / ref - 1), 100 * se, kl, top }' "$tmp/q.txt"
+			END { printf "| %s | %.4f | %+.3f%% | %.3f%% | %s | %.2e | %.2f%% |\n",
+			             label, ppl, 100 * (ppl / ref - 1), 100 * se,
+			             cse == "" ? "" : sprintf("%.3f%%", 100 * cse), kl, top }' "$tmp/q.txt"
 	done <<EOF
 ferrox (f16 cache)|$ferrox perplexity -m $m
 ferrox, f32 cache|$ferrox perplexity -m $m -ctk f32 -ctv f32

@@ -151,6 +151,7 @@ def main():
     out = r.stdout
     rows32 = logits("--cache-type-k", "f32", "--cache-type-v", "f32")
     kl = nll = nll_b = same = 0.0
+    chunk_diff = [0.0] * CHUNKS
     for k, pos in enumerate(scored):
         q = log_softmax(rows32[pos])
         p = recs[k]
@@ -158,12 +159,16 @@ def main():
         nll += -q[nexts[k]]
         nll_b += -p[nexts[k]]
         same += q.index(max(q)) == p.index(max(p))
+        chunk_diff[k // N_SCORED] += (p[nexts[k]] - q[nexts[k]]) / N_SCORED
     n = len(scored)
     got_kl = value(out, "Mean    KLD")
     check(1e-5 < kl / n < 0.05, f"f32 cache moves the distributions a little (KL {kl / n:.2e})")
     check(abs(got_kl - kl / n) < 2e-6, f"mean KL {got_kl} vs {kl / n:.6f}")
     check(abs(value(out, "Mean ln(PPL(Q)/PPL(base))") - (nll - nll_b) / n) < 2e-6, "ln ratio")
     check(abs(value(out, "Same top p") - 100 * same / n) < 1e-3, "same top share")
+    m = sum(chunk_diff) / CHUNKS
+    se = math.sqrt(sum((d - m) ** 2 for d in chunk_diff) / CHUNKS / (CHUNKS - 1))
+    check(abs(value(out, f"  its SE from the {CHUNKS} chunks' means") - se) < 2e-6, "chunk-level SE")
 
     # Refusals.
     cut = os.path.join(tmp, "cut.bin")
@@ -176,10 +181,36 @@ def main():
     bad = os.path.join(tmp, "vocab.bin")
     with open(base, "rb") as f, open(bad, "wb") as g:
         d = bytearray(f.read())
-        struct.pack_into("<i", d, 12, 32000)
+        struct.pack_into("<i", d, 12, 49151)  # same record length
         g.write(d)
     r = run("perplexity", *common, "--kl-divergence-base", bad, "--kl-divergence")
     check(r.returncode == 1 and "the model has 49152" in r.stderr, "vocabulary mismatch refused")
+
+    def edited(what, edit):
+        with open(base, "rb") as f:
+            d = bytearray(f.read())
+        edit(d)
+        with open(bad, "wb") as g:
+            g.write(d)
+        r = run("perplexity", *common, "--kl-divergence-base", bad, "--kl-divergence")
+        check(r.returncode == 1 and "error: " in r.stderr and "Traceback" not in r.stderr,
+              f"{what} refused: {r.stderr.strip()[-160:]}")
+        return r.stderr
+
+    edited("fewer chunks than the file holds", lambda d: struct.pack_into("<i", d, 16, CHUNKS - 1))
+    edited("a shorter n_ctx", lambda d: struct.pack_into("<I", d, 8, CTX // 2))
+    edited("bytes after the last record", lambda d: d.extend(b"\0" * 64))
+    rec0 = 20 + 4 * CHUNKS * CTX
+    err = edited("a NaN scale", lambda d: struct.pack_into("<f", d, rec0, float("nan")))
+    check("corrupt" in err, "a NaN scale is called corrupt")
+    edited("an infinite floor", lambda d: struct.pack_into("<f", d, rec0 + 4, float("-inf")))
+    r = run("perplexity", *common, "-f", TEXT, "--chunks", "1",
+            "--kl-divergence-base", os.path.join(tmp, "no", "such", "dir", "b.bin"))
+    check(r.returncode == 1 and "No such file or directory" in r.stderr, "save into a missing folder")
+    if os.path.exists("/dev/full"):
+        r = run("perplexity", *common, "-f", TEXT, "--chunks", "1", "--kl-divergence-base", "/dev/full")
+        check(r.returncode == 1 and "cannot write /dev/full" in r.stderr and os.path.exists("/dev/full"),
+              "a full device: refused, and left in place")
     with open(base, "rb") as f, open(bad, "wb") as g:
         d = bytearray(f.read(4096))
         struct.pack_into("<i", d, 16, 1 << 20)

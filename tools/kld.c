@@ -104,9 +104,12 @@ bool kld_read_header(FILE *f, const char *path, uint32_t *n_ctx, int32_t *n_voca
 		return false;
 	}
 	size_t recs = (size_t)*n_chunk * (*n_ctx - 1 - *n_ctx / 2);
-	if ((double)n * 4 + (double)recs * kld_record_len(*n_vocab) * 2 > (double)(end - here)) {
-		fprintf(stderr, "error: %s is truncated: its header promises %d chunks of %u tokens "
-			"over a vocabulary of %d\n", path, *n_chunk, *n_ctx, *n_vocab);
+	double want = (double)n * 4 + (double)recs * (double)kld_record_len(*n_vocab) * 2;
+	if (want != (double)(end - here)) {
+		fprintf(stderr, "error: %s is %s: its header promises %d chunks of %u tokens over a "
+			"vocabulary of %d, %.0f bytes after it, and it holds %ld\n", path,
+			want > (double)(end - here) ? "truncated" : "not what its header says",
+			*n_chunk, *n_ctx, *n_vocab, want, end - here);
 		return false;
 	}
 	*tokens = malloc(n * sizeof(int32_t));
@@ -121,6 +124,14 @@ bool kld_read_header(FILE *f, const char *path, uint32_t *n_ctx, int32_t *n_voca
 		return false;
 	}
 	return true;
+}
+
+bool kld_record_ok(const uint16_t *rec)
+{
+	float head[2];
+	memcpy(head, rec, sizeof(head));
+	return isfinite(head[0]) && isfinite(head[1]) && head[0] >= 0 &&
+	       head[0] * 65535.0f <= KLD_RANGE * 1.001f && head[1] <= 0;
 }
 
 bool kld_stats_init(struct kld_stats *s, size_t cap)
@@ -177,11 +188,25 @@ void kld_stats_add(struct kld_stats *s, const float *logits, int32_t n_vocab,
 	s->sum_p_diff2 += (double)p_diff * p_diff;
 	s->sum_p_diff4 += (double)p_diff * p_diff * p_diff * p_diff;
 	s->n_same_top += top == top_base;
+	s->chunk_diff += (double)nll - nll_base;
+	s->chunk_count++;
 	if (s->count < s->cap) {
 		s->kld[s->count] = (float)kl;
 		s->p_diff[s->count] = p_diff;
 	}
 	s->count++;
+}
+
+void kld_stats_end_chunk(struct kld_stats *s)
+{
+	if (!s->chunk_count)
+		return;
+	double m = s->chunk_diff / (double)s->chunk_count;
+	s->sum_chunk += m;
+	s->sum_chunk2 += m * m;
+	s->n_chunks++;
+	s->chunk_diff = 0;
+	s->chunk_count = 0;
 }
 
 /* Mean of the summed quantity and the standard error of that mean. */
@@ -288,6 +313,12 @@ void kld_print_final(FILE *out, struct kld_stats *s)
 	fprintf(out, "Cor(ln(PPL(Q)), ln(PPL(base))): %6.2f%%\n",
 		r.lp_se > 0 && r.lpb_se > 0 ? 100 * r.cov / (r.lp_se * r.lpb_se) : 0);
 	fprintf(out, "Mean ln(PPL(Q)/PPL(base))     : %10.6f ± %10.6f\n", r.ratio, r.ratio_se);
+	if (s->n_chunks > 1) {
+		double n = (double)s->n_chunks, m = s->sum_chunk / n;
+		double v = (s->sum_chunk2 / n - m * m) / (n - 1);
+		fprintf(out, "  its SE from the %zu chunks' means : %10.6f\n", s->n_chunks,
+			v > 0 ? sqrt(v) : 0);
+	}
 	fprintf(out, "Mean PPL(Q)/PPL(base)         : %10.6f ± %10.6f\n", exp(r.ratio),
 		exp(r.ratio) * r.ratio_se);
 	fprintf(out, "Mean PPL(Q)-PPL(base)         : %10.6f ± %10.6f\n", ppl - ppl_b,

@@ -41,10 +41,15 @@ bool kld_write_header(FILE *f, uint32_t n_ctx, int32_t n_vocab, int32_t n_chunk,
 void kld_encode(const float *logits, int32_t n_vocab, uint16_t *rec);
 
 /* Reads the header; *tokens is malloc'ed [n_chunk * n_ctx] (caller frees).
- * false (message naming the file) when it is not such a file, is truncated,
- * or its sizes are out of range. */
+ * false (message naming the file) when it is not such a file, its sizes
+ * are out of range, or its length is not exactly what they promise. */
 bool kld_read_header(FILE *f, const char *path, uint32_t *n_ctx, int32_t *n_vocab,
 		     int32_t *n_chunk, int32_t **tokens);
+
+/* Whether a record read from a file has a usable head: finite, a scale in
+ * [0, 16/65535] and a log-probability floor <= 0 (a corrupt file would
+ * otherwise give NaN or infinite statistics). */
+bool kld_record_ok(const uint16_t *rec);
 
 /* Running sums over scored positions, llama-perplexity's
  * kl_divergence_result, plus every position's KL and delta-p for the
@@ -54,6 +59,10 @@ struct kld_stats {
 	double sum_kld, sum_kld2, sum_p_diff, sum_p_diff2, sum_p_diff4;
 	size_t n_same_top, count, cap;
 	float *kld, *p_diff;
+	/* Per chunk: the sum of nll - nll_base over the open chunk, and the
+	 * sums of the closed chunks' means and squared means. */
+	double chunk_diff, sum_chunk, sum_chunk2;
+	size_t chunk_count, n_chunks;
 };
 
 /* cap: the number of positions that will be added. false on OOM. */
@@ -68,6 +77,11 @@ void kld_stats_free(struct kld_stats *s);
 void kld_stats_add(struct kld_stats *s, const float *logits, int32_t n_vocab,
 		   const uint16_t *rec, int32_t tok);
 
+/* Closes a chunk: its mean of nll - nll_base becomes one sample of the
+ * chunk-level standard error (chunks start from an empty cache, so they
+ * are independent; the tokens inside one are not). */
+void kld_stats_end_chunk(struct kld_stats *s);
+
 /* One line per chunk (after that chunk's positions): running PPL,
  * ln(PPL(Q)/PPL(base)), KL, RMS delta-p, same top, each +/- its standard
  * error; the header line when chunk is 1. */
@@ -76,7 +90,9 @@ void kld_print_chunk(FILE *out, const struct kld_stats *s, int chunk);
 /* The final statistics (llama-perplexity's three blocks). The uncertainty
  * of ln(PPL(Q)/PPL(base)) is paired: it subtracts the covariance of the two
  * runs' per-token nll, so it measures how well the two runs' difference is
- * known, not how well either perplexity is. Sorts the stored values. */
+ * known, not how well either perplexity is. It treats tokens as
+ * independent; a second line gives the same from the chunks' means, which
+ * does not. Sorts the stored values. */
 void kld_print_final(FILE *out, struct kld_stats *s);
 
 #endif

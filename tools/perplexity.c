@@ -14,10 +14,12 @@
  * instead reads FILE (tokens included, so no -f) and compares its own
  * distributions with the saved ones, as llama-perplexity --kl-divergence.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "ferrox.h"
@@ -33,6 +35,15 @@ static double nll_of(const float *logits, int32_t n_vocab, fx_token tok)
 	for (int32_t i = 0; i < n_vocab; i++)
 		sum += expf(logits[i] - mx);
 	return -((double)(logits[tok] - mx) - log(sum));
+}
+
+/* Removes a base file that was not written whole (it would only fail
+ * later as truncated); only a regular file, never /dev/full or a FIFO. */
+static void remove_partial(const char *path)
+{
+	struct stat st;
+	if (!stat(path, &st) && S_ISREG(st.st_mode))
+		remove(path);
 }
 
 /* Where the tokens come from and where each scored position's
@@ -53,7 +64,7 @@ static fx_token *load_tokens(const struct fx_model *m, enum kld_mode mode, const
 		uint32_t fctx;
 		int32_t fvocab, fchunk;
 		if (!(*kf = fopen(kld_path, "rb"))) {
-			fprintf(stderr, "error: cannot open %s\n", kld_path);
+			fprintf(stderr, "error: cannot open %s: %s\n", kld_path, strerror(errno));
 			return NULL;
 		}
 		if (!kld_read_header(*kf, kld_path, &fctx, &fvocab, &fchunk, &tok))
@@ -74,6 +85,12 @@ static fx_token *load_tokens(const struct fx_model *m, enum kld_mode mode, const
 			}
 		if (*n_ctx != (long long)fctx)
 			fprintf(stderr, "perplexity: n_ctx %u from %s\n", fctx, kld_path);
+		if ((int32_t)fctx > fx_model_n_ctx_train(m) && fx_model_n_ctx_train(m) > 0)
+			fprintf(stderr, "warning: %s's n_ctx %u is longer than the model was trained "
+				"for (%d)\n", kld_path, fctx, fx_model_n_ctx_train(m));
+		if (text_path)
+			fprintf(stderr, "perplexity: -f %s is not read: the tokens come from %s\n",
+				text_path, kld_path);
 		*n_ctx = fctx;
 		return tok;
 	}
@@ -94,8 +111,13 @@ static fx_token *load_tokens(const struct fx_model *m, enum kld_mode mode, const
 		if (n_chunks > 0 && n_chunks < n_chunk)
 			n_chunk = n_chunks;
 		if (!(*kf = fopen(kld_path, "wb")))
-			fprintf(stderr, "error: cannot create %s\n", kld_path);
+			fprintf(stderr, "error: cannot create %s: %s\n", kld_path, strerror(errno));
 		if (!*kf || !kld_write_header(*kf, (uint32_t)*n_ctx, n_vocab, (int32_t)n_chunk, tok)) {
+			if (*kf) {
+				fclose(*kf);
+				*kf = NULL;
+				remove_partial(kld_path);
+			}
 			free(tok);
 			return NULL;
 		}
@@ -144,11 +166,12 @@ int cmd_perplexity(int argc, char **argv)
 			       "  -ctk/-ctv T        KV cache types (f16 default, f32, q8_0)\n"
 			       "  --portable         the portable C kernels instead of the SIMD ones\n"
 			       "  --kl-divergence-base FILE\n"
-			       "                     save the scored log-probabilities to FILE\n"
+			       "                     save the scored log-probabilities to FILE, replacing it\n"
 			       "                     (llama-perplexity's format: either engine reads it)\n"
 			       "  --kl-divergence    read FILE instead (its tokens and -c; no -f) and print\n"
 			       "                     the KL divergence and perplexity ratio of this run\n"
-			       "                     against it, with paired standard errors\n");
+			       "                     against it, with paired standard errors (final\n"
+			       "                     statistics need at least 100 scored positions)\n");
 			return 0;
 		} else {
 			fprintf(stderr, "error: unknown option '%s'\n", a);
@@ -196,6 +219,9 @@ int cmd_perplexity(int argc, char **argv)
 		goto out;
 	}
 	long long n_chunk = (long long)(n_tok / (size_t)n_ctx);
+	if (n_chunks > n_chunk)
+		fprintf(stderr, "perplexity: --chunks %lld: %s has only %lld\n", n_chunks,
+			mode == KLD_COMPARE ? kld_path : text_path, n_chunk);
 	if (n_chunks > 0 && n_chunks < n_chunk)
 		n_chunk = n_chunks;
 	int32_t n_vocab = fx_model_n_vocab(m);
@@ -248,9 +274,10 @@ int cmd_perplexity(int argc, char **argv)
 						goto out;
 					}
 				} else if (mode == KLD_COMPARE) {
-					if (fread(rec, sizeof(uint16_t), rec_len, kf) != rec_len) {
-						fprintf(stderr, "error: %s is truncated in chunk %lld\n",
-							kld_path, c + 1);
+					if (fread(rec, sizeof(uint16_t), rec_len, kf) != rec_len ||
+					    !kld_record_ok(rec)) {
+						fprintf(stderr, "error: %s is %s in chunk %lld\n", kld_path,
+							feof(kf) ? "truncated" : "corrupt", c + 1);
 						chunk[0] = org;
 						goto out;
 					}
@@ -262,6 +289,7 @@ int cmd_perplexity(int argc, char **argv)
 		if (c == 0)
 			fprintf(stderr, "perplexity: %.2f seconds per pass\n", cli_now() - t0);
 		if (mode == KLD_COMPARE) {
+			kld_stats_end_chunk(&ks);
 			kld_print_chunk(stdout, &ks, (int)c + 1);
 			continue;
 		}
@@ -277,17 +305,20 @@ int cmd_perplexity(int argc, char **argv)
 		double se = count > 1 && var > 0 ? ppl * sqrt(var / (double)(count - 1)) : 0;
 		printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, se);
 	}
+	fflush(stdout); /* before the stderr line, when both go to one pipe */
 	fprintf(stderr, "perplexity: %lld tokens scored in %.1f s\n", count, cli_now() - t0);
 	rc = 0;
-	if (kf && mode == KLD_SAVE && fclose(kf)) {
-		fprintf(stderr, "error: cannot write %s\n", kld_path);
-		rc = 1;
-	}
-	if (mode == KLD_SAVE)
+	if (kf && mode == KLD_SAVE) {
+		rc = fclose(kf) ? 1 : 0;
 		kf = NULL;
+		if (rc)
+			fprintf(stderr, "error: cannot write %s\n", kld_path);
+	}
 out:
 	if (kf)
 		fclose(kf);
+	if (rc && mode == KLD_SAVE && tok)
+		remove_partial(kld_path);
 	free(tok);
 	free(want);
 	free(seq);
