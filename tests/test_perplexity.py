@@ -204,6 +204,10 @@ def main():
     err = edited("a NaN scale", lambda d: struct.pack_into("<f", d, rec0, float("nan")))
     check("corrupt" in err, "a NaN scale is called corrupt")
     edited("an infinite floor", lambda d: struct.pack_into("<f", d, rec0 + 4, float("-inf")))
+    nv = 2 * ((49152 + 1) // 2) + 4
+    err = edited("a record that is no distribution",
+                 lambda d: d.__setitem__(slice(rec0 + 8, rec0 + 2 * nv), b"\xff" * (2 * nv - 8)))
+    check("do not sum to 1" in err, "a record whose probabilities do not sum to 1 is named so")
     r = run("perplexity", *common, "-f", TEXT, "--chunks", "1",
             "--kl-divergence-base", os.path.join(tmp, "no", "such", "dir", "b.bin"))
     check(r.returncode == 1 and "No such file or directory" in r.stderr, "save into a missing folder")

@@ -106,7 +106,7 @@ bool kld_read_header(FILE *f, const char *path, uint32_t *n_ctx, int32_t *n_voca
 	size_t recs = (size_t)*n_chunk * (*n_ctx - 1 - *n_ctx / 2);
 	double want = (double)n * 4 + (double)recs * (double)kld_record_len(*n_vocab) * 2;
 	if (want != (double)(end - here)) {
-		fprintf(stderr, "error: %s is %s: its header promises %d chunks of %u tokens over a "
+		fprintf(stderr, "error: %s is %s: its header promises %d chunk(s) of %u tokens over a "
 			"vocabulary of %d, %.0f bytes after it, and it holds %ld\n", path,
 			want > (double)(end - here) ? "truncated" : "not what its header says",
 			*n_chunk, *n_ctx, *n_vocab, want, end - here);
@@ -154,7 +154,7 @@ void kld_stats_free(struct kld_stats *s)
 	s->kld = s->p_diff = NULL;
 }
 
-void kld_stats_add(struct kld_stats *s, const float *logits, int32_t n_vocab,
+bool kld_stats_add(struct kld_stats *s, const float *logits, int32_t n_vocab,
 		   const uint16_t *rec, int32_t tok)
 {
 	int32_t top, top_base = 0;
@@ -166,16 +166,23 @@ void kld_stats_add(struct kld_stats *s, const float *logits, int32_t n_vocab,
 	float nll = mx + lse - logits[tok];
 	float nll_base = -(head[0] * code[tok] + head[1]);
 	float lp_top = 0;
-	double kl = 0;
+	double kl = 0, mass = 0;
 	for (int32_t i = 0; i < n_vocab; i++) {
 		float lp = head[0] * code[i] + head[1];
 		if (i == 0 || lp > lp_top) {
 			lp_top = lp;
 			top_base = i;
 		}
-		if (lp > -KLD_RANGE)
+		if (lp > -KLD_RANGE) {
 			kl += expf(lp) * (lp - (logits[i] - mx - lse));
+			mass += expf(lp);
+		}
 	}
+	/* A record's probabilities sum to 1, less what sits at the floor
+	 * (each below e^-16; 0.03 for a 262k vocabulary) and the codes'
+	 * rounding: far from that, the record is not a distribution. */
+	if (!(mass > 0.9 && mass < 1.01))
+		return false;
 	float p_diff = expf(-nll) - expf(-nll_base);
 	s->sum_nll += nll;
 	s->sum_nll2 += (double)nll * nll;
@@ -195,6 +202,7 @@ void kld_stats_add(struct kld_stats *s, const float *logits, int32_t n_vocab,
 		s->p_diff[s->count] = p_diff;
 	}
 	s->count++;
+	return true;
 }
 
 void kld_stats_end_chunk(struct kld_stats *s)

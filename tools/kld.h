@@ -73,8 +73,10 @@ void kld_stats_free(struct kld_stats *s);
  * record for the same position, tok the token that follows. Per position:
  * nll = -log q(tok), nll_base = -log p(tok),
  * KL(p || q) = sum over i with log p_i > -16 of p_i (log p_i - log q_i),
- * same top = argmax q == argmax p, delta-p = q(tok) - p(tok). */
-void kld_stats_add(struct kld_stats *s, const float *logits, int32_t n_vocab,
+ * same top = argmax q == argmax p, delta-p = q(tok) - p(tok). false, with
+ * nothing added, when rec's probabilities do not sum to ~1 (a corrupt
+ * record). */
+bool kld_stats_add(struct kld_stats *s, const float *logits, int32_t n_vocab,
 		   const uint16_t *rec, int32_t tok);
 
 /* Closes a chunk: its mean of nll - nll_base becomes one sample of the

@@ -158,9 +158,12 @@ int cmd_perplexity(int argc, char **argv)
 			kld_compare = true;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox perplexity -m MODEL -f TEXT [-c 512] [-b 512] [--chunks N] [-t N]\n"
+			       "                         [--kl-divergence-base FILE]\n"
 			       "       ferrox perplexity -m MODEL --kl-divergence-base FILE --kl-divergence\n"
 			       "Perplexity over TEXT in chunks of -c tokens, scoring each chunk's second\n"
 			       "half (llama-perplexity's method and output).\n"
+			       "  -c N               tokens per chunk (512)\n"
+			       "  -b N               tokens per forward pass (512; at most -c)\n"
 			       "  --chunks N         score only the first N chunks\n"
 			       "  -t N               threads (0, the default: one per core)\n"
 			       "  -ctk/-ctv T        KV cache types (f16 default, f32, q8_0)\n"
@@ -274,14 +277,17 @@ int cmd_perplexity(int argc, char **argv)
 						goto out;
 					}
 				} else if (mode == KLD_COMPARE) {
-					if (fread(rec, sizeof(uint16_t), rec_len, kf) != rec_len ||
-					    !kld_record_ok(rec)) {
-						fprintf(stderr, "error: %s is %s in chunk %lld\n", kld_path,
-							feof(kf) ? "truncated" : "corrupt", c + 1);
+					bool got = fread(rec, sizeof(uint16_t), rec_len, kf) == rec_len;
+					if (!got || !kld_record_ok(rec) ||
+					    !kld_stats_add(&ks, lg, n_vocab, rec, next)) {
+						fprintf(stderr, "error: %s is %s at position %lld of chunk "
+							"%lld: %s\n", kld_path, got ? "corrupt" : "truncated",
+							j + k, c + 1, !got ? "the file ends" :
+							!kld_record_ok(rec) ? "its scale or floor is out of range" :
+							"its probabilities do not sum to 1");
 						chunk[0] = org;
 						goto out;
 					}
-					kld_stats_add(&ks, lg, n_vocab, rec, next);
 				}
 			}
 		}
