@@ -28,38 +28,35 @@ bool kld_write_header(FILE *f, uint32_t n_ctx, int32_t n_vocab, int32_t n_chunk,
 	return true;
 }
 
-/* Max, and the index of its first occurrence. */
-static float row_max(const float *x, int32_t n, int32_t *arg)
+void kld_row_scan(struct kld_row *r, const float *logits, int32_t n_vocab)
 {
-	float mx = x[0];
-	int32_t im = 0;
-	for (int32_t i = 1; i < n; i++)
-		if (x[i] > mx) {
-			mx = x[i];
-			im = i;
+	r->logits = logits;
+	r->max = r->min = logits[0];
+	r->top = 0;
+	for (int32_t i = 1; i < n_vocab; i++) {
+		if (logits[i] > r->max) {
+			r->max = logits[i];
+			r->top = i;
 		}
-	if (arg)
-		*arg = im;
-	return mx;
+		r->min = logits[i] < r->min ? logits[i] : r->min;
+	}
+	r->sum_exp = 0;
+	for (int32_t i = 0; i < n_vocab; i++)
+		r->sum_exp += expf(logits[i] - r->max);
 }
 
-/* log sum exp(x_i - mx), the exponentials summed in double. */
-static float log_sum_exp(const float *x, int32_t n, float mx)
+double kld_row_nll(const struct kld_row *r, int32_t tok)
 {
-	double sum = 0;
-	for (int32_t i = 0; i < n; i++)
-		sum += expf(x[i] - mx);
-	return (float)log(sum);
+	return -((double)(r->logits[tok] - r->max) - log(r->sum_exp));
 }
 
-void kld_encode(const float *logits, int32_t n_vocab, uint16_t *rec)
+void kld_encode(const struct kld_row *r, int32_t n_vocab, uint16_t *rec)
 {
-	float mx = row_max(logits, n_vocab, NULL), mn = logits[0];
-	for (int32_t i = 1; i < n_vocab; i++)
-		mn = logits[i] < mn ? logits[i] : mn;
+	const float *logits = r->logits;
+	float mx = r->max, mn = r->min;
 	if (mn < mx - KLD_RANGE)
 		mn = mx - KLD_RANGE;
-	float lse = log_sum_exp(logits, n_vocab, mx);
+	float lse = (float)log(r->sum_exp);
 	float head[2] = { (mx - mn) / 65535.0f, mn - mx - lse };
 	memcpy(rec, head, sizeof(head));
 	uint16_t *code = rec + 4;
@@ -154,12 +151,12 @@ void kld_stats_free(struct kld_stats *s)
 	s->kld = s->p_diff = NULL;
 }
 
-bool kld_stats_add(struct kld_stats *s, const float *logits, int32_t n_vocab,
+bool kld_stats_add(struct kld_stats *s, const struct kld_row *r, int32_t n_vocab,
 		   const uint16_t *rec, int32_t tok)
 {
-	int32_t top, top_base = 0;
-	float mx = row_max(logits, n_vocab, &top);
-	float lse = log_sum_exp(logits, n_vocab, mx);
+	const float *logits = r->logits;
+	int32_t top = r->top, top_base = 0;
+	float mx = r->max, lse = (float)log(r->sum_exp);
 	float head[2];
 	memcpy(head, rec, sizeof(head));
 	const uint16_t *code = rec + 4;

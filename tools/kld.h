@@ -30,6 +30,21 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* One row of logits [n_vocab], scanned once for the perplexity sum, the
+ * encoder and the KL statistics: its max (top: the first index holding
+ * it), its min, and the sum of exp(x_i - max) in double. Borrows logits. */
+struct kld_row {
+	const float *logits;
+	float max, min;
+	int32_t top;
+	double sum_exp;
+};
+void kld_row_scan(struct kld_row *r, const float *logits, int32_t n_vocab);
+
+/* -log softmax(logits)[tok], the log taken in double (llama-perplexity's
+ * perplexity() scoring). */
+double kld_row_nll(const struct kld_row *r, int32_t tok);
+
 /* uint16 entries in one position's record. */
 size_t kld_record_len(int32_t n_vocab);
 
@@ -37,8 +52,8 @@ size_t kld_record_len(int32_t n_vocab);
 bool kld_write_header(FILE *f, uint32_t n_ctx, int32_t n_vocab, int32_t n_chunk,
 		      const int32_t *tokens);
 
-/* Encodes one row of logits [n_vocab] into rec [kld_record_len(n_vocab)]. */
-void kld_encode(const float *logits, int32_t n_vocab, uint16_t *rec);
+/* Encodes one scanned row into rec [kld_record_len(n_vocab)]. */
+void kld_encode(const struct kld_row *r, int32_t n_vocab, uint16_t *rec);
 
 /* Reads the header; *tokens is malloc'ed [n_chunk * n_ctx] (caller frees).
  * false (message naming the file) when it is not such a file, its sizes
@@ -69,14 +84,14 @@ struct kld_stats {
 bool kld_stats_init(struct kld_stats *s, size_t cap);
 void kld_stats_free(struct kld_stats *s);
 
-/* Adds one position: logits [n_vocab] of this run, rec the base run's
+/* Adds one position: r this run's scanned logits [n_vocab], rec the base run's
  * record for the same position, tok the token that follows. Per position:
  * nll = -log q(tok), nll_base = -log p(tok),
  * KL(p || q) = sum over i with log p_i > -16 of p_i (log p_i - log q_i),
  * same top = argmax q == argmax p, delta-p = q(tok) - p(tok). false, with
  * nothing added, when rec's probabilities do not sum to ~1 (a corrupt
  * record). */
-bool kld_stats_add(struct kld_stats *s, const float *logits, int32_t n_vocab,
+bool kld_stats_add(struct kld_stats *s, const struct kld_row *r, int32_t n_vocab,
 		   const uint16_t *rec, int32_t tok);
 
 /* Closes a chunk: its mean of nll - nll_base becomes one sample of the

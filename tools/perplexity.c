@@ -25,18 +25,6 @@
 #include "ferrox.h"
 #include "kld.h"
 
-/* -log p(tok) from one row of logits. */
-static double nll_of(const float *logits, int32_t n_vocab, fx_token tok)
-{
-	float mx = logits[0];
-	for (int32_t i = 1; i < n_vocab; i++)
-		mx = logits[i] > mx ? logits[i] : mx;
-	double sum = 0;
-	for (int32_t i = 0; i < n_vocab; i++)
-		sum += expf(logits[i] - mx);
-	return -((double)(logits[tok] - mx) - log(sum));
-}
-
 /* Removes a base file that was not written whole (it would only fail
  * later as truncated); only a regular file, never /dev/full or a FIFO. */
 static void remove_partial(const char *path)
@@ -49,6 +37,45 @@ static void remove_partial(const char *path)
 /* Where the tokens come from and where each scored position's
  * log-probabilities go: nowhere, to a base file, or compared with one. */
 enum kld_mode { KLD_NONE, KLD_SAVE, KLD_COMPARE };
+
+/* The base file's side of a run (mode KLD_SAVE or KLD_COMPARE): the open
+ * file, one record's buffer and, when comparing, the statistics. */
+struct kld_io {
+	enum kld_mode mode;
+	const char *path;
+	FILE *f;
+	uint16_t *rec;
+	size_t rec_len;
+	struct kld_stats stats;
+};
+
+/* Saves or compares one scored position: position pos of chunk (from 1),
+ * its scanned logits and the token that follows. false, with a message,
+ * on a write error or a truncated or corrupt record. */
+static bool kld_io_position(struct kld_io *io, const struct kld_row *row, int32_t n_vocab,
+			    fx_token next, long long pos, long long chunk)
+{
+	if (io->mode == KLD_SAVE) {
+		kld_encode(row, n_vocab, io->rec);
+		if (fwrite(io->rec, sizeof(uint16_t), io->rec_len, io->f) == io->rec_len)
+			return true;
+		fprintf(stderr, "error: cannot write %s\n", io->path);
+		return false;
+	}
+	const char *why = NULL;
+	bool got = fread(io->rec, sizeof(uint16_t), io->rec_len, io->f) == io->rec_len;
+	if (!got)
+		why = "the file ends";
+	else if (!kld_record_ok(io->rec))
+		why = "its scale or floor is out of range";
+	else if (!kld_stats_add(&io->stats, row, n_vocab, io->rec, next))
+		why = "its probabilities do not sum to 1";
+	if (!why)
+		return true;
+	fprintf(stderr, "error: %s is %s at position %lld of chunk %lld: %s\n", io->path,
+		got ? "corrupt" : "truncated", pos, chunk, why);
+	return false;
+}
 
 /* The tokens to score: the text tokenized (KLD_NONE, KLD_SAVE, the header
  * for the n_chunk that will be scored then written to *kf) or a base
@@ -203,11 +230,9 @@ int cmd_perplexity(int argc, char **argv)
 	int rc = 1;
 	bool *want = NULL;
 	fx_seq *seq = NULL;
-	FILE *kf = NULL;
-	uint16_t *rec = NULL;
-	struct kld_stats ks = { 0 };
+	struct kld_io io = { .mode = mode, .path = kld_path };
 	size_t n_tok = 0;
-	fx_token *tok = load_tokens(m, mode, text_path, kld_path, n_chunks, &kf, &n_ctx, &n_tok);
+	fx_token *tok = load_tokens(m, mode, text_path, kld_path, n_chunks, &io.f, &n_ctx, &n_tok);
 	if (!tok)
 		goto out;
 	struct fx_context_params cp = fx_context_default_params();
@@ -232,10 +257,11 @@ int cmd_perplexity(int argc, char **argv)
 	bool add_bos = fx_add_bos(m);
 	want = calloc((size_t)n_ctx, sizeof(bool));
 	seq = calloc((size_t)n_ctx, sizeof(fx_seq));
-	rec = mode != KLD_NONE ? malloc(kld_record_len(n_vocab) * sizeof(uint16_t)) : NULL;
-	if (!want || !seq || (mode != KLD_NONE && !rec) ||
+	io.rec_len = kld_record_len(n_vocab);
+	io.rec = mode != KLD_NONE ? malloc(io.rec_len * sizeof(uint16_t)) : NULL;
+	if (!want || !seq || (mode != KLD_NONE && !io.rec) ||
 	    (mode == KLD_COMPARE &&
-	     !kld_stats_init(&ks, (size_t)n_chunk * (size_t)(n_ctx - 1 - first)))) {
+	     !kld_stats_init(&io.stats, (size_t)n_chunk * (size_t)(n_ctx - 1 - first)))) {
 		fprintf(stderr, "error: out of memory\n");
 		goto out;
 	}
@@ -243,7 +269,6 @@ int cmd_perplexity(int argc, char **argv)
 		n_tok, n_chunk, n_chunk == 1 ? "" : "s", n_ctx, (int)n_ctx - first);
 	double nll = 0, nll2 = 0, t0 = cli_now();
 	long long count = 0;
-	size_t rec_len = kld_record_len(n_vocab);
 	for (long long c = 0; c < n_chunk; c++) {
 		fx_token *chunk = tok + c * n_ctx;
 		fx_token org = chunk[0];
@@ -263,31 +288,17 @@ int cmd_perplexity(int argc, char **argv)
 			for (int32_t k = 0; k < nb; k++) {
 				if (!want[k])
 					continue;
-				const float *lg = fx_batch_logits(ctx, k);
+				struct kld_row row;
+				kld_row_scan(&row, fx_batch_logits(ctx, k), n_vocab);
 				fx_token next = chunk[j + k + 1];
-				double v = nll_of(lg, n_vocab, next);
+				double v = kld_row_nll(&row, next);
 				nll += v;
 				nll2 += v * v;
 				count++;
-				if (mode == KLD_SAVE) {
-					kld_encode(lg, n_vocab, rec);
-					if (fwrite(rec, sizeof(uint16_t), rec_len, kf) != rec_len) {
-						fprintf(stderr, "error: cannot write %s\n", kld_path);
-						chunk[0] = org;
-						goto out;
-					}
-				} else if (mode == KLD_COMPARE) {
-					bool got = fread(rec, sizeof(uint16_t), rec_len, kf) == rec_len;
-					if (!got || !kld_record_ok(rec) ||
-					    !kld_stats_add(&ks, lg, n_vocab, rec, next)) {
-						fprintf(stderr, "error: %s is %s at position %lld of chunk "
-							"%lld: %s\n", kld_path, got ? "corrupt" : "truncated",
-							j + k, c + 1, !got ? "the file ends" :
-							!kld_record_ok(rec) ? "its scale or floor is out of range" :
-							"its probabilities do not sum to 1");
-						chunk[0] = org;
-						goto out;
-					}
+				if (mode != KLD_NONE &&
+				    !kld_io_position(&io, &row, n_vocab, next, j + k, c + 1)) {
+					chunk[0] = org;
+					goto out;
 				}
 			}
 		}
@@ -295,15 +306,15 @@ int cmd_perplexity(int argc, char **argv)
 		if (c == 0)
 			fprintf(stderr, "perplexity: %.2f seconds per pass\n", cli_now() - t0);
 		if (mode == KLD_COMPARE) {
-			kld_stats_end_chunk(&ks);
-			kld_print_chunk(stdout, &ks, (int)c + 1);
+			kld_stats_end_chunk(&io.stats);
+			kld_print_chunk(stdout, &io.stats, (int)c + 1);
 			continue;
 		}
 		printf("[%lld]%.4f,", c + 1, exp(nll / (double)count));
 		fflush(stdout);
 	}
 	if (mode == KLD_COMPARE) {
-		kld_print_final(stdout, &ks);
+		kld_print_final(stdout, &io.stats);
 	} else {
 		double mean = nll / (double)count, var = nll2 / (double)count - mean * mean;
 		double ppl = exp(mean);
@@ -314,22 +325,22 @@ int cmd_perplexity(int argc, char **argv)
 	fflush(stdout); /* before the stderr line, when both go to one pipe */
 	fprintf(stderr, "perplexity: %lld tokens scored in %.1f s\n", count, cli_now() - t0);
 	rc = 0;
-	if (kf && mode == KLD_SAVE) {
-		rc = fclose(kf) ? 1 : 0;
-		kf = NULL;
+	if (io.f && mode == KLD_SAVE) {
+		rc = fclose(io.f) ? 1 : 0;
+		io.f = NULL;
 		if (rc)
 			fprintf(stderr, "error: cannot write %s\n", kld_path);
 	}
 out:
-	if (kf)
-		fclose(kf);
+	if (io.f)
+		fclose(io.f);
 	if (rc && mode == KLD_SAVE && tok)
 		remove_partial(kld_path);
 	free(tok);
 	free(want);
 	free(seq);
-	free(rec);
-	kld_stats_free(&ks);
+	free(io.rec);
+	kld_stats_free(&io.stats);
 	fx_context_free(ctx);
 	fx_model_free(m);
 	return rc;
