@@ -300,10 +300,110 @@ struct fx_sampler_params fx_sampler_default_params(void);
 int fx_sampler_create(const struct fx_sampler_params *p, int32_t n_vocab,
 		      struct fx_sampler **out, struct fx_err *err);
 void fx_sampler_free(struct fx_sampler *s);
-/* Pick a token from logits [n_vocab] (not modified). */
+/* Pick a token from logits [n_vocab] (not modified). -1 when s or logits
+ * is NULL, or when a matcher is set and allows no token (or its mask ran
+ * out of memory). */
 fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits);
+/* Constrain the sampler's picks to what matcher m allows (NULL: none).
+ * Borrowed: m must outlive the sampler or be detached first. The sampler
+ * does not advance m: after each sampled token the caller calls
+ * fx_matcher_accept. Scheme (llama.cpp's common_sampler_sample): the chain
+ * picks from the unmasked logits; when m allows that token it stands (at
+ * temp <= 0 this is the token full masking would give: the argmax of the
+ * allowed set); otherwise the logits are masked (fx_matcher_mask) and the
+ * chain runs again on them. */
+void fx_sampler_set_matcher(struct fx_sampler *s, struct fx_matcher *m);
 /* Record a token in the penalty history (prompt tokens and sampled ones). */
 void fx_sampler_accept(struct fx_sampler *s, fx_token t);
+
+/* ---- grammars: constrained decoding (src/grammar) -------------------- */
+
+/* A compiled grammar in llama.cpp's GBNF syntax (grammars/README.md of
+ * llama.cpp): rules `name ::= alternatives`, `|`, grouping `( )`, string
+ * literals "...", character classes [a-z] [^"\\] (code points, UTF-8),
+ * `.` (any code point), repetition `* + ?` and `{m}` `{m,}` `{m,n}`,
+ * escapes \n \t \r \\ \" \[ \] \xHH \uHHHH \UHHHHHHHH, `#` comments.
+ * It is compiled to a byte-level pushdown automaton (character classes
+ * become UTF-8 byte sequences), so the tokens it is matched against may
+ * split a character. Immutable after creation: one grammar may be shared
+ * by any number of matchers and threads. */
+struct fx_grammar;
+
+/* Compile gbnf[0..len) (UTF-8; need not be NUL-terminated) with start rule
+ * root (NULL: "root"). *out is owned by the caller (fx_grammar_free).
+ * Errors: FX_E_INVALID with the line and column and what was expected
+ * ("grammar: line 3, column 7: expected ::= after rule name"), an
+ * undefined rule, a missing root, left recursion (named: the automaton
+ * cannot run it), a repetition bound over 10000; FX_E_NOMEM. */
+int fx_grammar_parse(const char *gbnf, size_t len, const char *root, struct fx_grammar **out,
+		     struct fx_err *err);
+void fx_grammar_free(struct fx_grammar *g);
+
+/* GBNF for JSON matching the JSON Schema schema_json
+ * (draft 2020-12 subset; the list is in docs/STRUCTURED.md), with
+ * whitespace between tokens bounded as llama.cpp's `space` rule.
+ * "{"type":"object"}" alone gives any JSON object. root_name: the start
+ * rule's name, and the prefix ("NAME-") of every other rule, so several
+ * grammars concatenate into one (NULL: "root", no prefix). *gbnf is
+ * malloc'ed (fx_string_free). Errors: FX_E_INVALID naming the keyword or the path
+ * ("json schema: /properties/age: unsupported keyword 'multipleOf'"),
+ * FX_E_NOMEM. A keyword that would constrain the output and is not
+ * supported is an error, never a looser grammar. */
+int fx_json_schema_to_gbnf(const char *schema_json, const char *root_name, char **gbnf,
+			   struct fx_err *err);
+
+/* GBNF for strings that match regex (the whole string,
+ * as Python's re.fullmatch; the ECMAScript-style subset JSON Schema
+ * "pattern" and vLLM's regex use: literals, ., classes, \d \w \s and
+ * their negations, groups, (?:...), |, * + ? {m,n}; anchors ^ $ at the
+ * ends only). root_name as for fx_json_schema_to_gbnf. *gbnf is
+ * malloc'ed (fx_string_free). Errors: FX_E_INVALID
+ * naming the position (backreferences, lookaround), FX_E_NOMEM. */
+int fx_regex_to_gbnf(const char *regex, const char *root_name, char **gbnf, struct fx_err *err);
+
+/* A model's tokens as byte strings in a trie, built once per model and
+ * shared read-only by every matcher over that model. A token's bytes are
+ * its fx_token_to_piece(special = true) text; end-of-generation tokens
+ * (fx_token_is_eog) instead match where the grammar may end. The model is
+ * borrowed and must outlive it. Errors: FX_E_INVALID (no vocabulary),
+ * FX_E_NOMEM. */
+struct fx_grammar_vocab;
+int fx_grammar_vocab_create(const struct fx_model *m, struct fx_grammar_vocab **out,
+			    struct fx_err *err);
+void fx_grammar_vocab_free(struct fx_grammar_vocab *v);
+
+/* One sequence's position in a grammar: the set of parse stacks after the
+ * bytes accepted so far. Borrows g and v (both must outlive it); owns its
+ * caches. One thread at a time. */
+struct fx_matcher;
+int fx_matcher_create(const struct fx_grammar *g, const struct fx_grammar_vocab *v,
+		      struct fx_matcher **out, struct fx_err *err);
+void fx_matcher_free(struct fx_matcher *m);
+/* Can token t come next? (an EOG token: iff the grammar may end here.)
+ * Cost: t's bytes, one memoized transition each. */
+bool fx_matcher_allows(struct fx_matcher *m, fx_token t);
+/* Set logits[t] = -INFINITY for every token that cannot come next
+ * (logits [n_vocab]). Cost: a walk of the vocabulary trie pruned where the
+ * grammar dies, memoized per parse state (a repeated state is one copy).
+ * Returns the number of tokens allowed (0: none; only possible when the
+ * grammar is exhausted and the model has no EOG token), or FX_E_NOMEM. */
+int32_t fx_matcher_mask(struct fx_matcher *m, float *logits);
+/* Advance by token t. FX_E_INVALID when t is not allowed (the state is
+ * unchanged); FX_E_NOMEM. An EOG token is accepted where the grammar may
+ * end and leaves the state as it is. */
+int fx_matcher_accept(struct fx_matcher *m, fx_token t);
+/* Advance by bytes s[0..n) (forced text, tests). FX_E_INVALID when some
+ * byte is not allowed (the state is unchanged); FX_E_NOMEM. */
+int fx_matcher_accept_bytes(struct fx_matcher *m, const char *s, size_t n);
+/* allowed[b] = whether byte b can come next (for sampling strings from a
+ * grammar in tests). */
+void fx_matcher_next_bytes(struct fx_matcher *m, bool allowed[256]);
+/* The bytes accepted so far form a complete sentence of the grammar. */
+bool fx_matcher_can_end(const struct fx_matcher *m);
+/* Complete, and no further byte is possible: generation must end. */
+bool fx_matcher_is_done(const struct fx_matcher *m);
+/* Back to the start rule, nothing accepted. */
+void fx_matcher_reset(struct fx_matcher *m);
 
 /* ---- chat templates (src/chat) --------------------------------------- */
 

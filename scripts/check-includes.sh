@@ -2,12 +2,12 @@
 # The include graph points one way (docs: ../shared/DESIGN.md, "What goes
 # where"): each src/ subsystem may include only itself and the layers below
 # it, and tools/ only the public header and its own. Prints every violation; exit 1 if any.
-#   core < chat < quant < kernels < io < tokenizer < sample < kv < model < engine
+#   core < chat < quant < kernels < io < tokenizer < grammar < sample < kv < model < engine
 # (chat, the template interpreter, needs only core)
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
-order="core chat quant kernels io tokenizer sample kv model engine"
+order="core chat quant kernels io tokenizer grammar sample kv model engine"
 rank() { local i=0; for d in $order; do [ "$d" = "$1" ] && { echo $i; return; }; i=$((i + 1)); done; echo -1; }
 bad=0
 for f in $(find src -name '*.[ch]' -not -path 'src/server/*' | sort); do
