@@ -50,6 +50,11 @@ add_test(NAME chat_templates
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(chat_templates PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 
+# test_grammar_oom fails the k-th heap call of a grammar parse and match.
+if(TARGET test_grammar_oom)
+  target_link_options(test_grammar_oom PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
+endif()
+
 # test_chat_oom fails the k-th heap call of a chat-template render, for every k.
 if(TARGET test_chat_oom)
   target_link_options(test_chat_oom PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)

@@ -59,6 +59,8 @@ struct fx_matcher {
 	uint32_t sh_cap;
 	int32_t *trans;             /* [cap_sets * n_cls] next set, -1 unknown */
 	int32_t start, cur;
+	bool broken;                /* a rebuild ran out of memory: the state is lost,
+				     * every call fails until fx_matcher_reset works */
 	/* scratch */
 	int32_t *work;              /* pairs (pos, parent) */
 	int32_t n_work, cap_work;
@@ -408,6 +410,9 @@ out:
 	fx_free(old_tops);
 	fx_free(old_pos);
 	fx_free(old_parent);
+	m->broken = rc != FX_OK;
+	if (m->broken)
+		m->cur = m->start = 0;
 	return rc;
 }
 
@@ -482,6 +487,8 @@ bool fx_matcher_allows(struct fx_matcher *m, fx_token t)
 	if (!m || !m->v || t < 0 || t >= m->v->n_vocab)
 		return false;
 	v = m->v;
+	if (m->broken)
+		return false;
 	if (v->eog[t])
 		return m->set_acc[m->cur];
 	uint32_t off = v->piece_off[t], len = v->piece_off[t + 1] - off;
@@ -494,6 +501,8 @@ int fx_matcher_accept_bytes(struct fx_matcher *m, const char *s, size_t n)
 {
 	if (!m || (!s && n))
 		return FX_E_INVALID;
+	if (m->broken)
+		return FX_E_NOMEM;
 	int32_t r = walk(m, m->cur, (const unsigned char *)s, n);
 	if (r < 0)
 		return FX_E_NOMEM;
@@ -509,6 +518,8 @@ int fx_matcher_accept(struct fx_matcher *m, fx_token t)
 	if (!m || !m->v || t < 0 || t >= m->v->n_vocab)
 		return FX_E_INVALID;
 	v = m->v;
+	if (m->broken)
+		return FX_E_NOMEM;
 	if (v->eog[t])
 		return m->set_acc[m->cur] ? FX_OK : FX_E_INVALID;
 	uint32_t off = v->piece_off[t], len = v->piece_off[t + 1] - off;
@@ -520,7 +531,7 @@ int fx_matcher_accept(struct fx_matcher *m, fx_token t)
 void fx_matcher_next_bytes(struct fx_matcher *m, bool allowed[256])
 {
 	for (int b = 0; b < 256; b++)
-		allowed[b] = m && step(m, m->cur, m->g->cls_of[b]) > 0;
+		allowed[b] = m && !m->broken && step(m, m->cur, m->g->cls_of[b]) > 0;
 }
 
 bool fx_matcher_can_end(const struct fx_matcher *m)
@@ -535,6 +546,8 @@ bool fx_matcher_is_done(const struct fx_matcher *m)
 
 void fx_matcher_reset(struct fx_matcher *m)
 {
+	if (m && m->broken)
+		rebuild(m, false); /* stays broken when memory is still short */
 	if (m)
 		m->cur = m->start;
 }
@@ -606,6 +619,8 @@ int32_t fx_matcher_mask(struct fx_matcher *m, float *logits)
 {
 	if (!m || !m->v || !logits)
 		return FX_E_INVALID;
+	if (m->broken)
+		return FX_E_NOMEM;
 	struct mask_entry *e = mask_of(m, m->cur);
 	if (!e)
 		return FX_E_NOMEM;
