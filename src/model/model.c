@@ -43,11 +43,14 @@ static int get_int(struct loader *ld, const char *suffix, int32_t *v, bool requi
 			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: required key %s is missing", k);
 		return FX_OK;
 	}
-	if (kv->type == GGUF_T_ARRAY)
+	if (kv->type == GGUF_T_ARRAY && kv->arr_type != GGUF_T_STRING && kv->arr_type != GGUF_T_ARRAY)
 		return fx_fail(ld->err, FX_E_UNSUPPORTED,
 			       "GGUF: %s is a per-layer array; ferrox supports one value for all layers", k);
-	if (!gguf_get_i64(ld->m->g, k, &x) || x < 0 || x > INT32_MAX)
-		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s is not a valid count", k);
+	if (!gguf_get_i64(ld->m->g, k, &x))
+		return gguf_type_error(ld->m->g, k, "uint32", ld->err);
+	if (x < 0 || x > INT32_MAX)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s is %lld, not a valid count", k,
+			       (long long)x);
 	*v = (int32_t)x;
 	return FX_OK;
 }
@@ -58,8 +61,18 @@ static int get_float(struct loader *ld, const char *suffix, float *v)
 	key(ld, k, sizeof(k), suffix);
 	if (!gguf_find(ld->m->g, k))
 		return FX_OK;
-	if (!gguf_get_f32(ld->m->g, k, v) || !isfinite(*v))
-		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s is not a finite float", k);
+	if (!gguf_get_f32(ld->m->g, k, v))
+		return gguf_type_error(ld->m->g, k, "float32", ld->err);
+	if (!isfinite(*v))
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s is %g, not a finite float", k, *v);
+	return FX_OK;
+}
+
+/* A bool key (full name); *v keeps its default when absent. */
+static int get_bool(struct loader *ld, const char *k, bool *v)
+{
+	if (gguf_find(ld->m->g, k) && !gguf_get_bool(ld->m->g, k, v))
+		return gguf_type_error(ld->m->g, k, "bool", ld->err);
 	return FX_OK;
 }
 
@@ -80,8 +93,12 @@ static int read_rope_scaling(struct loader *ld)
 				     .high_freq = 4, .beta_fast = 32, .beta_slow = 1,
 				     .yarn_truncate = true, .orig_ctx = hp->n_ctx_train };
 	hp->rope_mscale = 1.0f;
-	if (!gguf_get_str(ld->m->g, key(ld, k, sizeof(k), "rope.scaling.type"), &st) ||
-	    str_is(&st, "none"))
+	key(ld, k, sizeof(k), "rope.scaling.type");
+	if (!gguf_find(ld->m->g, k))
+		return FX_OK;
+	if (!gguf_get_str(ld->m->g, k, &st))
+		return gguf_type_error(ld->m->g, k, "string", ld->err);
+	if (str_is(&st, "none"))
 		return FX_OK;
 	if (str_is(&st, "linear"))
 		sc->type = ROPE_SCALING_LINEAR;
@@ -94,7 +111,8 @@ static int read_rope_scaling(struct loader *ld)
 			       "RoPE scaling '%.*s' is not supported (linear, llama3, yarn are)",
 			       (int)st.n, st.p);
 	bool trunc = true;
-	gguf_get_bool(ld->m->g, "ferrox.rope.yarn_truncate", &trunc);
+	if ((rc = get_bool(ld, "ferrox.rope.yarn_truncate", &trunc)))
+		return rc;
 	sc->yarn_truncate = trunc;
 	if ((rc = get_float(ld, "rope.scaling.factor", &sc->factor)) ||
 	    (rc = get_float(ld, "rope.scaling.low_freq_factor", &sc->low_freq)) ||
@@ -107,6 +125,38 @@ static int read_rope_scaling(struct loader *ld)
 	if (sc->factor <= 0 || sc->orig_ctx <= 0 || sc->high_freq <= sc->low_freq)
 		return fx_fail(ld->err, FX_E_FORMAT, "bad RoPE scaling parameters (factor %g)",
 			       sc->factor);
+	return FX_OK;
+}
+
+/* The routing parameters agree with each other, so routing always finds
+ * n_expert_used distinct experts (ffn.c's top_k gives -1 when fewer are
+ * allowed, an out-of-bounds read) and its fixed-size buffers (1024 experts,
+ * 64 used) hold them. Group routing (DeepSeek-V3) keeps n_group_used of
+ * n_group equal groups: n_expert / n_group experts each. */
+static int check_moe(struct loader *ld)
+{
+	const struct hparams *hp = &ld->m->hp;
+	const char *a = ld->arch;
+	if (hp->n_expert > 1024)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.expert_count %d is over ferrox's 1024",
+			       a, hp->n_expert);
+	if (hp->n_expert_used > hp->n_expert || hp->n_expert_used > 64 ||
+	    (hp->n_expert && hp->n_expert_used <= 0))
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.expert_used_count %d must be 1..%d "
+			       "(%s.expert_count %d%s)", a, hp->n_expert_used,
+			       hp->n_expert < 64 ? hp->n_expert : 64, a, hp->n_expert,
+			       hp->n_expert > 64 ? "; ferrox routes at most 64" : "");
+	if (hp->n_group < 1 || (hp->n_expert && hp->n_expert % hp->n_group))
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.expert_group_count %d does not divide "
+			       "%s.expert_count %d", a, hp->n_group, a, hp->n_expert);
+	if (hp->n_group_used < 1 || hp->n_group_used > hp->n_group)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.expert_group_used_count %d must be "
+			       "1..%s.expert_group_count %d", a, hp->n_group_used, a, hp->n_group);
+	int64_t kept = (int64_t)hp->n_group_used * (hp->n_expert / hp->n_group);
+	if (hp->n_expert && hp->n_group > 1 && kept < hp->n_expert_used)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.expert_group_used_count %d of %d groups "
+			       "keeps %lld experts, fewer than %s.expert_used_count %d", a,
+			       hp->n_group_used, hp->n_group, (long long)kept, a, hp->n_expert_used);
 	return FX_OK;
 }
 
@@ -165,18 +215,13 @@ static int read_hparams(struct loader *ld)
 		return rc;
 	hp->expert_norm = ld->m->arch->moe_norm;
 	char kb[128];
-	gguf_get_bool(ld->m->g, key(ld, kb, sizeof(kb), "expert_weights_norm"), &hp->expert_norm);
+	if ((rc = get_bool(ld, key(ld, kb, sizeof(kb), "expert_weights_norm"), &hp->expert_norm)))
+		return rc;
 	if ((rc = get_int(ld, "expert_feed_forward_length", &hp->n_ff_exp, false)) ||
 	    (rc = get_int(ld, "expert_shared_feed_forward_length", &hp->n_ff_shexp, false)))
 		return rc;
-	if (hp->n_group < 1 || hp->n_group_used < 1 || hp->n_group_used > hp->n_group ||
-	    (hp->n_expert && hp->n_expert % hp->n_group))
-		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %d expert groups, %d used", hp->n_group,
-			       hp->n_group_used);
-	if (hp->n_expert > 1024 || hp->n_expert_used > hp->n_expert || hp->n_expert_used > 64 ||
-	    (hp->n_expert && hp->n_expert_used <= 0))
-		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %d experts, %d used per token",
-			       hp->n_expert, hp->n_expert_used);
+	if ((rc = check_moe(ld)))
+		return rc;
 	hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
 	if ((rc = get_float(ld, "attention.scale", &hp->attn_scale)))
 		return rc;
@@ -212,7 +257,8 @@ static int read_swa_layers(struct loader *ld)
 	if (kv) {
 		uint32_t p;
 		if (!gguf_get_u32(m->g, k, &p))
-			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s is not an integer", k);
+			return gguf_type_error(m->g, k, "uint32 or an array of one flag per layer",
+					       ld->err);
 		period = (int)p;
 	}
 	for (int il = 0; il < m->hp.n_layer; il++)
@@ -763,6 +809,11 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	bool hf = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 	if ((rc = hf ? hf_open(path, &m->g, err) : gguf_open(path, &m->g, err)))
 		goto fail;
+	if (gguf_find(m->g, "general.architecture") &&
+	    !gguf_get_str(m->g, "general.architecture", &arch)) {
+		rc = gguf_type_error(m->g, "general.architecture", "string", err);
+		goto fail_path;
+	}
 	if (!gguf_get_str(m->g, "general.architecture", &arch)) {
 		/* Vocabulary-only files (llama.cpp's ggml-vocab-*.gguf) may lack it. */
 		if (!p->vocab_only) {
@@ -780,7 +831,7 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		goto fail;
 	}
 	if ((rc = model_chat_template_load(m, path, hf, err)))
-		goto fail;
+		goto fail_path;
 	/* HF directories keep their tokenizer in tokenizer.json, which is not
 	 * read yet: such a model runs from token ids only (vocab NULL). */
 	/* A GGUF without tokenizer keys (ferrox convert of an HF directory)
