@@ -413,6 +413,33 @@ static void test_model_metadata(void)
 	expect_load("deepseek_v3", &used, 1, FX_E_FORMAT, "expert_used_count 0 must be 1..4");
 }
 
+/* A tensor the architecture's row does not bind is refused, named: it
+ * would be read by nobody (Q/K norms in a Llama file were ignored). */
+static void test_unused_tensors(void)
+{
+	struct edit qn = { .tensor = "blk.0.attn_q_norm.weight", .n = 16 };
+	expect_load("llama", &qn, 1, FX_E_FORMAT,
+		    "1 of 31 tensors are not used by architecture llama: blk.0.attn_q_norm.weight");
+	struct edit two[2] = { { .tensor = "blk.1.attn_k_norm.weight", .n = 16 },
+			       { .tensor = "vision.patch_embd.weight", .n = 64 } };
+	expect_load("llama", two, 2, FX_E_FORMAT,
+		    "blk.1.attn_k_norm.weight, vision.patch_embd.weight");
+	/* Qwen 3 binds Q/K norms but has no post norms. */
+	struct edit post = { .tensor = "blk.0.post_ffw_norm.weight", .n = 64 };
+	expect_load("qwen3", &post, 1, FX_E_FORMAT, "architecture qwen3: blk.0.post_ffw_norm.weight");
+	/* A selection bias beside Qwen-MoE's softmax router. */
+	struct edit bias = { .tensor = "blk.0.exp_probs_b.bias", .n = 4 };
+	expect_load("qwen2_moe", &bias, 1, FX_E_FORMAT, "blk.0.exp_probs_b.bias");
+	struct edit many[6];
+	char names[6][32];
+	for (int i = 0; i < 6; i++) {
+		snprintf(names[i], sizeof(names[i]), "extra.%d.weight", i);
+		many[i] = (struct edit){ .tensor = names[i], .n = 8 };
+	}
+	expect_load("llama", many, 6, FX_E_FORMAT,
+		    "extra.0.weight, extra.1.weight, extra.2.weight, extra.3.weight and 2 more");
+}
+
 /* A vocabulary-only GGUF (SentencePiece, 5 tokens) with the given extra
  * u32 key (or, when as_string, the string "2") at path. */
 static void write_vocab(const char *path, const char *key, uint32_t id, bool as_string)
@@ -511,6 +538,7 @@ int main(void)
 	test_malformed();
 	test_files();
 	test_model_metadata();
+	test_unused_tensors();
 	test_token_ids();
 	return check_exit();
 }

@@ -22,6 +22,7 @@ struct loader {
 	struct fx_err *err;
 	int quant;     /* --quant target type, or -1 */
 	char arch[64]; /* general.architecture, NUL-terminated */
+	bool *used;    /* [n_tensors]: bound by the architecture's row */
 };
 
 static const char *key(const struct loader *ld, char *buf, size_t n, const char *suffix)
@@ -313,11 +314,23 @@ static int requant(struct loader *ld, struct wmat *w)
 	return FX_OK;
 }
 
+/* Tensor `name` (NULL when absent), marked as bound: check_all_bound then
+ * refuses a file with tensors the row never asked for (llama.cpp: "wrong
+ * number of tensors"), which would otherwise be silently ignored. Probes
+ * that only choose a layout call gguf_find_tensor. */
+static const struct gguf_tensor *take(struct loader *ld, const char *name)
+{
+	const struct gguf_tensor *t = gguf_find_tensor(ld->m->g, name);
+	if (t)
+		ld->used[t - ld->m->g->tensors] = true;
+	return t;
+}
+
 /* Bind matrix `name` with n_in columns and n_out rows. */
 static int bind_mat(struct loader *ld, const char *name, int64_t n_in, int64_t n_out,
 		    bool required, struct wmat *w)
 {
-	const struct gguf_tensor *t = gguf_find_tensor(ld->m->g, name);
+	const struct gguf_tensor *t = take(ld, name);
 	memset(w, 0, sizeof(*w));
 	if (!t) {
 		if (required)
@@ -348,8 +361,7 @@ static int bind_mat(struct loader *ld, const char *name, int64_t n_in, int64_t n
 static int bind_vec(struct loader *ld, const char *name, int64_t n, bool required,
 		    const float **out)
 {
-	struct fx_model *m = ld->m;
-	const struct gguf_tensor *t = gguf_find_tensor(m->g, name);
+	const struct gguf_tensor *t = take(ld, name);
 	*out = NULL;
 	if (!t) {
 		if (required)
@@ -472,7 +484,7 @@ static int bind_experts(struct loader *ld, int il, struct layer *L)
 	for (int k = 0; k < 3; k++) {
 		int64_t in = k == 2 ? f : e, out = k == 2 ? e : f;
 		snprintf(n, sizeof(n), "blk.%d.%s.weight", il, kind[k]);
-		const struct gguf_tensor *t = gguf_find_tensor(ld->m->g, n);
+		const struct gguf_tensor *t = take(ld, n);
 		if (!t || t->n_dims != 3 || t->ne[0] != in || t->ne[1] != out || t->ne[2] != hp->n_expert)
 			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s is %s, want [%lld, %lld, %d]",
 				       n, t ? "of another shape" : "missing", (long long)in,
@@ -491,7 +503,7 @@ static int bind_experts(struct loader *ld, int il, struct layer *L)
 	for (int k = 0; k < 3; k++) {
 		int64_t out = k == 2 ? e : f;
 		snprintf(n, sizeof(n), "blk.%d.%s.bias", il, kind[k]);
-		const struct gguf_tensor *b = gguf_find_tensor(ld->m->g, n);
+		const struct gguf_tensor *b = take(ld, n);
 		if (!b)
 			continue;
 		if (b->type != FX_TYPE_F32 || b->ne[0] != out || b->ne[1] != hp->n_expert ||
@@ -503,9 +515,10 @@ static int bind_experts(struct loader *ld, int il, struct layer *L)
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.bias", il);
 	if ((rc = bind_vec(ld, n, hp->n_expert, false, &L->router_b)))
 		return rc;
+	/* Only DeepSeek's router reads the selection bias. */
 	snprintf(n, sizeof(n), "blk.%d.exp_probs_b.bias", il);
-	if ((rc = bind_vec(ld, n, hp->n_expert, ld->m->arch->router == ROUTER_SIGMOID_BIAS,
-			   &L->exp_probs_b)))
+	if (ld->m->arch->router == ROUTER_SIGMOID_BIAS &&
+	    (rc = bind_vec(ld, n, hp->n_expert, true, &L->exp_probs_b)))
 		return rc;
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp_shexp.weight", il);
 	if ((rc = bind_vec(ld, n, e, false, &L->sh_router)))
@@ -560,8 +573,8 @@ static int bind_layer(struct loader *ld, int il)
 	    (rc = bind_vec(ld, NAME("attn_k.bias"), kd, false, &L->bk)) ||
 	    (rc = bind_vec(ld, NAME("attn_v.bias"), vd, false, &L->bv)) ||
 	    (rc = bind_vec(ld, NAME("attn_output.bias"), e, false, &L->bo)) ||
-	    (rc = bind_vec(ld, NAME("attn_q_norm.weight"), qn, qk, &L->q_norm)) ||
-	    (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, qk, &L->k_norm)) ||
+	    (qk && (rc = bind_vec(ld, NAME("attn_q_norm.weight"), qn, true, &L->q_norm))) ||
+	    (qk && (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, true, &L->k_norm))) ||
 	    (a->post_norms &&
 	     (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, true, &L->post_attn_norm))) ||
 	    (rc = bind_vec(ld, (snprintf(n, sizeof(n), "blk.%d.%s.weight", il,
@@ -593,6 +606,36 @@ static int read_rope_layers(struct loader *ld)
 	return FX_OK;
 }
 
+/* Every tensor of the file was bound: one the row does not ask for (Q/K
+ * norms in a Llama file, a selection bias beside a softmax router) would
+ * be read by nobody and the model run without it. The error names up to
+ * four of them. */
+static int check_all_bound(struct loader *ld)
+{
+	const struct gguf_file *g = ld->m->g;
+	char names[320] = "";
+	size_t len = 0;
+	uint64_t n_unused = 0;
+	for (uint64_t i = 0; i < g->n_tensors; i++) {
+		if (ld->used[i])
+			continue;
+		if (++n_unused <= 4 && len < sizeof(names))
+			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%.*s",
+						n_unused > 1 ? ", " : "",
+						(int)(g->tensors[i].name.n < 63 ? g->tensors[i].name.n : 63),
+						g->tensors[i].name.p);
+	}
+	if (!n_unused)
+		return FX_OK;
+	if (n_unused > 4)
+		snprintf(names + (len < sizeof(names) ? len : sizeof(names) - 1),
+			 sizeof(names) - (len < sizeof(names) ? len : sizeof(names) - 1),
+			 " and %llu more", (unsigned long long)(n_unused - 4));
+	return fx_fail(ld->err, FX_E_FORMAT,
+		       "GGUF: %llu of %llu tensors are not used by architecture %s: %s",
+		       (unsigned long long)n_unused, (unsigned long long)g->n_tensors, ld->arch, names);
+}
+
 static int bind_weights(struct loader *ld)
 {
 	struct fx_model *m = ld->m;
@@ -601,6 +644,9 @@ static int bind_weights(struct loader *ld)
 	int rc;
 	if (!te)
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor token_embd.weight is missing");
+	if (!(ld->used = fx_calloc(m->g->n_tensors ? m->g->n_tensors : 1, sizeof(*ld->used))))
+		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %llu tensors",
+			       (unsigned long long)m->g->n_tensors);
 	hp->n_vocab = (int32_t)te->ne[1];
 	if (m->vocab && vocab_n_tokens(m->vocab) != hp->n_vocab)
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: token_embd has %d rows but the vocabulary %d tokens",
@@ -637,7 +683,7 @@ static int bind_weights(struct loader *ld)
 			return rc;
 		m->layers[il].inv_freq = m->layers[il].swa ? f_swa : f_global;
 	}
-	return FX_OK;
+	return check_all_bound(ld);
 }
 
 struct fx_model_params fx_model_default_params(void)
@@ -848,7 +894,11 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		gguf_release_meta(m->g);
 		goto done;
 	}
-	if ((rc = read_hparams(&ld)) || (rc = bind_weights(&ld)))
+	rc = read_hparams(&ld);
+	if (!rc)
+		rc = bind_weights(&ld);
+	fx_free(ld.used);
+	if (rc)
 		goto fail_path;
 	/* Everything the model reads from the metadata is copied or bound by
 	 * now: its pages leave the RSS before repacking makes the weights
