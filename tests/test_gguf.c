@@ -413,6 +413,40 @@ static void test_model_metadata(void)
 	expect_load("deepseek_v3", &used, 1, FX_E_FORMAT, "expert_used_count 0 must be 1..4");
 }
 
+/* A model whose context_length is 0 loads, but a context of its default
+ * size (0 rows: a ubatch of 0 that never advances) is refused; one given
+ * n_ctx works. */
+static void test_zero_context(void)
+{
+	char path[] = "/tmp/fx_test_gguf_ctx0_XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	close(fd);
+	struct edit ctx0 = { .key = "llama.context_length", .type = GGUF_T_U32, .u = 0 };
+	struct fx_model *m = NULL;
+	struct fx_err e = { 0 };
+	if (remake("tests/fixtures/hf-tiny/llama", &ctx0, 1, path) &&
+	    fx_model_load(path, NULL, &m, &e) == FX_OK) {
+		struct fx_context_params p = fx_context_default_params();
+		struct fx_context *c = NULL;
+		p.n_ctx = 0;
+		int rc = fx_context_create(m, &p, &c, &e);
+		CHECKF(rc == FX_E_INVALID && strstr(e.msg, "n_ctx is 0"), "rc %d (%s)", rc,
+		       rc ? e.msg : "created");
+		fx_context_free(c);
+		c = NULL;
+		p.n_ctx = 16;
+		CHECKF(fx_context_create(m, &p, &c, &e) == FX_OK, "%s", e.msg);
+		fx_token t = 1;
+		CHECK(c && fx_decode(c, &t, 1, false) == FX_OK);
+		fx_context_free(c);
+	} else {
+		CHECKF(false, "context_length 0: %s", e.msg);
+	}
+	fx_model_free(m);
+	unlink(path);
+}
+
 /* A tensor the architecture's row does not bind is refused, named: it
  * would be read by nobody (Q/K norms in a Llama file were ignored). */
 static void test_unused_tensors(void)
@@ -539,6 +573,7 @@ int main(void)
 	test_files();
 	test_model_metadata();
 	test_unused_tensors();
+	test_zero_context();
 	test_token_ids();
 	return check_exit();
 }

@@ -142,6 +142,19 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	uint32_t n_seq = p->n_seq_max ? p->n_seq_max : 1;
 	if (n_ctx > (1u << 24) || n_seq > 4096)
 		return fx_fail(err, FX_E_INVALID, "n_ctx %u or n_seq_max %u is too large", n_ctx, n_seq);
+	/* A zero-row ubatch would never advance fx_batch_decode. */
+	if (n_ctx == 0)
+		return fx_fail(err, FX_E_INVALID, "n_ctx is 0 and the model's context_length is 0: "
+			       "give n_ctx (-c)");
+	/* In 64 bits: 2^24 x 256 wrapped to 0 in 32, capping the ubatch at 0
+	 * rows, and fx_batch_decode never advanced. Contiguous caches hold
+	 * every sequence's n_ctx rows, which must have 32-bit row indices;
+	 * a paged pool holds n_ctx rows whatever n_seq_max is. */
+	uint64_t n_tokens = (uint64_t)n_ctx * n_seq;
+	if (p->kv_layout == FX_KV_CONTIGUOUS && n_tokens > INT32_MAX)
+		return fx_fail(err, FX_E_INVALID, "n_ctx %u x n_seq_max %u = %llu KV rows is more than "
+			       "%d: use a smaller n_ctx or n_seq_max, or the paged layout", n_ctx, n_seq,
+			       (unsigned long long)n_tokens, INT32_MAX);
 	if (p->kv_layout != FX_KV_CONTIGUOUS && p->kv_layout != FX_KV_PAGED)
 		return fx_fail(err, FX_E_INVALID, "kv_layout %d: use FX_KV_CONTIGUOUS or FX_KV_PAGED",
 			       p->kv_layout);
@@ -156,8 +169,8 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 			       "multiple of 32) are supported; this model's heads are %d/%d wide",
 			       kt, vt, FX_KV_F32, FX_KV_F16, FX_KV_Q8_0, hp->head_dim, hp->head_dim_v);
 	uint32_t n_ub = p->n_ubatch ? p->n_ubatch : n_ctx;
-	if (n_ub > n_ctx * n_seq)
-		n_ub = n_ctx * n_seq;
+	if (n_ub > n_tokens)
+		n_ub = (uint32_t)n_tokens;
 	if (p->kernels == FX_KERNELS_PORTABLE && m->repacked)
 		return fx_fail(err, FX_E_INVALID, "the portable kernels cannot read weights repacked "
 			       "for the SIMD kernels: load the model with fx_model_params.repack = false "
