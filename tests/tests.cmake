@@ -54,3 +54,8 @@ set_tests_properties(chat_templates PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 if(TARGET test_chat_oom)
   target_link_options(test_chat_oom PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
 endif()
+
+# test_batch_oom fails the k-th heap call of a paged decode, for every k.
+if(TARGET test_batch_oom)
+  target_link_options(test_batch_oom PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
+endif()
