@@ -478,7 +478,7 @@ static void test_unused_tensors(void)
  * u32 key (or, when as_string, the string "2") at path. */
 static void write_vocab(const char *path, const char *key, uint32_t id, bool as_string)
 {
-	static const char *const toks[5] = { "<pad>", "<eos>", "<bos>", "\xe2\x96\x81" "a", "b" };
+	static const char *const toks[5] = { "<pad>", "<eos>", "<bos>", "\xe2\x96\x81\x61", "b" };
 	struct buf b = { 0 };
 	put(&b, "GGUF", 4);
 	u32(&b, 3);
