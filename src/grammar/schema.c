@@ -154,28 +154,28 @@ static bool fill(struct sc *sc, int i, struct gram_buf *b)
 
 /* ---- primitives ---- */
 
-/* Bodies of the shared rules; @name refers to another primitive. */
+/* Bodies of the shared rules; $name refers to another primitive. */
 static const struct {
 	const char *name, *body;
 } PRIMS[] = {
 	{ "space", "| \" \" | \"\\n\" [ \\t]{0,20}" },
-	{ "boolean", "(\"true\" | \"false\") @space" },
-	{ "null", "\"null\" @space" },
+	{ "boolean", "(\"true\" | \"false\") $space" },
+	{ "null", "\"null\" $space" },
 	{ "char", "[^\"\\\\\\x7F\\x00-\\x1F] | [\\\\] ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})" },
-	{ "string", "\"\\\"\" @char* \"\\\"\" @space" },
+	{ "string", "\"\\\"\" $char* \"\\\"\" $space" },
 	{ "integral-part", "[0] | [1-9] [0-9]{0,15}" },
 	{ "decimal-part", "[0-9]{1,16}" },
-	{ "number", "(\"-\"? @integral-part) (\".\" @decimal-part)? ([eE] [-+]? @integral-part)? @space" },
-	{ "integer", "(\"-\"? @integral-part) @space" },
-	{ "value", "@object | @array | @string | @number | @boolean | @null" },
-	{ "object", "\"{\" @space ( @string \":\" @space @value (\",\" @space @string \":\" @space @value)* )? \"}\" @space" },
-	{ "array", "\"[\" @space ( @value (\",\" @space @value)* )? \"]\" @space" },
+	{ "number", "(\"-\"? $integral-part) (\".\" $decimal-part)? ([eE] [-+]? $integral-part)? $space" },
+	{ "integer", "(\"-\"? $integral-part) $space" },
+	{ "value", "$object | $array | $string | $number | $boolean | $null" },
+	{ "object", "\"{\" $space ( $string \":\" $space $value (\",\" $space $string \":\" $space $value)* )? \"}\" $space" },
+	{ "array", "\"[\" $space ( $value (\",\" $space $value)* )? \"]\" $space" },
 	{ "date", "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [1-2] [0-9] | \"3\" [0-1] )" },
 	{ "time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? ( \"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] )" },
-	{ "date-time", "@date \"T\" @time" },
+	{ "date-time", "$date \"T\" $time" },
 	{ "uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}" },
 	{ "email-label", "[a-zA-Z0-9] ([a-zA-Z0-9-]{0,20} [a-zA-Z0-9])?" },
-	{ "email", "[a-zA-Z0-9_] ([a-zA-Z0-9._+-]{0,30} [a-zA-Z0-9_])? \"@\" @email-label (\".\" @email-label){0,3} \".\" [a-zA-Z]{2,12}" },
+	{ "email", "[a-zA-Z0-9_] ([a-zA-Z0-9._+-]{0,30} [a-zA-Z0-9_])? \"@\" $email-label (\".\" $email-label){0,3} \".\" [a-zA-Z]{2,12}" },
 };
 
 /* The full name of primitive name, added (with what it uses) on first
@@ -194,7 +194,7 @@ static const char *prim(struct sc *sc, const char *name)
 			return NULL;
 		struct gram_buf b = { 0 };
 		for (const char *p = PRIMS[k].body; *p;) {
-			if (*p != '@') {
+			if (*p != '$') {
 				gram_buf_add(&b, p++, 1);
 				continue;
 			}
