@@ -378,7 +378,9 @@ void fx_grammar_vocab_free(struct fx_grammar_vocab *v);
  * bytes accepted so far. Borrows g and v (both must outlive it); owns its
  * caches. One thread at a time. v may be NULL: a matcher of bytes only
  * (fx_matcher_accept_bytes, _next_bytes, _can_end; no token is allowed).
- * Errors: FX_E_INVALID (no grammar), FX_E_NOMEM. */
+ * Errors: FX_E_INVALID (no grammar), FX_E_NOMEM (also, from any call, for
+ * a grammar so ambiguous that a state would hold more than 4096 parse
+ * stacks, such as "a"+++++...). */
 struct fx_matcher;
 int fx_matcher_create(const struct fx_grammar *g, const struct fx_grammar_vocab *v,
 		      struct fx_matcher **out, struct fx_err *err);

@@ -135,6 +135,7 @@ BAD_GRAMMARS = [
     ('root = "a"', "line 1, column 6: expected ::= after rule name 'root'"),
     ('root ::= * "a"', "line 1, column 10: '*' follows nothing"),
     ('root ::= [z-a]', "line 1, column 10: character range"),
+    ('root ::= "a"++', "line 1, column 14: '+' directly after another repetition"),
     ('root ::= "\\uD800"', "not a Unicode scalar value"),
 ]
 

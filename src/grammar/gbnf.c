@@ -640,6 +640,7 @@ static bool parse_sequence(struct pstate *ps, const char **pp, struct evec *v, i
 {
 	const char *p = *pp;
 	int32_t last = -1; /* start of the last item in v, for a postfix */
+	bool after_postfix = false;
 	while (p < ps->end && !ps->rc) {
 		char c = *p;
 		int32_t item = v->n;
@@ -694,6 +695,8 @@ static bool parse_sequence(struct pstate *ps, const char **pp, struct evec *v, i
 			long min = c == '+', max = c == '?' ? 1 : -1;
 			if (last < 0)
 				return perr(ps, p, "'%c' follows nothing it could repeat", c), false;
+			if (after_postfix) /* x++ doubles the parses of every string: refused */
+				return perr(ps, p, "'%c' directly after another repetition: write one (x+, x*, x{m,n})", c), false;
 			if (c == '{') {
 				if (!parse_braces(ps, &p, &min, &max))
 					return false;
@@ -702,10 +705,13 @@ static bool parse_sequence(struct pstate *ps, const char **pp, struct evec *v, i
 			}
 			if (!repeat(ps, v, last, min, max, origin))
 				return false;
-			item = last; /* a second postfix applies to the repetition */
+			item = last;
+			after_postfix = true;
 		} else {
 			break;
 		}
+		if (c != '*' && c != '+' && c != '?' && c != '{')
+			after_postfix = false;
 		last = item;
 		p = skip_space(ps, p, nested);
 	}

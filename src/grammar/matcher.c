@@ -31,6 +31,11 @@
 #define MATCHER_MAX_NODES (1 << 22)
 #define MATCHER_MAX_SETS (1 << 20)
 #define MASK_CACHE 16
+/* One state's parse stacks, and the continuations one step may expand:
+ * beyond these a grammar is too ambiguous to run ("a"++++... doubles its
+ * stacks with every +); the step fails as out of memory would. */
+#define MATCHER_MAX_TOPS 4096
+#define MATCHER_MAX_EXPAND (1 << 16)
 
 struct mask_entry {
 	int32_t set;     /* -1: empty slot */
@@ -165,7 +170,7 @@ static bool sh_rehash(struct fx_matcher *m, uint32_t cap)
 	if (!sh)
 		return false;
 	memset(sh, 0xff, (size_t)cap * sizeof(int32_t));
-	for (int32_t i = 0; i < m->n_sets; i++) {
+	for (int32_t i = 1; i < m->n_sets; i++) { /* set 0, the dead state, is not indexed */
 		uint32_t h = set_hash(m->pool + m->set_off[i], m->set_len[i], m->set_acc[i]) & (cap - 1);
 		while (sh[h] >= 0)
 			h = (h + 1) & (cap - 1);
@@ -219,7 +224,7 @@ static int32_t set_intern(struct fx_matcher *m, int32_t *t, int32_t n, bool acc)
 	for (; m->sh[h] >= 0; h = (h + 1) & (m->sh_cap - 1)) {
 		int32_t i = m->sh[h];
 		if (m->set_len[i] == n && m->set_acc[i] == acc &&
-		    !memcmp(m->pool + m->set_off[i], t, (size_t)n * sizeof(*t)))
+		    (!n || !memcmp(m->pool + m->set_off[i], t, (size_t)n * sizeof(*t))))
 			return i;
 	}
 	if (m->n_sets == m->cap_sets && !sets_grow(m))
@@ -238,7 +243,8 @@ static int32_t set_intern(struct fx_matcher *m, int32_t *t, int32_t n, bool acc)
 	m->set_off[id] = (int32_t)m->n_pool;
 	m->set_len[id] = n;
 	m->set_acc[id] = acc;
-	memcpy(m->pool + m->n_pool, t, (size_t)n * sizeof(*t));
+	if (n)
+		memcpy(m->pool + m->n_pool, t, (size_t)n * sizeof(*t));
 	m->n_pool += (size_t)n;
 	m->sh[h] = id;
 	return id;
@@ -266,8 +272,11 @@ static int32_t expand(struct fx_matcher *m)
 		memset(m->node_mark, 0, (size_t)m->cap_nodes * sizeof(uint32_t));
 		m->stamp = 1;
 	}
+	int32_t budget = MATCHER_MAX_EXPAND;
 	while (m->n_work) {
 		int32_t parent = m->work[--m->n_work], pos = m->work[--m->n_work];
+		if (--budget < 0)
+			return -1;
 		int32_t id;
 		if (g->elems[pos].kind == GRAM_END) {
 			if (parent < 0) {
@@ -285,7 +294,7 @@ static int32_t expand(struct fx_matcher *m)
 		m->node_mark[id] = m->stamp;
 		const struct gram_elem *e = &g->elems[pos];
 		if (e->kind == GRAM_TERM) {
-			if (!grow_i32(&m->tops, &m->cap_tops, m->n_tops + 1))
+			if (m->n_tops == MATCHER_MAX_TOPS || !grow_i32(&m->tops, &m->cap_tops, m->n_tops + 1))
 				return -1;
 			m->tops[m->n_tops++] = id;
 			continue;
@@ -367,9 +376,15 @@ static int rebuild(struct fx_matcher *m, bool keep)
 		memset(m->trans, 0xff, (size_t)m->cap_sets * (size_t)m->g->n_cls * sizeof(int32_t));
 	for (int i = 0; i < MASK_CACHE; i++)
 		m->cache[i].set = -1;
-	/* id 0: the dead state (no stack, not accepting) */
+	/* id 0: the dead state (no stack, not accepting); the pool exists from
+	 * the start, so no set's members are a null pointer plus an offset */
 	if (m->cap_sets == 0 && !sets_grow(m))
 		goto out;
+	if (!m->pool) {
+		if (!(m->pool = fx_malloc_array(4096, sizeof(int32_t))))
+			goto out;
+		m->cap_pool = 4096;
+	}
 	m->set_off[0] = 0;
 	m->set_len[0] = 0;
 	m->set_acc[0] = 0;

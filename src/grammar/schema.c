@@ -829,7 +829,9 @@ static bool state_body(struct sc *sc, struct obj *o, int i, long c, struct gram_
 {
 	bool first = true;
 	char sep[160];
-	snprintf(sep, sizeof(sep), c > 0 ? "\",\" %s " : "", o->sp);
+	sep[0] = 0;
+	if (c > 0)
+		snprintf(sep, sizeof(sep), "\",\" %s ", o->sp);
 	if (i == o->n) {
 		if (o->extra && (o->maxp < 0 || c < o->maxp)) {
 			int nx = state(sc, o, i, sat(o, c + 1));
