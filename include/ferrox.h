@@ -312,6 +312,7 @@ fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits);
  * temp <= 0 this is the token full masking would give: the argmax of the
  * allowed set); otherwise the logits are masked (fx_matcher_mask) and the
  * chain runs again on them. */
+struct fx_matcher; /* below, with the grammars */
 void fx_sampler_set_matcher(struct fx_sampler *s, struct fx_matcher *m);
 /* Record a token in the penalty history (prompt tokens and sampled ones). */
 void fx_sampler_accept(struct fx_sampler *s, fx_token t);

@@ -54,3 +54,10 @@ set_tests_properties(chat_templates PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 if(TARGET test_chat_oom)
   target_link_options(test_chat_oom PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
 endif()
+
+# test_tool_parse links the server library (src/server/tools.c). Without
+# arguments it runs the parser's unit checks; tests/test_tool_parse.py
+# drives it over replies rendered from ../shared/templates.
+if(TARGET test_tool_parse)
+  target_link_libraries(test_tool_parse PRIVATE ferrox_server)
+endif()
