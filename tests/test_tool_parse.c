@@ -97,7 +97,7 @@ static bool buf_prefix(const struct srv_buf *a, const struct srv_buf *b)
 	return a->n <= b->n && (!a->n || !memcmp(a->p, b->p, a->n));
 }
 
-/* Stream text one byte at a time; true when the assembled deltas equal
+/* Stream text one character at a time; true when the assembled deltas equal
  * the final parse and every partial parse is a prefix of it. chunks: if
  * not NULL, each non-empty delta is written there as a chunk object. */
 static bool stream_check(const struct srvtool_opts *o, const char *text, size_t n, FILE *chunks,
@@ -108,6 +108,8 @@ static bool stream_check(const struct srvtool_opts *o, const char *text, size_t 
 	bool ok = true;
 	for (size_t k = 0; k <= n && ok; k++) {
 		bool last = k == n;
+		if (!last && ((unsigned char)text[k] & 0xc0) == 0x80)
+			continue; /* the engine's detokenizer never splits a character */
 		struct srvtool_msg m = { 0 };
 		srvtool_parse(o, text, k, !last, &m);
 		ok &= buf_prefix(&m.content, &fin->content) && buf_prefix(&m.reasoning, &fin->reasoning) &&
@@ -241,6 +243,9 @@ static void unit(void)
 	       "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]f[ARGS]{}",
 	       (struct want){ .n_calls = 2, .name = { "get_weather", "f" },
 			      .args = { "{\"city\":\"Paris\"}", "{}" } });
+	expect("mistral-args", false, false,
+	       "[TOOL_CALLS]f[CALL_ID]abc123XYZ[ARGS]{\"a\": [1]}",
+	       (struct want){ .n_calls = 1, .name = { "f" }, .args = { "{\"a\":[1]}" } });
 	expect("mistral-args", false, false, "[TOOL_CALLS]get weather[ARGS]{}",
 	       (struct want){ .content = "[TOOL_CALLS]get weather[ARGS]{}" });
 	/* Llama 3.x */

@@ -61,3 +61,16 @@ endif()
 if(TARGET test_tool_parse)
   target_link_libraries(test_tool_parse PRIVATE ferrox_server)
 endif()
+
+# Tool-call parsing against the real templates (tests/test_tool_parse.py):
+# replies rendered with tool_calls by `ferrox render-template` (checked
+# against jinja2) parse back to the input calls; their streams, fed to the
+# openai client's accumulator, give the same message. Skipped (77) without
+# jinja2 / openai unless FX_REQUIRE_MODELS=1; absent templates skip.
+if(Python3_Interpreter_FOUND AND TARGET test_tool_parse)
+  add_test(NAME test_tool_parse_templates
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_tool_parse.py
+           $<TARGET_FILE:ferrox-cli> $<TARGET_FILE:test_tool_parse>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_tool_parse_templates PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()

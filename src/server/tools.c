@@ -64,9 +64,10 @@ static const struct srvtool_format FORMATS[] = {
 	/* Firefunction v2:  functools[{"name": N, "arguments": {..}}] */
 	{ .name = "firefunction-v2", .detect = { " functools[" }, .family = SRVTOOL_JSON_LIST,
 	  .call_open = " functools", .name_key = "name", .args_key = { "arguments", "parameters" } },
-	/* Devstral, Mistral Small 3.2: [TOOL_CALLS]N[ARGS]{..} per call */
+	/* Devstral, Mistral Small 3.2: [TOOL_CALLS]N[CALL_ID]I[ARGS]{..} per
+	 * call (Devstral's template writes no [CALL_ID]) */
 	{ .name = "mistral-args", .detect = { "[TOOL_CALLS]", "[ARGS]" }, .family = SRVTOOL_NAME_ARGS,
-	  .call_open = "[TOOL_CALLS]", .name_end = "[ARGS]", .special = true, .id9 = true },
+	  .call_open = "[TOOL_CALLS]", .name_end = "[ARGS]", .id_marker = "[CALL_ID]", .special = true, .id9 = true },
 	/* Mistral Nemo and older: [TOOL_CALLS][{"name": N, "arguments": {..}, "id": I}] */
 	{ .name = "mistral", .detect = { "[TOOL_CALLS]" }, .family = SRVTOOL_JSON_LIST,
 	  .call_open = "[TOOL_CALLS]", .name_key = "name", .args_key = { "arguments", "parameters" },
@@ -694,7 +695,13 @@ static enum res name_args_call(struct P *p, size_t i, size_t *end)
 	enum res r = name_run(p, i, &a, &b);
 	if (r != R_DONE)
 		return r;
-	if ((r = match(p, b, f->name_end, &e)) != R_DONE)
+	size_t ia = 0, ib = 0, after = b;
+	if (f->id_marker && (r = match(p, b, f->id_marker, &e)) != R_BAD) {
+		if (r == R_MORE || (r = name_run(p, e, &ia, &ib)) != R_DONE)
+			return r;
+		after = ib;
+	}
+	if ((r = match(p, after, f->name_end, &e)) != R_DONE)
 		return r;
 	i = skip_ws(p, e);
 	if (i < p->n && p->s[i] != '{')
@@ -702,6 +709,8 @@ static enum res name_args_call(struct P *p, size_t i, size_t *end)
 	struct srvtool_call *c = named_call(p, a, b);
 	if (!c)
 		return R_BAD;
+	if (ib > ia && !c->id)
+		c->id = dup_n(p, p->s + ia, ib - ia);
 	if ((r = js_value(p, i, &c->args, &e)) != R_DONE)
 		return r;
 	c->done = true;

@@ -53,6 +53,7 @@ struct srvtool_format {
 	const char *call_open, *call_close;  /* around one call */
 	const char *list_pre;       /* JSON_LIST: optional text before '[' */
 	const char *name_end;       /* NAME_ARGS / XML_PARAMS: after the name */
+	const char *id_marker;      /* NAME_ARGS: optional "[CALL_ID]" ID before name_end */
 	const char *name_key;       /* JSON families: "name" */
 	const char *args_key[2];    /* JSON families: "arguments", "parameters" */
 	const char *name_prefix;    /* stripped from names ("functions."); with
