@@ -304,6 +304,8 @@ void fx_sampler_free(struct fx_sampler *s);
  * is NULL, or when a matcher is set and allows no token (or its mask ran
  * out of memory). */
 fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits);
+struct fx_matcher; /* a grammar position: see "grammars" below */
+
 /* Constrain the sampler's picks to what matcher m allows (NULL: none).
  * Borrowed: m must outlive the sampler or be detached first. The sampler
  * does not advance m: after each sampled token the caller calls
@@ -312,7 +314,6 @@ fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits);
  * temp <= 0 this is the token full masking would give: the argmax of the
  * allowed set); otherwise the logits are masked (fx_matcher_mask) and the
  * chain runs again on them. */
-struct fx_matcher; /* below, with the grammars */
 void fx_sampler_set_matcher(struct fx_sampler *s, struct fx_matcher *m);
 /* Record a token in the penalty history (prompt tokens and sampled ones). */
 void fx_sampler_accept(struct fx_sampler *s, fx_token t);
@@ -375,7 +376,9 @@ void fx_grammar_vocab_free(struct fx_grammar_vocab *v);
 
 /* One sequence's position in a grammar: the set of parse stacks after the
  * bytes accepted so far. Borrows g and v (both must outlive it); owns its
- * caches. One thread at a time. */
+ * caches. One thread at a time. v may be NULL: a matcher of bytes only
+ * (fx_matcher_accept_bytes, _next_bytes, _can_end; no token is allowed).
+ * Errors: FX_E_INVALID (no grammar), FX_E_NOMEM. */
 struct fx_matcher;
 int fx_matcher_create(const struct fx_grammar *g, const struct fx_grammar_vocab *v,
 		      struct fx_matcher **out, struct fx_err *err);

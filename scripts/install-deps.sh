@@ -34,11 +34,13 @@ if ! python3 -c "import openai" >/dev/null 2>&1; then
 fi
 # jinja2 (the oracle of tests/chat_conformance.py and tests/gen_chat_expect.py)
 # and gguf (reads the models' embedded chat templates), the same way.
-for mod in jinja2 gguf; do
+# llguidance (the grammar oracle of tests/test_grammar.py; no dependencies)
+# and jsonschema (validates constrained output), the same way.
+for mod in jinja2 gguf llguidance jsonschema; do
 	if ! python3 -c "import $mod" >/dev/null 2>&1; then
 		echo "installing: $mod (pip --user)" >&2
 		python3 -m pip install --quiet --user "$mod" 2>/dev/null ||
 			python3 -m pip install --quiet --user --break-system-packages "$mod" ||
-			echo "warning: could not install $mod; the chat_templates test will skip" >&2
+			echo "warning: could not install $mod; the tests that use it will skip" >&2
 	fi
 done

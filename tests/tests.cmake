@@ -50,9 +50,23 @@ add_test(NAME chat_templates
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(chat_templates PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 
+# test_grammar_oom fails the k-th heap call of a grammar parse and match.
+if(TARGET test_grammar_oom)
+  target_link_options(test_grammar_oom PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
+endif()
+
 # test_chat_oom fails the k-th heap call of a chat-template render, for every k.
 if(TARGET test_chat_oom)
   target_link_options(test_chat_oom PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
+endif()
+
+# GBNF acceptance against llguidance (PyPI, tests only): 12 grammars, 1,000
+# strings each (sampled by ferrox and one-edit mutations), and bad grammars'
+# messages. Skips (77) without llguidance unless FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_grammar COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_grammar.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_grammar PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 
 # test_tool_parse links the server library (src/server/tools.c). Without

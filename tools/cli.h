@@ -17,6 +17,7 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_render_template(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_grammar(int argc, char **argv);
 
 /* Parse a whole decimal/float argument; false (with a message naming the
  * option) when it is not one. */
@@ -36,6 +37,23 @@ struct fx_sampler_params;
  * when it took the option (and its value, advancing *i), 0 when argv[*i]
  * is not one of them, -1 on a bad value (message printed). */
 int cli_sampler_opt(int argc, char **argv, int *i, struct fx_sampler_params *sp, bool *seed_set);
+
+/* A grammar named on the command line (tools/grammar.c). */
+enum { CLI_GRAMMAR_NONE, CLI_GRAMMAR_GBNF, CLI_GRAMMAR_SCHEMA, CLI_GRAMMAR_REGEX };
+struct cli_grammar {
+	int kind;        /* CLI_GRAMMAR_* */
+	const char *arg; /* the text, or a file's path when is_file */
+	bool is_file;
+};
+/* --grammar G, --grammar-file F, -j/--json-schema S, -jf/--json-schema-file
+ * F (llama.cpp's names) and --regex R at argv[*i]: same contract as
+ * cli_sampler_opt (1 taken, 0 not ours, -1 bad, message printed). */
+int cli_grammar_opt(int argc, char **argv, int *i, struct cli_grammar *g);
+/* The grammar as GBNF text (malloc'ed), a schema or regex converted; NULL
+ * with a message printed. */
+char *cli_grammar_gbnf(const struct cli_grammar *g);
+/* Compiled (fx_grammar_free); NULL with a message printed. */
+struct fx_grammar *cli_grammar_compile(const struct cli_grammar *g);
 
 struct fx_model;
 /* Tokenize a NUL-terminated text into a malloc'ed array of *n ids; NULL on

@@ -191,6 +191,7 @@ static void usage(FILE *f)
 		"  run       -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
 		"            [--repeat-penalty R] [--repeat-last-n N] [--seed S] [-t N] [-c N] [--echo]\n"
 		"            [--cache-type-k f16|f32|q8_0] [--cache-type-v ...] [--quant TYPE]\n"
+		"            [--grammar G | --grammar-file F | -j SCHEMA | -jf FILE | --regex R]\n"
 		"            generate text\n"
 		"  inspect   -m MODEL                 describe a GGUF file or checkpoint\n"
 		"  tokenize  -m MODEL -p TEXT [--ids] [--no-bos] [--special]\n"
@@ -212,6 +213,9 @@ static void usage(FILE *f)
 		"  chat      -m MODEL [-n N] [--temp T] [--seed S] [--system TEXT] [--template FILE]\n"
 		"            [-t N] [-c N]\n"
 		"            interactive chat in the terminal with the model's template\n"
+		"  grammar   (--grammar G | --grammar-file F | -j SCHEMA | -jf FILE | --regex R)\n"
+		"            [--print-gbnf] [--check FILE] [--sample N [--seed S]]\n"
+		"            check or sample strings of a grammar (no model)\n"
 		"  serve     -m MODEL [--host H] [--port 8080] [--parallel 4] [--ctx-size N] [--api-key K]\n"
 		"            [--timeout S] [--max-body 8MiB] [--queue N] [-t N]\n"
 		"            OpenAI-compatible HTTP server with continuous batching\n"
@@ -235,6 +239,7 @@ int main(int argc, char **argv)
 		{ "serve", cmd_serve },
 		{ "render-template", cmd_render_template },
 		{ "chat", cmd_chat },
+		{ "grammar", cmd_grammar },
 	};
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(argc < 2 ? stderr : stdout);

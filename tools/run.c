@@ -15,6 +15,7 @@ struct run_opts {
 	bool echo, seed_set;
 	int32_t type_k, type_v;
 	struct fx_sampler_params sp;
+	struct cli_grammar grammar;
 };
 
 static int parse(int argc, char **argv, struct run_opts *o)
@@ -28,6 +29,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
 		int took = cli_sampler_opt(argc, argv, &i, &o->sp, &o->seed_set);
+		if (!took)
+			took = cli_grammar_opt(argc, argv, &i, &o->grammar);
 		if (took < 0)
 			return 2;
 		if (took)
@@ -67,7 +70,13 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "                         files, as llama.cpp; f32 for HF checkpoints)\n"
 			       "  --quant TYPE           quantize float (F32/F16/BF16) weights on load: q8_0, q4_0,\n"
 			       "                         q4_K, ... (already-quantized weights stay as they are)\n"
-			       "  --echo                 print the prompt before the continuation\n");
+			       "  --echo                 print the prompt before the continuation\n"
+			       "  --grammar G            constrain the output to GBNF grammar G (llama.cpp's syntax)\n"
+			       "  --grammar-file F       the same, read from file F\n"
+			       "  -j, --json-schema S    constrain the output to JSON matching schema S\n"
+			       "  -jf, --json-schema-file F  the same, read from file F\n"
+			       "  --regex R              constrain the output to strings matching regex R\n"
+			       "                         (with a grammar, generation ends where it must)\n");
 			return 1;
 		} else {
 			fprintf(stderr, "error: unknown option '%s' (see ferrox run --help)\n", a);
@@ -103,6 +112,9 @@ int cmd_run(int argc, char **argv)
 	struct fx_model *m = NULL;
 	struct fx_context *ctx = NULL;
 	struct fx_sampler *smp = NULL;
+	struct fx_grammar *gram = NULL;
+	struct fx_grammar_vocab *gv = NULL;
+	struct fx_matcher *mt = NULL;
 	fx_token *toks = NULL;
 	int status = 1;
 
@@ -148,6 +160,15 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;
 	}
+	if (o.grammar.kind) {
+		if (!(gram = cli_grammar_compile(&o.grammar)))
+			goto out;
+		if (fx_grammar_vocab_create(m, &gv, &err) || fx_matcher_create(gram, gv, &mt, &err)) {
+			fprintf(stderr, "error: %s\n", err.msg);
+			goto out;
+		}
+		fx_sampler_set_matcher(smp, mt);
+	}
 
 	size_t n_prompt = 0;
 	if (!(toks = cli_tokenize(m, o.prompt, true, true, &n_prompt))) {
@@ -185,13 +206,26 @@ int cmd_run(int argc, char **argv)
 		if (o.n_predict >= 0 && n_gen >= o.n_predict)
 			break;
 		fx_token t = fx_sampler_sample(smp, fx_get_logits(ctx, NULL));
+		if (t < 0) {
+			fprintf(stderr, "\nerror: the grammar allows no token here (out of memory, or a "
+				"grammar the model's tokens cannot spell)\n");
+			goto out;
+		}
 		if (fx_token_is_eog(m, t)) {
 			stop = "an end-of-generation token";
 			break;
 		}
+		if (mt && fx_matcher_accept(mt, t)) {
+			fprintf(stderr, "\nerror: the grammar matcher ran out of memory\n");
+			goto out;
+		}
 		fx_sampler_accept(smp, t);
 		emit(m, &st, t, false);
 		n_gen++;
+		if (mt && fx_matcher_is_done(mt)) {
+			stop = "the end of the grammar";
+			break;
+		}
 		if (fx_context_n_past(ctx) >= fx_context_n_ctx(ctx)) {
 			stop = "a full context";
 			break;
@@ -216,6 +250,9 @@ int cmd_run(int argc, char **argv)
 out:
 	free(toks);
 	fx_sampler_free(smp);
+	fx_matcher_free(mt);
+	fx_grammar_vocab_free(gv);
+	fx_grammar_free(gram);
 	fx_context_free(ctx);
 	fx_model_free(m);
 	return status;

@@ -25,6 +25,8 @@ struct fx_sampler {
 	int32_t ring_len;           /* tokens in ring, <= p.repeat_last_n */
 	int32_t ring_head;          /* next slot to write; the oldest once full */
 	struct sample_rng rng;
+	struct fx_matcher *matcher; /* borrowed, or NULL: no constraint */
+	float *masked;              /* [n_vocab] logits under the matcher's mask, on first need */
 };
 
 struct fx_sampler_params fx_sampler_default_params(void)
@@ -119,21 +121,19 @@ void fx_sampler_free(struct fx_sampler *s)
 {
 	if (!s)
 		return;
+	fx_free(s->masked);
 	fx_free(s->count);
 	fx_free(s->ring);
 	fx_free(s->cand);
 	fx_free(s);
 }
 
-/* Returns -1 when s or logits is NULL. */
-fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits)
+/* The chain over logits (not modified). */
+static fx_token run_chain(struct fx_sampler *s, const float *logits)
 {
-	const struct fx_sampler_params *p;
+	const struct fx_sampler_params *p = &s->p;
 	struct sample_cands c;
 
-	if (!s || !logits)
-		return -1;
-	p = &s->p;
 	sample_cands_init(&c, s->cand, logits, s->n_vocab);
 	sample_penalty(&c, s->count, p->repeat_penalty);
 	/* Greedy: every filter keeps the argmax, so skip them. */
@@ -144,6 +144,32 @@ fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits)
 	sample_min_p(&c, p->min_p);
 	sample_temp(&c, p->temp);
 	return sample_dist(&c, &s->rng);
+}
+
+/* Returns -1 when s or logits is NULL, or the matcher allows nothing. */
+fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits)
+{
+	fx_token t;
+
+	if (!s || !logits)
+		return -1;
+	t = run_chain(s, logits);
+	if (!s->matcher || fx_matcher_allows(s->matcher, t))
+		return t;
+	/* Rejected: mask every token the grammar cannot take and run the
+	 * chain again (llama.cpp's common_sampler_sample resampling). */
+	if (!s->masked && !(s->masked = fx_malloc_array((size_t)s->n_vocab, sizeof(float))))
+		return -1;
+	memcpy(s->masked, logits, (size_t)s->n_vocab * sizeof(float));
+	if (fx_matcher_mask(s->matcher, s->masked) <= 0)
+		return -1;
+	return run_chain(s, s->masked);
+}
+
+void fx_sampler_set_matcher(struct fx_sampler *s, struct fx_matcher *m)
+{
+	if (s)
+		s->matcher = m;
 }
 
 /* Tokens outside [0, n_vocab) are ignored. A no-op while the penalty is off. */

@@ -50,6 +50,7 @@ struct srv_req *srv_req_new(struct srv *s, enum srv_kind kind)
 static void choice_fini(struct srv_choice *c)
 {
 	fx_sampler_free(c->smp);
+	fx_matcher_free(c->matcher);
 	free(c->counts);
 	srv_buf_free(&c->text);
 	cJSON_Delete(c->lp);
@@ -136,6 +137,16 @@ static int choice_start(struct engine *E, struct srv_choice *c)
 	struct fx_err err;
 	if (fx_sampler_create(&sp, s->n_vocab, &c->smp, &err))
 		return FX_E_NOMEM;
+	if (g->grammar) {
+		/* the trie is built once, on the first request that needs it */
+		if (!s->gvocab && fx_grammar_vocab_create(s->model, &s->gvocab, &err)) {
+			fprintf(stderr, "serve: %s\n", err.msg);
+			return FX_E_NOMEM;
+		}
+		if (fx_matcher_create(g->grammar, s->gvocab, &c->matcher, &err))
+			return FX_E_NOMEM;
+		fx_sampler_set_matcher(c->smp, c->matcher);
+	}
 	if (g->presence != 0 || g->frequency != 0) {
 		c->counts = calloc((size_t)s->n_vocab, sizeof(*c->counts));
 		if (!c->counts)
@@ -247,6 +258,8 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 		return "length"; /* the prompt is evaluated, nothing generated */
 	const float *lg = shaped_logits(E, c, raw);
 	fx_token t = fx_sampler_sample(c->smp, lg);
+	if (t < 0)
+		return "error"; /* the grammar allows nothing (or its mask ran out of memory) */
 	double now = srv_now();
 	if (c->n_gen == 0)
 		c->t_first = now;
@@ -256,6 +269,8 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	c->last = t;
 	if (!g->ignore_eos && fx_token_is_eog(s->model, t))
 		return "stop";
+	if (c->matcher && fx_matcher_accept(c->matcher, t))
+		return "error";
 	fx_sampler_accept(c->smp, t);
 	if (c->counts)
 		c->counts[t]++;
@@ -278,6 +293,8 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 			return "stop";
 		}
 	}
+	if (c->matcher && fx_matcher_is_done(c->matcher))
+		return "stop"; /* the grammar admits nothing more */
 	if (g->max_tokens >= 0 && c->n_gen >= g->max_tokens)
 		return "length";
 	if (fx_seq_n_past(s->ctx, c->seq) + 1 >= s->n_ctx_seq)

@@ -726,6 +726,7 @@ out_stop:
 	}
 	MHD_stop_daemon(d);
 	fx_context_free(s->ctx);
+	fx_grammar_vocab_free(s->gvocab);
 	fx_model_free(s->model);
 out_free:
 	pthread_cond_destroy(&s->wake);

@@ -270,7 +270,7 @@ bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab, struc
 	g->has_seed = seed != -1;
 	g->seed = (uint64_t)seed;
 	g->top_logprobs = (int)top_lp;
-	return true;
+	return srv_constraint_parse(body, g, e);
 }
 
 void srv_gen_fini(struct srv_gen *g)
@@ -279,5 +279,6 @@ void srv_gen_fini(struct srv_gen *g)
 		free(g->stop[i]);
 	free(g->bias_id);
 	free(g->bias_val);
+	fx_grammar_free(g->grammar);
 	memset(g, 0, sizeof(*g));
 }

@@ -68,6 +68,8 @@ struct srv_gen {
 	bool echo;               /* completions: prepend the prompt to the text */
 	bool ignore_eos;         /* llama.cpp's extension: generate past end-of-text
 				  * tokens (benchmarks with fixed lengths) */
+	struct fx_grammar *grammar; /* owned, or NULL: the output's constraint
+				     * (constrain.c), shared by the choices */
 };
 
 /* An HTTP-visible failure: status and OpenAI error fields. */
@@ -86,6 +88,10 @@ void srv_error_set(struct srv_error *e, int status, const char *type, const char
 bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab, struct srv_gen *g,
 		   struct srv_error *e);
 void srv_gen_fini(struct srv_gen *g);
+/* constrain.c: response_format, grammar, json_schema, structured_outputs
+ * and guided_* into g->grammar (at most one of them); false with e filled
+ * (400 naming the field) on a bad or unsupported schema, regex or grammar. */
+bool srv_constraint_parse(const cJSON *body, struct srv_gen *g, struct srv_error *e);
 /* Optional boolean field key of body into *out (left as is when absent or
  * null); false with e filled (400) when it is not a boolean. */
 bool srv_json_bool(const cJSON *body, const char *key, bool *out, struct srv_error *e);
@@ -106,6 +112,7 @@ struct srv_choice {
 	int32_t n_fed;             /* prompt tokens fed to the context */
 	fx_token last;             /* sampled token still to feed */
 	struct fx_sampler *smp;
+	struct fx_matcher *matcher; /* NULL unless the request has a grammar */
 	struct fx_detok dt;
 	int32_t *counts;           /* [n_vocab] or NULL: generated-token counts
 				    * for presence/frequency penalties */
@@ -178,6 +185,8 @@ struct srv {
 	const char *model_name;        /* file name of the model */
 	struct fx_model *model;        /* NULL while loading */
 	struct fx_context *ctx;        /* engine thread only */
+	struct fx_grammar_vocab *gvocab; /* engine thread only: built on the first
+					  * constrained request */
 	int32_t n_vocab;
 	uint32_t n_ctx_seq;            /* tokens per choice */
 	int32_t n_parallel, max_queue;
