@@ -201,7 +201,9 @@ static void add_text(struct P *p, struct srv_buf *to, size_t a, size_t b, bool l
 static struct srvtool_call *new_call(struct P *p)
 {
 	struct srvtool_msg *m = p->m;
-	if (p->oom || m->n_calls == SRVTOOL_MAX_CALLS)
+	int max = p->o->max_calls > 0 && p->o->max_calls < SRVTOOL_MAX_CALLS ? p->o->max_calls
+									       : SRVTOOL_MAX_CALLS;
+	if (p->oom || m->n_calls >= max)
 		return NULL;
 	if (m->n_calls == m->cap_calls) {
 		int cap = m->cap_calls ? 2 * m->cap_calls : 4;

@@ -89,6 +89,8 @@ struct srvtool_opts {
 				 * so the reply starts inside it (R1, QwQ) */
 	const cJSON *tools;     /* the request's tools, for XML parameter types;
 				 * borrowed, may be NULL */
+	int max_calls;          /* 1: parallel_tool_calls false (a second call
+				 * stays text); 0: SRVTOOL_MAX_CALLS */
 };
 
 struct srvtool_call {
@@ -170,6 +172,10 @@ struct srvtool_req {
 bool srvtool_req_parse(const cJSON *body, const char *tmpl, int n_choices,
 		       struct srvtool_req **out, struct srv_error *e);
 void srvtool_req_free(struct srvtool_req *t);
+/* Set t->o.in_reasoning from the rendered prompt: it ends (whitespace
+ * aside) with the format's thinking marker, as R1's and QwQ's generation
+ * prompts do, so the reply starts inside the thinking. */
+void srvtool_prompt_opened(struct srvtool_req *t, const char *prompt, size_t n);
 
 /* The messages array as the template should see it (a modified copy of
  * msgs, which is not changed): each assistant tool_calls[].function.arguments
