@@ -437,10 +437,78 @@ static int drive(int argc, char **argv)
 	return 0;
 }
 
+/* test_tool_parse grammar --template F --tools F [--choice auto|required|none|NAME]
+ * [--no-parallel]: {"gbnf", "lazy", "triggers"} or {"error"}. */
+static int grammar(int argc, char **argv)
+{
+	const char *tmpl_path = NULL, *tools_path = NULL, *choice = "auto";
+	bool parallel = true;
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--no-parallel"))
+			parallel = false;
+		else if (i + 1 < argc && !strcmp(argv[i], "--template"))
+			tmpl_path = argv[++i];
+		else if (i + 1 < argc && !strcmp(argv[i], "--tools"))
+			tools_path = argv[++i];
+		else if (i + 1 < argc && !strcmp(argv[i], "--choice"))
+			choice = argv[++i];
+		else
+			return 2;
+	}
+	char *tmpl = tmpl_path ? slurp(tmpl_path, NULL) : NULL;
+	char *tools = tools_path ? slurp(tools_path, NULL) : NULL;
+	if (!tmpl || !tools)
+		return 2;
+	struct srv_buf body = { 0 };
+	bool named = strcmp(choice, "auto") && strcmp(choice, "required") && strcmp(choice, "none");
+	char *cj = malloc(strlen(choice) + 64);
+	if (named)
+		sprintf(cj, "{\"type\":\"function\",\"function\":{\"name\":\"%s\"}}", choice);
+	else
+		sprintf(cj, "\"%s\"", choice);
+	srv_buf_add(&body, "{\"tools\":", 9);
+	srv_buf_add(&body, tools, strlen(tools));
+	srv_buf_add(&body, ",\"tool_choice\":", 15);
+	srv_buf_add(&body, cj, strlen(cj));
+	srv_buf_add(&body, parallel ? "}" : ",\"parallel_tool_calls\":false}", parallel ? 1 : 29);
+	cJSON *b = cJSON_Parse(body.p);
+	struct srvtool_req *t = NULL;
+	struct srv_error e = { 0 };
+	cJSON *out = cJSON_CreateObject();
+	if (!srvtool_req_parse(b, tmpl, 1, &t, &e)) {
+		cJSON_AddStringToObject(out, "error", e.msg);
+	} else if (t) {
+		struct fx_err err = { 0 };
+		if (srvtool_grammar(t, &err)) {
+			cJSON_AddStringToObject(out, "error", err.msg);
+		} else {
+			cJSON_AddStringToObject(out, "gbnf", t->grammar ? t->grammar : "");
+			cJSON_AddBoolToObject(out, "lazy", t->lazy);
+			cJSON *tr = cJSON_AddArrayToObject(out, "triggers");
+			for (int i = 0; i < t->n_triggers; i++)
+				cJSON_AddItemToArray(tr, cJSON_CreateString(t->triggers[i]));
+		}
+		cJSON_AddStringToObject(out, "format", t->o.fmt->name);
+	}
+	char *js = cJSON_PrintUnformatted(out);
+	printf("%s\n", js);
+	free(js);
+	cJSON_Delete(out);
+	cJSON_Delete(b);
+	srvtool_req_free(t);
+	srv_buf_free(&body);
+	free(cj);
+	free(tmpl);
+	free(tools);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "parse"))
 		return drive(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "grammar"))
+		return grammar(argc, argv);
 	unit();
 	printf("test_tool_parse: %d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;

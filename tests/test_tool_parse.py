@@ -39,6 +39,7 @@ try:
     import jinja2  # noqa: F401
     from openai.lib.streaming.chat import ChatCompletionStreamState
     from openai.types.chat import ChatCompletionChunk
+    import llguidance
 except ImportError as e:
     skip(f"{e.name} is missing (scripts/install-deps.sh installs it); skipping")
 if not os.path.isdir(TEMPLATES):
@@ -62,6 +63,9 @@ TOOLS = [
             "tz": {"type": "string", "description": "IANA zone"}},
                        "required": ["tz"]}}},
 ]
+# The grammar tests take tools without parameters (any object): the JSON
+# Schema converter is another branch's work.
+TOOLS_ANY = [{"type": "function", "function": {"name": t["function"]["name"]}} for t in TOOLS]
 CALL1 = ("get_weather", {"city": "Zürich", "opts": {"unit": "c", "days": [1, 2], "alerts": True}})
 CALL2 = ("get_time", {"tz": "Europe/Paris"})
 FLAT1 = ("get_weather", {"city": "Zürich"})  # Seed-OSS renders nested values as Python repr
@@ -142,6 +146,69 @@ def assembled(chunks):
     for c in chunks:
         st.handle_chunk(ChatCompletionChunk.model_validate(c))
     return st.get_final_completion().choices[0].message
+
+
+class ByteTokenizer:
+    """256 one-byte tokens and an EOS: llguidance then matches bytes."""
+    eos_token_id = 256
+    bos_token_id = None
+    tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
+    special_token_ids = [256]
+
+    def __call__(self, s):
+        return list(s)
+
+
+def grammar_for(path, choice, parallel=True):
+    with tempfile.TemporaryDirectory() as d:
+        tp = os.path.join(d, "tools.json")
+        with open(tp, "w") as f:
+            json.dump(TOOLS_ANY, f)
+        cmd = [PARSER, "grammar", "--template", path, "--tools", tp, "--choice", choice]
+        if not parallel:
+            cmd.append("--no-parallel")
+        return json.loads(subprocess.run(cmd, capture_output=True, check=True).stdout)
+
+
+def accepts(gbnf, s):
+    """(ferrox's matcher, llguidance's) verdict on the whole string s."""
+    with tempfile.TemporaryDirectory() as d:
+        gp, sp = os.path.join(d, "g.gbnf"), os.path.join(d, "s.txt")
+        with open(gp, "w") as f:
+            f.write(gbnf)
+        with open(sp, "w") as f:
+            f.write(json.dumps(s) + "\n")
+        r = subprocess.run([BIN, "grammar", "--grammar-file", gp, "--check", sp],
+                           capture_output=True, text=True)
+    fx = r.stdout.strip() == "1"
+    tok = llguidance.LLTokenizer(llguidance.TokenizerWrapper(ByteTokenizer()), slices=[])
+    m = llguidance.LLMatcher(tok, llguidance.grammar_from("gbnf", gbnf), log_level=0)
+    lg = all(m.consume_token(b) for b in s.encode("utf-8")) and m.is_accepting()
+    return fx, lg
+
+
+def check_grammar(name, path, reply, calls):
+    """The grammar of the format accepts the template's own reply (from the
+    lazy trigger on); without parallel calls it refuses two; tool_choice
+    naming get_weather accepts its one call, naming get_time refuses it."""
+    auto = grammar_for(path, "auto")
+    if "error" in auto:
+        print(f"skip {name}: grammar: {auto['error']}")
+        return
+    at = min([reply.find(t) for t in auto["triggers"] if t in reply] or [-1])
+    check(name + ": lazy grammar has a trigger in the reply", at >= 0, str(auto["triggers"]))
+    if at < 0:
+        return
+    tail = reply[at:]
+    for label, g, want in (
+            ("auto", auto, True),
+            ("required", grammar_for(path, "required"), True),
+            ("no parallel calls", grammar_for(path, "required", False), len(calls) == 1),
+            ("named get_time", grammar_for(path, "get_time"), False),
+            ("named get_weather", grammar_for(path, "get_weather"), len(calls) == 1)):
+        fx, lg = accepts(g["gbnf"], tail)
+        check(f"{name}: grammar {label}: {'accepts' if want else 'refuses'} (ferrox, llguidance)",
+              fx == want and lg == want, f"ferrox {fx}, llguidance {lg}\n{tail!r}\n{g['gbnf'][:600]}")
 
 
 def conversation(calls, content, args_as_string):
@@ -261,6 +328,8 @@ def run_template(fname):
                 [(t["id"], t["function"]["name"], t["function"]["arguments"])
                  for t in got["tool_calls"]])
         check(name + ": openai stream accumulator", same, str(m))
+        if not content:
+            check_grammar(name, path, reply, calls)
 
 
 def main():

@@ -286,3 +286,307 @@ bool srvtool_fix_history(cJSON *msgs, struct srv_error *e)
 	}
 	return true;
 }
+
+/* ---- the grammar of the calls ---- */
+
+/* Any JSON value: a tool without "parameters" takes any object. */
+static const char JSON_RULES[] =
+	"tc-ws ::= [ \\t\\n]{0,48}\n"
+	"tc-value ::= tc-object | tc-array | tc-string | tc-number | \"true\" | \"false\" | \"null\"\n"
+	"tc-object ::= \"{\" tc-ws ( tc-string tc-ws \":\" tc-ws tc-value tc-ws "
+	"( \",\" tc-ws tc-string tc-ws \":\" tc-ws tc-value tc-ws )* )? \"}\"\n"
+	"tc-array ::= \"[\" tc-ws ( tc-value tc-ws ( \",\" tc-ws tc-value tc-ws )* )? \"]\"\n"
+	"tc-string ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) )* \"\\\"\"\n"
+	"tc-number ::= \"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [+-]? [0-9]+ )?\n";
+
+struct gb {
+	struct srv_buf b;
+	bool oom;
+};
+
+static void gput(struct gb *g, const char *s)
+{
+	if (!g->oom && !srv_buf_add(&g->b, s, strlen(s)))
+		g->oom = true;
+}
+
+/* s[0..n) as a GBNF string literal. */
+static void glit_n(struct gb *g, const char *s, size_t n)
+{
+	gput(g, "\"");
+	for (size_t i = 0; i < n; i++) {
+		char c[8] = { s[i], 0 };
+		if (s[i] == '"' || s[i] == '\\')
+			c[0] = '\\', c[1] = s[i], c[2] = 0;
+		else if (s[i] == '\n')
+			strcpy(c, "\\n");
+		else if (s[i] == '\t')
+			strcpy(c, "\\t");
+		else if (s[i] == '\r')
+			strcpy(c, "\\r");
+		gput(g, c);
+	}
+	gput(g, "\"");
+}
+
+static void glit(struct gb *g, const char *s)
+{
+	glit_n(g, s, strlen(s));
+}
+
+/* A marker as the parser matches it: its whitespace runs as tc-ws. */
+static void gmarker(struct gb *g, const char *m)
+{
+	bool any = false;
+	while (*m) {
+		size_t k = strcspn(m, " \t\n");
+		if (k) {
+			gput(g, any ? " " : "");
+			glit_n(g, m, k);
+			any = true;
+			m += k;
+		}
+		size_t w = strspn(m, " \t\n");
+		if (w) {
+			gput(g, any ? " tc-ws" : "tc-ws");
+			any = true;
+			m += w;
+		}
+	}
+}
+
+/* obj-i: {"NAME_KEY": "N", "ARGS_KEY": args} */
+static void gobject(struct gb *g, const struct srvtool_format *f, const char *name, int i)
+{
+	char r[80];
+	gput(g, "\"{\" tc-ws \"\\\"");
+	gput(g, f->name_key ? f->name_key : "name");
+	gput(g, "\\\"\" tc-ws \":\" tc-ws \"\\\"\" ");
+	glit(g, name);
+	gput(g, " \"\\\"\" tc-ws \",\" tc-ws \"\\\"");
+	gput(g, f->args_key[0] ? f->args_key[0] : "arguments");
+	snprintf(r, sizeof(r), "\\\"\" tc-ws \":\" tc-ws tool%d-args tc-ws \"}\"", i);
+	gput(g, r);
+}
+
+/* call-i in the format f. */
+static void gcall(struct gb *g, const struct srvtool_format *f, const char *name, int i)
+{
+	char r[128];
+	switch (f->family) {
+	case SRVTOOL_JSON_EACH:
+		gmarker(g, f->call_open);
+		gput(g, " tc-ws ");
+		gobject(g, f, name, i);
+		gput(g, " tc-ws ");
+		gmarker(g, f->call_close);
+		break;
+	case SRVTOOL_NAME_ARGS:
+		gmarker(g, f->call_open);
+		gput(g, " ");
+		if (f->name_prefix) {
+			glit(g, f->name_prefix);
+			gput(g, " ");
+		}
+		glit(g, name);
+		if (f->name_index)
+			gput(g, " \":\" [0-9]{1,3}");
+		if (f->id_marker) {
+			gput(g, " ( ");
+			glit(g, f->id_marker);
+			gput(g, " [a-zA-Z0-9]{9} )?");
+		}
+		gput(g, " ");
+		gmarker(g, f->name_end);
+		snprintf(r, sizeof(r), " tc-ws tool%d-args", i);
+		gput(g, r);
+		if (f->call_close) {
+			gput(g, " ");
+			gmarker(g, f->call_close);
+		}
+		break;
+	case SRVTOOL_GPT_OSS:
+		/* the recipient after the channel, or before it (as the template
+		 * writes the history) */
+		gput(g, "( \"<|channel|>commentary to=functions.\" ");
+		glit(g, name);
+		gput(g, " | \" to=functions.\" ");
+		glit(g, name);
+		snprintf(r, sizeof(r), " \"<|channel|>commentary\" ) ( \" json\" | \" <|constrain|>json\" )? "
+				       "\"<|message|>\" tool%d-args", i);
+		gput(g, r);
+		break;
+	default: /* the JSON object families */
+		gobject(g, f, name, i);
+		break;
+	}
+}
+
+/* The calls rule: one call or (parallel) several, in the format's layout. */
+static void gcalls(struct gb *g, const struct srvtool_req *t)
+{
+	const struct srvtool_format *f = t->o.fmt;
+	const char *many = t->parallel ? " )*" : " )?";
+	switch (f->family) {
+	case SRVTOOL_JSON_LIST:
+		gmarker(g, f->call_open);
+		if (f->list_pre) {
+			gput(g, " tc-ws ");
+			gmarker(g, f->list_pre);
+		}
+		gput(g, " tc-ws \"[\" tc-ws call");
+		if (t->parallel)
+			gput(g, " ( tc-ws \",\" tc-ws call )*");
+		gput(g, " tc-ws \"]\"");
+		if (f->call_close) {
+			gput(g, " tc-ws ");
+			gmarker(g, f->call_close);
+		}
+		break;
+	case SRVTOOL_GENERIC:
+		if (t->parallel)
+			gput(g, "\"{\" tc-ws \"\\\"tool_calls\\\"\" tc-ws \":\" tc-ws \"[\" tc-ws call "
+				"( tc-ws \",\" tc-ws call )* tc-ws \"]\" tc-ws \"}\"");
+		else
+			gput(g, "\"{\" tc-ws \"\\\"tool_call\\\"\" tc-ws \":\" tc-ws call tc-ws \"}\"");
+		break;
+	case SRVTOOL_JSON_BARE:
+		gput(g, "call");
+		if (t->parallel)
+			gput(g, " ( tc-ws \";\"? tc-ws call )*");
+		break;
+	default:
+		if (f->sect_open) {
+			gmarker(g, f->sect_open);
+			gput(g, " tc-ws ");
+		}
+		gput(g, "call");
+		if (t->parallel) {
+			gput(g, " ( tc-ws call");
+			gput(g, many);
+		}
+		if (f->sect_close) { /* optional, as for the parser (R1 distills' template omits it) */
+			gput(g, " ( tc-ws ");
+			gmarker(g, f->sect_close);
+			gput(g, " )?");
+		}
+		break;
+	}
+}
+
+static int add_trigger(struct srvtool_req *t, const char *s, struct fx_err *err)
+{
+	char **tr = realloc(t->triggers, (size_t)(t->n_triggers + 1) * sizeof(*tr));
+	if (!tr || !(tr[t->n_triggers] = strdup(s))) {
+		if (tr)
+			t->triggers = tr;
+		err->code = FX_E_NOMEM;
+		snprintf(err->msg, sizeof(err->msg), "out of memory");
+		return FX_E_NOMEM;
+	}
+	t->triggers = tr;
+	t->n_triggers++;
+	return FX_OK;
+}
+
+int srvtool_grammar(struct srvtool_req *t, struct fx_err *err)
+{
+	const struct srvtool_format *f = t->o.fmt;
+	if (!t->tools || t->choice == SRVTOOL_CHOICE_NONE)
+		return FX_OK;
+	if (f->family == SRVTOOL_XML_PARAMS) {
+		err->code = FX_E_UNSUPPORTED;
+		snprintf(err->msg, sizeof(err->msg),
+			 "tool calls: no grammar for the %s format (calls are parsed, not constrained)",
+			 f->name);
+		return FX_E_UNSUPPORTED;
+	}
+	struct gb g = { 0 };
+	/* generic: the reply is always JSON, a call or a response */
+	bool lazy = t->choice == SRVTOOL_CHOICE_AUTO && f->family != SRVTOOL_GENERIC;
+	gput(&g, "root ::= calls");
+	if (t->choice == SRVTOOL_CHOICE_AUTO && f->family == SRVTOOL_GENERIC)
+		gput(&g, " | \"{\" tc-ws \"\\\"response\\\"\" tc-ws \":\" tc-ws tc-string tc-ws \"}\"");
+	gput(&g, "\ncalls ::= ");
+	gcalls(&g, t);
+	gput(&g, "\ncall ::= ");
+	int i = 0, n_alt = 0;
+	const cJSON *tool;
+	cJSON_ArrayForEach(tool, t->tools)
+	{
+		const char *name = tool_name(tool);
+		if (t->choice != SRVTOOL_CHOICE_NAMED || !strcmp(name, t->forced)) {
+			char r[32];
+			snprintf(r, sizeof(r), "%scall%d", n_alt++ ? " | " : "", i);
+			gput(&g, r);
+		}
+		i++;
+	}
+	gput(&g, "\n");
+	i = 0;
+	int rc = FX_OK;
+	cJSON_ArrayForEach(tool, t->tools)
+	{
+		const char *name = tool_name(tool);
+		char r[48];
+		snprintf(r, sizeof(r), "call%d ::= ", i);
+		gput(&g, r);
+		gcall(&g, f, name, i);
+		gput(&g, "\n");
+		const cJSON *params = cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(tool, "function"), "parameters");
+		snprintf(r, sizeof(r), "tool%d-args", i);
+		if (!params || cJSON_IsNull(params)) {
+			gput(&g, r);
+			gput(&g, " ::= tc-object\n");
+		} else {
+			char *schema = cJSON_PrintUnformatted(params), *gbnf = NULL;
+			rc = schema ? fx_json_schema_to_gbnf(schema, r, &gbnf, err) : FX_E_NOMEM;
+			free(schema);
+			if (rc) {
+				if (rc == FX_E_NOMEM) {
+					err->code = FX_E_NOMEM;
+					snprintf(err->msg, sizeof(err->msg), "out of memory");
+				} else {
+					char m[sizeof(err->msg)];
+					snprintf(m, sizeof(m), "tools[%d].function.parameters: %.400s", i,
+						 err->msg);
+					memcpy(err->msg, m, sizeof(m));
+				}
+				fx_string_free(gbnf);
+				goto fail;
+			}
+			gput(&g, gbnf);
+			gput(&g, "\n");
+			fx_string_free(gbnf);
+		}
+		i++;
+	}
+	gput(&g, JSON_RULES);
+	if (g.oom)
+		goto nomem;
+	if (lazy) {
+		const char *open = f->family == SRVTOOL_NAME_ARGS || f->family == SRVTOOL_XML_PARAMS
+					   ? (f->sect_open ? f->sect_open : f->call_open)
+					   : f->call_open;
+		if (f->family == SRVTOOL_GPT_OSS) {
+			if ((rc = add_trigger(t, " to=functions.", err)))
+				goto fail;
+			open = "<|channel|>commentary to=functions.";
+		}
+		if (f->family == SRVTOOL_JSON_BARE)
+			open = "{"; /* Llama 3.x: a call is the whole reply */
+		if ((rc = add_trigger(t, open, err)))
+			goto fail;
+	}
+	t->lazy = lazy;
+	t->grammar = g.b.p;
+	return FX_OK;
+nomem:
+	err->code = FX_E_NOMEM;
+	snprintf(err->msg, sizeof(err->msg), "out of memory");
+	rc = FX_E_NOMEM;
+fail:
+	srv_buf_free(&g.b);
+	return rc;
+}
