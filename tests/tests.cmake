@@ -88,3 +88,13 @@ if(Python3_Interpreter_FOUND AND TARGET test_tool_parse)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_tool_parse_templates PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
+
+# Tool calling through `ferrox serve` with the openai client on SmolLM2
+# (tests/test_tool_server.py): 400s, forced calls through the grammar,
+# stream == non-stream through the client's stream helper. Skips (77)
+# without the model or openai unless FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_tool_server COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_tool_server.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_tool_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()

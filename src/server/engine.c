@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "server/server.h"
-#include "server/tools.h" /* hook: srvtool_req_free */
+#include "server/tools.h" /* hooks: srvtool_req_free, srvtool_lazy_step */
 
 double srv_now(void)
 {
@@ -287,6 +287,7 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	if (fx_detok_push(s->model, &c->dt, t, r->detok_special, buf, sizeof(buf), &n) ||
 	    !srv_buf_add(&c->text, buf, n))
 		return "error";
+	srvtool_lazy_step(s, c); /* hook (tools.c): a lazy tool-call grammar starts at its trigger */
 	if (g->n_stop) {
 		size_t from = c->n_sent;
 		long at = stop_find(g, c->text.p, c->text.n, from);

@@ -196,6 +196,10 @@ bool srv_chat_prompt(struct srv *s, const cJSON *body, struct srv_req *r, struct
 	if (r->tool) {
 		srvtool_prompt_opened(r->tool, cp->text, cp->len);
 		r->detok_special = r->tool->o.fmt->special;
+		if (!srvtool_install_grammar(r, e)) {
+			fx_chat_prompt_free(cp);
+			return false;
+		}
 	}
 	size_t cap = cp->len + 8, n = 0;
 	r->prompt = malloc(cap * sizeof(fx_token));

@@ -123,6 +123,7 @@ struct srvtool_sent {
 	int n_calls;                 /* calls whose header (id, name) went out */
 	size_t args[SRVTOOL_MAX_CALLS];
 	bool diverged;               /* a parse disagreed with what was sent */
+	size_t scanned;              /* lazy grammar: text searched for triggers */
 };
 
 /* Add to delta (a chat.completion.chunk "delta" object) what m has beyond
@@ -156,6 +157,7 @@ struct srvtool_req {
 	char **triggers;             /* lazy grammar: its opening markers */
 	int n_triggers;
 	bool lazy;                   /* the grammar starts at a trigger (auto) */
+	struct fx_grammar *lazy_g;   /* compiled lazy grammar, or NULL */
 	struct srvtool_sent *sent;   /* [n choices] streaming state */
 	int n_sent;
 };
@@ -192,5 +194,20 @@ bool srvtool_fix_history(cJSON *msgs_copy, struct srv_error *e);
  * refuses, with its message), FX_E_NOMEM, FX_E_UNSUPPORTED (a format
  * without a grammar: the calls are then only parsed). */
 int srvtool_grammar(struct srvtool_req *t, struct fx_err *err);
+
+/* Build and install r's call grammar (prompt.c, after srvtool_req_parse):
+ * "required" / a named function: r->g.grammar, from the first token (400
+ * when response_format or another constraint is also given, or the
+ * grammar cannot be built); "auto": compiled as t->lazy_g for
+ * srvtool_lazy_step (a format or schema without a grammar leaves the
+ * calls parsed only, logged). false with e filled. */
+bool srvtool_install_grammar(struct srv_req *r, struct srv_error *e);
+
+/* Engine hook, after choice c's text grew (engine thread): when a lazy
+ * trigger appears in the new text, give c a matcher over t->lazy_g
+ * advanced over the text from the trigger on, and constrain its sampler
+ * with it (llama.cpp's lazy grammars). s->gvocab is built if needed.
+ * A trigger whose text the grammar refuses leaves c unconstrained. */
+void srvtool_lazy_step(struct srv *s, struct srv_choice *c);
 
 #endif

@@ -221,6 +221,7 @@ void srvtool_req_free(struct srvtool_req *t)
 	cJSON_Delete(t->tools);
 	free(t->forced);
 	free(t->grammar);
+	fx_grammar_free(t->lazy_g);
 	for (int i = 0; i < t->n_triggers; i++)
 		free(t->triggers[i]);
 	free(t->triggers);
@@ -589,4 +590,83 @@ nomem:
 fail:
 	srv_buf_free(&g.b);
 	return rc;
+}
+
+bool srvtool_install_grammar(struct srv_req *r, struct srv_error *e)
+{
+	struct srvtool_req *t = r->tool;
+	if (!t || !t->o.calls)
+		return true;
+	bool forced = t->choice == SRVTOOL_CHOICE_REQUIRED || t->choice == SRVTOOL_CHOICE_NAMED;
+	if (forced && r->g.grammar) {
+		srv_error_set(e, 400, E_INV, "tool_choice",
+			      "tool_choice forces a call and another field (response_format, grammar, "
+			      "json_schema, ...) constrains the output too: send one");
+		return false;
+	}
+	struct fx_err err = { 0 };
+	int rc = srvtool_grammar(t, &err);
+	if (rc == FX_E_NOMEM)
+		return oom(e);
+	if (rc && forced) {
+		srv_error_set(e, 400, E_INV, "tools", "tool_choice cannot be enforced: %s", err.msg);
+		return false;
+	}
+	if (rc) {
+		fprintf(stderr, "serve: %s: %s (tool calls parsed, not constrained)\n", r->id, err.msg);
+		return true;
+	}
+	if (!t->grammar || (!forced && r->g.grammar))
+		return true; /* auto beside another constraint: that one rules */
+	struct fx_grammar *g = NULL;
+	rc = fx_grammar_parse(t->grammar, strlen(t->grammar), NULL, &g, &err);
+	if (rc == FX_E_NOMEM)
+		return oom(e);
+	if (rc) { /* our own text: a bug, not the client's fault */
+		srv_error_set(e, 500, "server_error", NULL, "tool-call grammar: %s", err.msg);
+		return false;
+	}
+	if (forced)
+		r->g.grammar = g;
+	else
+		t->lazy_g = g;
+	return true;
+}
+
+void srvtool_lazy_step(struct srv *s, struct srv_choice *c)
+{
+	struct srvtool_req *t = c->req->tool;
+	if (!t || !t->lazy_g || c->matcher || c->index >= t->n_sent)
+		return;
+	struct srvtool_sent *st = &t->sent[c->index];
+	size_t best = c->text.n;
+	for (int i = 0; i < t->n_triggers; i++) {
+		size_t k = strlen(t->triggers[i]);
+		size_t from = st->scanned > k ? st->scanned - k : 0; /* a trigger across tokens */
+		const char *q = from <= c->text.n
+					? memmem(c->text.p + from, c->text.n - from, t->triggers[i], k)
+					: NULL;
+		if (q && (size_t)(q - c->text.p) < best)
+			best = (size_t)(q - c->text.p);
+	}
+	st->scanned = c->text.n;
+	if (best == c->text.n)
+		return;
+	struct fx_err err = { 0 };
+	if (!s->gvocab && fx_grammar_vocab_create(s->model, &s->gvocab, &err)) {
+		fprintf(stderr, "serve: %s\n", err.msg);
+		return;
+	}
+	struct fx_matcher *m = NULL;
+	if (fx_matcher_create(t->lazy_g, s->gvocab, &m, &err) ||
+	    fx_matcher_accept_bytes(m, c->text.p + best, c->text.n - best)) {
+		fprintf(stderr, "serve: %s: the reply's tool call does not fit its grammar; left "
+				"unconstrained\n",
+			c->req->id);
+		fx_matcher_free(m);
+		st->scanned = (size_t)-1 / 2; /* never again for this choice */
+		return;
+	}
+	c->matcher = m;
+	fx_sampler_set_matcher(c->smp, m);
 }
