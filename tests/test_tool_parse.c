@@ -272,6 +272,16 @@ static void unit(void)
 	       (struct want){ .n_calls = 2, .name = { "f", "g" }, .args = { "{\"a\":1}", "{}" } });
 	expect("firefunction-v2", false, false, " functools[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]",
 	       (struct want){ .n_calls = 1, .name = { "f" }, .args = { "{\"a\":1}" } });
+	/* LFM2: JSON or Python-style elements */
+	expect("lfm2", false, false,
+	       "<|tool_call_start|>[get_weather(city=\"Paris (FR)\", days=2), f()]<|tool_call_end|>Checking.",
+	       (struct want){ .content = "Checking.", .n_calls = 2, .name = { "get_weather", "f" },
+			      .args = { "{\"city\":\"Paris (FR)\",\"days\":2}", "{}" } });
+	expect("lfm2", false, false,
+	       "<|tool_call_start|>[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]<|tool_call_end|>",
+	       (struct want){ .n_calls = 1, .name = { "f" }, .args = { "{\"a\":1}" } });
+	expect("lfm2", false, false, "<|tool_call_start|>[f(a=)]<|tool_call_end|>",
+	       (struct want){ .content = "<|tool_call_start|>[f(a=)]<|tool_call_end|>" });
 	/* Kimi K2: the raw name is the id */
 	expect("kimi-k2", false, false,
 	       "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"

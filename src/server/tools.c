@@ -80,10 +80,11 @@ static const struct srvtool_format FORMATS[] = {
 	{ .name = "apriel", .detect = { "<tool_calls>[" }, .family = SRVTOOL_JSON_LIST,
 	  .call_open = "<tool_calls>", .call_close = "</tool_calls>", .name_key = "name",
 	  .args_key = { "arguments", "parameters" } },
-	/* LFM2: <|tool_call_start|>[{"name": N, "arguments": {..}}]<|tool_call_end|> */
+	/* LFM2: <|tool_call_start|>[{"name": N, "arguments": {..}}]<|tool_call_end|>,
+	 * or Python calls [N(k="v"), ...] as LFM2's model cards show */
 	{ .name = "lfm2", .detect = { "<|tool_list_start|>" }, .family = SRVTOOL_JSON_LIST,
 	  .call_open = "<|tool_call_start|>", .call_close = "<|tool_call_end|>", .name_key = "name",
-	  .args_key = { "arguments", "parameters" }, .special = true },
+	  .args_key = { "arguments", "parameters" }, .special = true, .py_calls = true },
 	/* Hermes 2 Pro, Qwen 2.5 / 3, QwQ: <tool_call>{"name": N, "arguments": {..}}</tool_call> */
 	{ .name = "hermes", .detect = { "<tool_call>" }, .family = SRVTOOL_JSON_EACH,
 	  .call_open = "<tool_call>", .call_close = "</tool_call>", .name_key = "name",
@@ -881,6 +882,8 @@ static enum res section(struct P *p, size_t i, size_t *end,
 	}
 }
 
+static enum res py_call(struct P *p, size_t i, const char *suffix, size_t *end);
+
 /* JSON_LIST: OPEN [PRE] [ call, ... ] [CLOSE] (OPEN matched). */
 static enum res json_list(struct P *p, size_t i, size_t *end)
 {
@@ -906,7 +909,11 @@ static enum res json_list(struct P *p, size_t i, size_t *end)
 			break;
 		}
 		bool committed;
-		if ((r = call_object(p, i, &e, &committed)) != R_DONE)
+		if (f->py_calls && p->s[i] != '{')
+			r = py_call(p, i, "", &e); /* LFM2: [name(k=v), ...] */
+		else
+			r = call_object(p, i, &e, &committed);
+		if (r != R_DONE)
 			return r;
 		i = skip_ws(p, e);
 		if (i >= p->n)
@@ -946,52 +953,52 @@ static enum res json_each(struct P *p, size_t i, size_t *end)
 	return R_DONE;
 }
 
-/* Llama 3.1's built-in tools: <|python_tag|>N.call(k="v", ...) */
-static enum res python_call(struct P *p, size_t i, size_t *end)
+/* A Python-style call N(k=v, ...) at s[i..) (v JSON values), as Llama
+ * 3.1's built-in tools (<|python_tag|>N.call(...): suffix ".call") and
+ * LFM2 (suffix "") write them. The call is committed whole. */
+static enum res py_call(struct P *p, size_t i, const char *suffix, size_t *end)
 {
-	size_t a, b, e;
+	size_t a, b, e, ls = strlen(suffix);
 	enum res r = name_run(p, i, &a, &b);
 	if (r != R_DONE)
 		return r;
-	const char *dot = memchr(p->s + a, '.', b - a);
-	if (!dot || (size_t)(p->s + b - dot) != 5 || memcmp(dot, ".call", 5))
+	if (b - a <= ls || memcmp(p->s + b - ls, suffix, ls) || memchr(p->s + a, ':', b - a))
 		return R_BAD;
-	const char *close = find(p, b, ")");
-	if (!close)
-		return R_MORE;
 	if ((r = match(p, b, "(", &e)) != R_DONE)
 		return r;
 	struct srv_buf args = { 0 };
 	add(p, &args, "{", 1);
-	size_t stop = (size_t)(close - p->s);
-	for (int k = 0; (i = skip_ws(p, e)) < stop; k++) {
+	for (int k = 0;; k++) {
 		size_t ka, kb, ve;
-		struct P q = *p;
-		q.n = stop + 1; /* with the ')', which ends a number */
-		if (name_run(&q, i, &ka, &kb) != R_DONE || match(&q, kb, "=", &e) != R_DONE ||
-		    js_value(&q, e, NULL, &ve) != R_DONE) {
-			srv_buf_free(&args);
-			return R_BAD;
+		i = skip_ws(p, e);
+		if (i < p->n && p->s[i] == ')')
+			break;
+		if ((r = name_run(p, i, &ka, &kb)) == R_DONE && (r = match(p, kb, "=", &e)) == R_DONE) {
+			if (k)
+				add(p, &args, ",", 1);
+			add(p, &args, "\"", 1);
+			add(p, &args, p->s + ka, kb - ka);
+			add(p, &args, "\":", 2);
+			r = js_value(p, e, &args, &ve);
 		}
-		if (k)
-			add(p, &args, ",", 1);
-		add(p, &args, "\"", 1);
-		add(p, &args, p->s + ka, kb - ka);
-		add(p, &args, "\":", 2);
-		js_value(&q, e, &args, &ve);
-		e = ve;
-		if (match(&q, e, ",", &ve) == R_DONE)
+		if (r == R_DONE && (r = match(p, ve, ",", &e)) == R_BAD) {
 			e = ve;
+			r = R_DONE;
+		}
+		if (r != R_DONE) {
+			srv_buf_free(&args);
+			return r;
+		}
 	}
 	add(p, &args, "}", 1);
-	struct srvtool_call *c = named_call(p, a, (size_t)(dot - p->s));
+	struct srvtool_call *c = named_call(p, a, b - ls);
 	if (c) {
 		c->args = args;
 		c->done = true;
 	} else {
 		srv_buf_free(&args);
 	}
-	*end = stop + 1;
+	*end = i + 1;
 	return R_DONE;
 }
 
@@ -1008,7 +1015,7 @@ static enum res json_bare(struct P *p, size_t i, size_t *end)
 		if (r == R_DONE) {
 			i = skip_ws(p, e);
 			if (i < p->n && p->s[i] != '{')
-				return python_call(p, i, end);
+				return py_call(p, i, ".call", end);
 		}
 	}
 	for (int k = 0;; k++) {

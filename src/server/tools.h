@@ -61,6 +61,7 @@ struct srvtool_format {
 	bool name_index;
 	const char *param_open, *param_name_end, *param_close; /* XML_PARAMS */
 	const char *alt_open;       /* a second opening marker ("<|python_tag|>") */
+	bool py_calls;              /* JSON_LIST: elements may be N(k=v, ...) */
 	const char *think_open, *think_close; /* reasoning block, or NULL */
 	bool special;               /* markers are control tokens: detokenize
 				     * with special tokens shown */

@@ -618,6 +618,11 @@ bool srvtool_install_grammar(struct srv_req *r, struct srv_error *e)
 	}
 	if (!t->grammar || (!forced && r->g.grammar))
 		return true; /* auto beside another constraint: that one rules */
+	/* generic + auto: no trigger, so parsed only. llama.cpp forces its JSON
+	 * from the start and tells the model so in the system prompt; without
+	 * that prompt a model that does not know the format calls a tool for
+	 * every request (SmolLM2 did), so ferrox leaves auto replies free. */
+	bool from_start = forced;
 	struct fx_grammar *g = NULL;
 	rc = fx_grammar_parse(t->grammar, strlen(t->grammar), NULL, &g, &err);
 	if (rc == FX_E_NOMEM)
@@ -626,7 +631,7 @@ bool srvtool_install_grammar(struct srv_req *r, struct srv_error *e)
 		srv_error_set(e, 500, "server_error", NULL, "tool-call grammar: %s", err.msg);
 		return false;
 	}
-	if (forced)
+	if (from_start)
 		r->g.grammar = g;
 	else
 		t->lazy_g = g;
