@@ -168,6 +168,46 @@ struct want {
 	const char *name[3], *args[3];
 };
 
+/* Mutations of every expected reply: each byte deleted or replaced by one
+ * of a few structural characters. Whatever they parse to, the stream of
+ * each must assemble its final parse. */
+static int n_mut, n_mut_bad;
+
+static void mutations(const struct srvtool_opts *o, const char *text)
+{
+	static const char subst[] = "{}[]\"<> ,:\\";
+	size_t n = strlen(text);
+	char *t = malloc(n + 1);
+	for (size_t i = 0; t && i < n; i++) {
+		for (int k = -1; k < (int)sizeof(subst) - 1; k++) {
+			size_t m = n;
+			memcpy(t, text, n + 1);
+			if (k < 0) {
+				memmove(t + i, t + i + 1, n - i);
+				m--;
+			} else {
+				t[i] = subst[k];
+			}
+			if (((unsigned char)text[i] & 0xc0) == 0x80 || (unsigned char)text[i] >= 0xc0)
+				continue; /* keep UTF-8 whole */
+			struct srvtool_msg fin = { 0 };
+			srvtool_parse(o, t, m, false, &fin);
+			n_mut++;
+			if (!stream_check(o, t, m, NULL, &fin)) {
+				if (n_mut_bad++ < 40) {
+					cJSON *js = cJSON_CreateString(t);
+					char *q = cJSON_PrintUnformatted(js);
+					fprintf(stderr, "mutation: %s: %s\n", o->fmt->name, q);
+					free(q);
+					cJSON_Delete(js);
+				}
+			}
+			srvtool_msg_free(&fin);
+		}
+	}
+	free(t);
+}
+
 static void expect(const char *fmt, bool reasoning, bool in_reasoning, const char *text,
 		   struct want w)
 {
@@ -196,6 +236,7 @@ static void expect(const char *fmt, bool reasoning, bool in_reasoning, const cha
 	CHECK(stream_check(&o, text, strlen(text), NULL, &m), "%s: %.60s...: stream differs", fmt,
 	      text);
 	srvtool_msg_free(&m);
+	mutations(&o, text);
 }
 
 static void unit(void)
@@ -317,6 +358,29 @@ static void unit(void)
 	       (struct want){ .n_calls = 1, .name = { "f" }, .args = { "{}" } });
 	expect("generic", false, false, "Hello {there}", (struct want){ .content = "Hello {there}" });
 	expect("generic", false, false, "{\"response\": 5}", (struct want){ .content = "{\"response\": 5}" });
+
+	/* with the request's tools known, an unknown function is not a call,
+	 * nor is a JSON answer that has a "name" key but no arguments */
+	{
+		cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]");
+		struct srvtool_opts o = { .fmt = srvtool_format_named("hermes"), .calls = true,
+					  .tools = tools };
+		const char *t = "<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>"
+				"<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+		struct srvtool_msg m = { 0 };
+		srvtool_parse(&o, t, strlen(t), false, &m);
+		CHECK(m.n_calls == 1 && !strcmp(m.calls[0].name, "f") && m.content.p &&
+			      !strcmp(m.content.p, "<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>"),
+		      "unknown tool g: %d calls, content '%s'", m.n_calls, m.content.p ? m.content.p : "");
+		srvtool_msg_free(&m);
+		o.fmt = srvtool_format_named("llama3");
+		t = "{\"name\": \"f\", \"age\": 3}";
+		srvtool_parse(&o, t, strlen(t), false, &m);
+		CHECK(m.n_calls == 0 && m.content.p && !strcmp(m.content.p, t),
+		      "JSON with a name and no arguments: %d calls", m.n_calls);
+		srvtool_msg_free(&m);
+		cJSON_Delete(tools);
+	}
 
 	/* detection from template text */
 	CHECK(!strcmp(srvtool_detect("{{ '<tool_call>' }}")->name, "hermes"), "detect hermes");
@@ -520,6 +584,9 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "grammar"))
 		return grammar(argc, argv);
 	unit();
-	printf("test_tool_parse: %d passed, %d failed\n", n_pass, n_fail);
+	CHECK(n_mut_bad == 0, "%d of %d mutated replies stream differently from their final parse",
+	      n_mut_bad, n_mut);
+	printf("test_tool_parse: %d passed, %d failed (%d mutated replies streamed)\n", n_pass, n_fail,
+	       n_mut);
 	return n_fail ? 1 : 0;
 }

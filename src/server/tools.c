@@ -356,12 +356,16 @@ static enum res js_string(struct P *p, size_t i, struct srv_buf *out, size_t *en
 static enum res js_atom(struct P *p, size_t i, struct srv_buf *out, size_t *end)
 {
 	static const char *const lits[] = { "true", "false", "null" };
+	/* On R_BAD the bytes that were still valid are kept in out, as a
+	 * partial parse cut just before the bad byte would have sent them. */
 	for (int k = 0; k < 3; k++) {
 		if (p->s[i] != lits[k][0])
 			continue;
 		enum res r = starts(p, i, lits[k], end);
-		if (r != R_BAD)
-			add(p, out, p->s + i, (r == R_DONE ? *end : p->n) - i);
+		size_t j = i;
+		while (r == R_BAD && p->s[j] == lits[k][j - i])
+			j++;
+		add(p, out, p->s + i, (r == R_DONE ? *end : r == R_MORE ? p->n : j) - i);
 		return r;
 	}
 	/* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
@@ -375,14 +379,14 @@ static enum res js_atom(struct P *p, size_t i, struct srv_buf *out, size_t *end)
 		while (j < p->n && isdigit((unsigned char)p->s[j]))
 			j++;
 		if (j == d && j < p->n)
-			return R_BAD;
+			goto bad;
 	}
 	if (j < p->n && p->s[j] == '.') {
 		size_t d = ++j;
 		while (j < p->n && isdigit((unsigned char)p->s[j]))
 			j++;
 		if (j == d && j < p->n)
-			return R_BAD;
+			goto bad;
 	}
 	if (j < p->n && (p->s[j] == 'e' || p->s[j] == 'E')) {
 		j++;
@@ -392,13 +396,16 @@ static enum res js_atom(struct P *p, size_t i, struct srv_buf *out, size_t *end)
 		while (j < p->n && isdigit((unsigned char)p->s[j]))
 			j++;
 		if (j == d && j < p->n)
-			return R_BAD;
+			goto bad;
 	}
 	add(p, out, p->s + i, j - i);
 	if (j >= p->n)
 		return R_MORE; /* a number may go on */
 	*end = j;
 	return R_DONE;
+bad:
+	add(p, out, p->s + i, j - i);
+	return R_BAD;
 }
 
 /* Scan one JSON value at s[i..) (whitespace first): its compact form
@@ -523,10 +530,28 @@ static bool key_is(const char *k, const char *want)
 	return want && !strcmp(k, want);
 }
 
-/* A call object {"name": N, "arguments": {..} | "..", "id": I} at s[i..).
- * The call (new_call's slot) is committed once its name is complete; its
- * arguments stream in as they are scanned (unless given as a JSON string,
- * which is decoded when complete). R_BAD after a commit leaves the call. */
+/* Is name one of the request's tools (any name when the tools are not known)? */
+static bool known_tool(const struct P *p, const char *name, size_t n)
+{
+	const cJSON *t;
+	if (!p->o->tools)
+		return true;
+	cJSON_ArrayForEach(t, p->o->tools)
+	{
+		const char *tn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(t, "function"), "name"));
+		if (tn && strlen(tn) == n && !memcmp(tn, name, n))
+			return true;
+	}
+	return false;
+}
+
+/* A call object {"name": N, "arguments": {..} | "..", ...} at s[i..).
+ * The call (new_call's slot) is committed once its name is complete (and
+ * a tool's, when the tools are known) and its arguments have begun, so a
+ * JSON answer that merely has a "name" key is not a call; the arguments
+ * then stream in as they are scanned (given as a JSON string, they are
+ * decoded when complete). R_BAD after a commit leaves the call. */
 static enum res call_object(struct P *p, size_t i, size_t *end, bool *committed)
 {
 	const struct srvtool_format *f = p->f;
@@ -541,8 +566,15 @@ static enum res call_object(struct P *p, size_t i, size_t *end, bool *committed)
 		return R_BAD;
 	i++;
 	bool have_args = false, first = true;
-	struct srv_buf pending = { 0 }; /* arguments seen before the name */
+	struct srv_buf pending = { 0 }; /* arguments seen before the commit */
 	enum res r = R_BAD;
+#define COMMIT()                                                  \
+	do {                                                      \
+		add(p, &c->args, pending.p, pending.n);           \
+		srv_buf_free(&pending);                           \
+		commit_call(p);                                   \
+		*committed = true;                                \
+	} while (0)
 	for (;;) {
 		i = skip_ws(p, i);
 		if (i >= p->n) {
@@ -550,12 +582,12 @@ static enum res call_object(struct P *p, size_t i, size_t *end, bool *committed)
 			break;
 		}
 		if (p->s[i] == '}') {
-			if (!c->name) {
-				r = R_BAD;
+			if (!c->name || !have_args) {
+				r = R_BAD; /* no name or no arguments: not a call */
 				break;
 			}
-			if (!have_args)
-				add_str(p, &c->args, "{}");
+			if (!*committed)
+				COMMIT();
 			c->done = true;
 			*end = i + 1;
 			r = R_DONE;
@@ -579,31 +611,20 @@ static enum res call_object(struct P *p, size_t i, size_t *end, bool *committed)
 			break;
 		}
 		i = skip_ws(p, e);
-		bool is_name = key_is(key, f->name_key);
+		bool is_name = !c->name && key_is(key, f->name_key);
 		bool is_args = !have_args && (key_is(key, f->args_key[0]) || key_is(key, f->args_key[1]));
-		/* an "id" after the name would come too late for the stream's
-		 * first delta of the call: generated ids serve instead */
-		bool is_id = false;
 		free(key);
-		if ((is_name || is_id) && i < p->n && p->s[i] == '"') {
+		if (is_name && i < p->n && p->s[i] == '"') {
 			char *v = js_decode_string(p, i, &e, &r);
 			if (!v)
 				break;
-			if (is_name && !c->name) {
-				c->name = v;
-				if (!*c->name) {
-					r = R_BAD;
-					break;
-				}
-				add(p, &c->args, pending.p, pending.n);
-				srv_buf_free(&pending);
-				commit_call(p);
-				*committed = true;
-			} else if (is_id && !c->id) {
-				c->id = v;
-			} else {
-				free(v);
+			c->name = v;
+			if (!*v || !known_tool(p, v, strlen(v))) {
+				r = R_BAD;
+				break;
 			}
+			if (have_args)
+				COMMIT();
 			i = e;
 			continue;
 		}
@@ -611,13 +632,15 @@ static enum res call_object(struct P *p, size_t i, size_t *end, bool *committed)
 			char *v = js_decode_string(p, i, &e, &r);
 			if (!v)
 				break;
-			bool ok = compact_text(p, v, c->name ? &c->args : &pending);
+			bool ok = compact_text(p, v, &pending);
 			free(v);
 			if (!ok) {
 				r = R_BAD;
 				break;
 			}
 			have_args = true;
+			if (c->name)
+				COMMIT();
 			i = e;
 			continue;
 		}
@@ -625,12 +648,17 @@ static enum res call_object(struct P *p, size_t i, size_t *end, bool *committed)
 			r = R_BAD;
 			break;
 		}
-		r = js_value(p, i, is_args ? (c->name ? &c->args : &pending) : NULL, &e);
+		if (is_args && i < p->n) {
+			have_args = true; /* begun: "{" */
+			if (c->name && !*committed)
+				COMMIT();
+		}
+		r = js_value(p, i, is_args ? (*committed ? &c->args : &pending) : NULL, &e);
 		if (r != R_DONE)
 			break;
-		have_args |= is_args;
 		i = e;
 	}
+#undef COMMIT
 	srv_buf_free(&pending);
 	if (!*committed) {
 		free(c->name);
@@ -681,6 +709,11 @@ static struct srvtool_call *named_call(struct P *p, size_t a, size_t b)
 			c->id = dup_n(p, p->s + a, b - a);
 		}
 	}
+	if (!known_tool(p, p->s + na, nb - na)) {
+		free(c->id);
+		c->id = NULL;
+		return NULL;
+	}
 	c->name = dup_n(p, p->s + na, nb - na);
 	if (!c->name) {
 		free(c->id);
@@ -707,7 +740,9 @@ static enum res name_args_call(struct P *p, size_t i, size_t *end)
 	if ((r = match(p, after, f->name_end, &e)) != R_DONE)
 		return r;
 	i = skip_ws(p, e);
-	if (i < p->n && p->s[i] != '{')
+	if (i >= p->n)
+		return R_MORE; /* committed only once the arguments begin */
+	if (p->s[i] != '{')
 		return R_BAD;
 	struct srvtool_call *c = named_call(p, a, b);
 	if (!c)
@@ -1164,7 +1199,9 @@ static void body(struct P *p, size_t i, bool lstrip)
 								    : json_bare(p, j, &e);
 			if (r == R_MORE && p->partial)
 				return;
-			if (r == R_DONE || (r == R_MORE && p->m->n_calls > keep)) {
+			if (r == R_DONE || p->m->n_calls > keep) {
+				/* calls (complete, cut short or broken after they began):
+				 * text after complete ones is content */
 				if (r == R_DONE)
 					add_text(p, content, e, p->n, true, p->partial);
 				return;
@@ -1268,10 +1305,10 @@ static void harmony(struct P *p)
 				nb = h;
 			while (nb > a && is_ws(p->s[nb - 1]))
 				nb--;
+			a += strlen("functions."); /* to=functions.NAME */
 			struct srvtool_call *c = nb > a ? named_call(p, a, nb) : NULL;
 			if (c) {
-				memmove(c->name, c->name + 10, strlen(c->name + 10) + 1); /* "functions." */
-				q.n = body_end;
+				q.n = body_end - hold; /* not a terminator's first bytes */
 				if (js_value(&q, b, &c->args, &e) == R_DONE)
 					c->done = true;
 				p->oom |= q.oom;
