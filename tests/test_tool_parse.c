@@ -549,7 +549,7 @@ static int grammar(int argc, char **argv)
 	struct srvtool_req *t = NULL;
 	struct srv_error e = { 0 };
 	cJSON *out = cJSON_CreateObject();
-	if (!srvtool_req_parse(b, tmpl, 1, &t, &e)) {
+	if (!srvtool_req_parse(b, tmpl, NULL, 1, &t, &e)) {
 		cJSON_AddStringToObject(out, "error", e.msg);
 	} else if (t) {
 		struct fx_err err = { 0 };

@@ -11,7 +11,8 @@ message.tool_calls with finish_reason "tool_calls" and arguments that are
 compact JSON; the same request streamed (greedy) assembles, in the openai
 client's stream helper, the same message; parallel_tool_calls false gives
 one call; a named tool_choice calls that function; history with string
-arguments is accepted. Exit 77 without the model or openai unless
+arguments is accepted; with --chat-template-file Qwen 3's template, the same
+through the native <tool_call> format. Exit 77 without the model or openai unless
 FX_REQUIRE_MODELS=1.
 """
 import json
@@ -55,13 +56,17 @@ def check(name, ok, detail=""):
     print(("ok   " if ok else "FAIL ") + name + ("" if ok else f" {detail}"), flush=True)
 
 
-def main():
+QWQ = os.path.join(os.path.dirname(ROOT), "shared", "templates", "Qwen-QwQ-32B.jinja")
+QWEN3 = os.path.join(os.path.dirname(ROOT), "shared", "templates", "Qwen-Qwen3-0.6B.jinja")
+
+
+def serve(fn, *extra):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    log = open(os.path.join(ROOT, "build", "test_tool_server.log"), "w")
+    log = open(os.path.join(ROOT, "build", "test_tool_server.log"), "a")
     proc = subprocess.Popen([BIN, "serve", "-m", SMOL, "--port", str(port), "-t",
-                             os.environ.get("FX_TEST_THREADS", "2")], stdout=log, stderr=log)
+                             os.environ.get("FX_TEST_THREADS", "2"), *extra], stdout=log, stderr=log)
     try:
         for _ in range(300):
             try:
@@ -69,12 +74,65 @@ def main():
                 break
             except Exception:
                 time.sleep(0.1)
-        run(openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0))
+        fn(openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0))
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def main():
+    serve(run)
+    r = subprocess.run([BIN, "serve", "-m", SMOL, "--reasoning-format", "sometimes"],
+                       capture_output=True, text=True)
+    check("--reasoning-format refuses a bad value", r.returncode == 2 and "auto" in r.stderr,
+          r.stderr)
+    if os.path.exists(QWEN3):
+        serve(run_hermes, "--chat-template-file", QWEN3)
+    else:
+        print(f"skip: {QWEN3} is absent (the Hermes-format checks)")
+    if os.path.exists(QWQ):
+        serve(run_think, "--chat-template-file", QWQ)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def run_think(client):
+    """QwQ's generation prompt opens <think>: the reply starts as reasoning."""
+    kw = dict(model="m", messages=MSGS[1:], max_tokens=12, temperature=0)
+    r = client.chat.completions.create(**kw).choices[0].message
+    rc = getattr(r, "reasoning_content", None) or (r.model_extra or {}).get("reasoning_content")
+    check("thinking opened by the prompt: reasoning_content, no content",
+          rc and not r.content, str(r))
+    n = client.chat.completions.create(**kw, extra_body={"reasoning_format": "none"})
+    n = n.choices[0].message
+    check("reasoning_format none: the thinking stays in content",
+          n.content and n.content.strip() == (rc or "").strip() and
+          not (n.model_extra or {}).get("reasoning_content"), f"{n} vs {rc!r}")
+    got = ""
+    for ch in client.chat.completions.create(**kw, stream=True):
+        if ch.choices:
+            got += (ch.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
+    check("stream: delta.reasoning_content assembles the same reasoning", got == rc, repr(got))
+
+
+def run_hermes(client):
+    """Qwen 3's template on SmolLM2: the native <tool_call> format, forced by
+    its grammar, parsed back; the stream assembles the same calls."""
+    kw = dict(model="m", messages=MSGS, tools=TOOLS, tool_choice="required", temperature=0,
+              max_tokens=300, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    r = client.chat.completions.create(**kw)
+    calls = r.choices[0].message.tool_calls or []
+    check("hermes format: a forced call parsed from <tool_call>",
+          calls and r.choices[0].finish_reason == "tool_calls" and
+          all(isinstance(json.loads(c.function.arguments), dict) for c in calls), str(r))
+    with client.beta.chat.completions.stream(**kw) as st:
+        fm = st.get_final_completion().choices[0].message
+    check("hermes format: the stream helper assembles the same calls",
+          [(c.function.name, c.function.arguments) for c in (fm.tool_calls or [])] ==
+          [(c.function.name, c.function.arguments) for c in calls], f"{fm}")
+    r = client.chat.completions.create(**dict(kw, parallel_tool_calls=False))
+    check("hermes format: parallel_tool_calls false: one call",
+          len(r.choices[0].message.tool_calls or []) == 1, str(r))
 
 
 def bad(client, name, param, **kw):

@@ -165,13 +165,13 @@ bool srv_chat_prompt(struct srv *s, const cJSON *body, struct srv_req *r, struct
 			      "'chat_template_kwargs' must be an object");
 		return false;
 	}
-	const char *tmpl = fx_model_chat_template(s->model);
+	const char *tmpl = s->p.chat_template ? s->p.chat_template : fx_model_chat_template(s->model);
 	if (!tmpl) {
 		srv_error_set(e, 400, E_INV, NULL,
 			      "this model has no chat template: use /v1/completions");
 		return false;
 	}
-	if (!srvtool_req_parse(body, tmpl, r->g.n, &r->tool, e))
+	if (!srvtool_req_parse(body, tmpl, s->p.reasoning_format, r->g.n, &r->tool, e))
 		return false;
 	char *mj = chat_messages(msgs, e);
 	if (!mj)

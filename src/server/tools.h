@@ -164,7 +164,8 @@ struct srvtool_req {
 };
 
 /* Validate body's tools / tool_choice / parallel_tool_calls /
- * reasoning_format for a model whose template is tmpl, and build the
+ * reasoning_format (default rf_default: the server's --reasoning-format,
+ * NULL = auto) for a model whose template is tmpl, and build the
  * request's settings into *out (NULL when the request has neither tools
  * nor a reasoning format to parse). n_choices sizes the stream state.
  * 400 in e naming the field: tools not a list of {"type": "function",
@@ -172,8 +173,8 @@ struct srvtool_req {
  * duplicate names, tool_choice not one of "none" "auto" "required"
  * {"type": "function", "function": {"name": N}} or naming a tool not in
  * tools. 500 on allocation failure. */
-bool srvtool_req_parse(const cJSON *body, const char *tmpl, int n_choices,
-		       struct srvtool_req **out, struct srv_error *e);
+bool srvtool_req_parse(const cJSON *body, const char *tmpl, const char *rf_default,
+		       int n_choices, struct srvtool_req **out, struct srv_error *e);
 void srvtool_req_free(struct srvtool_req *t);
 /* Set t->o.in_reasoning from the rendered prompt: it ends (whitespace
  * aside) with the format's thinking marker, as R1's and QwQ's generation

@@ -154,8 +154,8 @@ static bool parse_choice(const cJSON *v, const cJSON *tools, struct srvtool_req 
 	return true;
 }
 
-bool srvtool_req_parse(const cJSON *body, const char *tmpl, int n_choices, struct srvtool_req **out,
-		       struct srv_error *e)
+bool srvtool_req_parse(const cJSON *body, const char *tmpl, const char *rf_default, int n_choices,
+		       struct srvtool_req **out, struct srv_error *e)
 {
 	*out = NULL;
 	const cJSON *tools = cJSON_GetObjectItemCaseSensitive(body, "tools");
@@ -176,6 +176,8 @@ bool srvtool_req_parse(const cJSON *body, const char *tmpl, int n_choices, struc
 		goto fail;
 	if (!srv_json_bool(body, "parallel_tool_calls", &t->parallel, e))
 		goto fail;
+	if (rf_default && !strcmp(rf_default, "none"))
+		t->rf = SRVTOOL_RF_NONE;
 	if (rf && !cJSON_IsNull(rf)) {
 		const char *s = cJSON_GetStringValue(rf);
 		if (s && !strcmp(s, "none"))
