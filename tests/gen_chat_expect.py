@@ -143,6 +143,19 @@ CASES = [
     ("err_percent_args", "{{ '%s %s' % ('a',) }}"),
     ("err_call_not_macro", "{% call nope() %}x{% endcall %}"),
     ("err_break_outside", "{% if true %}{% break %}{% endif %}"),
+    # slices compile to Python's own subscript (not environment.getitem):
+    # a non-integer index is a TypeError that jinja2 lets through
+    ("err_slice_str_index", "{{ l['a':] }}"),
+    ("err_slice_float_start", "{{ s[1.1:] }}"),
+    ("err_slice_float_stop", "{{ s[:2.3] }}"),
+    ("err_slice_float_step", "{{ l[::1.1] }}"),
+    ("err_slice_list_index", "{{ l[[0]:] }}"),
+    ("err_slice_dict_index", "{{ s[{}:1] }}"),
+    ("err_slice_none_obj", "{{ z[0:1] }}"),
+    ("err_slice_step_zero", "{{ s[1.1::0] }}"),
+    ("err_slice_step_false", "{{ l[:2:false] }}"),
+    ("err_slice_undefined", "{{ nope[1:] }}"),
+    ("slice_bool_indices", "{{ s[true:none:2] }}|{{ l[false:true] }}|{{ l[-2:][0] }}"),
     ("err_raw_plus", "{% raw +%}x{% endraw %}"),
 ]
 

@@ -314,6 +314,35 @@ static void check_model(const char *label, const char *path, bool prefix, int wi
 	fx_model_free(m);
 }
 
+/* Context sizes whose row count does not fit in 32 bits are refused at
+ * once, naming the numbers, before anything is allocated: 2^24 x 256
+ * wrapped to 0, a ubatch of 0 rows, and fx_batch_decode looped forever. */
+static void check_huge_context(void)
+{
+	static const struct { uint32_t n_ctx, n_seq; const char *msg; } cases[] = {
+		{ 1u << 24, 256, "n_ctx 16777216 x n_seq_max 256 = 4294967296 KV rows" },
+		{ 1u << 20, 4096, "n_ctx 1048576 x n_seq_max 4096 = 4294967296 KV rows" },
+		{ 1u << 24, 128, "n_ctx 16777216 x n_seq_max 128 = 2147483648 KV rows" },
+	};
+	struct fx_err err = { 0 };
+	struct fx_model *m;
+	if (fx_model_load("tests/fixtures/hf-tiny/llama", NULL, &m, &err)) {
+		CHECKF(false, "llama: %s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fx_context_params p = fx_context_default_params();
+		struct fx_context *c = NULL;
+		p.n_ctx = cases[i].n_ctx;
+		p.n_seq_max = cases[i].n_seq;
+		int rc = fx_context_create(m, &p, &c, &err);
+		CHECKF(rc == FX_E_INVALID && strstr(err.msg, cases[i].msg), "%u x %u: rc %d (%s)",
+		       cases[i].n_ctx, cases[i].n_seq, rc, rc ? err.msg : "created");
+		fx_context_free(c);
+	}
+	fx_model_free(m);
+}
+
 int main(void)
 {
 	/* prefix: the prefix cache applies (no sliding-window layers);
@@ -334,6 +363,7 @@ int main(void)
 		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny/%s", fixtures[i].name);
 		check_model(fixtures[i].name, dir, fixtures[i].prefix, fixtures[i].window_blocks);
 	}
+	check_huge_context();
 	char buf[512];
 	const char *smol = check_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", buf, sizeof(buf));
 	if (smol && !getenv("FX_SANITIZE_RUN"))

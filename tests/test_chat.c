@@ -98,6 +98,22 @@ static void error_messages(void)
 			    NULL, NULL, 1, &p, &err);
 	CHECKF(rc == FX_E_INVALID && strstr(err.msg, "namespace"), "msg %s", err.msg);
 	fx_chat_prompt_free(NULL);
+	/* A slice index that is not an integer is an error naming it (jinja2:
+	 * TypeError; expect.json has more). It was read as a bool after the
+	 * error was set: UBSan "load of value 154, which is not a valid value
+	 * for type '_Bool'" on 1.1, whose low byte is 0x9a. */
+	static const char *const bad_slices[] = {
+		"{{ l['a':] }}", "{{ s[1.1:] }}", "{{ s[:2.3] }}", "{{ l[::1.1] }}",
+		"{{ s[1.1:'b':[1]] }}", "{{ l[0:1.1:1] }}",
+	};
+	for (size_t i = 0; i < sizeof(bad_slices) / sizeof(bad_slices[0]); i++) {
+		p = NULL;
+		rc = fx_chat_render(bad_slices[i], "[]", NULL, "{\"l\": [1, 2, 3], \"s\": \"abc\"}", false,
+				    NULL, NULL, 1, &p, &err);
+		CHECKF(rc == FX_E_INVALID && strstr(err.msg, "slice indices must be integers or None"),
+		       "%s: rc %d msg %s", bad_slices[i], rc, err.msg);
+		fx_chat_prompt_free(p);
+	}
 }
 
 /* The bytes covered by spans, concatenated with '|' between spans. */

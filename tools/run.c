@@ -201,10 +201,12 @@ int cmd_run(int argc, char **argv)
 
 	double t2 = cli_now();
 	long long n_gen = 0;
+	double t_sample = 0; /* in the sampler and the grammar matcher */
 	const char *stop = "the -n limit";
 	for (;;) {
 		if (o.n_predict >= 0 && n_gen >= o.n_predict)
 			break;
+		double ts = cli_now();
 		fx_token t = fx_sampler_sample(smp, fx_get_logits(ctx, NULL));
 		if (t < 0) {
 			fprintf(stderr, "\nerror: the grammar allows no token here (out of memory, or a "
@@ -219,6 +221,7 @@ int cmd_run(int argc, char **argv)
 			fprintf(stderr, "\nerror: the grammar matcher ran out of memory\n");
 			goto out;
 		}
+		t_sample += cli_now() - ts;
 		fx_sampler_accept(smp, t);
 		emit(m, &st, t, false);
 		n_gen++;
@@ -246,6 +249,9 @@ int cmd_run(int argc, char **argv)
 	fprintf(stderr, "ferrox: load %.2f s | prompt %zu tokens, %.2f tokens/s | generation %lld tokens, %.2f tokens/s\n",
 		t_load, n_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), n_gen,
 		n_gen ? n_gen / (t_gen > 0 ? t_gen : 1e-9) : 0.0);
+	if (n_gen)
+		fprintf(stderr, "ferrox: sampling%s %.3f ms per token\n", mt ? " and grammar" : "",
+			t_sample / (double)n_gen * 1e3);
 	status = 0;
 out:
 	free(toks);

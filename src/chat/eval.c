@@ -298,9 +298,12 @@ static int eval_slice(struct ev *e, const struct node *n, struct frame *f, struc
 	for (int k = 0; k < 3 && !rc; k++) {
 		if (parts[k].kind == V_NONE)
 			continue;
+		/* Read the index only once its type is known: it was read as a
+		 * bool after the error (undefined behaviour, libFuzzer + UBSan). */
 		if (parts[k].kind != V_INT && parts[k].kind != V_BOOL)
 			rc = ev_fail(e, "slice indices must be integers or None");
-		ix[k] = parts[k].kind == V_INT ? parts[k].i : parts[k].b;
+		else
+			ix[k] = parts[k].kind == V_INT ? parts[k].i : parts[k].b;
 	}
 	if (!rc && obj.kind != V_STR && obj.kind != V_LIST)
 		rc = ev_fail(e, "'%s' object is not subscriptable", v_type_name(&obj));

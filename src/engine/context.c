@@ -142,6 +142,19 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	uint32_t n_seq = p->n_seq_max ? p->n_seq_max : 1;
 	if (n_ctx > (1u << 24) || n_seq > 4096)
 		return fx_fail(err, FX_E_INVALID, "n_ctx %u or n_seq_max %u is too large", n_ctx, n_seq);
+	/* A zero-row ubatch would never advance fx_batch_decode. */
+	if (n_ctx == 0)
+		return fx_fail(err, FX_E_INVALID, "n_ctx is 0 and the model's context_length is 0: "
+			       "give n_ctx (-c)");
+	/* In 64 bits: 2^24 x 256 wrapped to 0 in 32, capping the ubatch at 0
+	 * rows, and fx_batch_decode never advanced. Contiguous caches hold
+	 * every sequence's n_ctx rows, which must have 32-bit row indices;
+	 * a paged pool holds n_ctx rows whatever n_seq_max is. */
+	uint64_t n_tokens = (uint64_t)n_ctx * n_seq;
+	if (p->kv_layout == FX_KV_CONTIGUOUS && n_tokens > INT32_MAX)
+		return fx_fail(err, FX_E_INVALID, "n_ctx %u x n_seq_max %u = %llu KV rows is more than "
+			       "%d: use a smaller n_ctx or n_seq_max, or the paged layout", n_ctx, n_seq,
+			       (unsigned long long)n_tokens, INT32_MAX);
 	if (p->kv_layout != FX_KV_CONTIGUOUS && p->kv_layout != FX_KV_PAGED)
 		return fx_fail(err, FX_E_INVALID, "kv_layout %d: use FX_KV_CONTIGUOUS or FX_KV_PAGED",
 			       p->kv_layout);
@@ -156,8 +169,8 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 			       "multiple of 32) are supported; this model's heads are %d/%d wide",
 			       kt, vt, FX_KV_F32, FX_KV_F16, FX_KV_Q8_0, hp->head_dim, hp->head_dim_v);
 	uint32_t n_ub = p->n_ubatch ? p->n_ubatch : n_ctx;
-	if (n_ub > n_ctx * n_seq)
-		n_ub = n_ctx * n_seq;
+	if (n_ub > n_tokens)
+		n_ub = (uint32_t)n_tokens;
 	if (p->kernels == FX_KERNELS_PORTABLE && m->repacked)
 		return fx_fail(err, FX_E_INVALID, "the portable kernels cannot read weights repacked "
 			       "for the SIMD kernels: load the model with fx_model_params.repack = false "
@@ -502,6 +515,30 @@ static int grow_logits(struct fx_context *c, int32_t n_logits)
 	return FX_OK;
 }
 
+/* Paged: kv_seq_commit every computed row. admit's kv_seq_reserve made
+ * room for them, so a commit cannot fail; were one to, the sequence is
+ * emptied (its table would lag n_past, and nothing may be cached of rows
+ * not recorded) and its rows lose their logits, with status FX_E_NOMEM.
+ * Returns whether any sequence was. */
+static bool commit_rows(struct fx_context *c, const struct fx_batch *b, int *st)
+{
+	bool failed = false;
+	for (int32_t i = 0; i < b->n; i++) {
+		fx_seq s = b->seq[i];
+		for (int g = 0; g < KV_GROUPS && !st[s] && !c->b_skip[i]; g++)
+			if (c->kvp.pool[g].n_layer &&
+			    kv_seq_commit(&c->kvp.pool[g], &c->seqs[s].table[g], &b->token[i], 1)) {
+				st[s] = FX_E_NOMEM;
+				seq_release(c, &c->seqs[s]);
+				failed = true;
+			}
+	}
+	for (int32_t i = 0; failed && i < b->n; i++)
+		if (st[b->seq[i]] == FX_E_NOMEM)
+			c->row_out[i] = -1;
+	return failed;
+}
+
 int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_status)
 {
 	const struct fx_model *m = c->m;
@@ -526,21 +563,33 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 		c->row_out[i] = cnt[b->seq[i]]; /* rows left in this sequence, this one included */
 		cnt[b->seq[i]]--;
 	}
+	int32_t n_keep = 0;
 	for (int32_t i = 0; i < b->n; i++) {
 		bool keep = b->logits ? b->logits[i] : c->row_out[i] == 1;
 		c->b_keep[i] = keep;
+		n_keep += keep;
 		cnt[b->seq[i]]++;
+	}
+	/* Room for every kept row's logits before any sequence changes: a
+	 * failure here leaves every sequence as it was. (Once, the rows were
+	 * committed uncomputed: their blocks entered the prefix cache, and a
+	 * later identical prompt reused K/V never written.) */
+	c->n_logits = 0;
+	if (grow_logits(c, n_keep)) {
+		for (int32_t i = 0; i < b->n; i++)
+			st[b->seq[i]] = FX_E_NOMEM;
+		if (seq_status)
+			memcpy(seq_status, st, c->n_seq_max * sizeof(*st));
+		return fx_fail(&c->err, FX_E_NOMEM, "no memory for %d rows of logits", n_keep);
 	}
 	int rc = admit(c, b, st, cnt);
 	int32_t n_out = 0;
 	for (int32_t i = 0; i < b->n; i++)
 		c->row_out[i] = c->b_keep[i] && !st[b->seq[i]] ? n_out++ : -1;
-	c->n_logits = 0;
-	if (grow_logits(c, n_out))
-		rc = fx_fail(&c->err, FX_E_NOMEM, "no memory for %d rows of logits", n_out);
-	/* Run the admitted rows in ubatches, in batch order. */
+	/* Run the admitted rows in ubatches, in batch order (a sequence that
+	 * failed admission, even for memory, does not stop the others). */
 	int32_t done = 0;
-	for (int32_t i = 0; i < b->n && rc != FX_E_NOMEM;) {
+	for (int32_t i = 0; i < b->n;) {
 		int32_t nb = 0, wanted = 0;
 		for (; i < b->n && nb < (int32_t)c->n_ubatch; i++) {
 			struct seq *q = &c->seqs[b->seq[i]];
@@ -561,18 +610,15 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 	}
 	/* Paged: record the new tokens (caching every block that filled up),
 	 * then release sliding-window blocks no later query can see. */
-	for (int32_t i = 0; c->layout == FX_KV_PAGED && i < b->n; i++)
-		if (!st[b->seq[i]] && !c->b_skip[i])
-			for (int g = 0; g < KV_GROUPS; g++)
-				if (c->kvp.pool[g].n_layer)
-					kv_seq_commit(&c->kvp.pool[g], &c->seqs[b->seq[i]].table[g],
-						      &b->token[i], 1);
+	if (c->layout == FX_KV_PAGED && commit_rows(c, b, st) && !rc)
+		rc = fx_fail(&c->err, FX_E_NOMEM, "no memory to record a sequence's tokens: "
+			     "the sequence was emptied");
 	for (uint32_t s = 0; c->layout == FX_KV_PAGED && c->kvp.pool[1].n_layer &&
 			     s < c->n_seq_max; s++)
 		if (c->seqs[s].used)
 			kv_seq_release_before(&c->kvp.pool[1], &c->seqs[s].table[1],
 					      (int32_t)c->seqs[s].n_past - c->kvp.window + 1);
-	c->n_logits = rc == FX_E_NOMEM ? 0 : n_out;
+	c->n_logits = n_out;
 	if (seq_status)
 		memcpy(seq_status, st, c->n_seq_max * sizeof(*st));
 	return rc;

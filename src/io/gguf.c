@@ -140,6 +140,9 @@ static int read_kv(struct rd *r, struct gguf_kv *kv)
 	int rc;
 	if ((rc = rd_str(r, &kv->key, "metadata key")) || (rc = rd_u32(r, &t, "metadata type")))
 		return rc;
+	if (kv->key.n == 0)
+		return fx_fail(r->err, FX_E_FORMAT, "GGUF: a metadata key at offset %zu is empty",
+			       r->pos - 12);
 	if (t >= GGUF_T_COUNT) {
 		char b[96];
 		return fx_fail(r->err, FX_E_FORMAT, "GGUF: key '%s' has unknown value type %u",
@@ -332,6 +335,41 @@ static int check_unique_names(const struct gguf_file *g, struct fx_err *err)
 	return rc;
 }
 
+static int cmp_kv_by_key(const void *a, const void *b)
+{
+	const struct gguf_str *x = &(*(const struct gguf_kv *const *)a)->key;
+	const struct gguf_str *y = &(*(const struct gguf_kv *const *)b)->key;
+	int c = memcmp(x->p, y->p, x->n < y->n ? x->n : y->n);
+	return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+/* Every key once: a reader would see only the first of two, and which one
+ * a tool sees is its own choice (llama.cpp's gguf_init refuses duplicates
+ * too). Sorted, so a file of many keys costs n log n. */
+static int check_unique_keys(const struct gguf_file *g, struct fx_err *err)
+{
+	if (g->n_kv < 2)
+		return FX_OK;
+	const struct gguf_kv **s = fx_malloc_array(g->n_kv, sizeof(*s));
+	if (!s)
+		return fx_fail(err, FX_E_NOMEM, "GGUF: no memory to sort the metadata keys");
+	for (uint64_t i = 0; i < g->n_kv; i++)
+		s[i] = &g->kv[i];
+	qsort(s, g->n_kv, sizeof(*s), cmp_kv_by_key);
+	int rc = FX_OK;
+	for (uint64_t i = 1; i < g->n_kv && !rc; i++)
+		if (!cmp_kv_by_key(&s[i - 1], &s[i])) {
+			char b[96];
+			ptrdiff_t x = s[i - 1] - g->kv, y = s[i] - g->kv;
+			rc = fx_fail(err, FX_E_FORMAT,
+				     "GGUF: duplicate metadata key '%s' (keys #%td and #%td of %llu)",
+				     kname(&s[i]->key, b, sizeof(b)), x < y ? x : y, x < y ? y : x,
+				     (unsigned long long)g->n_kv);
+		}
+	fx_free(s);
+	return rc;
+}
+
 static bool str_eq(const struct gguf_str *s, const char *c)
 {
 	size_t n = strlen(c);
@@ -365,6 +403,8 @@ static int parse(struct gguf_file *g, struct fx_err *err)
 	for (uint64_t i = 0; i < g->n_kv; i++)
 		if ((rc = read_kv(&r, &g->kv[i])))
 			return rc;
+	if ((rc = check_unique_keys(g, err)))
+		return rc;
 	g->alignment = 32;
 	const struct gguf_kv *al = gguf_find(g, "general.alignment");
 	if (al) {
@@ -585,6 +625,39 @@ double gguf_arr_num(const struct gguf_kv *kv, uint64_t i)
 	int64_t v = 0;
 	scalar_i64(kv->arr_type, p, &v);
 	return (double)v;
+}
+
+/* The spec's type names (GGUF_METADATA_VALUE_TYPE_*), for messages a user
+ * compares with a dump of the file. */
+static const char *spec_type_name(enum gguf_vtype t)
+{
+	static const char *const names[GGUF_T_COUNT] = {
+		"uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool",
+		"string", "array", "uint64", "int64", "float64",
+	};
+	return (unsigned)t < GGUF_T_COUNT ? names[t] : "unknown";
+}
+
+int gguf_type_error(const struct gguf_file *g, const char *key, const char *want,
+		    struct fx_err *err)
+{
+	const struct gguf_kv *kv = gguf_find(g, key);
+	int64_t v;
+	if (!kv)
+		return fx_fail(err, FX_E_FORMAT, "GGUF: required key %s is missing", key);
+	if (kv->type == GGUF_T_ARRAY)
+		return fx_fail(err, FX_E_FORMAT, "GGUF: wrong type: %s is an array of %llu %s, want %s",
+			       key, (unsigned long long)kv->n, spec_type_name(kv->arr_type), want);
+	bool want_int = !strncmp(want, "uint", 4) || !strncmp(want, "int", 3);
+	if (want_int && kv->type == GGUF_T_U64 && !scalar_i64(kv->type, kv->data, &v))
+		return fx_fail(err, FX_E_FORMAT, "GGUF: %s is over 2^63 (uint64), out of range for %s",
+			       key, want);
+	if (want_int && kv->type != GGUF_T_BOOL && scalar_i64(kv->type, kv->data, &v))
+		return fx_fail(err, FX_E_FORMAT, "GGUF: %s is %lld (%s), out of range for %s", key,
+			       (long long)v, spec_type_name(kv->type), want);
+	return fx_fail(err, FX_E_FORMAT, "GGUF: wrong type: %s is a%s %s, want %s", key,
+		       spec_type_name(kv->type)[0] == 'i' ? "n" : "",
+		       spec_type_name(kv->type), want);
 }
 
 const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *g, const char *name)

@@ -99,6 +99,15 @@ bool gguf_get_arr(const struct gguf_file *g, const char *key, enum gguf_vtype ty
 /* Element i of an integer/float/bool array as double (any numeric type). */
 double gguf_arr_num(const struct gguf_kv *kv, uint64_t i);
 
+/* The error for key when a typed getter refused it (a reader that needs
+ * it, or found it present, calls this): FX_E_FORMAT with "GGUF: wrong
+ * type: KEY is a string, want uint32" (want: the type the reader takes,
+ * in the spec's names), "GGUF: KEY is -1 (int32), out of range for
+ * uint32" for an integer that does not fit, or "GGUF: required key KEY
+ * is missing" when absent. Returns FX_E_FORMAT. */
+int gguf_type_error(const struct gguf_file *g, const char *key, const char *want,
+		    struct fx_err *err);
+
 const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *g, const char *name);
 
 /* ---- building a GGUF-shaped view in memory --------------------------

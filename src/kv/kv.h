@@ -115,9 +115,11 @@ int32_t kv_pool_n_available(const struct kv_pool *p);
 void kv_seq_release_before(struct kv_pool *p, struct kv_seq *s, int32_t pos);
 
 /* Make positions [s->n_tokens, s->n_tokens + n) writable: allocate missing
- * blocks and copy any shared block about to be written (copy-on-write).
- * All or nothing: FX_E_KV_FULL (no free block) leaves s and the pool as
- * they were; FX_E_NOMEM likewise. Does not advance n_tokens. */
+ * blocks and copy any shared block about to be written (copy-on-write),
+ * and make room to record n more tokens, so a kv_seq_commit of at most n
+ * tokens that follows cannot fail. All or nothing: FX_E_KV_FULL (no free
+ * block) leaves s and the pool as they were; FX_E_NOMEM likewise (only
+ * capacity may have grown). Does not advance n_tokens. */
 int kv_seq_reserve(struct kv_pool *p, struct kv_seq *s, int32_t n);
 /* dst (empty) shares all of src's blocks; the first write into a shared
  * partial block copies it. */
@@ -130,7 +132,8 @@ int32_t kv_seq_reuse_prefix(struct kv_pool *p, struct kv_seq *s, const int32_t *
 			    int32_t max_blocks);
 /* Record tok[0..n) as s's next tokens (after they were written) and cache
  * every block that became full. Errors: FX_E_NOMEM (the tokens are then not
- * cached, nothing else changes). */
+ * recorded nor cached, nothing else changes; never after a kv_seq_reserve
+ * of at least n). */
 int kv_seq_commit(struct kv_pool *p, struct kv_seq *s, const int32_t *tok, int32_t n);
 /* Drop every reference s holds and empty it (the table stays allocated). */
 void kv_seq_clear(struct kv_pool *p, struct kv_seq *s);

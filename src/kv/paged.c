@@ -147,6 +147,8 @@ void kv_seq_release_before(struct kv_pool *p, struct kv_seq *s, int32_t pos)
 	}
 }
 
+static int grow_tokens(struct kv_seq *s, int32_t n);
+
 int kv_seq_reserve(struct kv_pool *p, struct kv_seq *s, int32_t n)
 {
 	if (n <= 0)
@@ -166,6 +168,10 @@ int kv_seq_reserve(struct kv_pool *p, struct kv_seq *s, int32_t n)
 		s->blocks = b;
 		s->cap = cap;
 	}
+	/* Room to record the n tokens too, so the kv_seq_commit after the
+	 * forward pass cannot fail (its K/V would be written, unrecorded). */
+	if (grow_tokens(s, s->n_tokens + n))
+		return FX_E_NOMEM;
 	if (cow) {
 		int32_t nb = take_block(p);
 		copy_block(p, nb, s->blocks[first]);

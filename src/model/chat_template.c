@@ -75,8 +75,10 @@ int model_chat_template_load(struct fx_model *m, const char *path, bool hf, stru
 	struct gguf_str s;
 	if (hf)
 		return from_hf_dir(m, path, err);
-	if (!gguf_get_str(m->g, "tokenizer.chat_template", &s))
+	if (!gguf_find(m->g, "tokenizer.chat_template"))
 		return FX_OK;
+	if (!gguf_get_str(m->g, "tokenizer.chat_template", &s))
+		return gguf_type_error(m->g, "tokenizer.chat_template", "string", err);
 	if (!(m->chat_template = fx_strndup(s.p, s.n)))
 		return fx_fail(err, FX_E_NOMEM, "no memory for the chat template");
 	return FX_OK;

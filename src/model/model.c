@@ -22,6 +22,7 @@ struct loader {
 	struct fx_err *err;
 	int quant;     /* --quant target type, or -1 */
 	char arch[64]; /* general.architecture, NUL-terminated */
+	bool *used;    /* [n_tensors]: bound by the architecture's row */
 };
 
 static const char *key(const struct loader *ld, char *buf, size_t n, const char *suffix)
@@ -43,11 +44,14 @@ static int get_int(struct loader *ld, const char *suffix, int32_t *v, bool requi
 			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: required key %s is missing", k);
 		return FX_OK;
 	}
-	if (kv->type == GGUF_T_ARRAY)
+	if (kv->type == GGUF_T_ARRAY && kv->arr_type != GGUF_T_STRING && kv->arr_type != GGUF_T_ARRAY)
 		return fx_fail(ld->err, FX_E_UNSUPPORTED,
 			       "GGUF: %s is a per-layer array; ferrox supports one value for all layers", k);
-	if (!gguf_get_i64(ld->m->g, k, &x) || x < 0 || x > INT32_MAX)
-		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s is not a valid count", k);
+	if (!gguf_get_i64(ld->m->g, k, &x))
+		return gguf_type_error(ld->m->g, k, "uint32", ld->err);
+	if (x < 0 || x > INT32_MAX)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s is %lld, not a valid count", k,
+			       (long long)x);
 	*v = (int32_t)x;
 	return FX_OK;
 }
@@ -58,8 +62,18 @@ static int get_float(struct loader *ld, const char *suffix, float *v)
 	key(ld, k, sizeof(k), suffix);
 	if (!gguf_find(ld->m->g, k))
 		return FX_OK;
-	if (!gguf_get_f32(ld->m->g, k, v) || !isfinite(*v))
-		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s is not a finite float", k);
+	if (!gguf_get_f32(ld->m->g, k, v))
+		return gguf_type_error(ld->m->g, k, "float32", ld->err);
+	if (!isfinite(*v))
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s is %g, not a finite float", k, *v);
+	return FX_OK;
+}
+
+/* A bool key (full name); *v keeps its default when absent. */
+static int get_bool(struct loader *ld, const char *k, bool *v)
+{
+	if (gguf_find(ld->m->g, k) && !gguf_get_bool(ld->m->g, k, v))
+		return gguf_type_error(ld->m->g, k, "bool", ld->err);
 	return FX_OK;
 }
 
@@ -80,8 +94,12 @@ static int read_rope_scaling(struct loader *ld)
 				     .high_freq = 4, .beta_fast = 32, .beta_slow = 1,
 				     .yarn_truncate = true, .orig_ctx = hp->n_ctx_train };
 	hp->rope_mscale = 1.0f;
-	if (!gguf_get_str(ld->m->g, key(ld, k, sizeof(k), "rope.scaling.type"), &st) ||
-	    str_is(&st, "none"))
+	key(ld, k, sizeof(k), "rope.scaling.type");
+	if (!gguf_find(ld->m->g, k))
+		return FX_OK;
+	if (!gguf_get_str(ld->m->g, k, &st))
+		return gguf_type_error(ld->m->g, k, "string", ld->err);
+	if (str_is(&st, "none"))
 		return FX_OK;
 	if (str_is(&st, "linear"))
 		sc->type = ROPE_SCALING_LINEAR;
@@ -94,7 +112,8 @@ static int read_rope_scaling(struct loader *ld)
 			       "RoPE scaling '%.*s' is not supported (linear, llama3, yarn are)",
 			       (int)st.n, st.p);
 	bool trunc = true;
-	gguf_get_bool(ld->m->g, "ferrox.rope.yarn_truncate", &trunc);
+	if ((rc = get_bool(ld, "ferrox.rope.yarn_truncate", &trunc)))
+		return rc;
 	sc->yarn_truncate = trunc;
 	if ((rc = get_float(ld, "rope.scaling.factor", &sc->factor)) ||
 	    (rc = get_float(ld, "rope.scaling.low_freq_factor", &sc->low_freq)) ||
@@ -107,6 +126,38 @@ static int read_rope_scaling(struct loader *ld)
 	if (sc->factor <= 0 || sc->orig_ctx <= 0 || sc->high_freq <= sc->low_freq)
 		return fx_fail(ld->err, FX_E_FORMAT, "bad RoPE scaling parameters (factor %g)",
 			       sc->factor);
+	return FX_OK;
+}
+
+/* The routing parameters agree with each other, so routing always finds
+ * n_expert_used distinct experts (ffn.c's top_k gives -1 when fewer are
+ * allowed, an out-of-bounds read) and its fixed-size buffers (1024 experts,
+ * 64 used) hold them. Group routing (DeepSeek-V3) keeps n_group_used of
+ * n_group equal groups: n_expert / n_group experts each. */
+static int check_moe(struct loader *ld)
+{
+	const struct hparams *hp = &ld->m->hp;
+	const char *a = ld->arch;
+	if (hp->n_expert > 1024)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.expert_count %d is over ferrox's 1024",
+			       a, hp->n_expert);
+	if (hp->n_expert_used > hp->n_expert || hp->n_expert_used > 64 ||
+	    (hp->n_expert && hp->n_expert_used <= 0))
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.expert_used_count %d must be 1..%d "
+			       "(%s.expert_count %d%s)", a, hp->n_expert_used,
+			       hp->n_expert < 64 ? hp->n_expert : 64, a, hp->n_expert,
+			       hp->n_expert > 64 ? "; ferrox routes at most 64" : "");
+	if (hp->n_group < 1 || (hp->n_expert && hp->n_expert % hp->n_group))
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.expert_group_count %d does not divide "
+			       "%s.expert_count %d", a, hp->n_group, a, hp->n_expert);
+	if (hp->n_group_used < 1 || hp->n_group_used > hp->n_group)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.expert_group_used_count %d must be "
+			       "1..%s.expert_group_count %d", a, hp->n_group_used, a, hp->n_group);
+	int64_t kept = (int64_t)hp->n_group_used * (hp->n_expert / hp->n_group);
+	if (hp->n_expert && hp->n_group > 1 && kept < hp->n_expert_used)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.expert_group_used_count %d of %d groups "
+			       "keeps %lld experts, fewer than %s.expert_used_count %d", a,
+			       hp->n_group_used, hp->n_group, (long long)kept, a, hp->n_expert_used);
 	return FX_OK;
 }
 
@@ -165,18 +216,13 @@ static int read_hparams(struct loader *ld)
 		return rc;
 	hp->expert_norm = ld->m->arch->moe_norm;
 	char kb[128];
-	gguf_get_bool(ld->m->g, key(ld, kb, sizeof(kb), "expert_weights_norm"), &hp->expert_norm);
+	if ((rc = get_bool(ld, key(ld, kb, sizeof(kb), "expert_weights_norm"), &hp->expert_norm)))
+		return rc;
 	if ((rc = get_int(ld, "expert_feed_forward_length", &hp->n_ff_exp, false)) ||
 	    (rc = get_int(ld, "expert_shared_feed_forward_length", &hp->n_ff_shexp, false)))
 		return rc;
-	if (hp->n_group < 1 || hp->n_group_used < 1 || hp->n_group_used > hp->n_group ||
-	    (hp->n_expert && hp->n_expert % hp->n_group))
-		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %d expert groups, %d used", hp->n_group,
-			       hp->n_group_used);
-	if (hp->n_expert > 1024 || hp->n_expert_used > hp->n_expert || hp->n_expert_used > 64 ||
-	    (hp->n_expert && hp->n_expert_used <= 0))
-		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %d experts, %d used per token",
-			       hp->n_expert, hp->n_expert_used);
+	if ((rc = check_moe(ld)))
+		return rc;
 	hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
 	if ((rc = get_float(ld, "attention.scale", &hp->attn_scale)))
 		return rc;
@@ -212,7 +258,8 @@ static int read_swa_layers(struct loader *ld)
 	if (kv) {
 		uint32_t p;
 		if (!gguf_get_u32(m->g, k, &p))
-			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s is not an integer", k);
+			return gguf_type_error(m->g, k, "uint32 or an array of one flag per layer",
+					       ld->err);
 		period = (int)p;
 	}
 	for (int il = 0; il < m->hp.n_layer; il++)
@@ -267,11 +314,23 @@ static int requant(struct loader *ld, struct wmat *w)
 	return FX_OK;
 }
 
+/* Tensor `name` (NULL when absent), marked as bound: check_all_bound then
+ * refuses a file with tensors the row never asked for (llama.cpp: "wrong
+ * number of tensors"), which would otherwise be silently ignored. Probes
+ * that only choose a layout call gguf_find_tensor. */
+static const struct gguf_tensor *take(struct loader *ld, const char *name)
+{
+	const struct gguf_tensor *t = gguf_find_tensor(ld->m->g, name);
+	if (t)
+		ld->used[t - ld->m->g->tensors] = true;
+	return t;
+}
+
 /* Bind matrix `name` with n_in columns and n_out rows. */
 static int bind_mat(struct loader *ld, const char *name, int64_t n_in, int64_t n_out,
 		    bool required, struct wmat *w)
 {
-	const struct gguf_tensor *t = gguf_find_tensor(ld->m->g, name);
+	const struct gguf_tensor *t = take(ld, name);
 	memset(w, 0, sizeof(*w));
 	if (!t) {
 		if (required)
@@ -302,8 +361,7 @@ static int bind_mat(struct loader *ld, const char *name, int64_t n_in, int64_t n
 static int bind_vec(struct loader *ld, const char *name, int64_t n, bool required,
 		    const float **out)
 {
-	struct fx_model *m = ld->m;
-	const struct gguf_tensor *t = gguf_find_tensor(m->g, name);
+	const struct gguf_tensor *t = take(ld, name);
 	*out = NULL;
 	if (!t) {
 		if (required)
@@ -426,7 +484,7 @@ static int bind_experts(struct loader *ld, int il, struct layer *L)
 	for (int k = 0; k < 3; k++) {
 		int64_t in = k == 2 ? f : e, out = k == 2 ? e : f;
 		snprintf(n, sizeof(n), "blk.%d.%s.weight", il, kind[k]);
-		const struct gguf_tensor *t = gguf_find_tensor(ld->m->g, n);
+		const struct gguf_tensor *t = take(ld, n);
 		if (!t || t->n_dims != 3 || t->ne[0] != in || t->ne[1] != out || t->ne[2] != hp->n_expert)
 			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s is %s, want [%lld, %lld, %d]",
 				       n, t ? "of another shape" : "missing", (long long)in,
@@ -445,7 +503,7 @@ static int bind_experts(struct loader *ld, int il, struct layer *L)
 	for (int k = 0; k < 3; k++) {
 		int64_t out = k == 2 ? e : f;
 		snprintf(n, sizeof(n), "blk.%d.%s.bias", il, kind[k]);
-		const struct gguf_tensor *b = gguf_find_tensor(ld->m->g, n);
+		const struct gguf_tensor *b = take(ld, n);
 		if (!b)
 			continue;
 		if (b->type != FX_TYPE_F32 || b->ne[0] != out || b->ne[1] != hp->n_expert ||
@@ -457,9 +515,10 @@ static int bind_experts(struct loader *ld, int il, struct layer *L)
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.bias", il);
 	if ((rc = bind_vec(ld, n, hp->n_expert, false, &L->router_b)))
 		return rc;
+	/* Only DeepSeek's router reads the selection bias. */
 	snprintf(n, sizeof(n), "blk.%d.exp_probs_b.bias", il);
-	if ((rc = bind_vec(ld, n, hp->n_expert, ld->m->arch->router == ROUTER_SIGMOID_BIAS,
-			   &L->exp_probs_b)))
+	if (ld->m->arch->router == ROUTER_SIGMOID_BIAS &&
+	    (rc = bind_vec(ld, n, hp->n_expert, true, &L->exp_probs_b)))
 		return rc;
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp_shexp.weight", il);
 	if ((rc = bind_vec(ld, n, e, false, &L->sh_router)))
@@ -514,8 +573,8 @@ static int bind_layer(struct loader *ld, int il)
 	    (rc = bind_vec(ld, NAME("attn_k.bias"), kd, false, &L->bk)) ||
 	    (rc = bind_vec(ld, NAME("attn_v.bias"), vd, false, &L->bv)) ||
 	    (rc = bind_vec(ld, NAME("attn_output.bias"), e, false, &L->bo)) ||
-	    (rc = bind_vec(ld, NAME("attn_q_norm.weight"), qn, qk, &L->q_norm)) ||
-	    (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, qk, &L->k_norm)) ||
+	    (qk && (rc = bind_vec(ld, NAME("attn_q_norm.weight"), qn, true, &L->q_norm))) ||
+	    (qk && (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, true, &L->k_norm))) ||
 	    (a->post_norms &&
 	     (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, true, &L->post_attn_norm))) ||
 	    (rc = bind_vec(ld, (snprintf(n, sizeof(n), "blk.%d.%s.weight", il,
@@ -547,6 +606,36 @@ static int read_rope_layers(struct loader *ld)
 	return FX_OK;
 }
 
+/* Every tensor of the file was bound: one the row does not ask for (Q/K
+ * norms in a Llama file, a selection bias beside a softmax router) would
+ * be read by nobody and the model run without it. The error names up to
+ * four of them. */
+static int check_all_bound(struct loader *ld)
+{
+	const struct gguf_file *g = ld->m->g;
+	char names[320] = "";
+	size_t len = 0;
+	uint64_t n_unused = 0;
+	for (uint64_t i = 0; i < g->n_tensors; i++) {
+		if (ld->used[i])
+			continue;
+		if (++n_unused <= 4 && len < sizeof(names))
+			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%.*s",
+						n_unused > 1 ? ", " : "",
+						(int)(g->tensors[i].name.n < 63 ? g->tensors[i].name.n : 63),
+						g->tensors[i].name.p);
+	}
+	if (!n_unused)
+		return FX_OK;
+	if (n_unused > 4)
+		snprintf(names + (len < sizeof(names) ? len : sizeof(names) - 1),
+			 sizeof(names) - (len < sizeof(names) ? len : sizeof(names) - 1),
+			 " and %llu more", (unsigned long long)(n_unused - 4));
+	return fx_fail(ld->err, FX_E_FORMAT,
+		       "GGUF: %llu of %llu tensors are not used by architecture %s: %s",
+		       (unsigned long long)n_unused, (unsigned long long)g->n_tensors, ld->arch, names);
+}
+
 static int bind_weights(struct loader *ld)
 {
 	struct fx_model *m = ld->m;
@@ -555,6 +644,9 @@ static int bind_weights(struct loader *ld)
 	int rc;
 	if (!te)
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor token_embd.weight is missing");
+	if (!(ld->used = fx_calloc(m->g->n_tensors ? m->g->n_tensors : 1, sizeof(*ld->used))))
+		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %llu tensors",
+			       (unsigned long long)m->g->n_tensors);
 	hp->n_vocab = (int32_t)te->ne[1];
 	if (m->vocab && vocab_n_tokens(m->vocab) != hp->n_vocab)
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: token_embd has %d rows but the vocabulary %d tokens",
@@ -591,7 +683,7 @@ static int bind_weights(struct loader *ld)
 			return rc;
 		m->layers[il].inv_freq = m->layers[il].swa ? f_swa : f_global;
 	}
-	return FX_OK;
+	return check_all_bound(ld);
 }
 
 struct fx_model_params fx_model_default_params(void)
@@ -763,6 +855,11 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	bool hf = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 	if ((rc = hf ? hf_open(path, &m->g, err) : gguf_open(path, &m->g, err)))
 		goto fail;
+	if (gguf_find(m->g, "general.architecture") &&
+	    !gguf_get_str(m->g, "general.architecture", &arch)) {
+		rc = gguf_type_error(m->g, "general.architecture", "string", err);
+		goto fail_path;
+	}
 	if (!gguf_get_str(m->g, "general.architecture", &arch)) {
 		/* Vocabulary-only files (llama.cpp's ggml-vocab-*.gguf) may lack it. */
 		if (!p->vocab_only) {
@@ -780,7 +877,7 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		goto fail;
 	}
 	if ((rc = model_chat_template_load(m, path, hf, err)))
-		goto fail;
+		goto fail_path;
 	/* HF directories keep their tokenizer in tokenizer.json, which is not
 	 * read yet: such a model runs from token ids only (vocab NULL). */
 	/* A GGUF without tokenizer keys (ferrox convert of an HF directory)
@@ -797,7 +894,11 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		gguf_release_meta(m->g);
 		goto done;
 	}
-	if ((rc = read_hparams(&ld)) || (rc = bind_weights(&ld)))
+	rc = read_hparams(&ld);
+	if (!rc)
+		rc = bind_weights(&ld);
+	fx_free(ld.used);
+	if (rc)
 		goto fail_path;
 	/* Everything the model reads from the metadata is copied or bound by
 	 * now: its pages leave the RSS before repacking makes the weights

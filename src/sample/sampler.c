@@ -128,11 +128,29 @@ void fx_sampler_free(struct fx_sampler *s)
 	fx_free(s);
 }
 
+/* sample_argmax's token straight from the logits (highest, lowest id on
+ * ties, NaN below everything): greedy decoding without a penalty needs no
+ * candidates array (Gemma 3's 262k: ~1 ms a token less here). */
+static fx_token argmax_logits(const float *x, int32_t n)
+{
+	fx_token best = 0;
+	float bv = isnan(x[0]) ? -INFINITY : x[0];
+	for (int32_t i = 1; i < n; i++)
+		if (x[i] > bv) { /* false for NaN */
+			bv = x[i];
+			best = i;
+		}
+	return best;
+}
+
 /* The chain over logits (not modified). */
 static fx_token run_chain(struct fx_sampler *s, const float *logits)
 {
 	const struct fx_sampler_params *p = &s->p;
 	struct sample_cands c;
+
+	if (p->temp <= 0.0f && !s->count)
+		return argmax_logits(logits, s->n_vocab);
 
 	sample_cands_init(&c, s->cand, logits, s->n_vocab);
 	sample_penalty(&c, s->count, p->repeat_penalty);

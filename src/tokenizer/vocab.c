@@ -135,12 +135,14 @@ static fx_token find_text(const struct vocab *v, const char *s)
 static int get_bool(const struct gguf_file *g, const char *key, bool *out, struct fx_err *err)
 {
 	if (gguf_find(g, key) && !gguf_get_bool(g, key, out))
-		return fx_fail(err, FX_E_FORMAT, "GGUF: %s is not a bool", key);
+		return gguf_type_error(g, key, "bool", err);
 	return FX_OK;
 }
 
-/* Token-id key: an id >= n_tokens keeps the default (as llama.cpp does,
- * with a warning there). */
+/* Token-id key: an id outside the vocabulary is refused. llama.cpp keeps
+ * the default there (with a warning), which can be another token: Gemma 3's
+ * default BOS 1 is <eos>, so a bad BOS id made every prompt start with
+ * <eos> and generate nothing, exit 0. */
 static int get_id(const struct gguf_file *g, const char *key, int32_t n_tokens,
 		  fx_token *id, struct fx_err *err)
 {
@@ -149,9 +151,21 @@ static int get_id(const struct gguf_file *g, const char *key, int32_t n_tokens,
 	if (!gguf_find(g, key))
 		return FX_OK;
 	if (!gguf_get_u32(g, key, &u))
-		return fx_fail(err, FX_E_FORMAT, "GGUF: %s is not a token id", key);
-	if (u < (uint32_t)n_tokens)
-		*id = (fx_token)u;
+		return gguf_type_error(g, key, "uint32", err);
+	if (u >= (uint32_t)n_tokens)
+		return fx_fail(err, FX_E_FORMAT,
+			       "GGUF: %s is %u, outside the vocabulary of %d tokens (ids 0..%d)", key,
+			       u, n_tokens, n_tokens - 1);
+	*id = (fx_token)u;
+	return FX_OK;
+}
+
+/* A string key; *out keeps its value when absent. */
+static int get_str(const struct gguf_file *g, const char *key, struct gguf_str *out,
+		   struct fx_err *err)
+{
+	if (gguf_find(g, key) && !gguf_get_str(g, key, out))
+		return gguf_type_error(g, key, "string", err);
 	return FX_OK;
 }
 
@@ -242,7 +256,7 @@ static int load_tokens(struct vocab *v, const struct gguf_file *g, struct fx_err
 	if (!tk)
 		return fx_fail(err, FX_E_FORMAT, "GGUF: no tokenizer.ggml.tokens");
 	if (tk->type != GGUF_T_ARRAY || tk->arr_type != GGUF_T_STRING || !tk->data)
-		return fx_fail(err, FX_E_FORMAT, "GGUF: tokenizer.ggml.tokens is not a string array");
+		return gguf_type_error(g, "tokenizer.ggml.tokens", "array of string", err);
 	if (tk->n == 0 || tk->n > INT32_MAX / 2)
 		return fx_fail(err, FX_E_FORMAT, "GGUF: tokenizer.ggml.tokens has %llu tokens",
 			       (unsigned long long)tk->n);
@@ -294,7 +308,7 @@ static int load_merges(struct vocab *v, const struct gguf_file *g, struct fx_err
 	if (!kv)
 		return fx_fail(err, FX_E_FORMAT, "GGUF: gpt2 tokenizer without tokenizer.ggml.merges");
 	if (kv->type != GGUF_T_ARRAY || kv->arr_type != GGUF_T_STRING || (!kv->data && kv->n))
-		return fx_fail(err, FX_E_FORMAT, "GGUF: tokenizer.ggml.merges is not a string array");
+		return gguf_type_error(g, "tokenizer.ggml.merges", "array of string", err);
 	if (kv->n > INT32_MAX / 2)
 		return fx_fail(err, FX_E_FORMAT, "GGUF: tokenizer.ggml.merges has %llu entries",
 			       (unsigned long long)kv->n);
@@ -310,12 +324,15 @@ static int load_merges(struct vocab *v, const struct gguf_file *g, struct fx_err
 /* tokenizer.ggml.model and .pre: the tokenizer kind and its defaults. */
 static int load_kind(struct vocab *v, const struct gguf_file *g, struct fx_err *err)
 {
-	struct gguf_str model, pre = { "default", 7 };
-	bool has_pre = gguf_get_str(g, "tokenizer.ggml.pre", &pre) && pre.n;
+	struct gguf_str model = { "", 0 }, pre = { "", 0 };
+	int rc;
 
-	if (!gguf_get_str(g, "tokenizer.ggml.model", &model))
+	if ((rc = get_str(g, "tokenizer.ggml.pre", &pre, err)) ||
+	    (rc = get_str(g, "tokenizer.ggml.model", &model, err)))
+		return rc;
+	if (!gguf_find(g, "tokenizer.ggml.model"))
 		return fx_fail(err, FX_E_FORMAT, "GGUF: no tokenizer.ggml.model");
-	if (!has_pre)
+	if (!pre.n)
 		pre = (struct gguf_str){ "default", 7 };
 	v->bos = v->eos = v->eot = v->eom = v->unk = v->sep = v->pad = v->mask = -1;
 	v->fim_pre = v->fim_suf = v->fim_mid = v->fim_pad = v->fim_rep = v->fim_sep = -1;

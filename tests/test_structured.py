@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Structured output through `ferrox serve` and `ferrox run`, with the
+official openai client and jsonschema as the judge.
+
+usage: tests/test_structured.py [PATH/TO/ferrox]
+
+SmolLM2-135M-Instruct (chat): client.chat.completions.parse with a pydantic
+model; every schema of tests/data/schemas at temperature 0 and 1 with
+max_tokens 1024 (the reply must parse, validate and end by itself:
+finish_reason "length" fails); GBNF, regex and choice constraints; a
+constrained and a free request decoding together give their lone greedy
+texts; streaming equals non-streaming; bad constraints are 400s in
+OpenAI's error shape and the server keeps serving. Gemma 3 270M (a base
+model, no chat template): /v1/completions with json_schema, and
+`ferrox run -j`. Exit 77 when a model or a package is missing, unless
+FX_REQUIRE_MODELS=1. Prints one line per check and "N passed, N failed".
+"""
+import concurrent.futures as cf
+import glob
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bin", "ferrox")
+MODELS = os.environ.get("FX_MODELS_DIR", os.path.join(ROOT, "models"))
+REQUIRE = os.environ.get("FX_REQUIRE_MODELS") == "1"
+GEMMA = os.path.join(MODELS, "gemma-3-270m-q4_k_m.gguf")
+SMOL = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
+THREADS = os.environ.get("FX_TEST_THREADS", "2")
+SAN = os.environ.get("FX_SANITIZE_RUN") == "1"   # ASan: ~10x slower, fewer schemas
+MAX_TOKENS = 1024
+
+
+def skip(why):
+    print(f"test_structured: {why}", file=sys.stderr)
+    sys.exit(1 if REQUIRE else 77)
+
+
+for path in (GEMMA, SMOL):
+    if not os.path.exists(path):
+        skip(f"missing {path} (scripts/get-model.sh); skipping")
+try:
+    import jsonschema
+    import openai
+    import pydantic
+except ImportError as e:
+    skip(f"{e.name} is missing (scripts/install-deps.sh installs it); skipping")
+
+passed, failed = 0, 0
+CURRENT = []
+
+
+def check(name, fn):
+    global passed, failed
+    t0 = time.time()
+    try:
+        fn()
+        passed += 1
+        print(f"ok   {name} ({time.time() - t0:.1f} s)", flush=True)
+    except Exception:
+        failed += 1
+        print(f"FAIL {name}", flush=True)
+        traceback.print_exc()
+        if CURRENT:
+            print("---- server log (last 2000 bytes) ----\n" + CURRENT[-1].logtext()[-2000:])
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, model, *args):
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen(
+            [BIN, "serve", "-m", model, "--port", str(self.port), "-t", THREADS, *args],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.logtext()}")
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                c.request("GET", "/health")
+                if c.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("server did not become healthy")
+
+    def logtext(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def client(self):
+        return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="none",
+                             max_retries=0, timeout=600)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def chat(c, content, **kw):
+    return c.chat.completions.create(model="m", messages=[{"role": "user", "content": content}], **kw)
+
+
+def schemas():
+    out = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests/data/schemas/*.json"))):
+        with open(path, encoding="utf-8") as f:
+            out.append((os.path.basename(path)[:-5], json.load(f)))
+    return out
+
+
+def prompt_for(name, schema):
+    desc = schema.get("description") or schema.get("title") or name.replace("_", " ")
+    return f"Write one example of {desc} as JSON."
+
+
+def test_schema_suite(srv):
+    suite = schemas()
+    if len(suite) < 30:
+        raise AssertionError(f"want at least 30 schemas in tests/data/schemas, found {len(suite)}")
+    if SAN:
+        suite = suite[:4]
+    c = srv.client()
+    bad = []
+
+    def one(item, temp):
+        name, d = item
+        r = chat(c, prompt_for(name, d["schema"]), temperature=temp, seed=7, max_tokens=MAX_TOKENS,
+                 response_format={"type": "json_schema",
+                                  "json_schema": {"name": name, "schema": d["schema"], "strict": True}})
+        ch = r.choices[0]
+        if ch.finish_reason != "stop":
+            return f"{name} t={temp}: finish_reason {ch.finish_reason} after {r.usage.completion_tokens} tokens"
+        try:
+            jsonschema.validate(json.loads(ch.message.content), d["schema"])
+        except Exception as e:
+            return f"{name} t={temp}: {ch.message.content[:200]!r}: {str(e)[:200]}"
+        return None
+
+    with cf.ThreadPoolExecutor(4) as ex:
+        for res in ex.map(lambda a: one(*a), [(it, t) for t in (0.0, 1.0) for it in suite]):
+            if res:
+                bad.append(res)
+    print(f"     {2 * len(suite) - len(bad)} of {2 * len(suite)} replies valid")
+    assert not bad, "\n".join(bad)
+
+
+def test_pydantic_parse(srv):
+    class City(pydantic.BaseModel):
+        name: str = pydantic.Field(description="the city's name")
+        country: str
+        population: int = pydantic.Field(ge=0, le=40000000)
+
+    class Answer(pydantic.BaseModel):
+        cities: list[City] = pydantic.Field(min_length=1, max_length=3)
+        capital_of: str | None = None
+
+    r = srv.client().chat.completions.parse(
+        model="m", messages=[{"role": "user", "content": "List two large cities in France."}],
+        response_format=Answer, temperature=0, max_tokens=MAX_TOKENS)
+    msg = r.choices[0].message
+    assert r.choices[0].finish_reason == "stop", r.choices[0].finish_reason
+    assert isinstance(msg.parsed, Answer), msg
+    assert 1 <= len(msg.parsed.cities) <= 3
+    assert all(0 <= x.population <= 40000000 for x in msg.parsed.cities)
+
+
+def test_grammar_forms(srv):
+    c = srv.client()
+    g = 'root ::= "{\\"n\\": " [1-9] [0-9]{0,2} ", \\"ok\\": " ("true" | "false") "}"'
+    for temp in (0.0, 1.0):
+        r = chat(c, "Give a number and a flag as JSON.", temperature=temp, seed=3, n=2,
+                 extra_body={"grammar": g})
+        for ch in r.choices:
+            assert re.fullmatch(r'\{"n": [1-9][0-9]{0,2}, "ok": (true|false)\}', ch.message.content), ch
+            assert ch.finish_reason == "stop"
+    r = chat(c, "Is water wet?", temperature=1.0, seed=5,
+             extra_body={"structured_outputs": {"choice": ["yes", "no", "it depends"]}})
+    assert r.choices[0].message.content in ("yes", "no", "it depends"), r
+    r = chat(c, "Is water wet?", temperature=0, extra_body={"guided_choice": ["Yes", "No"]})
+    assert r.choices[0].message.content in ("Yes", "No"), r
+    r = chat(c, "A US phone number:", temperature=1.0, seed=9,
+             extra_body={"structured_outputs": {"regex": r"\(\d{3}\) \d{3}-\d{4}"}})
+    assert re.fullmatch(r"\(\d{3}\) \d{3}-\d{4}", r.choices[0].message.content), r
+    r = chat(c, "A person as JSON.", temperature=0, max_tokens=MAX_TOKENS,
+             response_format={"type": "json_object"})
+    assert isinstance(json.loads(r.choices[0].message.content), dict), r
+    r = chat(c, "A person as JSON.", temperature=0, max_tokens=MAX_TOKENS,
+             extra_body={"json_schema": {"type": "object", "properties": {"age": {"type": "integer", "minimum": 18, "maximum": 99}},
+                                         "required": ["age"]}})
+    age = json.loads(r.choices[0].message.content)["age"]
+    assert 18 <= age <= 99, r
+
+
+def test_batch_and_stream(srv):
+    """A constrained and a free request decoding together give their lone
+    greedy texts; the constrained stream equals the non-streamed reply."""
+    c = srv.client()
+    g = 'root ::= "[" [a-z]{2,8} (", " [a-z]{2,8}){0,3} "]"'
+    con = dict(temperature=0, max_tokens=64, extra_body={"grammar": g})
+    free = dict(temperature=0, max_tokens=48)
+    alone_c = chat(c, "Name some fruits.", **con).choices[0].message.content
+    alone_f = chat(c, "Name some fruits.", **free).choices[0].message.content
+    with cf.ThreadPoolExecutor(6) as ex:
+        fs = [ex.submit(chat, c, "Name some fruits.", **(con if i % 2 else free)) for i in range(6)]
+        outs = [f.result().choices[0].message.content for f in fs]
+    for i, o in enumerate(outs):
+        assert o == (alone_c if i % 2 else alone_f), (i, o, alone_c, alone_f)
+    s = chat(c, "Name some fruits.", stream=True, **con)
+    streamed = "".join(ch.choices[0].delta.content or "" for ch in s if ch.choices)
+    assert streamed == alone_c, (streamed, alone_c)
+
+
+def test_bad_constraints(srv):
+    c = srv.client()
+    cases = [
+        ({"grammar": 'root ::= ("a"'}, "line 1"),
+        ({"grammar": "root ::= root \"a\""}, "left-recursive"),
+        ({"grammar": 12}, "must be a string"),
+        ({"response_format": {"type": "xml"}}, "not one of"),
+        ({"response_format": {"type": "json_schema"}}, "must be an object with a 'schema'"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer", "multipleOf": 3}}}},
+         "multipleOf"),
+        ({"json_schema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}}, "missing"),
+        ({"grammar": 'root ::= "a"', "guided_choice": ["a"]}, "send one"),
+        ({"structured_outputs": {"regex": "(a"}}, "regex"),
+        ({"structured_outputs": {"choice": []}}, "non-empty"),
+    ]
+    for extra, want in cases:
+        try:
+            chat(c, "hi", max_tokens=4, extra_body=extra)
+            raise AssertionError(f"{extra}: accepted")
+        except openai.BadRequestError as e:
+            body = e.response.json()
+            assert body["error"]["type"] == "invalid_request_error", body
+            assert want in body["error"]["message"], (extra, body)
+    r = chat(c, "hi", max_tokens=4)   # still serving
+    assert r.choices[0].message.content is not None
+
+
+def test_gemma_completions(srv):
+    c = srv.client()
+    schema = {"type": "object", "properties": {
+        "title": {"type": "string", "maxLength": 40},
+        "year": {"type": "integer", "minimum": 1400, "maximum": 2030},
+        "tags": {"type": "array", "items": {"type": "string", "enum": ["fiction", "history", "science"]},
+                 "maxItems": 3}},
+        "required": ["title", "year"], "additionalProperties": False}
+    for temp in (0.0, 1.0):
+        r = c.completions.create(model="m", prompt="A book record in JSON: ", temperature=temp, seed=11,
+                                 max_tokens=MAX_TOKENS, extra_body={"json_schema": schema})
+        ch = r.choices[0]
+        assert ch.finish_reason == "stop", ch
+        jsonschema.validate(json.loads(ch.text), schema)
+
+
+def test_run_json_schema():
+    schema = json.dumps({"type": "object", "properties": {"name": {"type": "string", "maxLength": 30},
+                                                         "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+                         "required": ["name", "age"]})
+    for args in (["--temp", "0"], ["--temp", "1", "--seed", "4"]):
+        r = subprocess.run([BIN, "run", "-m", GEMMA, "-p", "A person in JSON:", "-n", str(MAX_TOKENS),
+                            "-t", THREADS, "-j", schema, *args], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        assert "stopped at the end of the grammar" in r.stderr or "end-of-generation" in r.stderr, r.stderr
+        jsonschema.validate(json.loads(r.stdout), json.loads(schema))
+    r = subprocess.run([BIN, "run", "-m", GEMMA, "-p", "x", "-j", '{"type": "string", "format": "hostname"}'],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "hostname" in r.stderr, r.stderr
+
+
+def main():
+    srv = Server(SMOL, "--parallel", "4")
+    CURRENT.append(srv)
+    try:
+        check("chat: json_schema suite, temperature 0 and 1", lambda: test_schema_suite(srv))
+        check("chat: completions.parse with a pydantic model", lambda: test_pydantic_parse(srv))
+        check("chat: grammar, choice, regex, json_object, json_schema fields", lambda: test_grammar_forms(srv))
+        check("chat: constrained and free together; stream", lambda: test_batch_and_stream(srv))
+        check("chat: bad constraints are 400s", lambda: test_bad_constraints(srv))
+    finally:
+        srv.stop()
+    srv = Server(GEMMA, "--parallel", "2")
+    CURRENT[:] = [srv]
+    try:
+        check("completions (Gemma 3): json_schema", lambda: test_gemma_completions(srv))
+    finally:
+        srv.stop()
+    CURRENT.clear()
+    check("run -j (Gemma 3)", test_run_json_schema)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
