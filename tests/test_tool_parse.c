@@ -338,6 +338,27 @@ static void unit(void)
 	       "<seed:think>hmm</seed:think><seed:tool_call>\n<function=f>\n<parameter=x>a\nb</parameter>\n"
 	       "</function>\n</seed:tool_call>",
 	       (struct want){ .reasoning = "hmm", .n_calls = 1, .name = { "f" }, .args = { "{\"x\":\"a\\nb\"}" } });
+	/* Seed-OSS writes non-string values with Python's str(): with the
+	 * tools' types an object parameter's repr becomes JSON */
+	{
+		cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+					   "\"parameters\":{\"properties\":{\"o\":{\"type\":\"object\"},"
+					   "\"s\":{\"type\":\"string\"}}}}}]");
+		struct srvtool_opts o = { .fmt = srvtool_format_named("seed-oss"), .calls = true,
+					  .tools = tools };
+		const char *t = "<seed:tool_call>\n<function=f>\n<parameter=o>{'u': 'it\\'s \"x\"', "
+				"'d': [1, 2.5], 'b': True, 'n': None}</parameter>\n<parameter=s>{'a': 1}"
+				"</parameter>\n</function>\n</seed:tool_call>";
+		struct srvtool_msg m = { 0 };
+		srvtool_parse(&o, t, strlen(t), false, &m);
+		const char *want = "{\"o\":{\"u\":\"it's \\\"x\\\"\",\"d\":[1,2.5],\"b\":true,\"n\":null},"
+				   "\"s\":\"{'a': 1}\"}";
+		CHECK(m.n_calls == 1 && m.calls[0].args.p && !strcmp(m.calls[0].args.p, want),
+		      "seed-oss python values: '%s', want '%s'", m.n_calls ? m.calls[0].args.p : "", want);
+		CHECK(stream_check(&o, t, strlen(t), NULL, &m), "seed-oss python values: stream");
+		srvtool_msg_free(&m);
+		cJSON_Delete(tools);
+	}
 	/* gpt-oss */
 	expect("gpt-oss", true, false,
 	       "<|channel|>analysis<|message|>Need f.<|end|><|start|>assistant<|channel|>commentary "

@@ -784,6 +784,69 @@ static const char *param_type(const struct P *p, const char *fn, const char *k)
 	return NULL;
 }
 
+/* A Python literal (dict / list / str / number / True False None, as
+ * Seed-OSS's template writes non-string values with Python's str()) as
+ * JSON into out; false when it is not one. */
+static bool py_literal_json(struct P *p, const char *v, size_t n, struct srv_buf *out)
+{
+	static const char *const py[] = { "True", "False", "None" };
+	static const char *const js[] = { "true", "false", "null" };
+	struct srv_buf b = { 0 };
+	bool ok = true;
+	for (size_t i = 0; ok && i < n;) {
+		char c = v[i];
+		if (c != '\'' && c != '"') {
+			int k = 0;
+			while (k < 3 && !(n - i >= strlen(py[k]) && !memcmp(v + i, py[k], strlen(py[k]))))
+				k++;
+			add(p, &b, k < 3 ? js[k] : &c, k < 3 ? strlen(js[k]) : 1);
+			i += k < 3 ? strlen(py[k]) : 1;
+			continue;
+		}
+		add(p, &b, "\"", 1);
+		for (i++; i < n && v[i] != c; i++) {
+			char e = v[i];
+			if (e == '\\' && i + 1 < n) {
+				e = v[++i];
+				if (e == '"')
+					add(p, &b, "\\\"", 2);
+				else if (e == '\'')
+					add(p, &b, "'", 1);
+				else {
+					add(p, &b, "\\", 1);
+					add(p, &b, &e, 1);
+				}
+			} else if (e == '"') {
+				add(p, &b, "\\\"", 2);
+			} else if ((unsigned char)e < 0x20) {
+				char u[8];
+				snprintf(u, sizeof(u), "\\u%04x", (unsigned char)e);
+				add(p, &b, u, 6);
+			} else {
+				add(p, &b, &e, 1);
+			}
+		}
+		ok = i < n; /* the closing quote */
+		add(p, &b, "\"", 1);
+		i++;
+	}
+	add(p, &b, "\n", 1); /* the newline ends a trailing number */
+	if (!ok || p->oom || !b.p) {
+		srv_buf_free(&b);
+		return false;
+	}
+	struct P q = { .o = p->o, .f = p->f, .s = b.p, .n = b.n, .m = p->m };
+	size_t e = 0;
+	struct srv_buf tmp = { 0 };
+	ok = js_value(&q, 0, &tmp, &e) == R_DONE && skip_ws(&q, e) == q.n && !q.oom;
+	if (ok)
+		add(p, out, tmp.p, tmp.n);
+	p->oom |= q.oom;
+	srv_buf_free(&tmp);
+	srv_buf_free(&b);
+	return ok;
+}
+
 /* Value text v[0..n) of an XML parameter as JSON: a string parameter (by
  * the tool's schema) verbatim as a string; otherwise JSON if it is JSON,
  * else a string. One newline on each side is the template's layout. */
@@ -813,6 +876,9 @@ static void xml_value(struct P *p, const char *fn, const char *k, const char *v,
 		}
 		p->oom |= q.oom;
 		srv_buf_free(&tmp);
+		if (ty && (!strcmp(ty, "object") || !strcmp(ty, "array")) &&
+		    py_literal_json(p, v, n, out))
+			return;
 	}
 	char *t = dup_n(p, v, n);
 	cJSON *s = t ? cJSON_CreateString(t) : NULL;
@@ -1363,100 +1429,4 @@ bool srvtool_parse(const struct srvtool_opts *o, const char *text, size_t n, boo
 	}
 	body(&p, i, after_think);
 	return !p.oom;
-}
-
-/* ---- streaming ---- */
-
-/* FNV-1a over s and i: ids that are the same for every parse of a reply. */
-void srvtool_call_id(const struct srvtool_msg *m, int i, const char *id_base, char out[64])
-{
-	if (i < m->n_calls && m->calls[i].id && strlen(m->calls[i].id) < 64) {
-		strcpy(out, m->calls[i].id);
-		return;
-	}
-	uint64_t h1 = 1469598103934665603ull, h2 = 1099511628211ull * 31;
-	for (const char *c = id_base ? id_base : ""; *c; c++) {
-		h1 = (h1 ^ (unsigned char)*c) * 1099511628211ull;
-		h2 = (h2 ^ (unsigned char)*c) * 0x100000001b3ull + 7;
-	}
-	h1 = (h1 ^ (uint64_t)i) * 1099511628211ull;
-	h2 = (h2 ^ ((uint64_t)i << 8)) * 0x100000001b3ull;
-	if (m->id9) {
-		static const char al[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-		uint64_t h = h1 ^ (h2 << 17);
-		for (int k = 0; k < 9; k++, h /= 62)
-			out[k] = al[h % 62];
-		out[9] = 0;
-		return;
-	}
-	snprintf(out, 64, "call_%016llx%08llx", (unsigned long long)h1,
-		 (unsigned long long)(h2 & 0xffffffffull));
-}
-
-/* Extend sent bytes of have[0..n): the new bytes, or NULL when have no
- * longer starts with what was sent (a contradiction). */
-static bool extends(const struct srv_buf *have, size_t sent)
-{
-	return have->n >= sent;
-}
-
-bool srvtool_delta(const struct srvtool_msg *m, const char *id_base, struct srvtool_sent *st,
-		   cJSON *delta)
-{
-	/* The parser's output only grows (tools.h); extends() checks lengths
-	 * and the caller's tests check bytes. */
-	if (m->reasoning.n > st->reasoning) {
-		cJSON *v = cJSON_CreateString(m->reasoning.p + st->reasoning);
-		if (!v || !cJSON_AddItemToObject(delta, "reasoning_content", v))
-			return false;
-		st->reasoning = m->reasoning.n;
-	} else if (!extends(&m->reasoning, st->reasoning)) {
-		st->diverged = true;
-	}
-	if (m->content.n > st->content) {
-		cJSON *v = cJSON_CreateString(m->content.p + st->content);
-		if (!v || !cJSON_AddItemToObject(delta, "content", v))
-			return false;
-		st->content = m->content.n;
-	} else if (!extends(&m->content, st->content)) {
-		st->diverged = true;
-	}
-	if (m->n_calls < st->n_calls)
-		st->diverged = true;
-	cJSON *tcs = NULL;
-	for (int i = 0; i < m->n_calls; i++) {
-		const struct srvtool_call *c = &m->calls[i];
-		bool head = i >= st->n_calls;
-		size_t from = head ? 0 : st->args[i];
-		if (c->args.n < from) {
-			st->diverged = true;
-			continue;
-		}
-		if (!head && c->args.n == from)
-			continue;
-		if (!tcs && !(tcs = cJSON_AddArrayToObject(delta, "tool_calls")))
-			return false;
-		cJSON *tc = cJSON_CreateObject();
-		if (!tc || !cJSON_AddItemToArray(tcs, tc))
-			return false;
-		cJSON_AddNumberToObject(tc, "index", i);
-		cJSON *fn;
-		if (head) {
-			char id[64];
-			srvtool_call_id(m, i, id_base, id);
-			cJSON_AddStringToObject(tc, "id", id);
-			cJSON_AddStringToObject(tc, "type", "function");
-			fn = cJSON_AddObjectToObject(tc, "function");
-			if (fn)
-				cJSON_AddStringToObject(fn, "name", c->name);
-		} else {
-			fn = cJSON_AddObjectToObject(tc, "function");
-		}
-		if (!fn || !cJSON_AddStringToObject(fn, "arguments", c->args.p ? c->args.p + from : ""))
-			return false;
-		st->args[i] = c->args.n;
-	}
-	if (m->n_calls > st->n_calls)
-		st->n_calls = m->n_calls;
-	return true;
 }

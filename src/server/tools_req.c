@@ -1,8 +1,10 @@
 /* The request side of tool calling (tools.h): tools, tool_choice,
  * parallel_tool_calls and reasoning_format read and checked as the OpenAI
  * API reference describes them (400 naming the field), the history's
- * string arguments turned into objects for the template, and the GBNF
- * grammar for the calls a request allows. */
+ * string arguments turned into objects for the template, the GBNF
+ * grammar for the calls a request allows, and the stream deltas of a
+ * parsed reply. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -676,4 +678,100 @@ void srvtool_lazy_step(struct srv *s, struct srv_choice *c)
 	}
 	c->matcher = m;
 	fx_sampler_set_matcher(c->smp, m);
+}
+
+/* ---- streaming ---- */
+
+/* FNV-1a over s and i: ids that are the same for every parse of a reply. */
+void srvtool_call_id(const struct srvtool_msg *m, int i, const char *id_base, char out[64])
+{
+	if (i < m->n_calls && m->calls[i].id && strlen(m->calls[i].id) < 64) {
+		strcpy(out, m->calls[i].id);
+		return;
+	}
+	uint64_t h1 = 1469598103934665603ull, h2 = 1099511628211ull * 31;
+	for (const char *c = id_base ? id_base : ""; *c; c++) {
+		h1 = (h1 ^ (unsigned char)*c) * 1099511628211ull;
+		h2 = (h2 ^ (unsigned char)*c) * 0x100000001b3ull + 7;
+	}
+	h1 = (h1 ^ (uint64_t)i) * 1099511628211ull;
+	h2 = (h2 ^ ((uint64_t)i << 8)) * 0x100000001b3ull;
+	if (m->id9) {
+		static const char al[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+		uint64_t h = h1 ^ (h2 << 17);
+		for (int k = 0; k < 9; k++, h /= 62)
+			out[k] = al[h % 62];
+		out[9] = 0;
+		return;
+	}
+	snprintf(out, 64, "call_%016llx%08llx", (unsigned long long)h1,
+		 (unsigned long long)(h2 & 0xffffffffull));
+}
+
+/* Extend sent bytes of have[0..n): the new bytes, or NULL when have no
+ * longer starts with what was sent (a contradiction). */
+static bool extends(const struct srv_buf *have, size_t sent)
+{
+	return have->n >= sent;
+}
+
+bool srvtool_delta(const struct srvtool_msg *m, const char *id_base, struct srvtool_sent *st,
+		   cJSON *delta)
+{
+	/* The parser's output only grows (tools.h); extends() checks lengths
+	 * and the caller's tests check bytes. */
+	if (m->reasoning.n > st->reasoning) {
+		cJSON *v = cJSON_CreateString(m->reasoning.p + st->reasoning);
+		if (!v || !cJSON_AddItemToObject(delta, "reasoning_content", v))
+			return false;
+		st->reasoning = m->reasoning.n;
+	} else if (!extends(&m->reasoning, st->reasoning)) {
+		st->diverged = true;
+	}
+	if (m->content.n > st->content) {
+		cJSON *v = cJSON_CreateString(m->content.p + st->content);
+		if (!v || !cJSON_AddItemToObject(delta, "content", v))
+			return false;
+		st->content = m->content.n;
+	} else if (!extends(&m->content, st->content)) {
+		st->diverged = true;
+	}
+	if (m->n_calls < st->n_calls)
+		st->diverged = true;
+	cJSON *tcs = NULL;
+	for (int i = 0; i < m->n_calls; i++) {
+		const struct srvtool_call *c = &m->calls[i];
+		bool head = i >= st->n_calls;
+		size_t from = head ? 0 : st->args[i];
+		if (c->args.n < from) {
+			st->diverged = true;
+			continue;
+		}
+		if (!head && c->args.n == from)
+			continue;
+		if (!tcs && !(tcs = cJSON_AddArrayToObject(delta, "tool_calls")))
+			return false;
+		cJSON *tc = cJSON_CreateObject();
+		if (!tc || !cJSON_AddItemToArray(tcs, tc))
+			return false;
+		cJSON_AddNumberToObject(tc, "index", i);
+		cJSON *fn;
+		if (head) {
+			char id[64];
+			srvtool_call_id(m, i, id_base, id);
+			cJSON_AddStringToObject(tc, "id", id);
+			cJSON_AddStringToObject(tc, "type", "function");
+			fn = cJSON_AddObjectToObject(tc, "function");
+			if (fn)
+				cJSON_AddStringToObject(fn, "name", c->name);
+		} else {
+			fn = cJSON_AddObjectToObject(tc, "function");
+		}
+		if (!fn || !cJSON_AddStringToObject(fn, "arguments", c->args.p ? c->args.p + from : ""))
+			return false;
+		st->args[i] = c->args.n;
+	}
+	if (m->n_calls > st->n_calls)
+		st->n_calls = m->n_calls;
+	return true;
 }
