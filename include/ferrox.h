@@ -505,6 +505,13 @@ struct fx_server_params {
 	 * NULL: run until the process is killed. */
 	bool (*should_stop)(void *arg);
 	void *stop_arg;
+	/* Chat: the Jinja template to use instead of the model's (its text,
+	 * borrowed), or NULL. */
+	const char *chat_template;
+	/* Chat: where a thinking model's reasoning goes unless a request says
+	 * (llama-server's --reasoning-format): NULL or "auto" and "deepseek"
+	 * (message.reasoning_content), "none" (left in content). */
+	const char *reasoning_format;
 };
 
 struct fx_server_params fx_server_default_params(void);

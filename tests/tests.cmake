@@ -73,3 +73,33 @@ endif()
 if(TARGET test_batch_oom)
   target_link_options(test_batch_oom PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
 endif()
+
+# test_tool_parse links the server library (src/server/tools.c). Without
+# arguments it runs the parser's unit checks; tests/test_tool_parse.py
+# drives it over replies rendered from ../shared/templates.
+if(TARGET test_tool_parse)
+  target_link_libraries(test_tool_parse PRIVATE ferrox_server)
+endif()
+
+# Tool-call parsing against the real templates (tests/test_tool_parse.py):
+# replies rendered with tool_calls by `ferrox render-template` (checked
+# against jinja2) parse back to the input calls; their streams, fed to the
+# openai client's accumulator, give the same message. Skipped (77) without
+# jinja2 / openai unless FX_REQUIRE_MODELS=1; absent templates skip.
+if(Python3_Interpreter_FOUND AND TARGET test_tool_parse)
+  add_test(NAME test_tool_parse_templates
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_tool_parse.py
+           $<TARGET_FILE:ferrox-cli> $<TARGET_FILE:test_tool_parse>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_tool_parse_templates PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
+
+# Tool calling through `ferrox serve` with the openai client on SmolLM2
+# (tests/test_tool_server.py): 400s, forced calls through the grammar,
+# stream == non-stream through the client's stream helper. Skips (77)
+# without the model or openai unless FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_tool_server COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_tool_server.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_tool_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()

@@ -65,18 +65,22 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: ferrox serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel 4]\n"
 		"                    [--ctx-size N] [--api-key K] [--timeout S] [--max-body 8MiB]\n"
-		"                    [--queue N] [-t N]\n"
+		"                    [--queue N] [-t N] [--chat-template-file F]\n"
+		"                    [--reasoning-format auto|none|deepseek]\n"
 		"OpenAI-compatible server: POST /v1/completions, /v1/chat/completions, /tokenize,\n"
 		"/detokenize; GET /v1/models, /health, /metrics. --parallel sequences are decoded\n"
 		"together; --ctx-size is the context of each (default: the model's, at most 4096);\n"
 		"--queue requests may wait (default 4 x --parallel), then 503. --timeout: seconds\n"
 		"an idle connection is kept (default 600). SIGTERM or Ctrl-C drains (a second one\n"
-		"quits at once).\n");
+		"quits at once). --chat-template-file: a Jinja chat template used instead of the\n"
+		"model's. --reasoning-format: where thinking goes unless a request says (auto,\n"
+		"deepseek: message.reasoning_content; none: left in content).\n");
 }
 
 int cmd_serve(int argc, char **argv)
 {
 	struct fx_server_params p = fx_server_default_params();
+	const char *tmpl_path = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 		long long n;
@@ -102,6 +106,15 @@ int cmd_serve(int argc, char **argv)
 			VAL(); if (!parse_size(a, v, &p.max_body)) return 2;
 		} else if (!strcmp(a, "--queue")) {
 			VAL(); if (!cli_int(a, v, 1, 1 << 20, &n)) return 2; p.max_queue = (int32_t)n;
+		} else if (!strcmp(a, "--chat-template-file")) {
+			VAL(); tmpl_path = v;
+		} else if (!strcmp(a, "--reasoning-format")) {
+			VAL();
+			if (strcmp(v, "auto") && strcmp(v, "none") && strcmp(v, "deepseek")) {
+				fprintf(stderr, "error: --reasoning-format wants auto, none or deepseek, got '%s'\n", v);
+				return 2;
+			}
+			p.reasoning_format = v;
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
 			VAL(); if (!cli_int(a, v, 0, 256, &n)) return 2; p.n_threads = (int32_t)n;
 		} else {
@@ -123,6 +136,23 @@ int cmd_serve(int argc, char **argv)
 		fprintf(stderr, "error: %s: not a model file or checkpoint directory\n", p.model_path);
 		return 1;
 	}
+	char *tmpl = NULL;
+	if (tmpl_path) {
+		FILE *f = fopen(tmpl_path, "rb");
+		long len = -1;
+		if (f && !fseek(f, 0, SEEK_END) && (len = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+		    (tmpl = malloc((size_t)len + 1)) && fread(tmpl, 1, (size_t)len, f) == (size_t)len) {
+			tmpl[len] = 0;
+		} else {
+			fprintf(stderr, "error: %s: cannot read the chat template\n", tmpl_path);
+			free(tmpl);
+			if (f)
+				fclose(f);
+			return 1;
+		}
+		fclose(f);
+		p.chat_template = tmpl;
+	}
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
@@ -131,6 +161,7 @@ int cmd_serve(int argc, char **argv)
 	p.should_stop = should_stop;
 	struct fx_err err = { 0 };
 	int rc = fx_serve(&p, &err);
+	free(tmpl);
 	if (rc) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		return 1;

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "server/server.h"
+#include "server/tools.h" /* hooks: srvtool_req_free, srvtool_lazy_step */
 
 double srv_now(void)
 {
@@ -67,6 +68,7 @@ void srv_req_unref_locked(struct srv_req *r)
 	free(r->prompt);
 	free(r->prompt_text);
 	srv_gen_fini(&r->g);
+	srvtool_req_free(r->tool); /* hook (tools.c): tool-call parsing state */
 	srv_buf_free(&r->out);
 	pthread_cond_destroy(&r->cond);
 	free(r);
@@ -281,8 +283,11 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	}
 	char buf[256];
 	size_t n = 0;
-	if (fx_detok_push(s->model, &c->dt, t, false, buf, sizeof(buf), &n) || !srv_buf_add(&c->text, buf, n))
+	/* hook (tools.c): a call format whose markers are control tokens needs them shown */
+	if (fx_detok_push(s->model, &c->dt, t, r->detok_special, buf, sizeof(buf), &n) ||
+	    !srv_buf_add(&c->text, buf, n))
 		return "error";
+	srvtool_lazy_step(s, c); /* hook (tools.c): a lazy tool-call grammar starts at its trigger */
 	if (g->n_stop) {
 		size_t from = c->n_sent;
 		long at = stop_find(g, c->text.p, c->text.n, from);

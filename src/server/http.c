@@ -674,6 +674,12 @@ int fx_serve(const struct fx_server_params *pp, struct fx_err *err)
 		return set_err(err, FX_E_NOMEM, "out of memory");
 	s->p = *pp;
 	struct fx_server_params *p = &s->p;
+	const char *rf = pp->reasoning_format;
+	if (rf && strcmp(rf, "auto") && strcmp(rf, "none") && strcmp(rf, "deepseek")) {
+		free(s);
+		return set_err(err, FX_E_INVALID, "reasoning format '%.64s': use auto, none or deepseek",
+			       rf);
+	}
 	if (!p->model_path || !p->host || p->port < 0 || p->port > 65535 || p->n_parallel < 1 ||
 	    p->n_parallel > 256 || p->timeout_s < 0 || p->max_body < 1 || p->max_queue < 0) {
 		free(s);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "server/server.h"
+#include "server/tools.h"
 
 static const char E_INV[] = "invalid_request_error";
 
@@ -126,6 +127,8 @@ static char *chat_messages(const cJSON *msgs, struct srv_error *e)
 		}
 		cJSON_ReplaceItemInObjectCaseSensitive(m, "content", str);
 	}
+	if (!srvtool_fix_history(copy, e))
+		goto fail;
 	char *js = cJSON_PrintUnformatted(copy);
 	cJSON_Delete(copy);
 	if (!js)
@@ -157,21 +160,19 @@ bool srv_chat_prompt(struct srv *s, const cJSON *body, struct srv_req *r, struct
 		srv_error_set(e, 400, E_INV, "messages", "'messages' must be a non-empty list");
 		return false;
 	}
-	if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) {
-		srv_error_set(e, 400, E_INV, "tools", "'tools' must be a list");
-		return false;
-	}
 	if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw)) {
 		srv_error_set(e, 400, E_INV, "chat_template_kwargs",
 			      "'chat_template_kwargs' must be an object");
 		return false;
 	}
-	const char *tmpl = fx_model_chat_template(s->model);
+	const char *tmpl = s->p.chat_template ? s->p.chat_template : fx_model_chat_template(s->model);
 	if (!tmpl) {
 		srv_error_set(e, 400, E_INV, NULL,
 			      "this model has no chat template: use /v1/completions");
 		return false;
 	}
+	if (!srvtool_req_parse(body, tmpl, s->p.reasoning_format, r->g.n, &r->tool, e))
+		return false;
 	char *mj = chat_messages(msgs, e);
 	if (!mj)
 		return false;
@@ -191,6 +192,14 @@ bool srv_chat_prompt(struct srv *s, const cJSON *body, struct srv_req *r, struct
 		srv_error_set(e, rc == FX_E_NOMEM ? 500 : 400,
 			      rc == FX_E_NOMEM ? "server_error" : E_INV, "messages", "%s", err.msg);
 		return false;
+	}
+	if (r->tool) {
+		srvtool_prompt_opened(r->tool, cp->text, cp->len);
+		r->detok_special = r->tool->o.fmt->special;
+		if (!srvtool_install_grammar(r, e)) {
+			fx_chat_prompt_free(cp);
+			return false;
+		}
 	}
 	size_t cap = cp->len + 8, n = 0;
 	r->prompt = malloc(cap * sizeof(fx_token));

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "server/server.h"
+#include "server/tools.h"
 
 /* s[0..n) as a JSON string value: invalid UTF-8 bytes become U+FFFD (a
  * token may be part of a character). */
@@ -175,6 +176,56 @@ static const char *finish_name(const char *f)
 	return f && !strcmp(f, "length") ? "length" : "stop";
 }
 
+/* id_base of choice c's call ids (srvtool_call_id). */
+static void call_id_base(const struct srv_req *r, const struct srv_choice *c, char out[64])
+{
+	snprintf(out, 64, "%s/%d", r->id, c->index);
+}
+
+/* A chat message (or stream delta) from the reply's parse: content (null
+ * when the reply is only calls), reasoning_content, tool_calls. */
+static bool message_fields(const struct srv_req *r, const struct srv_choice *c, cJSON *msg,
+			   int *n_calls)
+{
+	struct srvtool_msg m = { 0 };
+	char base[64];
+	call_id_base(r, c, base);
+	bool ok = srvtool_parse(&r->tool->o, c->text.p, c->text.n, false, &m);
+	*n_calls = m.n_calls;
+	if (ok && m.content.n)
+		ok = cJSON_AddItemToObject(msg, "content", str_n(m.content.p, m.content.n));
+	else if (ok)
+		ok = m.n_calls ? cJSON_AddNullToObject(msg, "content") != NULL
+			       : cJSON_AddStringToObject(msg, "content", "") != NULL;
+	if (ok && m.reasoning.n)
+		ok = cJSON_AddItemToObject(msg, "reasoning_content", str_n(m.reasoning.p, m.reasoning.n));
+	cJSON *tcs = ok && m.n_calls ? cJSON_AddArrayToObject(msg, "tool_calls") : NULL;
+	for (int i = 0; tcs && i < m.n_calls; i++) {
+		char id[64];
+		srvtool_call_id(&m, i, base, id);
+		cJSON *tc = cJSON_CreateObject();
+		cJSON *fn = tc ? cJSON_AddObjectToObject(tc, "function") : NULL;
+		ok = fn && cJSON_AddItemToArray(tcs, tc) && cJSON_AddStringToObject(tc, "id", id) &&
+		     cJSON_AddStringToObject(tc, "type", "function") &&
+		     cJSON_AddStringToObject(fn, "name", m.calls[i].name) &&
+		     cJSON_AddStringToObject(fn, "arguments", m.calls[i].args.p ? m.calls[i].args.p : "");
+		if (!ok) {
+			if (!fn)
+				cJSON_Delete(tc);
+			break;
+		}
+	}
+	srvtool_msg_free(&m);
+	return ok;
+}
+
+/* OpenAI's finish reason "tool_calls" when the model stopped after calls. */
+static const char *chat_finish(const char *f, int n_calls)
+{
+	const char *name = finish_name(f);
+	return n_calls && !strcmp(name, "stop") ? "tool_calls" : name;
+}
+
 char *srv_final_json(const struct srv *s, const struct srv_req *r)
 {
 	(void)s;
@@ -190,6 +241,17 @@ char *srv_final_json(const struct srv *s, const struct srv_req *r)
 		if (r->kind == SRV_CHAT) {
 			cJSON *msg = cJSON_AddObjectToObject(ch, "message");
 			cJSON_AddStringToObject(msg, "role", "assistant");
+			if (r->tool) {
+				int nc = 0;
+				if (!message_fields(r, c, msg, &nc)) {
+					cJSON_Delete(o);
+					return NULL;
+				}
+				cJSON_AddItemToObject(ch, "logprobs", logprobs_obj(r, c->lp_all, base));
+				cJSON_AddStringToObject(ch, "finish_reason", chat_finish(c->finish, nc));
+				cJSON_AddItemToArray(chs, ch);
+				continue;
+			}
 			cJSON_AddItemToObject(msg, "content", str_n(c->text.p ? c->text.p : "", c->text.n));
 		} else if (r->g.echo && r->prompt_text) {
 			struct srv_buf b = { 0 };
@@ -233,7 +295,33 @@ bool srv_sse_chunk(const struct srv_req *r, const struct srv_choice *c, const ch
 	cJSON *ch = cJSON_CreateObject();
 	cJSON_AddItemToArray(chs, ch);
 	cJSON_AddNumberToObject(ch, "index", c->index);
-	if (r->kind == SRV_CHAT) {
+	int n_calls = 0;
+	if (r->kind == SRV_CHAT && r->tool) {
+		/* the parse of the text so far: send what it has beyond what was sent */
+		cJSON *d = cJSON_AddObjectToObject(ch, "delta");
+		if (first)
+			cJSON_AddStringToObject(d, "role", "assistant");
+		size_t upto = c->text.p && text >= c->text.p ? (size_t)(text - c->text.p) + n : 0;
+		struct srvtool_msg m = { 0 };
+		char base[64];
+		call_id_base(r, c, base);
+		bool ok = srvtool_parse(&r->tool->o, c->text.p, upto, c->finish == NULL, &m) &&
+			  srvtool_delta(&m, base, &r->tool->sent[c->index], d);
+		n_calls = m.n_calls;
+		srvtool_msg_free(&m);
+		if (!ok) {
+			cJSON_Delete(o);
+			return false;
+		}
+		if (first && !cJSON_GetObjectItemCaseSensitive(d, "content") &&
+		    !cJSON_GetObjectItemCaseSensitive(d, "tool_calls"))
+			cJSON_AddStringToObject(d, "content", "");
+		if (!c->finish && cJSON_GetArraySize(d) == 0 &&
+		    !(c->lp && cJSON_GetArraySize(c->lp))) {
+			cJSON_Delete(o);
+			return true; /* nothing new: no event */
+		}
+	} else if (r->kind == SRV_CHAT) {
 		cJSON *d = cJSON_AddObjectToObject(ch, "delta");
 		if (first)
 			cJSON_AddStringToObject(d, "role", "assistant");
@@ -246,7 +334,9 @@ bool srv_sse_chunk(const struct srv_req *r, const struct srv_choice *c, const ch
 			      c->lp && cJSON_GetArraySize(c->lp) ? logprobs_obj(r, c->lp, c->n_sent)
 								 : cJSON_CreateNull());
 	if (c->finish)
-		cJSON_AddStringToObject(ch, "finish_reason", finish_name(c->finish));
+		cJSON_AddStringToObject(ch, "finish_reason",
+					r->kind == SRV_CHAT ? chat_finish(c->finish, n_calls)
+							    : finish_name(c->finish));
 	else
 		cJSON_AddNullToObject(ch, "finish_reason");
 	return sse_add(out, o);

@@ -128,9 +128,15 @@ struct srv_choice {
 	bool role_sent;            /* chat stream: the first delta went out */
 };
 
+struct srvtool_req;
+
 struct srv_req {
 	enum srv_kind kind;
 	struct srv_gen g;
+	struct srvtool_req *tool;  /* chat: tool calls / reasoning to parse out of
+				    * the reply (tools.h), or NULL: plain text */
+	bool detok_special;        /* show control tokens in the text (the call
+				    * format's markers are control tokens) */
 	fx_token *prompt;          /* [n_prompt] */
 	int32_t n_prompt;
 	char *prompt_text;         /* completions with echo: the prompt text */
