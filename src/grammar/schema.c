@@ -1329,6 +1329,8 @@ static const char *local_of(const struct sc *sc, int r)
 {
 	const char *n = sc->rules[r].name;
 	size_t k = strlen(sc->prefix);
+	if (k && r == 0)
+		return ""; /* the start rule: its children are "NAME-child", not "NAME-NAME-child" */
 	return k && !strncmp(n, sc->prefix, k) ? n + k : n;
 }
 
