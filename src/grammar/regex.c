@@ -136,6 +136,29 @@ __attribute__((format(printf, 3, 4))) static int rerr(struct rx *r, const char *
 	return r->rc;
 }
 
+/* Offset of the first byte of s that is not well-formed UTF-8, or -1. */
+static long utf8_invalid_at(const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	for (long i = 0; s[i];) {
+		unsigned c = s[i];
+		int n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+		if (n < 0)
+			return i;
+		uint32_t cp = n ? c & (0x3fu >> n) : c;
+		for (int k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return i;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		static const uint32_t min[] = { 0, 0x80, 0x800, 0x10000 };
+		if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return i;
+		i += 1 + n;
+	}
+	return -1;
+}
+
 static uint32_t next_cp(struct rx *r)
 {
 	const unsigned char *s = (const unsigned char *)r->p;
@@ -614,6 +637,9 @@ int gram_regex_expr(const char *re, bool json_string, bool anchored, const char 
 {
 	struct rx r = { .s = re, .p = re, .end = re + strlen(re), .json = json_string,
 			.char_rule = char_rule, .err = err };
+	long bad = utf8_invalid_at(re);
+	if (bad >= 0)
+		return fx_fail(err, FX_E_INVALID, "regex: invalid UTF-8 at byte %ld", bad);
 	bool head = anchored, tail = anchored;
 	if (r.p < r.end && *r.p == '^') {
 		r.p++;
@@ -665,6 +691,14 @@ int fx_regex_to_gbnf(const char *regex, const char *root_name, char **gbnf, stru
 	if (b.oom) {
 		gram_buf_free(&b);
 		return fx_fail(err, FX_E_NOMEM, "regex: out of memory");
+	}
+	struct fx_grammar *g = NULL; /* what we made must run: checked here */
+	struct fx_err e2 = { 0 };
+	rc = fx_grammar_parse(b.p, b.n, root, &g, &e2);
+	fx_grammar_free(g);
+	if (rc) {
+		gram_buf_free(&b);
+		return fx_fail(err, rc, "regex: %s", e2.msg);
 	}
 	*gbnf = b.p;
 	return FX_OK;

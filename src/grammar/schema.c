@@ -1069,7 +1069,9 @@ static bool visit_ref(struct sc *sc, const cJSON *s, struct gram_buf *b)
 			gram_buf_puts(b, sc->rules[sc->refs[i].rule].name);
 			return true;
 		}
-	const cJSON *target = resolve(sc, ref->valuestring);
+	const cJSON *target = ref->valuestring[0] == '#' &&
+				      (!ref->valuestring[1] || ref->valuestring[1] == '/') ?
+				      resolve(sc, ref->valuestring) : NULL;
 	if (!target)
 		return sc_fail(sc, "$ref '%s' does not resolve (only local references '#/...' are supported)",
 			       ref->valuestring), false;
@@ -1394,6 +1396,20 @@ int fx_json_schema_to_gbnf(const char *schema_json, const char *root_name, char 
 			gram_buf_puts(&out, "\n");
 	if (!rc && out.oom)
 		rc = fx_fail(err, FX_E_NOMEM, "json schema: out of memory");
+	if (!rc) {
+		/* what the schema gave must run: a schema that refers to itself
+		 * before any value (through $ref or anyOf) gives a left-recursive
+		 * grammar, refused here rather than by the caller's parse */
+		struct fx_grammar *g = NULL;
+		struct fx_err e2 = { 0 };
+		rc = fx_grammar_parse(out.p, out.n, sc.root_name, &g, &e2);
+		fx_grammar_free(g);
+		if (rc == FX_E_INVALID)
+			rc = fx_fail(err, rc, "json schema: the schema refers to itself before any value "
+				     "(a $ref or anyOf cycle): %s", e2.msg);
+		else if (rc)
+			rc = fx_fail(err, rc, "json schema: %s", e2.msg);
+	}
 	for (int i = 0; i < sc.n_rules; i++) {
 		fx_free(sc.rules[i].name);
 		fx_free(sc.rules[i].body);
