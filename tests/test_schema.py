@@ -180,6 +180,37 @@ BAD_REGEX = [(r"(a)\1", "position 4: backreferences"), (r"a(?=b)", "lookaround")
              (r"(?i)a", "inline flags")]
 
 
+RANGES = [(0, 150), (-40, 60), (1, 12), (7, 7), (0, 0), (-5, -3), (-1, 1), (99, 1000),
+          (123456, None), (None, -98), (-1000000007, 99999999999), (None, None), (10, 19)]
+
+
+def check_ranges(ferrox):
+    """Integer ranges: every integer near each bound (and some far). "-0"
+    (JSON's other spelling of 0) is left out of bounded ranges: stricter,
+    never looser."""
+    n = 0
+    for lo, hi in RANGES:
+        schema = {"type": "integer"}
+        if lo is not None:
+            schema["minimum"] = lo
+        if hi is not None:
+            schema["maximum"] = hi
+        near = set(range(-30, 31)) | {10 ** k for k in range(13)} | {-10 ** k for k in range(13)}
+        for b in (lo, hi):
+            if b is not None:
+                near |= set(range(b - 30, b + 31)) | {b * 10, b // 10, -b}
+        nums = sorted(near)
+        strings = [str(x) for x in nums] + ["-0", "01", "1.0", "+1", ""]
+        mine, err = ours(ferrox, "-j", json.dumps(schema), strings)
+        check(mine is not None, f"range {schema}: {err}")
+        for s, a in zip(strings, mine or []):
+            want = bool(re.fullmatch(r"-?(0|[1-9][0-9]*)", s)) and (s != "-0" or lo is hi is None) and \
+                (lo is None or int(s) >= lo) and (hi is None or int(s) <= hi)
+            n += 1
+            check(a == want, f"range {schema}: {s!r}: ferrox {a}, want {want}")
+    return n
+
+
 def main():
     ferrox = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build/bin/ferrox")
     paths = sorted(glob.glob(os.path.join(ROOT, "tests/data/schemas/*.json")))
@@ -189,6 +220,7 @@ def main():
     for schema, want in BAD:
         r = run([ferrox, "grammar", "-j", schema, "--print-gbnf"])
         check(r.returncode != 0 and want in r.stderr, f"bad schema {schema}: exit {r.returncode}, {r.stderr.strip()!r}, want {want!r}")
+    n_range = check_ranges(ferrox)
     n_re = 0
     for rx, strings in REGEX:
         r = run([ferrox, "grammar", "--regex", rx, "--print-gbnf"])
@@ -208,7 +240,7 @@ def main():
         r = run([ferrox, "grammar", "--regex", rx, "--print-gbnf"])
         check(r.returncode != 0 and want in r.stderr, f"bad regex {rx!r}: {r.stderr.strip()!r}, want {want!r}")
     print(f"schema: {len(paths)} schemas, {n_str} instance strings, {len(BAD)} refused schemas, "
-          f"{len(REGEX)} regexes on {n_re} strings, {len(BAD_REGEX)} refused regexes")
+          f"{len(RANGES)} integer ranges on {n_range} numbers, {len(REGEX)} regexes on {n_re} strings, {len(BAD_REGEX)} refused regexes")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

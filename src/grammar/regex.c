@@ -550,8 +550,13 @@ static int rx_quant(struct rx *r, struct conv_sb *out)
 		r->i++; /* lazy: the same language */
 	if (r->s[r->i] == '+')
 		return rx_fail(r, "possessive quantifiers are not supported");
-	if (strchr("*+?{", r->s[r->i]) && r->s[r->i] && rx_quant(r, &(struct conv_sb){ 0 }) != 2)
-		return rx_fail(r, "multiple repeat");
+	if (r->s[r->i] && strchr("*+?{", r->s[r->i])) {
+		struct conv_sb tmp = { 0 };
+		int rc = rx_quant(r, &tmp);
+		free(tmp.p);
+		if (rc != 2)
+			return rc < 0 ? rc : rx_fail(r, "multiple repeat");
+	}
 	return 0;
 }
 

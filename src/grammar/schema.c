@@ -69,6 +69,14 @@ static const char *nomem(struct sc *c)
 	return NULL;
 }
 
+/* A malloc'ed copy (strdup is POSIX, not C11). */
+static char *sdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = malloc(n);
+	return p ? memcpy(p, s, n) : NULL;
+}
+
 /* ---- rules ------------------------------------------------------------ */
 
 static const char *find_rule(struct sc *c, const char *name)
@@ -122,8 +130,8 @@ static const char *add_rule(struct sc *c, const char *hint, const char *body)
 		c->cap_rules = cap;
 	}
 	struct rule *r = &c->rules[c->n_rules];
-	r->name = strdup(name);
-	r->body = body ? strdup(body) : NULL;
+	r->name = sdup(name);
+	r->body = body ? sdup(body) : NULL;
 	c->ref_key[c->n_rules] = NULL;
 	if (!r->name || (body && !r->body)) {
 		free(r->name);
@@ -354,7 +362,11 @@ static void digits_eq(struct conv_sb *b, const char *lo, const char *hi, int n)
 		digits_eq(b, lo + 1, hi + 1, n - 1);
 		return;
 	}
-	bool lz = strspn(lo + 1, "0") == (size_t)(n - 1), h9 = strspn(hi + 1, "9") == (size_t)(n - 1);
+	bool lz = true, h9 = true;
+	for (int k = 1; k < n; k++) {
+		lz &= lo[k] == '0';
+		h9 &= hi[k] == '9';
+	}
 	char nines[24], zeros[24];
 	bool first = true;
 	memset(nines, '9', sizeof nines);
@@ -985,11 +997,11 @@ static const char *gen_string(struct sc *c, const cJSON *s, const char *hint)
 	conv_sb_puts(&b, "\"\\\"\" ");
 	if (fmt) {
 		static const char *const F[] = { "date", "time", "date-time", "uuid", "email", NULL };
-		if (!in_list(F, fmt->valuestring))
-			return fail(c, "unsupported format '%s'", fmt->valuestring);
-		const char *r = prim(c, fmt->valuestring);
-		if (!r)
-			return NULL;
+		const char *r = in_list(F, fmt->valuestring) ? prim(c, fmt->valuestring) : NULL;
+		if (!r) {
+			free(b.p);
+			return in_list(F, fmt->valuestring) ? NULL : fail(c, "unsupported format '%s'", fmt->valuestring);
+		}
 		conv_sb_puts(&b, r);
 	} else if (pat) {
 		char what[1100];
@@ -1119,7 +1131,7 @@ static const char *ref_rule(struct sc *c, const char *ref)
 	if (!name)
 		return NULL;
 	int me = c->n_rules - 1;
-	if (!(c->ref_key[me] = strdup(ref)))
+	if (!(c->ref_key[me] = sdup(ref)))
 		return nomem(c);
 	char saved[sizeof c->path];
 	memcpy(saved, c->path, sizeof saved);
@@ -1128,7 +1140,7 @@ static const char *ref_rule(struct sc *c, const char *ref)
 	if (!body)
 		return NULL;
 	memcpy(c->path, saved, sizeof saved);
-	if (!(c->rules[me].body = strdup(body)))
+	if (!(c->rules[me].body = sdup(body)))
 		return nomem(c);
 	return c->rules[me].name;
 }
