@@ -16,6 +16,10 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j1
 
+# libFuzzer: every target of tests/fuzz for a few seconds from its seed
+# corpus (clang, ASan + UBSan); long campaigns are scripts/fuzz.sh's job.
+scripts/fuzz.sh all "${FX_FUZZ_SECONDS:-5}"
+
 # Sanitizers: the same tests; model-heavy checks shorten themselves when
 # FX_SANITIZE_RUN is set (ASan makes the forward pass ~10x slower).
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFX_SANITIZE=ON >/dev/null

@@ -40,6 +40,16 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(test_perplexity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 
+# JSON Schema and regex to GBNF (tests/test_schema.py): every schema in
+# tests/data/schemas against jsonschema, llguidance and ferrox's matcher,
+# sampled strings validated; refused schemas and regexes. Skips (77)
+# without llguidance or jsonschema unless FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_schema COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_schema.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_schema PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+endif()
+
 # Chat templates against Python's jinja2 (tests/chat_conformance.py): the 26
 # templates in ../shared/templates and the default models' own, rendered by
 # `ferrox render-template` and by jinja2, byte for byte. Skipped (77) when
@@ -102,4 +112,16 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_tool_server COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_tool_server.py
            $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_tool_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
+
+# Structured output end to end (openai client, jsonschema, pydantic): the
+# schema suite of tests/data/schemas at temperature 0 and 1 through
+# /v1/chat/completions on SmolLM2, parse() with a pydantic model, grammar /
+# regex / choice fields, constrained beside free requests, bad constraints;
+# Gemma 3 through /v1/completions and `ferrox run -j`. Skips (77) without
+# the models or packages unless FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_structured COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_structured.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_structured PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
 endif()

@@ -1,40 +1,37 @@
-/* What the JSON Schema and regex converters (schema.c, regex.c) share: a
- * growable text buffer and GBNF quoting, and the regex translation that a
- * schema's "pattern" reuses inside a JSON string.
- */
+/* Helpers shared by the JSON Schema (schema.c) and regex (regex.c)
+ * converters to GBNF: a growing string and the regex translator that
+ * schema.c's "pattern" goes through. */
 #ifndef FX_GRAMMAR_CONVERT_H
 #define FX_GRAMMAR_CONVERT_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
 
 #include "ferrox.h"
 
-struct gram_buf {
-	char *p;   /* NUL-terminated after n bytes, or NULL while empty */
+/* A malloc'ed growing string; failed is set (and further writes dropped)
+ * when memory runs out, so callers check once at the end. */
+struct conv_sb {
+	char *p;
 	size_t n, cap;
-	bool oom;  /* an append failed: the text is incomplete */
+	bool failed;
 };
 
-void gram_buf_add(struct gram_buf *b, const char *s, size_t n);
-void gram_buf_puts(struct gram_buf *b, const char *s);
-void gram_buf_printf(struct gram_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* s[0..n) as a GBNF string literal, quotes included ("a\"b"). */
-void gram_buf_literal(struct gram_buf *b, const char *s, size_t n);
-/* Code point c as it goes inside a GBNF literal or class (escaped when it
- * is a quote, a backslash, a bracket, a dash, a caret or not printable). */
-void gram_buf_cp(struct gram_buf *b, uint32_t c);
-void gram_buf_free(struct gram_buf *b);
+void conv_sb_put(struct conv_sb *b, const char *s, size_t n);
+void conv_sb_puts(struct conv_sb *b, const char *s);
+void conv_sb_printf(struct conv_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s[0..n) (bytes, UTF-8) as one GBNF string literal "...". */
+void conv_sb_lit(struct conv_sb *b, const char *s, size_t n);
 
-/* Append to out one parenthesized GBNF expression for strings that match
- * re wholly (regex.c's subset). json_string: the strings as they are
- * written inside a JSON string literal (a quote, a backslash or a control
- * character appears escaped; `.` is the rule char_rule, JSON's string
- * character), for a schema's "pattern"; anchored: whether ^ and $ are
- * implied (false: JSON Schema's search semantics, any text around).
- * Errors: FX_E_INVALID naming the position, FX_E_NOMEM. */
-int gram_regex_expr(const char *re, bool json_string, bool anchored, const char *char_rule,
-		    struct gram_buf *out, struct fx_err *err);
+/* Append to out a GBNF expression (one parenthesised term) for the strings
+ * regex matches. json: the strings are written as the content of a JSON
+ * string (", \ and control characters as escapes) rather than raw.
+ * search: JSON Schema's unanchored "pattern" semantics (a branch without
+ * ^ may be preceded, without $ followed, by anything, written with the
+ * rule any_char); else the whole string (re.fullmatch). Errors:
+ * FX_E_INVALID "regex: position N: ..." (what = "regex" or the caller's
+ * prefix), FX_E_NOMEM. */
+int conv_regex(const char *regex, bool json, bool search, const char *any_char,
+	       struct conv_sb *out, const char *what, struct fx_err *err);
 
 #endif

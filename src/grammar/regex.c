@@ -1,39 +1,33 @@
-/* Regular expressions to GBNF: the ECMAScript-style subset that JSON
- * Schema's "pattern" and vLLM's regex constraint use, translated
- * construct by construct (GBNF has alternation, groups, classes and the
- * same quantifiers, so the translation is syntactic, as llama.cpp's
- * json-schema-to-grammar does for patterns). Fullmatch semantics; ^ and $
- * only at the ends. Not supported, each an error naming the position:
- * backreferences, lookaround, word boundaries, a class shorthand's
- * negation inside a class.
- *
- * Also the shared text buffer of convert.h.
- */
+/* Regular expressions to GBNF (fx_regex_to_gbnf, and JSON Schema's
+ * "pattern" through conv_regex). Recursive descent over Python re's
+ * syntax, restricted to what a context-free grammar expresses exactly:
+ * literals, ., classes [...] with ranges and negation, \d \w \s (ASCII,
+ * as re.ASCII) and their negations, groups ( ) (?: ) (?P<n> ) (?<n> ),
+ * |, * + ? {m} {m,} {m,n} {,n} (lazy forms: same language), anchors ^ $
+ * at a branch's ends. Backreferences, lookaround, word boundaries,
+ * inline flags and possessive quantifiers are errors naming the position.
+ * Code points, not bytes: the output's classes are UTF-8 through the
+ * GBNF parser. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
 #include "core/status.h"
 #include "grammar/convert.h"
 
-#define RX_MAX_NEST 128
-#define RX_MAX_RANGES 512
-
-/* ---- gram_buf ---- */
-
-void gram_buf_add(struct gram_buf *b, const char *s, size_t n)
+void conv_sb_put(struct conv_sb *b, const char *s, size_t n)
 {
-	if (b->oom)
+	if (b->failed)
 		return;
 	if (b->n + n + 1 > b->cap) {
 		size_t cap = b->cap ? b->cap : 256;
 		while (cap < b->n + n + 1)
 			cap *= 2;
-		char *p = fx_realloc_array(b->p, cap, 1);
+		char *p = realloc(b->p, cap); /* plain heap: fx_string_free releases it */
 		if (!p) {
-			b->oom = true;
+			b->failed = true;
 			return;
 		}
 		b->p = p;
@@ -44,662 +38,637 @@ void gram_buf_add(struct gram_buf *b, const char *s, size_t n)
 	b->p[b->n] = 0;
 }
 
-void gram_buf_puts(struct gram_buf *b, const char *s)
+void conv_sb_puts(struct conv_sb *b, const char *s)
 {
-	gram_buf_add(b, s, strlen(s));
+	conv_sb_put(b, s, strlen(s));
 }
 
-void gram_buf_printf(struct gram_buf *b, const char *fmt, ...)
+void conv_sb_printf(struct conv_sb *b, const char *fmt, ...)
 {
-	char tmp[512];
+	char buf[512];
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	int n = vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(tmp)) {
-		b->oom = true; /* callers format short pieces only */
+	if (n < 0 || (size_t)n >= sizeof buf) {
+		b->failed = true;
 		return;
 	}
-	gram_buf_add(b, tmp, (size_t)n);
+	conv_sb_put(b, buf, (size_t)n);
 }
 
-void gram_buf_cp(struct gram_buf *b, uint32_t c)
+void conv_sb_lit(struct conv_sb *b, const char *s, size_t n)
 {
-	char tmp[16];
-	if (c == '"' || c == '\\' || c == '[' || c == ']' || c == '-' || c == '^') {
-		tmp[0] = '\\';
-		tmp[1] = (char)c;
-		gram_buf_add(b, tmp, 2);
-	} else if (c < 0x20 || c == 0x7f) {
-		gram_buf_printf(b, "\\x%02X", c);
-	} else if (c < 0x80) {
-		tmp[0] = (char)c;
-		gram_buf_add(b, tmp, 1);
-	} else if (c < 0x10000) {
-		gram_buf_printf(b, "\\u%04X", c);
-	} else {
-		gram_buf_printf(b, "\\U%08X", c);
-	}
-}
-
-void gram_buf_literal(struct gram_buf *b, const char *s, size_t n)
-{
-	gram_buf_add(b, "\"", 1);
+	conv_sb_put(b, "\"", 1);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
-		if (c == '"' || c == '\\') {
-			char e[2] = { '\\', (char)c };
-			gram_buf_add(b, e, 2);
-		} else if (c < 0x20 || c == 0x7f) {
-			gram_buf_printf(b, "\\x%02X", c);
+		if (c == '"' || c == '\\')
+			conv_sb_printf(b, "\\%c", c);
+		else if (c < 0x20 || c == 0x7f)
+			conv_sb_printf(b, "\\x%02X", c);
+		else
+			conv_sb_put(b, (const char *)&c, 1);
+	}
+	conv_sb_put(b, "\"", 1);
+}
+
+/* ---- code point sets -------------------------------------------------- */
+
+#define CP_MAX 0x10FFFFu
+#define SET_CAP 128
+
+struct cpset {
+	uint32_t lo[SET_CAP], hi[SET_CAP];
+	int n;
+	bool over; /* more ranges than SET_CAP */
+};
+
+static void set_add(struct cpset *s, uint32_t lo, uint32_t hi)
+{
+	if (s->n == SET_CAP) {
+		s->over = true;
+		return;
+	}
+	s->lo[s->n] = lo;
+	s->hi[s->n++] = hi;
+}
+
+/* Sort and merge overlapping or adjacent ranges. */
+static void set_norm(struct cpset *s)
+{
+	for (int i = 1; i < s->n; i++)
+		for (int j = i; j > 0 && s->lo[j - 1] > s->lo[j]; j--) {
+			uint32_t a = s->lo[j], b = s->hi[j];
+			s->lo[j] = s->lo[j - 1];
+			s->hi[j] = s->hi[j - 1];
+			s->lo[j - 1] = a;
+			s->hi[j - 1] = b;
+		}
+	int k = 0;
+	for (int i = 0; i < s->n; i++) {
+		if (k && s->lo[i] <= s->hi[k - 1] + 1) {
+			if (s->hi[i] > s->hi[k - 1])
+				s->hi[k - 1] = s->hi[i];
 		} else {
-			gram_buf_add(b, (const char *)&c, 1); /* UTF-8 passes through */
+			s->lo[k] = s->lo[i];
+			s->hi[k++] = s->hi[i];
 		}
 	}
-	gram_buf_add(b, "\"", 1);
+	s->n = k;
 }
 
-void gram_buf_free(struct gram_buf *b)
+static void set_negate(struct cpset *s)
 {
-	fx_free(b->p);
-	*b = (struct gram_buf){ 0 };
+	struct cpset t = { .n = 0 };
+	uint32_t next = 0;
+	set_norm(s);
+	for (int i = 0; i < s->n; i++) {
+		if (s->lo[i] > next)
+			set_add(&t, next, s->lo[i] - 1);
+		next = s->hi[i] + 1;
+	}
+	if (next <= CP_MAX)
+		set_add(&t, next, CP_MAX);
+	t.over |= s->over;
+	*s = t;
 }
 
-/* ---- the regex parser ---- */
+/* s minus [lo, hi]. */
+static void set_remove(struct cpset *s, uint32_t lo, uint32_t hi)
+{
+	struct cpset t = { .n = 0 };
+	for (int i = 0; i < s->n; i++) {
+		if (s->hi[i] < lo || s->lo[i] > hi) {
+			set_add(&t, s->lo[i], s->hi[i]);
+			continue;
+		}
+		if (s->lo[i] < lo)
+			set_add(&t, s->lo[i], lo - 1);
+		if (s->hi[i] > hi)
+			set_add(&t, hi + 1, s->hi[i]);
+	}
+	t.over |= s->over;
+	*s = t;
+}
+
+static bool set_has(const struct cpset *s, uint32_t c)
+{
+	for (int i = 0; i < s->n; i++)
+		if (c >= s->lo[i] && c <= s->hi[i])
+			return true;
+	return false;
+}
+
+static void put_utf8(struct conv_sb *b, uint32_t c)
+{
+	char u[4];
+	int n;
+	if (c < 0x80) {
+		u[0] = (char)c;
+		n = 1;
+	} else if (c < 0x800) {
+		u[0] = (char)(0xc0 | (c >> 6));
+		u[1] = (char)(0x80 | (c & 0x3f));
+		n = 2;
+	} else if (c < 0x10000) {
+		u[0] = (char)(0xe0 | (c >> 12));
+		u[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+		u[2] = (char)(0x80 | (c & 0x3f));
+		n = 3;
+	} else {
+		u[0] = (char)(0xf0 | (c >> 18));
+		u[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+		u[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+		u[3] = (char)(0x80 | (c & 0x3f));
+		n = 4;
+	}
+	conv_sb_put(b, u, (size_t)n);
+}
+
+static void class_char(struct conv_sb *b, uint32_t c)
+{
+	if (c < 0x20 || c == 0x7f || c == ']' || c == '[' || c == '\\' || c == '^' || c == '-')
+		conv_sb_printf(b, "\\x%02X", c);
+	else
+		put_utf8(b, c);
+}
+
+/* The set as one GBNF class (surrogates left out: they are no characters
+ * in UTF-8). The set must not be empty. */
+static void emit_class(struct conv_sb *b, struct cpset s)
+{
+	set_remove(&s, 0xD800, 0xDFFF);
+	conv_sb_put(b, "[", 1);
+	for (int i = 0; i < s.n; i++) {
+		class_char(b, s.lo[i]);
+		if (s.hi[i] != s.lo[i]) {
+			if (s.hi[i] > s.lo[i] + 1)
+				conv_sb_put(b, "-", 1);
+			class_char(b, s.hi[i]);
+		}
+	}
+	conv_sb_put(b, "]", 1);
+}
+
+/* The set as JSON string content: its raw characters (all but ", \ and
+ * controls) as a class, and those three kinds as their escapes (the short
+ * form where JSON has one, else \u00XX in either case; "/" also as \/). */
+static void emit_json_class(struct conv_sb *b, const struct cpset *in)
+{
+	static const char shorts[] = "\b\f\n\r\t";
+	static const char short_name[] = "bfnrt";
+	struct cpset raw = *in;
+	bool first = true;
+	set_remove(&raw, 0, 0x1f);
+	set_remove(&raw, '"', '"');
+	set_remove(&raw, '\\', '\\');
+	set_remove(&raw, 0xD800, 0xDFFF);
+	conv_sb_put(b, "(", 1);
+	if (raw.n) {
+		emit_class(b, raw);
+		first = false;
+	}
+	for (uint32_t c = 0; c < 0x80; c++) {
+		if (!set_has(in, c) || !(c < 0x20 || c == '"' || c == '\\' || c == '/'))
+			continue;
+		conv_sb_puts(b, first ? "" : " | ");
+		first = false;
+		const char *sh = c ? strchr(shorts, (int)c) : NULL;
+		if (c == '"')
+			conv_sb_puts(b, "\"\\\\\\\"\"");
+		else if (c == '\\')
+			conv_sb_puts(b, "\"\\\\\\\\\"");
+		else if (c == '/')
+			conv_sb_puts(b, "\"\\\\/\"");
+		else if (sh)
+			conv_sb_printf(b, "\"\\\\%c\"", short_name[sh - shorts]);
+		else if ((c & 15) < 10)
+			conv_sb_printf(b, "\"\\\\u00%u%u\"", c >> 4, c & 15);
+		else
+			conv_sb_printf(b, "\"\\\\u00%u\" [%c%c]", c >> 4, 'a' + (c & 15) - 10, 'A' + (c & 15) - 10);
+	}
+	conv_sb_put(b, ")", 1);
+}
+
+/* ---- the parser ------------------------------------------------------- */
 
 struct rx {
-	const char *s, *p, *end;
-	bool json;
-	const char *char_rule;
+	const char *s; /* the regex, UTF-8 */
+	size_t i;      /* byte position */
+	bool json, search;
+	const char *any;
+	const char *what;
 	struct fx_err *err;
-	int rc;
 	int depth;
 };
 
-struct cls {
-	uint32_t lo[RX_MAX_RANGES], hi[RX_MAX_RANGES];
-	int n;
-	bool neg;
-};
-
-__attribute__((format(printf, 3, 4))) static int rerr(struct rx *r, const char *at, const char *fmt, ...)
+static int rx_fail(struct rx *r, const char *msg)
 {
-	char what[256];
-	va_list ap;
-	if (r->rc)
-		return r->rc;
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	r->rc = fx_fail(r->err, FX_E_INVALID, "regex: at offset %ld of '%.80s': %s",
-			(long)(at - r->s), r->s, what);
-	return r->rc;
+	return fx_fail(r->err, FX_E_INVALID, "%s: position %zu: %s", r->what, r->i, msg);
 }
 
-/* Offset of the first byte of s that is not well-formed UTF-8, or -1. */
-static long utf8_invalid_at(const char *str)
+/* The code point at r->i (UTF-8; a bad byte stands for itself), advancing. */
+static uint32_t rx_cp(struct rx *r)
 {
-	const unsigned char *s = (const unsigned char *)str;
-	for (long i = 0; s[i];) {
-		unsigned c = s[i];
-		int n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
-		if (n < 0)
-			return i;
-		uint32_t cp = n ? c & (0x3fu >> n) : c;
-		for (int k = 1; k <= n; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return i;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
+	const unsigned char *p = (const unsigned char *)r->s + r->i;
+	uint32_t c = p[0];
+	int n = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+	if (n > 1) {
+		c &= 0x3fu >> (n - 1);
+		for (int k = 1; k < n; k++) {
+			if ((p[k] & 0xc0) != 0x80) {
+				r->i++;
+				return p[0];
+			}
+			c = (c << 6) | (p[k] & 0x3f);
 		}
-		static const uint32_t min[] = { 0, 0x80, 0x800, 0x10000 };
-		if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return i;
-		i += 1 + n;
 	}
-	return -1;
-}
-
-static uint32_t next_cp(struct rx *r)
-{
-	const unsigned char *s = (const unsigned char *)r->p;
-	uint32_t c = s[0];
-	int n = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : 0;
-	if (r->p + 1 + n > r->end)
-		n = 0;
-	if (n)
-		c &= 0x3fu >> n;
-	for (int i = 1; i <= n; i++)
-		c = (c << 6) | (s[i] & 0x3f);
-	r->p += 1 + n;
+	r->i += (size_t)n;
 	return c;
 }
 
-static bool cls_add(struct rx *r, struct cls *c, uint32_t lo, uint32_t hi)
+static int hexval(char h)
 {
-	if (c->n == RX_MAX_RANGES) {
-		rerr(r, r->p, "character class with more than %d ranges", RX_MAX_RANGES);
-		return false;
-	}
-	c->lo[c->n] = lo;
-	c->hi[c->n++] = hi;
-	return true;
+	return h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 :
+	       h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
 }
 
-/* \d \w \s (ECMAScript's definitions; \s with the Unicode spaces). */
-static bool cls_shorthand(struct rx *r, struct cls *c, char k)
+static void add_named(struct cpset *s, char k)
 {
-	static const uint32_t space[][2] = { { 9, 13 }, { 32, 32 }, { 0xa0, 0xa0 }, { 0x1680, 0x1680 },
-					     { 0x2000, 0x200a }, { 0x2028, 0x2029 }, { 0x202f, 0x202f },
-					     { 0x205f, 0x205f }, { 0x3000, 0x3000 }, { 0xfeff, 0xfeff } };
-	switch (k) {
-	case 'd':
-		return cls_add(r, c, '0', '9');
-	case 'w':
-		return cls_add(r, c, '0', '9') && cls_add(r, c, 'A', 'Z') && cls_add(r, c, '_', '_') &&
-		       cls_add(r, c, 'a', 'z');
-	default:
-		for (size_t i = 0; i < sizeof(space) / sizeof(space[0]); i++)
-			if (!cls_add(r, c, space[i][0], space[i][1]))
-				return false;
-		return true;
+	struct cpset t = { .n = 0 };
+	char lower = (char)(k | 0x20);
+	if (lower == 'd')
+		set_add(&t, '0', '9');
+	else if (lower == 'w') {
+		set_add(&t, '0', '9');
+		set_add(&t, 'A', 'Z');
+		set_add(&t, '_', '_');
+		set_add(&t, 'a', 'z');
+	} else {
+		set_add(&t, '\t', '\r');
+		set_add(&t, ' ', ' ');
 	}
+	if (k != lower)
+		set_negate(&t);
+	for (int i = 0; i < t.n; i++)
+		set_add(s, t.lo[i], t.hi[i]);
 }
 
-static int hexv(char c)
+/* After a backslash: a class escape (\d ... into set, returns 1), a single
+ * code point (*cp, returns 0) or an error (< 0). in_class: \b is a
+ * backspace there. */
+static int rx_escape(struct rx *r, bool in_class, struct cpset *set, uint32_t *cp)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
-	       c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+	char c = r->s[r->i];
+	if (!c)
+		return rx_fail(r, "a trailing backslash");
+	if (strchr("dDwWsS", c)) {
+		r->i++;
+		add_named(set, c);
+		return 1;
+	}
+	if (c >= '1' && c <= '9')
+		return rx_fail(r, "backreferences are not supported");
+	if (c == 'b' && in_class) {
+		r->i++;
+		*cp = '\b';
+		return 0;
+	}
+	if (strchr("bBAZzGkgNpP", c))
+		return rx_fail(r, "this escape (word boundary, anchor, backreference, named or property class) is not supported");
+	const char *simple = "n\nt\tr\rf\fv\va\a0";
+	const char *p = strchr(simple, c);
+	if (p && (p - simple) % 2 == 0) {
+		r->i++;
+		*cp = c == '0' ? 0 : (uint32_t)(unsigned char)p[1];
+		if (c == '0' && r->s[r->i] >= '0' && r->s[r->i] <= '7')
+			return rx_fail(r, "octal escapes are not supported");
+		return 0;
+	}
+	if (c == 'x' || c == 'u' || c == 'U') {
+		int nd = c == 'x' ? 2 : c == 'u' ? 4 : 8;
+		uint32_t v = 0;
+		r->i++;
+		for (int k = 0; k < nd; k++) {
+			int h = hexval(r->s[r->i]);
+			if (h < 0)
+				return rx_fail(r, "expected hex digits in the escape");
+			v = v * 16 + (uint32_t)h;
+			r->i++;
+		}
+		if (v > CP_MAX)
+			return rx_fail(r, "code point out of range");
+		*cp = v;
+		return 0;
+	}
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+		return rx_fail(r, "unknown escape");
+	*cp = rx_cp(r);
+	return 0;
 }
 
-/* The character of an escape at r->p (after the backslash) that stands
- * for one code point; -1 when it is not one (a shorthand, an error). */
-static long escape_cp(struct rx *r)
+static int rx_class(struct rx *r, struct cpset *s)
 {
-	const char *at = r->p - 1;
-	char k = *r->p;
-	int digits = 0;
-	switch (k) {
-	case 'n': r->p++; return '\n';
-	case 't': r->p++; return '\t';
-	case 'r': r->p++; return '\r';
-	case 'f': r->p++; return '\f';
-	case 'v': r->p++; return '\v';
-	case '0': r->p++; return 0;
-	case 'x': digits = 2; break;
-	case 'u': digits = 4; break;
-	case 'b': case 'B':
-		rerr(r, at, "word boundaries (\\%c) are not supported", k);
-		return -1;
-	default:
-		if (k >= '1' && k <= '9') {
-			rerr(r, at, "backreferences are not supported");
-			return -1;
-		}
-		if ((k >= 'a' && k <= 'z') || (k >= 'A' && k <= 'Z')) {
-			rerr(r, at, "unknown escape \\%c", k);
-			return -1;
-		}
-		return (long)next_cp(r); /* \. \\ \( ... : the character itself */
+	bool neg = false;
+	r->i++; /* [ */
+	if (r->s[r->i] == '^') {
+		neg = true;
+		r->i++;
 	}
-	r->p++;
-	long v = 0;
-	if (k == 'u' && r->p < r->end && *r->p == '{') { /* \u{...} */
-		r->p++;
-		while (r->p < r->end && *r->p != '}' && hexv(*r->p) >= 0 && v <= 0x10ffff)
-			v = v * 16 + hexv(*r->p++);
-		if (r->p >= r->end || *r->p != '}' || v > 0x10ffff) {
-			rerr(r, at, "bad \\u{...} escape");
-			return -1;
+	for (bool first = true;; first = false) {
+		uint32_t lo, hi;
+		int k;
+		char c = r->s[r->i];
+		if (!c)
+			return rx_fail(r, "unterminated character class");
+		if (c == ']' && !first) {
+			r->i++;
+			break;
 		}
-		r->p++;
-		return v;
-	}
-	for (int i = 0; i < digits; i++) {
-		int h = r->p < r->end ? hexv(*r->p) : -1;
-		if (h < 0) {
-			rerr(r, at, "expected %d hex digits after \\%c", digits, k);
-			return -1;
-		}
-		v = v * 16 + h;
-		r->p++;
-	}
-	return v;
-}
-
-/* [...] at r->p (after the '['). */
-static bool parse_class(struct rx *r, struct cls *c)
-{
-	const char *start = r->p - 1;
-	c->n = 0;
-	c->neg = r->p < r->end && *r->p == '^';
-	if (c->neg)
-		r->p++;
-	bool first = true;
-	while (r->p < r->end && (*r->p != ']' || first)) {
-		long lo, hi;
-		first = false;
-		if (*r->p == '\\') {
-			r->p++;
-			if (r->p >= r->end)
-				break;
-			char k = *r->p;
-			if (k == 'd' || k == 'w' || k == 's') {
-				r->p++;
-				if (!cls_shorthand(r, c, k))
-					return false;
+		if (c == '\\') {
+			r->i++;
+			if ((k = rx_escape(r, true, s, &lo)) < 0)
+				return k;
+			if (k == 1)
 				continue;
-			}
-			if (k == 'D' || k == 'W' || k == 'S') {
-				rerr(r, r->p - 1, "\\%c inside a character class is not supported", k);
-				return false;
-			}
-			if (k == 'b') { /* [\b] is a backspace */
-				r->p++;
-				lo = 8;
-			} else if ((lo = escape_cp(r)) < 0) {
-				return false;
-			}
 		} else {
-			lo = (long)next_cp(r);
+			lo = rx_cp(r);
 		}
 		hi = lo;
-		if (r->p + 1 < r->end && *r->p == '-' && r->p[1] != ']') {
-			r->p++;
-			if (*r->p == '\\') {
-				r->p++;
-				if ((hi = escape_cp(r)) < 0)
-					return false;
+		if (r->s[r->i] == '-' && r->s[r->i + 1] && r->s[r->i + 1] != ']') {
+			r->i++;
+			if (r->s[r->i] == '\\') {
+				struct cpset tmp = { .n = 0 };
+				r->i++;
+				if ((k = rx_escape(r, true, &tmp, &hi)) < 0)
+					return k;
+				if (k == 1)
+					return rx_fail(r, "a class escape cannot end a range");
 			} else {
-				hi = (long)next_cp(r);
+				hi = rx_cp(r);
 			}
-			if (hi < lo) {
-				rerr(r, start, "class range out of order");
-				return false;
-			}
+			if (hi < lo)
+				return rx_fail(r, "bad character range");
 		}
-		if (!cls_add(r, c, (uint32_t)lo, (uint32_t)hi))
-			return false;
+		set_add(s, lo, hi);
 	}
-	if (r->p >= r->end) {
-		rerr(r, start, "unterminated character class");
-		return false;
-	}
-	r->p++;
-	return true;
+	if (neg)
+		set_negate(s);
+	set_norm(s);
+	if (s->over)
+		return rx_fail(r, "character class too complex");
+	return 0;
 }
 
-/* One code point as it is written inside a JSON string, as a GBNF unit. */
-static void json_cp(struct gram_buf *o, uint32_t c)
+static void emit_set(struct rx *r, struct conv_sb *out, struct cpset *s)
 {
-	char tmp[8];
-	const char *esc = NULL;
-	switch (c) {
-	case '"': esc = "\\\""; break;
-	case '\\': esc = "\\\\"; break;
-	case '\n': esc = "\\n"; break;
-	case '\t': esc = "\\t"; break;
-	case '\r': esc = "\\r"; break;
-	case '\b': esc = "\\b"; break;
-	case '\f': esc = "\\f"; break;
-	default: break;
-	}
-	if (esc) {
-		gram_buf_literal(o, esc, strlen(esc));
-	} else if (c < 0x20) {
-		snprintf(tmp, sizeof(tmp), "\\u%04x", c);
-		gram_buf_literal(o, tmp, 6);
-	} else {
-		gram_buf_puts(o, "\"");
-		gram_buf_cp(o, c);
-		gram_buf_puts(o, "\"");
-	}
+	if (r->json)
+		emit_json_class(out, s);
+	else
+		emit_class(out, *s);
 }
 
-static bool json_special(uint32_t c)
+static int rx_alt(struct rx *r, struct conv_sb *out, bool top);
+
+/* One atom into out (a single GBNF term); 1 when there was none (| ) or end). */
+static int rx_atom(struct rx *r, struct conv_sb *out)
 {
-	return c < 0x20 || c == '"' || c == '\\';
+	struct cpset s = { .n = 0 };
+	uint32_t cp;
+	int rc;
+	char c = r->s[r->i];
+	if (!c || c == '|' || c == ')')
+		return 1;
+	if (strchr("*+?", c))
+		return rx_fail(r, "a quantifier follows nothing");
+	if (c == '^' || c == '$')
+		return rx_fail(r, "anchors are supported only at the ends of the pattern");
+	if (c == '(') {
+		r->i++;
+		if (r->s[r->i] == '?') {
+			const char *q = r->s + r->i + 1;
+			if (*q == ':') {
+				r->i += 2;
+			} else if ((*q == 'P' && q[1] == '<') || (*q == '<' && q[1] != '=' && q[1] != '!')) {
+				const char *e = strchr(q, '>');
+				if (!e)
+					return rx_fail(r, "unterminated group name");
+				r->i = (size_t)(e + 1 - r->s);
+			} else if (*q == '=' || *q == '!' || *q == '<') {
+				return rx_fail(r, "lookaround is not supported");
+			} else if (*q == 'P' && q[1] == '=') {
+				return rx_fail(r, "backreferences are not supported");
+			} else {
+				return rx_fail(r, "this group kind (inline flags, comments, conditionals) is not supported");
+			}
+		}
+		if (++r->depth > 200)
+			return rx_fail(r, "groups nested too deep");
+		conv_sb_puts(out, "(");
+		if ((rc = rx_alt(r, out, false)))
+			return rc;
+		r->depth--;
+		if (r->s[r->i] != ')')
+			return rx_fail(r, "missing )");
+		r->i++;
+		conv_sb_puts(out, ")");
+		return 0;
+	}
+	if (c == '[') {
+		if ((rc = rx_class(r, &s)))
+			return rc;
+		if (!s.n)
+			return rx_fail(r, "the class matches nothing");
+		emit_set(r, out, &s);
+		return 0;
+	}
+	if (c == '.') {
+		r->i++;
+		set_add(&s, '\n', '\n');
+		set_negate(&s);
+		emit_set(r, out, &s);
+		return 0;
+	}
+	if (c == '\\') {
+		r->i++;
+		if ((rc = rx_escape(r, false, &s, &cp)) < 0)
+			return rc;
+		if (rc == 0)
+			set_add(&s, cp, cp);
+		set_norm(&s);
+		emit_set(r, out, &s);
+		return 0;
+	}
+	cp = rx_cp(r);
+	set_add(&s, cp, cp);
+	emit_set(r, out, &s);
+	return 0;
 }
 
-static int rng_cmp(const void *a, const void *b)
+/* A quantifier at r->i into out ("" when none); errors as rx_fail. */
+static int rx_quant(struct rx *r, struct conv_sb *out)
 {
-	const uint32_t *x = a, *y = b;
-	return x[0] < y[0] ? -1 : x[0] > y[0];
-}
-
-/* c as a GBNF unit: a class as such; inside a JSON string, its ordinary
- * characters as a class and its special ones (quote, backslash,
- * controls) as their escapes. */
-static void emit_class(struct rx *r, struct gram_buf *o, const struct cls *c)
-{
-	if (!r->json) {
-		gram_buf_puts(o, c->neg ? "[^" : "[");
-		for (int i = 0; i < c->n; i++) {
-			gram_buf_cp(o, c->lo[i]);
-			if (c->hi[i] != c->lo[i]) {
-				gram_buf_puts(o, "-");
-				gram_buf_cp(o, c->hi[i]);
-			}
-		}
-		gram_buf_puts(o, "]");
-		return;
-	}
-	/* the set as sorted disjoint ranges, complemented when negated */
-	uint32_t (*rg)[2] = fx_calloc((size_t)c->n + 2, sizeof(*rg));
-	int n = 0;
-	if (!rg) {
-		o->oom = true;
-		return;
-	}
-	for (int i = 0; i < c->n; i++) {
-		rg[n][0] = c->lo[i];
-		rg[n++][1] = c->hi[i];
-	}
-	qsort(rg, (size_t)n, sizeof(*rg), rng_cmp);
-	int m = 0;
-	for (int i = 0; i < n; i++)
-		if (m && rg[i][0] <= rg[m - 1][1] + 1) {
-			if (rg[i][1] > rg[m - 1][1])
-				rg[m - 1][1] = rg[i][1];
-		} else {
-			rg[m][0] = rg[i][0];
-			rg[m++][1] = rg[i][1];
-		}
-	if (c->neg) {
-		uint32_t next = 0;
-		int k = 0;
-		for (int i = 0; i < m; i++) {
-			uint32_t lo = rg[i][0], hi = rg[i][1];
-			if (lo > next) {
-				rg[k][0] = next;
-				rg[k++][1] = lo - 1;
-			}
-			next = hi + 1;
-		}
-		if (next <= 0x10ffff) {
-			rg[k][0] = next;
-			rg[k++][1] = 0x10ffff;
-		}
-		m = k;
-	}
-	bool any = false, plain = false;
-	gram_buf_puts(o, "(");
-	for (int i = 0; i < m; i++) /* the ordinary characters, one class */
-		for (uint32_t lo = rg[i][0]; lo <= rg[i][1];) {
-			if (json_special(lo)) {
-				lo++;
-				continue;
-			}
-			uint32_t hi = lo;
-			while (hi < rg[i][1] && !json_special(hi + 1))
-				hi++;
-			if (!plain)
-				gram_buf_puts(o, "[");
-			plain = true;
-			gram_buf_cp(o, lo);
-			if (hi != lo) {
-				gram_buf_puts(o, "-");
-				gram_buf_cp(o, hi);
-			}
-			if (hi == rg[i][1])
-				break;
-			lo = hi + 1;
-		}
-	if (plain)
-		gram_buf_puts(o, "]");
-	any = plain;
-	for (int i = 0; i < m; i++) /* the special ones, escaped */
-		for (uint32_t ch = rg[i][0]; ch <= rg[i][1] && ch < 0x80; ch++)
-			if (json_special(ch)) {
-				gram_buf_puts(o, any ? " | " : "");
-				json_cp(o, ch);
-				any = true;
-			}
-	gram_buf_puts(o, ")");
-	fx_free(rg);
-	if (!any)
-		rerr(r, r->p, "character class matches nothing");
-}
-
-static void parse_alt(struct rx *r, struct gram_buf *o);
-
-/* A quantifier at r->p, if any, appended to o. */
-static void quantifier(struct rx *r, struct gram_buf *o, bool have_atom)
-{
-	const char *at = r->p;
-	if (r->p >= r->end)
-		return;
-	char c = *r->p;
+	char c = r->s[r->i];
 	if (c == '*' || c == '+' || c == '?') {
-		if (!have_atom) {
-			rerr(r, at, "'%c' has nothing to repeat", c);
-			return;
-		}
-		gram_buf_add(o, &c, 1);
-		r->p++;
+		r->i++;
+		conv_sb_put(out, &c, 1);
 	} else if (c == '{') {
-		const char *p = r->p + 1;
-		long m = 0, n = -1;
-		bool digits = false, comma = false;
-		while (p < r->end && *p >= '0' && *p <= '9' && m <= 10000)
-			m = m * 10 + (*p++ - '0'), digits = true;
-		if (p < r->end && *p == ',') {
-			comma = true;
+		const char *p = r->s + r->i + 1;
+		char *e;
+		long lo = 0, hi = -1;
+		if (*p >= '0' && *p <= '9') {
+			lo = strtol(p, &e, 10);
+			p = e;
+		} else if (*p != ',') {
+			conv_sb_puts(out, ""); /* "{" not a quantifier: Python reads it literally */
+			return 2;
+		}
+		if (*p == ',') {
 			p++;
-			if (p < r->end && *p >= '0' && *p <= '9') {
-				n = 0;
-				while (p < r->end && *p >= '0' && *p <= '9' && n <= 10000)
-					n = n * 10 + (*p++ - '0');
+			if (*p >= '0' && *p <= '9') {
+				hi = strtol(p, &e, 10);
+				p = e;
 			}
 		} else {
-			n = m;
+			hi = lo;
 		}
-		if (!digits || p >= r->end || *p != '}')
-			return; /* not a quantifier: a literal '{' (ECMAScript Annex B) */
-		if (!have_atom) {
-			rerr(r, at, "'{' quantifier has nothing to repeat");
-			return;
-		}
-		if (m > 10000 || n > 10000 || (n >= 0 && n < m)) {
-			rerr(r, at, "bad repetition bounds");
-			return;
-		}
-		if (comma && n < 0)
-			gram_buf_printf(o, "{%ld,}", m);
+		if (*p != '}')
+			return 2;
+		if (lo > 10000 || hi > 10000)
+			return rx_fail(r, "repetition bound over 10000");
+		if (hi >= 0 && hi < lo)
+			return rx_fail(r, "repetition with max below min");
+		r->i = (size_t)(p + 1 - r->s);
+		if (hi < 0)
+			conv_sb_printf(out, "{%ld,}", lo);
 		else
-			gram_buf_printf(o, "{%ld,%ld}", m, n);
-		r->p = p + 1;
+			conv_sb_printf(out, "{%ld,%ld}", lo, hi);
 	} else {
-		return;
+		return 2;
 	}
-	if (r->p < r->end && (*r->p == '?' || *r->p == '+'))
-		r->p++; /* lazy or possessive: the same set of strings */
-	if (r->p < r->end && (*r->p == '*' || *r->p == '+' || *r->p == '?' || *r->p == '{'))
-		rerr(r, r->p, "a quantifier after a quantifier");
+	if (r->s[r->i] == '?')
+		r->i++; /* lazy: the same language */
+	if (r->s[r->i] == '+')
+		return rx_fail(r, "possessive quantifiers are not supported");
+	if (r->s[r->i] && strchr("*+?{", r->s[r->i])) {
+		struct conv_sb tmp = { 0 };
+		int rc = rx_quant(r, &tmp);
+		free(tmp.p);
+		if (rc != 2)
+			return rc < 0 ? rc : rx_fail(r, "multiple repeat");
+	}
+	return 0;
 }
 
-/* Atoms and their quantifiers until '|', ')' or the end. */
-static void parse_seq(struct rx *r, struct gram_buf *o)
+static int rx_seq(struct rx *r, struct conv_sb *out, bool top)
 {
-	bool empty = true;
-	while (r->p < r->end && !r->rc && *r->p != '|' && *r->p != ')') {
-		const char *at = r->p;
-		char c = *r->p;
-		gram_buf_puts(o, empty ? "" : " ");
-		empty = false;
-		if (c == '(') {
-			r->p++;
-			if (r->p < r->end && *r->p == '?') {
-				if (r->p + 1 < r->end && r->p[1] == ':') {
-					r->p += 2;
-				} else if (r->p + 1 < r->end && r->p[1] == '<' && r->p + 2 < r->end &&
-					   r->p[2] != '=' && r->p[2] != '!') {
-					while (r->p < r->end && *r->p != '>') /* (?<name>...) */
-						r->p++;
-					r->p++;
-				} else {
-					rerr(r, at, "lookaround and other (?...) groups are not supported");
-					return;
-				}
-			}
-			if (++r->depth > RX_MAX_NEST) {
-				rerr(r, at, "groups nested deeper than %d", RX_MAX_NEST);
-				return;
-			}
-			parse_alt(r, o);
-			r->depth--;
-			if (r->p >= r->end || *r->p != ')') {
-				rerr(r, at, "unclosed group");
-				return;
-			}
-			r->p++;
-		} else if (c == '[') {
-			struct cls *cl = fx_calloc(1, sizeof(*cl));
-			if (!cl) {
-				o->oom = true;
-				return;
-			}
-			r->p++;
-			if (parse_class(r, cl))
-				emit_class(r, o, cl);
-			fx_free(cl);
-		} else if (c == '.') {
-			r->p++;
-			if (r->json)
-				gram_buf_puts(o, r->char_rule);
-			else
-				gram_buf_puts(o, "[^\\n\\r\\u2028\\u2029]");
-		} else if (c == '^' || c == '$') {
-			rerr(r, at, "'%c' is supported only at the start / end of the pattern", c);
-			return;
-		} else if (c == '*' || c == '+' || c == '?') {
-			rerr(r, at, "'%c' has nothing to repeat", c);
-			return;
-		} else if (c == '\\') {
-			r->p++;
-			if (r->p >= r->end) {
-				rerr(r, at, "a trailing backslash");
-				return;
-			}
-			char k = *r->p;
-			if (k == 'd' || k == 'w' || k == 's' || k == 'D' || k == 'W' || k == 'S') {
-				struct cls *cl = fx_calloc(1, sizeof(*cl));
-				if (!cl) {
-					o->oom = true;
-					return;
-				}
-				r->p++;
-				cl->neg = k < 'a';
-				if (cls_shorthand(r, cl, (char)(k | 0x20)))
-					emit_class(r, o, cl);
-				fx_free(cl);
-			} else {
-				long cp = escape_cp(r);
-				if (cp < 0)
-					return;
-				if (r->json) {
-					json_cp(o, (uint32_t)cp);
-				} else {
-					gram_buf_puts(o, "\"");
-					gram_buf_cp(o, (uint32_t)cp);
-					gram_buf_puts(o, "\"");
-				}
-			}
-		} else {
-			uint32_t cp = next_cp(r);
-			if (r->json) {
-				json_cp(o, cp);
-			} else {
-				gram_buf_puts(o, "\"");
-				gram_buf_cp(o, cp);
-				gram_buf_puts(o, "\"");
-			}
+	bool start = false, end = false, any = false;
+	int rc;
+	if (top && r->s[r->i] == '^') {
+		r->i++;
+		start = true;
+	}
+	if (top && r->search && !start) {
+		conv_sb_printf(out, "%s* ", r->any);
+		any = true;
+	}
+	for (;;) {
+		char c = r->s[r->i];
+		if (top && c == '$' && (!r->s[r->i + 1] || r->s[r->i + 1] == '|')) {
+			r->i++;
+			end = true;
+			break;
 		}
-		quantifier(r, o, true);
-	}
-	if (empty)
-		gram_buf_puts(o, "\"\"");
-}
-
-static void parse_alt(struct rx *r, struct gram_buf *o)
-{
-	gram_buf_puts(o, "(");
-	parse_seq(r, o);
-	while (!r->rc && r->p < r->end && *r->p == '|') {
-		r->p++;
-		gram_buf_puts(o, " | ");
-		parse_seq(r, o);
-	}
-	gram_buf_puts(o, ")");
-}
-
-int gram_regex_expr(const char *re, bool json_string, bool anchored, const char *char_rule,
-		    struct gram_buf *out, struct fx_err *err)
-{
-	struct rx r = { .s = re, .p = re, .end = re + strlen(re), .json = json_string,
-			.char_rule = char_rule, .err = err };
-	long bad = utf8_invalid_at(re);
-	if (bad >= 0)
-		return fx_fail(err, FX_E_INVALID, "regex: invalid UTF-8 at byte %ld", bad);
-	bool head = anchored, tail = anchored;
-	if (r.p < r.end && *r.p == '^') {
-		r.p++;
-		head = true;
-	}
-	/* a final unescaped $ */
-	if (r.end > r.p && r.end[-1] == '$') {
-		int bs = 0;
-		for (const char *q = r.end - 2; q >= r.p && *q == '\\'; q--)
-			bs++;
-		if (bs % 2 == 0) {
-			r.end--;
-			tail = true;
+		if (c == '{') {
+			size_t save = r->i;
+			struct conv_sb tmp = { 0 };
+			rc = rx_quant(r, &tmp);
+			free(tmp.p);
+			if (rc == 0)
+				return r->i = save, rx_fail(r, "a quantifier follows nothing");
+			if (rc < 0)
+				return rc;
+			r->i = save + 1;
+			conv_sb_puts(out, "\"{\" ");
+			any = true;
+			continue;
 		}
+		rc = rx_atom(r, out);
+		if (rc == 1)
+			break;
+		if (rc)
+			return rc;
+		rc = rx_quant(r, out);
+		if (rc < 0)
+			return rc;
+		conv_sb_puts(out, " ");
+		any = true;
 	}
-	gram_buf_puts(out, "(");
-	if (!head)
-		gram_buf_printf(out, "%s* ", char_rule);
-	parse_alt(&r, out);
-	if (!r.rc && r.p < r.end)
-		rerr(&r, r.p, "unmatched ')'");
-	if (!tail)
-		gram_buf_printf(out, " %s*", char_rule);
-	gram_buf_puts(out, ")");
-	if (r.rc)
-		return r.rc;
-	if (out->oom)
-		return fx_fail(err, FX_E_NOMEM, "regex: out of memory");
-	return FX_OK;
+	if (top && r->search && !end) {
+		conv_sb_printf(out, "%s* ", r->any);
+		any = true;
+	}
+	if (!any)
+		conv_sb_puts(out, "\"\" ");
+	return 0;
+}
+
+static int rx_alt(struct rx *r, struct conv_sb *out, bool top)
+{
+	int rc;
+	for (;;) {
+		if ((rc = rx_seq(r, out, top)))
+			return rc;
+		if (r->s[r->i] != '|')
+			return 0;
+		r->i++;
+		conv_sb_puts(out, "| ");
+	}
+}
+
+int conv_regex(const char *regex, bool json, bool search, const char *any_char,
+	       struct conv_sb *out, const char *what, struct fx_err *err)
+{
+	struct rx r = { .s = regex, .json = json, .search = search, .any = any_char, .what = what,
+			.err = err };
+	int rc;
+	conv_sb_puts(out, "(");
+	if ((rc = rx_alt(&r, out, true)))
+		return rc;
+	if (regex[r.i] == ')')
+		return rx_fail(&r, "unbalanced )");
+	conv_sb_puts(out, ")");
+	return out->failed ? fx_fail(err, FX_E_NOMEM, "%s: out of memory", what) : FX_OK;
 }
 
 int fx_regex_to_gbnf(const char *regex, const char *root_name, char **gbnf, struct fx_err *err)
 {
-	struct gram_buf b = { 0 };
-	const char *root = root_name ? root_name : "root";
+	struct conv_sb b = { 0 };
 	int rc;
-	if (!gbnf)
-		return fx_fail(err, FX_E_INVALID, "regex: gbnf is NULL");
 	*gbnf = NULL;
 	if (!regex)
-		return fx_fail(err, FX_E_INVALID, "regex: no pattern");
-	gram_buf_printf(&b, "%s ::= ", root);
-	/* fullmatch: anchored whatever the pattern says */
-	if ((rc = gram_regex_expr(regex, false, true, "", &b, err))) {
-		gram_buf_free(&b);
+		return fx_fail(err, FX_E_INVALID, "regex: no pattern given");
+	conv_sb_printf(&b, "%s ::= ", root_name ? root_name : "root");
+	if ((rc = conv_regex(regex, false, false, NULL, &b, "regex", err))) {
+		free(b.p);
 		return rc;
 	}
-	gram_buf_puts(&b, "\n");
-	if (b.oom) {
-		gram_buf_free(&b);
+	conv_sb_puts(&b, "\n");
+	if (b.failed) {
+		free(b.p);
 		return fx_fail(err, FX_E_NOMEM, "regex: out of memory");
 	}
-	struct fx_grammar *g = NULL; /* what we made must run: checked here */
+	/* the output must compile: GBNF refuses a repetition of something that
+	 * can be empty, such as (|ab)* (found by fuzz_regex) */
+	struct fx_grammar *g = NULL;
 	struct fx_err e2 = { 0 };
-	rc = fx_grammar_parse(b.p, b.n, root, &g, &e2);
-	fx_grammar_free(g);
-	if (rc) {
-		gram_buf_free(&b);
-		return fx_fail(err, rc, "regex: %s", e2.msg);
+	if ((rc = fx_grammar_parse(b.p, b.n, root_name ? root_name : "root", &g, &e2))) {
+		free(b.p);
+		return fx_fail(err, rc == FX_E_NOMEM ? rc : FX_E_INVALID,
+			       "regex: a repetition of something that can match nothing, such as (|ab)*, "
+			       "is not supported: %s", e2.msg);
 	}
+	fx_grammar_free(g);
 	*gbnf = b.p;
 	return FX_OK;
 }

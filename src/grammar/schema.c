@@ -1,1428 +1,1510 @@
-/* JSON Schema to GBNF, in the manner of llama.cpp's json-schema-to-grammar
- * (common/json-schema-to-grammar.cpp): one rule per schema node, named by
- * its path, over shared primitive rules (string, number, value, space, the
- * formats), with whitespace between tokens bounded by `space`.
- *
- * Fails closed: every keyword is either supported, an annotation (ignored,
- * as pydantic emits them), or an error naming it and its JSON pointer. The
- * grammar may be STRICTER than the schema where exactness would cost a lot
- * and no reasonable output is lost (docs/STRUCTURED.md lists each case:
- * properties in their declared order, no undeclared properties when
- * `properties` is given and additionalProperties is absent, as vLLM's
- * strict mode; a tuple's items all present; integers of at most 18
- * digits); never looser, except that an undeclared key spelled with \u
- * escapes is not recognised as a declared one.
- */
+/* JSON Schema to GBNF (fx_json_schema_to_gbnf). One rule per schema
+ * node, named from its path ("name-item", "Node"); every value rule ends
+ * with the bounded `space` rule, as llama.cpp's json-schema-to-grammar
+ * does (its layout is followed, not its code). A keyword that constrains
+ * values and is not handled exactly is an error naming its JSON pointer,
+ * never a looser grammar. $ref rules are memoised by pointer, so
+ * recursive schemas give rules that reference each other. */
+#include <cjson/cJSON.h>
 #include <math.h>
-#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
-#include "core/alloc.h"
 #include "core/status.h"
 #include "grammar/convert.h"
 
-#define SC_MAX_DEPTH 64
-#define SC_MAX_RULES 20000
-#define SC_MAX_COUNT 10000 /* bounds of repetitions (minItems, maxLength, ...) */
+#define MAX_RULES 100000
 
-struct sc_rule {
-	char *name;
-	char *body; /* NULL while being built */
-};
-
-struct sc_ref {
-	char *ref;
-	int rule;
+struct rule {
+	char *name, *body; /* body NULL while a $ref's rule is being built */
 };
 
 struct sc {
-	const cJSON *root;
-	const char *root_name;
-	char prefix[96];     /* "NAME-" or "" */
-	struct sc_rule *rules;
+	const cJSON *doc;
+	const char *root;   /* start rule's name */
+	const char *prefix; /* "" or "root_name-" */
+	struct rule *rules;
 	int n_rules, cap_rules;
-	struct sc_ref *refs;
-	int n_refs, cap_refs;
-	char path[512];      /* JSON pointer of the node being visited */
-	int depth;
-	int rc;
+	char **ref_key;     /* [n_rules] the $ref a rule stands for, or NULL */
 	struct fx_err *err;
+	char path[1024];    /* JSON pointer of the node being converted */
+	bool oom;
+	int depth;
 };
-
-/* ---- errors and rules ---- */
-
-__attribute__((format(printf, 2, 3))) static int sc_fail(struct sc *sc, const char *fmt, ...)
-{
-	char what[400];
-	va_list ap;
-	if (sc->rc)
-		return sc->rc;
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	sc->rc = fx_fail(sc->err, FX_E_INVALID, "json schema: %s: %s", sc->path[0] ? sc->path : "/", what);
-	return sc->rc;
-}
-
-static int sc_oom(struct sc *sc)
-{
-	if (!sc->rc)
-		sc->rc = fx_fail(sc->err, FX_E_NOMEM, "json schema: out of memory");
-	return sc->rc;
-}
-
-static int find_rule(const struct sc *sc, const char *name)
-{
-	for (int i = 0; i < sc->n_rules; i++)
-		if (!strcmp(sc->rules[i].name, name))
-			return i;
-	return -1;
-}
-
-/* A new rule named prefix + local (sanitised to GBNF's [a-zA-Z0-9-];
- * "-2", "-3", ... appended when taken); -1 on error. */
-static int reserve(struct sc *sc, const char *local, bool is_root)
-{
-	char base[160], name[176];
-	size_t k = 0;
-	if (sc->rc)
-		return -1;
-	if (sc->n_rules >= SC_MAX_RULES) {
-		sc_fail(sc, "the grammar would need more than %d rules", SC_MAX_RULES);
-		return -1;
-	}
-	if (is_root) {
-		snprintf(base, sizeof(base), "%s", sc->root_name);
-	} else {
-		k = (size_t)snprintf(base, sizeof(base), "%s", sc->prefix);
-		for (const char *p = local; *p && k + 1 < sizeof(base); p++) {
-			char c = *p;
-			bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-			if (ok || (k && base[k - 1] != '-'))
-				base[k++] = ok ? c : '-';
-		}
-		while (k && base[k - 1] == '-')
-			k--;
-		if (!k)
-			base[k++] = 'r';
-		base[k] = 0;
-	}
-	snprintf(name, sizeof(name), "%s", base);
-	for (int n = 2; find_rule(sc, name) >= 0; n++)
-		snprintf(name, sizeof(name), "%s-%d", base, n);
-	if (sc->n_rules == sc->cap_rules) {
-		int cap = sc->cap_rules ? sc->cap_rules * 2 : 64;
-		struct sc_rule *r = fx_realloc_array(sc->rules, (size_t)cap, sizeof(*r));
-		if (!r) {
-			sc_oom(sc);
-			return -1;
-		}
-		sc->rules = r;
-		sc->cap_rules = cap;
-	}
-	char *dup = fx_strndup(name, strlen(name));
-	if (!dup) {
-		sc_oom(sc);
-		return -1;
-	}
-	sc->rules[sc->n_rules] = (struct sc_rule){ .name = dup };
-	return sc->n_rules++;
-}
-
-/* Give rule i the body in b (taken over); false on error. */
-static bool fill(struct sc *sc, int i, struct gram_buf *b)
-{
-	if (b->oom) {
-		gram_buf_free(b);
-		sc_oom(sc);
-		return false;
-	}
-	if (sc->rc || i < 0) {
-		gram_buf_free(b);
-		return false;
-	}
-	sc->rules[i].body = b->p ? b->p : fx_strndup("\"\"", 2);
-	*b = (struct gram_buf){ 0 };
-	if (!sc->rules[i].body)
-		sc_oom(sc);
-	return !sc->rc;
-}
-
-/* ---- primitives ---- */
-
-/* Bodies of the shared rules; $name refers to another primitive. */
-static const struct {
-	const char *name, *body;
-} PRIMS[] = {
-	{ "space", "| \" \" | \"\\n\" [ \\t]{0,20}" },
-	{ "boolean", "(\"true\" | \"false\") $space" },
-	{ "null", "\"null\" $space" },
-	{ "char", "[^\"\\\\\\x7F\\x00-\\x1F] | [\\\\] ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})" },
-	{ "string", "\"\\\"\" $char* \"\\\"\" $space" },
-	{ "integral-part", "[0] | [1-9] [0-9]{0,15}" },
-	{ "decimal-part", "[0-9]{1,16}" },
-	{ "number", "(\"-\"? $integral-part) (\".\" $decimal-part)? ([eE] [-+]? $integral-part)? $space" },
-	{ "integer", "(\"-\"? $integral-part) $space" },
-	{ "value", "$object | $array | $string | $number | $boolean | $null" },
-	{ "object", "\"{\" $space ( $string \":\" $space $value (\",\" $space $string \":\" $space $value)* )? \"}\" $space" },
-	{ "array", "\"[\" $space ( $value (\",\" $space $value)* )? \"]\" $space" },
-	{ "date", "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [1-2] [0-9] | \"3\" [0-1] )" },
-	{ "time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? ( \"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] )" },
-	{ "date-time", "$date \"T\" $time" },
-	{ "uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}" },
-	{ "email-label", "[a-zA-Z0-9] ([a-zA-Z0-9-]{0,20} [a-zA-Z0-9])?" },
-	{ "email", "[a-zA-Z0-9_] ([a-zA-Z0-9._+-]{0,30} [a-zA-Z0-9_])? \"@\" $email-label (\".\" $email-label){0,3} \".\" [a-zA-Z]{2,12}" },
-};
-
-/* The full name of primitive name, added (with what it uses) on first
- * use; NULL on error. */
-static const char *prim(struct sc *sc, const char *name)
-{
-	char full[128];
-	snprintf(full, sizeof(full), "%s%s", sc->prefix, name);
-	int i = find_rule(sc, full);
-	if (i >= 0)
-		return sc->rules[i].name;
-	for (size_t k = 0; k < sizeof(PRIMS) / sizeof(PRIMS[0]); k++) {
-		if (strcmp(PRIMS[k].name, name))
-			continue;
-		if ((i = reserve(sc, name, false)) < 0)
-			return NULL;
-		struct gram_buf b = { 0 };
-		for (const char *p = PRIMS[k].body; *p;) {
-			if (*p != '$') {
-				gram_buf_add(&b, p++, 1);
-				continue;
-			}
-			char ref[32];
-			size_t n = 0;
-			for (p++; (*p >= 'a' && *p <= 'z') || *p == '-'; p++)
-				if (n + 1 < sizeof(ref))
-					ref[n++] = *p;
-			ref[n] = 0;
-			const char *r = prim(sc, ref);
-			if (!r) {
-				gram_buf_free(&b);
-				return NULL;
-			}
-			gram_buf_puts(&b, r);
-		}
-		return fill(sc, i, &b) ? sc->rules[i].name : NULL;
-	}
-	sc_fail(sc, "internal: no primitive '%s'", name);
-	return NULL;
-}
-
-/* ---- keywords ---- */
 
 static const char *const ANNOTATIONS[] = {
 	"title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
-	"readOnly", "writeOnly", "$defs", "definitions", "$anchor", "contentEncoding",
-	"contentMediaType", "discriminator", "strict",
+	"readOnly", "writeOnly", "$defs", "definitions", "$anchor", "$dynamicAnchor", "$vocabulary",
+	"contentEncoding", "contentMediaType", "contentSchema", NULL
 };
-static const char *const SUPPORTED[] = {
-	"type", "properties", "required", "additionalProperties", "minProperties", "maxProperties",
-	"enum", "const", "items", "prefixItems", "additionalItems", "minItems", "maxItems", "anyOf",
-	"oneOf", "allOf", "$ref", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
-	"exclusiveMinimum", "exclusiveMaximum", "uniqueItems",
-};
-
-static bool in_list(const char *s, const char *const *list, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(s, list[i]))
-			return true;
-	return false;
-}
-#define IN(s, L) in_list((s), (L), sizeof(L) / sizeof((L)[0]))
-
-static bool check_keys(struct sc *sc, const cJSON *s)
-{
-	const cJSON *k;
-	cJSON_ArrayForEach(k, s)
-	{
-		if (IN(k->string, ANNOTATIONS))
-			continue;
-		if (!IN(k->string, SUPPORTED))
-			return sc_fail(sc, "unsupported keyword '%s'", k->string), false;
-		if (!strcmp(k->string, "uniqueItems") && cJSON_IsTrue(k))
-			return sc_fail(sc, "unsupported keyword 'uniqueItems' (true)"), false;
-	}
-	return true;
-}
-
-static const cJSON *get(const cJSON *s, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
-	return v && !cJSON_IsNull(v) ? v : NULL;
-}
-
-/* A count keyword (minItems, ...) in [0, SC_MAX_COUNT]; dflt when absent. */
-static bool count_of(struct sc *sc, const cJSON *s, const char *key, long dflt, long *out)
-{
-	const cJSON *v = get(s, key);
-	*out = dflt;
-	if (!v)
-		return true;
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble))
-		return sc_fail(sc, "'%s' must be a non-negative integer", key), false;
-	if (v->valuedouble > SC_MAX_COUNT)
-		return sc_fail(sc, "'%s' of %g is over the supported %d", key, v->valuedouble, SC_MAX_COUNT), false;
-	*out = (long)v->valuedouble;
-	return true;
-}
-
-/* Push "/seg" onto the path (seg escaped as a JSON pointer); returns the
- * old length for pop. */
-static size_t path_push(struct sc *sc, const char *seg)
-{
-	size_t n = strlen(sc->path), k = n;
-	if (k + 2 < sizeof(sc->path))
-		sc->path[k++] = '/';
-	for (const char *p = seg; *p && k + 3 < sizeof(sc->path); p++) {
-		if (*p == '~' || *p == '/') {
-			sc->path[k++] = '~';
-			sc->path[k++] = *p == '~' ? '0' : '1';
-		} else {
-			sc->path[k++] = *p;
-		}
-	}
-	sc->path[k] = 0;
-	return n;
-}
-
-static void path_pop(struct sc *sc, size_t n)
-{
-	sc->path[n] = 0;
-}
-
-static int visit(struct sc *sc, const cJSON *s, const char *local, bool is_root);
-static bool visit_into(struct sc *sc, const cJSON *s, int rule);
-static bool body_of(struct sc *sc, const cJSON *s, const char *name, struct gram_buf *b);
-
-/* Visit s at path seg under the current node, as rule local. */
-static const char *visit_at(struct sc *sc, const cJSON *s, const char *seg, const char *local)
-{
-	size_t n = path_push(sc, seg);
-	int r = visit(sc, s, local, false);
-	path_pop(sc, n);
-	return r < 0 ? NULL : sc->rules[r].name;
-}
-
-/* JSON text of v (compact) as a GBNF literal, then space. */
-static bool literal_value(struct sc *sc, const cJSON *v, struct gram_buf *b)
-{
-	char *t = cJSON_PrintUnformatted(v);
-	const char *sp = prim(sc, "space");
-	if (!t)
-		return sc_oom(sc), false;
-	gram_buf_literal(b, t, strlen(t));
-	cJSON_free(t);
-	if (!sp)
-		return false;
-	gram_buf_printf(b, " %s", sp);
-	return true;
-}
-
-/* ---- integer ranges ---- */
-
-static void digits_of(long long v, char *out)
-{
-	snprintf(out, 24, "%lld", v);
-}
-
-/* Decimal strings x..y of equal length (x <= y), digit by digit. */
-static void range_same_len(struct gram_buf *b, const char *x, const char *y)
-{
-	size_t n = strlen(x);
-	if (!n)
-		return;
-	if (x[0] == y[0]) {
-		gram_buf_printf(b, "\"%c\"", x[0]);
-		if (n > 1) {
-			gram_buf_puts(b, " (");
-			range_same_len(b, x + 1, y + 1);
-			gram_buf_puts(b, ")");
-		}
-		return;
-	}
-	bool low_full = strspn(x + 1, "0") == n - 1, high_full = strspn(y + 1, "9") == n - 1;
-	char lo_d = low_full ? x[0] : (char)(x[0] + 1), hi_d = high_full ? y[0] : (char)(y[0] - 1);
-	bool first = true;
-	gram_buf_puts(b, "(");
-	if (!low_full) { /* x[0] then x[1..] up to 99..9 */
-		char nines[24];
-		memset(nines, '9', n - 1);
-		nines[n - 1] = 0;
-		gram_buf_printf(b, "\"%c\" (", x[0]);
-		range_same_len(b, x + 1, nines);
-		gram_buf_puts(b, ")");
-		first = false;
-	}
-	if (lo_d <= hi_d) {
-		gram_buf_printf(b, "%s[%c-%c]", first ? "" : " | ", lo_d, hi_d);
-		if (n > 1)
-			gram_buf_printf(b, " [0-9]{%zu}", n - 1);
-		first = false;
-	}
-	if (!high_full) { /* y[0] then 00..0 up to y[1..] */
-		char zeros[24];
-		memset(zeros, '0', n - 1);
-		zeros[n - 1] = 0;
-		gram_buf_printf(b, "%s\"%c\" (", first ? "" : " | ", y[0]);
-		range_same_len(b, zeros, y + 1);
-		gram_buf_puts(b, ")");
-	}
-	gram_buf_puts(b, ")");
-}
-
-#define SC_INT_DIGITS 18
-
-/* Non-negative integers in [a, b] (b < 0: unbounded, up to 18 digits),
- * as their decimal strings without leading zeros. */
-static void uint_range(struct gram_buf *b, long long a, long long hi)
-{
-	char x[24], y[24];
-	digits_of(a, x);
-	int da = (int)strlen(x), db;
-	if (hi >= 0) {
-		digits_of(hi, y);
-		db = (int)strlen(y);
-	} else {
-		db = SC_INT_DIGITS;
-	}
-	gram_buf_puts(b, "(");
-	bool first = true;
-	for (int d = da; d <= db; d++) {
-		long long lo_d = d == 1 ? 0 : 1;
-		for (int i = 1; i < d; i++)
-			lo_d *= 10;
-		if (d == 1)
-			lo_d = 0;
-		long long from = a > lo_d ? a : lo_d;
-		if (hi < 0 && d > da) { /* every number of d..18 digits */
-			gram_buf_printf(b, "%s[1-9] [0-9]{%d,%d}", first ? "" : " | ", d - 1, SC_INT_DIGITS - 1);
-			break;
-		}
-		char f[24], t[24];
-		digits_of(from, f);
-		if (hi >= 0 && d == db)
-			snprintf(t, sizeof(t), "%s", y);
-		else {
-			memset(t, '9', (size_t)d);
-			t[d] = 0;
-		}
-		gram_buf_puts(b, first ? "" : " | ");
-		range_same_len(b, f, t);
-		first = false;
-	}
-	gram_buf_puts(b, ")");
-}
-
-/* Integers in [lo, hi]; has_lo / has_hi false: unbounded that way. */
-static void int_range(struct gram_buf *b, bool has_lo, long long lo, bool has_hi, long long hi)
-{
-	bool neg = !has_lo || lo < 0, pos = !has_hi || hi >= 0;
-	gram_buf_puts(b, "(");
-	if (neg) { /* "-" and magnitudes [max(1, -hi), -lo] */
-		long long m_lo = has_hi && hi < 0 ? -hi : 1;
-		gram_buf_puts(b, "\"-\" ");
-		uint_range(b, m_lo, has_lo ? -lo : -1);
-	}
-	if (pos) {
-		gram_buf_puts(b, neg ? " | " : "");
-		uint_range(b, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1);
-	}
-	gram_buf_puts(b, ")");
-}
-
-/* The bounds of a number schema, integral (rounded inward for an
- * integer); false on error. */
-static bool bounds(struct sc *sc, const cJSON *s, bool integer, bool *has_lo, double *lo,
-		   bool *has_hi, double *hi, bool *excl)
-{
-	const cJSON *mn = get(s, "minimum"), *mx = get(s, "maximum");
-	const cJSON *emn = get(s, "exclusiveMinimum"), *emx = get(s, "exclusiveMaximum");
-	*has_lo = *has_hi = *excl = false;
-	for (const cJSON *const *v = (const cJSON *const[]){ mn, mx, NULL }; *v; v++)
-		if (!cJSON_IsNumber(*v))
-			return sc_fail(sc, "'%s' must be a number", (*v)->string), false;
-	if (emn && !cJSON_IsNumber(emn) && !cJSON_IsBool(emn))
-		return sc_fail(sc, "'exclusiveMinimum' must be a number"), false;
-	if (emx && !cJSON_IsNumber(emx) && !cJSON_IsBool(emx))
-		return sc_fail(sc, "'exclusiveMaximum' must be a number"), false;
-	bool emn_b = emn && cJSON_IsTrue(emn), emx_b = emx && cJSON_IsTrue(emx); /* draft 4 */
-	if (mn) {
-		*has_lo = true;
-		*lo = mn->valuedouble;
-	}
-	if (mx) {
-		*has_hi = true;
-		*hi = mx->valuedouble;
-	}
-	if (emn && cJSON_IsNumber(emn) && (!*has_lo || emn->valuedouble >= *lo)) {
-		*has_lo = true;
-		*lo = emn->valuedouble;
-		emn_b = true;
-	}
-	if (emx && cJSON_IsNumber(emx) && (!*has_hi || emx->valuedouble <= *hi)) {
-		*has_hi = true;
-		*hi = emx->valuedouble;
-		emx_b = true;
-	}
-	if ((*has_lo && fabs(*lo) > 1e17) || (*has_hi && fabs(*hi) > 1e17))
-		return sc_fail(sc, "bounds beyond 1e17 are not supported"), false;
-	if (integer) {
-		if (*has_lo)
-			*lo = emn_b && *lo == floor(*lo) ? *lo + 1 : ceil(*lo);
-		if (*has_hi)
-			*hi = emx_b && *hi == floor(*hi) ? *hi - 1 : floor(*hi);
-	} else {
-		*excl = (emn_b && *has_lo) || (emx_b && *has_hi);
-		if ((*has_lo && *lo != floor(*lo)) || (*has_hi && *hi != floor(*hi)))
-			return sc_fail(sc, "a 'number' with a non-integer bound is not supported (integer bounds are)"), false;
-	}
-	if (*has_lo && *has_hi && *lo > *hi)
-		return sc_fail(sc, "minimum is above maximum: no number matches"), false;
-	return true;
-}
-
-static bool visit_integer(struct sc *sc, const cJSON *s, struct gram_buf *b)
-{
-	bool has_lo, has_hi, excl;
-	double lo = 0, hi = 0;
-	const char *sp = prim(sc, "space");
-	if (!sp || !bounds(sc, s, true, &has_lo, &lo, &has_hi, &hi, &excl))
-		return false;
-	if (!has_lo && !has_hi) {
-		const char *p = prim(sc, "integer");
-		gram_buf_puts(b, p ? p : "");
-		return p != NULL;
-	}
-	int_range(b, has_lo, (long long)lo, has_hi, (long long)hi);
-	gram_buf_printf(b, " %s", sp);
-	return true;
-}
-
-/* A number in [lo, hi] with integer bounds: an integer part in range and
- * any fraction, or the bound itself with a zero fraction. No exponent. */
-static bool visit_number(struct sc *sc, const cJSON *s, struct gram_buf *b)
-{
-	bool has_lo, has_hi, excl;
-	double lo = 0, hi = 0;
-	const char *sp = prim(sc, "space");
-	if (!sp || !bounds(sc, s, false, &has_lo, &lo, &has_hi, &hi, &excl))
-		return false;
-	if (!has_lo && !has_hi) {
-		const char *p = prim(sc, "number");
-		gram_buf_puts(b, p ? p : "");
-		return p != NULL;
-	}
-	if (excl)
-		return sc_fail(sc, "exclusive bounds on a 'number' are not supported (on an integer they are)"), false;
-	const char *frac = "(\".\" [0-9]{1,16})?", *zero = "(\".\" \"0\"{1,16})?";
-	long long L = (long long)lo, H = (long long)hi;
-	bool first = true;
-	gram_buf_puts(b, "(");
-	if (!has_hi || H >= 0) { /* the values >= 0 */
-		long long a = has_lo && L > 0 ? L : 0;
-		if (!has_hi) {
-			uint_range(b, a, -1);
-			gram_buf_printf(b, " %s", frac);
-		} else {
-			if (a <= H - 1) {
-				uint_range(b, a, H - 1);
-				gram_buf_printf(b, " %s | ", frac);
-			}
-			gram_buf_printf(b, "\"%lld\" %s", H, zero);
-		}
-		first = false;
-	}
-	if (!has_lo || L < 0) { /* the values < 0: "-" and a magnitude */
-		long long mlo = has_hi && H < 0 ? -H : 0, mhi = has_lo ? -L : -1;
-		gram_buf_printf(b, "%s\"-\" (", first ? "" : " | ");
-		if (mhi < 0) {
-			uint_range(b, mlo, -1);
-			gram_buf_printf(b, " %s", frac);
-		} else {
-			if (mlo <= mhi - 1) {
-				uint_range(b, mlo, mhi - 1);
-				gram_buf_printf(b, " %s | ", frac);
-			}
-			gram_buf_printf(b, "\"%lld\" %s", mhi, zero);
-		}
-		gram_buf_puts(b, ")");
-	}
-	gram_buf_printf(b, ") %s", sp);
-	return true;
-}
-
-/* ---- strings ---- */
-
-static bool visit_string(struct sc *sc, const cJSON *s, struct gram_buf *b)
-{
-	static const char *const FORMATS[] = { "date", "time", "date-time", "uuid", "email" };
-	const cJSON *fmt = get(s, "format"), *pat = get(s, "pattern");
-	long mn, mx;
-	const char *sp = prim(sc, "space"), *ch = prim(sc, "char");
-	if (!sp || !ch || !count_of(sc, s, "minLength", 0, &mn) || !count_of(sc, s, "maxLength", -1, &mx))
-		return false;
-	bool lengths = get(s, "minLength") || get(s, "maxLength");
-	if (mx >= 0 && mx < mn)
-		return sc_fail(sc, "maxLength is below minLength: no string matches"), false;
-	if (fmt) {
-		if (!cJSON_IsString(fmt))
-			return sc_fail(sc, "'format' must be a string"), false;
-		if (!IN(fmt->valuestring, FORMATS))
-			return sc_fail(sc, "unsupported format '%s' (supported: date, time, date-time, uuid, email)",
-				       fmt->valuestring), false;
-		if (pat || lengths)
-			return sc_fail(sc, "'format' together with 'pattern' or a length is not supported"), false;
-		const char *f = prim(sc, fmt->valuestring);
-		if (!f)
-			return false;
-		gram_buf_printf(b, "\"\\\"\" %s \"\\\"\" %s", f, sp);
-		return true;
-	}
-	if (pat) {
-		if (!cJSON_IsString(pat))
-			return sc_fail(sc, "'pattern' must be a string"), false;
-		if (lengths)
-			return sc_fail(sc, "'pattern' together with minLength/maxLength is not supported"), false;
-		gram_buf_puts(b, "\"\\\"\" ");
-		struct fx_err e2 = { 0 };
-		int rc = gram_regex_expr(pat->valuestring, true, false, ch, b, &e2);
-		if (rc == FX_E_NOMEM)
-			return sc_oom(sc), false;
-		if (rc)
-			return sc_fail(sc, "pattern: %s", e2.msg), false;
-		gram_buf_printf(b, " \"\\\"\" %s", sp);
-		return true;
-	}
-	if (mx < 0)
-		gram_buf_printf(b, "\"\\\"\" %s{%ld,} \"\\\"\" %s", ch, mn, sp);
-	else
-		gram_buf_printf(b, "\"\\\"\" %s{%ld,%ld} \"\\\"\" %s", ch, mn, mx, sp);
-	return true;
-}
-
-/* ---- arrays ---- */
-
-/* ( sep item ){lo,hi} with hi < 0 unbounded */
-static void repeat_items(struct gram_buf *b, const char *item, const char *sp, long lo, long hi)
-{
-	if (hi == 0)
-		return;
-	gram_buf_printf(b, " (\",\" %s %s)", sp, item);
-	if (hi < 0)
-		gram_buf_printf(b, "{%ld,}", lo);
-	else
-		gram_buf_printf(b, "{%ld,%ld}", lo, hi);
-}
-
-static bool visit_array(struct sc *sc, const cJSON *s, const char *name, struct gram_buf *b)
-{
-	const cJSON *items = get(s, "items"), *prefix = get(s, "prefixItems");
-	const cJSON *rest = items;
-	long mn, mx;
-	char local[200];
-	const char *sp = prim(sc, "space");
-	if (!sp || !count_of(sc, s, "minItems", 0, &mn) || !count_of(sc, s, "maxItems", -1, &mx))
-		return false;
-	if (mx >= 0 && mx < mn)
-		return sc_fail(sc, "maxItems is below minItems: no array matches"), false;
-	if (cJSON_IsArray(items)) { /* draft 7 tuple */
-		prefix = items;
-		rest = get(s, "additionalItems");
-	}
-	if (prefix && !cJSON_IsArray(prefix))
-		return sc_fail(sc, "'prefixItems' must be an array of schemas"), false;
-	long n_pre = prefix ? cJSON_GetArraySize(prefix) : 0;
-	if (prefix && !rest)
-		rest = NULL; /* a tuple without `items`: exactly its items (stricter) */
-	else if (!rest)
-		rest = NULL;
-	bool rest_any = !prefix && !items;
-	if (rest && cJSON_IsBool(rest) && !cJSON_IsTrue(rest))
-		rest = NULL, rest_any = false;
-	if (n_pre && mx >= 0 && mx < n_pre)
-		return sc_fail(sc, "maxItems is below the number of prefixItems"), false;
-	gram_buf_printf(b, "\"[\" %s", sp);
-	if (n_pre) {
-		const cJSON *it;
-		long i = 0;
-		size_t n0 = path_push(sc, cJSON_IsArray(items) ? "items" : "prefixItems");
-		cJSON_ArrayForEach(it, prefix)
-		{
-			char seg[24];
-			snprintf(seg, sizeof(seg), "%ld", i);
-			snprintf(local, sizeof(local), "%s-%ld", name, i);
-			const char *r = visit_at(sc, it, seg, local);
-			if (!r)
-				return path_pop(sc, n0), false;
-			if (i)
-				gram_buf_printf(b, " \",\" %s %s", sp, r);
-			else
-				gram_buf_printf(b, " %s", r);
-			i++;
-		}
-		path_pop(sc, n0);
-		if (rest || rest_any) {
-			snprintf(local, sizeof(local), "%s-item", name);
-			const char *r = rest && !cJSON_IsBool(rest) ?
-						visit_at(sc, rest, cJSON_IsArray(items) ? "additionalItems" : "items", local) :
-						prim(sc, "value");
-			if (!r)
-				return false;
-			long lo = mn > n_pre ? mn - n_pre : 0, hi = mx >= 0 ? mx - n_pre : -1;
-			repeat_items(b, r, sp, lo, hi);
-		} else if (mn > n_pre) {
-			return sc_fail(sc, "minItems above the tuple's length, and no more items allowed"), false;
-		}
-	} else if (mx != 0) {
-		snprintf(local, sizeof(local), "%s-item", name);
-		const char *r = items && !cJSON_IsBool(items) ? visit_at(sc, items, "items", local) :
-			(items && cJSON_IsFalse(items)) ? NULL : prim(sc, "value");
-		if (items && cJSON_IsFalse(items)) {
-			if (mn > 0)
-				return sc_fail(sc, "items is false but minItems is above 0"), false;
-		} else {
-			if (!r)
-				return false;
-			gram_buf_printf(b, mn > 0 ? " %s" : " (%s", r);
-			repeat_items(b, r, sp, mn > 0 ? mn - 1 : 0, mx >= 0 ? mx - 1 : -1);
-			if (mn == 0)
-				gram_buf_puts(b, ")?");
-		}
-	}
-	gram_buf_printf(b, " \"]\" %s", sp);
-	return true;
-}
-
-/* ---- objects ---- */
-
-struct prop {
-	const char *key;   /* the property's name */
-	const char *rule;  /* "key" : value */
-	bool required;
+static const char *const UNSUPPORTED[] = {
+	"multipleOf", "not", "if", "then", "else", "patternProperties", "propertyNames",
+	"dependentRequired", "dependentSchemas", "dependencies", "contains", "minContains",
+	"maxContains", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
+	"additionalItems", NULL
 };
 
-/* A JSON string's content, as it is written between its quotes. */
-static char *key_text(const char *key)
+static bool in_list(const char *const *l, const char *s)
 {
-	cJSON *j = cJSON_CreateString(key);
-	char *t = j ? cJSON_PrintUnformatted(j) : NULL;
-	cJSON_Delete(j);
-	if (!t)
-		return NULL;
-	size_t n = strlen(t);
-	char *out = fx_strndup(t + 1, n >= 2 ? n - 2 : 0);
-	cJSON_free(t);
-	return out;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The rest of a key (its characters from depth d on, and the closing
- * quote) that is none of names[lo..hi) (sorted, sharing their first d
- * characters): the trie of the names, where any other character leaves
- * it (llama.cpp's _not_strings). Appends the expression to b. */
-static bool not_names(struct sc *sc, char **names, int lo, int hi, size_t d, const char *ch,
-		      struct gram_buf *b, int depth)
-{
-	bool ends_here = false, first = true;
-	char others[256];
-	size_t n_others = 0;
-	if (depth > 200)
-		return sc_fail(sc, "a property name is too long for the key grammar"), false;
-	gram_buf_puts(b, "(");
-	for (int i = lo; i < hi; i++)
-		ends_here |= strlen(names[i]) == d;
-	if (!ends_here) {
-		gram_buf_puts(b, "\"\\\"\"");
-		first = false;
-	}
-	for (int i = lo; i < hi;) {
-		if (strlen(names[i]) == d) {
-			i++;
-			continue;
-		}
-		unsigned char c = (unsigned char)names[i][d];
-		int j = i;
-		while (j < hi && strlen(names[j]) > d && (unsigned char)names[j][d] == c)
-			j++;
-		if (n_others < sizeof(others))
-			others[n_others++] = (char)c;
-		gram_buf_puts(b, first ? "" : " | ");
-		first = false;
-		char lit[2] = { (char)c, 0 };
-		gram_buf_literal(b, lit, 1);
-		gram_buf_puts(b, " ");
-		if (!not_names(sc, names, i, j, d + 1, ch, b, depth + 1))
-			return false;
-		i = j;
-	}
-	/* any other first character, then anything */
-	bool has_bs = false;
-	gram_buf_puts(b, first ? "([^\"\\\\\\x7F\\x00-\\x1F" : " | ([^\"\\\\\\x7F\\x00-\\x1F");
-	for (size_t i = 0; i < n_others; i++) {
-		unsigned char c = (unsigned char)others[i];
-		if (c == '\\')
-			has_bs = true;
-		else if (c < 0x80)
-			gram_buf_cp(b, c);
-		/* a multi-byte first byte: its characters stay in the class (a
-		 * byte is no code point); the name's branch above also takes it */
-	}
-	gram_buf_puts(b, "]");
-	if (!has_bs)
-		gram_buf_puts(b, " | [\\\\] ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})");
-	gram_buf_printf(b, ") %s* \"\\\"\")", ch);
-	return true;
-}
-
-/* The object's rule body: "{" the properties in declared order, each
- * optional one skippable, then undeclared ones when allowed "}", with
- * state (i, c): property i next, c emitted so far (saturated once the
- * bounds cannot tell counts apart), for the commas and min/maxProperties. */
-struct obj {
-	struct prop *props;
-	int n;
-	const char *extra;   /* "key" : value rule for undeclared keys, or NULL */
-	long minp, maxp, cap;
-	int *state_rule;     /* [(n + 1) * (cap + 1)], -1: not made; -2: dead */
-	const char *name;
-	const char *sp;
-};
-
-static long sat(const struct obj *o, long c)
-{
-	return c > o->cap ? o->cap : c;
-}
-
-/* Can state (i, c) still end within the bounds? */
-static bool feasible(const struct obj *o, int i, long c)
-{
-	long can_add = 0;
-	for (int k = i; k < o->n; k++)
-		can_add++;
-	long must = 0;
-	for (int k = i; k < o->n; k++)
-		must += o->props[k].required;
-	if (o->maxp >= 0 && c + must > o->maxp)
-		return false;
-	if (o->extra)
-		return o->maxp < 0 || o->maxp >= o->minp;
-	return c + can_add >= o->minp;
-}
-
-static int state(struct sc *sc, struct obj *o, int i, long c);
-
-static bool state_body(struct sc *sc, struct obj *o, int i, long c, struct gram_buf *b)
-{
-	bool first = true;
-	char sep[160];
-	sep[0] = 0;
-	if (c > 0)
-		snprintf(sep, sizeof(sep), "\",\" %s ", o->sp);
-	if (i == o->n) {
-		if (o->extra && (o->maxp < 0 || c < o->maxp)) {
-			int nx = state(sc, o, i, sat(o, c + 1));
-			if (nx == -1)
-				return false;
-			if (nx >= 0) {
-				gram_buf_printf(b, "%s%s %s", sep, o->extra, sc->rules[nx].name);
-				first = false;
-			}
-		}
-		if (c >= o->minp)
-			gram_buf_puts(b, first ? "\"\"" : " | \"\"");
-		return true;
-	}
-	if (o->maxp < 0 || c < o->maxp) { /* take property i */
-		int nx = state(sc, o, i + 1, sat(o, c + 1));
-		if (nx == -1)
-			return false;
-		if (nx >= 0) {
-			gram_buf_printf(b, "%s%s %s", sep, o->props[i].rule, sc->rules[nx].name);
-			first = false;
-		}
-	}
-	if (!o->props[i].required) { /* skip it */
-		int nx = state(sc, o, i + 1, c);
-		if (nx == -1)
-			return false;
-		if (nx >= 0) {
-			gram_buf_printf(b, "%s%s", first ? "" : " | ", sc->rules[nx].name);
-			first = false;
-		}
-	}
-	return true;
-}
-
-/* The rule of state (i, c); -2 when it cannot end; -1 on error. */
-static int state(struct sc *sc, struct obj *o, int i, long c)
-{
-	int *slot = &o->state_rule[(size_t)i * (size_t)(o->cap + 1) + (size_t)c];
-	if (*slot != -1)
-		return *slot;
-	if (!feasible(o, i, c))
-		return *slot = -2;
-	char local[200];
-	snprintf(local, sizeof(local), "%s-s%d-%ld", o->name, i, c);
-	int r = reserve(sc, local, false);
-	if (r < 0)
-		return -1;
-	*slot = r;
-	struct gram_buf b = { 0 };
-	if (!state_body(sc, o, i, c, &b) || !fill(sc, r, &b))
-		return -1;
-	return r;
-}
-
-static bool visit_object(struct sc *sc, const cJSON *s, const char *name, struct gram_buf *b)
-{
-	const cJSON *props = get(s, "properties"), *req = get(s, "required");
-	const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
-	struct obj o = { .name = name };
-	char **names = NULL, local[200];
-	bool ok = false;
-	if (!(o.sp = prim(sc, "space")))
-		return false;
-	if (props && !cJSON_IsObject(props))
-		return sc_fail(sc, "'properties' must be an object"), false;
-	if (req && !cJSON_IsArray(req))
-		return sc_fail(sc, "'required' must be an array of strings"), false;
-	if (!count_of(sc, s, "minProperties", 0, &o.minp) || !count_of(sc, s, "maxProperties", -1, &o.maxp))
-		return false;
-	o.n = props ? cJSON_GetArraySize(props) : 0;
-	o.props = fx_calloc((size_t)o.n + 1, sizeof(*o.props));
-	names = fx_calloc((size_t)o.n + 1, sizeof(*names));
-	if (!o.props || !names) {
-		sc_oom(sc);
-		goto out;
-	}
-	const cJSON *it;
-	cJSON_ArrayForEach(it, req)
-	{
-		if (!cJSON_IsString(it)) {
-			sc_fail(sc, "'required' must be an array of strings");
-			goto out;
-		}
-		if (!props || !cJSON_GetObjectItemCaseSensitive(props, it->valuestring)) {
-			sc_fail(sc, "required property '%s' is not in 'properties'", it->valuestring);
-			goto out;
-		}
-	}
-	int i = 0;
-	size_t n0 = path_push(sc, "properties");
-	cJSON_ArrayForEach(it, props)
-	{
-		o.props[i].key = it->string;
-		const cJSON *r2;
-		cJSON_ArrayForEach(r2, req) o.props[i].required |= !strcmp(r2->valuestring, it->string);
-		snprintf(local, sizeof(local), "%s-%s", name, it->string);
-		const char *v = visit_at(sc, it, it->string, local);
-		if (!v) {
-			path_pop(sc, n0);
-			goto out;
-		}
-		char *kt = key_text(it->string);
-		if (!kt) {
-			path_pop(sc, n0);
-			sc_oom(sc);
-			goto out;
-		}
-		struct gram_buf kb = { 0 };
-		char lit[600];
-		snprintf(lit, sizeof(lit), "\"%s\"", kt);
-		gram_buf_literal(&kb, lit, strlen(lit));
-		gram_buf_printf(&kb, " %s \":\" %s %s", o.sp, o.sp, v);
-		names[i] = kt;
-		snprintf(local, sizeof(local), "%s-%s-kv", name, it->string);
-		int kr = reserve(sc, local, false);
-		if (kr < 0 || !fill(sc, kr, &kb)) {
-			path_pop(sc, n0);
-			goto out;
-		}
-		o.props[i].rule = sc->rules[kr].name;
-		i++;
-	}
-	path_pop(sc, n0);
-	/* undeclared keys: allowed by default only without `properties` */
-	bool allow = addl ? !cJSON_IsFalse(addl) : !props;
-	if (allow) {
-		const char *val;
-		if (addl && cJSON_IsObject(addl)) {
-			snprintf(local, sizeof(local), "%s-additional", name);
-			if (!(val = visit_at(sc, addl, "additionalProperties", local)))
-				goto out;
-		} else if (addl && !cJSON_IsBool(addl)) {
-			sc_fail(sc, "'additionalProperties' must be a boolean or a schema");
-			goto out;
-		} else if (!(val = prim(sc, "value"))) {
-			goto out;
-		}
-		const char *ch = prim(sc, "char");
-		if (!ch)
-			goto out;
-		qsort(names, (size_t)o.n, sizeof(*names), cmp_str);
-		struct gram_buf kb = { 0 };
-		gram_buf_puts(&kb, "\"\\\"\" ");
-		if (!not_names(sc, names, 0, o.n, 0, ch, &kb, 0)) {
-			gram_buf_free(&kb);
-			goto out;
-		}
-		gram_buf_printf(&kb, " %s \":\" %s %s", o.sp, o.sp, val);
-		snprintf(local, sizeof(local), "%s-additional-kv", name);
-		int kr = reserve(sc, local, false);
-		if (kr < 0 || !fill(sc, kr, &kb))
-			goto out;
-		o.extra = sc->rules[kr].name;
-	}
-	if (o.maxp >= 0 && o.maxp < o.minp) {
-		sc_fail(sc, "maxProperties is below minProperties: no object matches");
-		goto out;
-	}
-	o.cap = o.maxp >= 0 ? o.maxp : (o.minp > 1 ? o.minp : 1);
-	if (o.cap > o.n + 1 && !o.extra)
-		o.cap = o.n + 1;
-	o.state_rule = fx_malloc_array((size_t)(o.n + 1) * (size_t)(o.cap + 1), sizeof(int));
-	if (!o.state_rule) {
-		sc_oom(sc);
-		goto out;
-	}
-	for (size_t k = 0; k < (size_t)(o.n + 1) * (size_t)(o.cap + 1); k++)
-		o.state_rule[k] = -1;
-	int start = state(sc, &o, 0, 0);
-	if (start == -2) {
-		sc_fail(sc, "no object meets minProperties / maxProperties with these properties");
-		goto out;
-	}
-	if (start < 0)
-		goto out;
-	gram_buf_printf(b, "\"{\" %s %s \"}\" %s", o.sp, sc->rules[start].name, o.sp);
-	ok = true;
-out:
-	for (int k = 0; names && k < o.n; k++)
-		fx_free(names[k]);
-	fx_free(names);
-	fx_free(o.props);
-	fx_free(o.state_rule);
-	return ok;
-}
-
-/* ---- $ref, allOf, anyOf ---- */
-
-/* The node a local reference "#/a/b" points to, or NULL. */
-static const cJSON *resolve(const struct sc *sc, const char *ref)
-{
-	const cJSON *n = sc->root;
-	if (ref[0] != '#')
-		return NULL;
-	for (const char *p = ref + 1; *p == '/' && n;) {
-		char tok[256];
-		size_t k = 0;
-		for (p++; *p && *p != '/' && k + 1 < sizeof(tok); p++) {
-			if (*p == '~' && (p[1] == '0' || p[1] == '1')) {
-				tok[k++] = p[1] == '0' ? '~' : '/';
-				p++;
-			} else {
-				tok[k++] = *p;
-			}
-		}
-		tok[k] = 0;
-		if (cJSON_IsArray(n)) {
-			char *end;
-			long idx = strtol(tok, &end, 10);
-			n = *end || idx < 0 ? NULL : cJSON_GetArrayItem(n, (int)idx);
-		} else {
-			n = cJSON_GetObjectItemCaseSensitive(n, tok);
-		}
-	}
-	return n;
-}
-
-static bool only_annotations(const cJSON *s, const char *except)
-{
-	const cJSON *k;
-	cJSON_ArrayForEach(k, s) if (strcmp(k->string, except) && !IN(k->string, ANNOTATIONS)) return false;
-	return true;
-}
-
-static bool visit_ref(struct sc *sc, const cJSON *s, struct gram_buf *b)
-{
-	const cJSON *ref = get(s, "$ref");
-	if (!cJSON_IsString(ref))
-		return sc_fail(sc, "'$ref' must be a string"), false;
-	if (!only_annotations(s, "$ref"))
-		return sc_fail(sc, "keywords beside '$ref' are not supported (wrap them in allOf)"), false;
-	for (int i = 0; i < sc->n_refs; i++)
-		if (!strcmp(sc->refs[i].ref, ref->valuestring)) {
-			gram_buf_puts(b, sc->rules[sc->refs[i].rule].name);
-			return true;
-		}
-	const cJSON *target = ref->valuestring[0] == '#' &&
-				      (!ref->valuestring[1] || ref->valuestring[1] == '/') ?
-				      resolve(sc, ref->valuestring) : NULL;
-	if (!target)
-		return sc_fail(sc, "$ref '%s' does not resolve (only local references '#/...' are supported)",
-			       ref->valuestring), false;
-	const char *last = strrchr(ref->valuestring, '/');
-	int r = reserve(sc, last && last[1] ? last + 1 : "ref", false);
-	if (r < 0)
-		return false;
-	if (sc->n_refs == sc->cap_refs) {
-		int cap = sc->cap_refs ? sc->cap_refs * 2 : 16;
-		struct sc_ref *p = fx_realloc_array(sc->refs, (size_t)cap, sizeof(*p));
-		if (!p)
-			return sc_oom(sc), false;
-		sc->refs = p;
-		sc->cap_refs = cap;
-	}
-	if (!(sc->refs[sc->n_refs].ref = fx_strndup(ref->valuestring, strlen(ref->valuestring))))
-		return sc_oom(sc), false;
-	sc->refs[sc->n_refs++].rule = r;
-	char saved[sizeof(sc->path)];
-	memcpy(saved, sc->path, sizeof(saved));
-	snprintf(sc->path, sizeof(sc->path), "%s", ref->valuestring + 1);
-	bool ok = visit_into(sc, target, r);
-	memcpy(sc->path, saved, sizeof(saved));
-	if (ok)
-		gram_buf_puts(b, sc->rules[r].name);
-	return ok;
-}
-
-/* allOf of object schemas (references resolved) merged into one: their
- * properties and required lists; the parent's own keywords kept. */
-static bool visit_all_of(struct sc *sc, const cJSON *s, const char *name, struct gram_buf *b)
-{
-	const cJSON *all = get(s, "allOf"), *it;
-	cJSON *m = cJSON_Duplicate(s, true), *props, *req;
-	bool ok = false;
-	if (!m)
-		return sc_oom(sc), false;
-	if (!cJSON_IsArray(all)) {
-		sc_fail(sc, "'allOf' must be an array of schemas");
-		goto out;
-	}
-	cJSON_DeleteItemFromObjectCaseSensitive(m, "allOf");
-	if (cJSON_GetArraySize(all) == 1 && only_annotations(m, "")) {
-		/* a single subschema (pydantic's wrapping of a $ref): itself */
-		const char *r = visit_at(sc, all->child, "allOf/0", name);
-		if (r)
-			gram_buf_puts(b, r);
-		cJSON_Delete(m);
-		return r != NULL;
-	}
-	if (!(props = cJSON_GetObjectItemCaseSensitive(m, "properties")))
-		props = cJSON_AddObjectToObject(m, "properties");
-	if (!(req = cJSON_GetObjectItemCaseSensitive(m, "required")))
-		req = cJSON_AddArrayToObject(m, "required");
-	if (!props || !req) {
-		sc_oom(sc);
-		goto out;
-	}
-	int k = 0;
-	cJSON_ArrayForEach(it, all)
-	{
-		const cJSON *sub = it;
-		for (int hops = 0; cJSON_IsObject(sub) && get(sub, "$ref") && hops < 32; hops++)
-			sub = resolve(sc, get(sub, "$ref")->valuestring);
-		const cJSON *t = sub ? get(sub, "type") : NULL;
-		if (!cJSON_IsObject(sub) || (t && (!cJSON_IsString(t) || strcmp(t->valuestring, "object"))) ||
-		    get(sub, "anyOf") || get(sub, "oneOf") || get(sub, "allOf")) {
-			sc_fail(sc, "allOf/%d: allOf is supported for object schemas only", k);
-			goto out;
-		}
-		const cJSON *kv;
-		cJSON_ArrayForEach(kv, sub)
-		{
-			if (!strcmp(kv->string, "properties")) {
-				const cJSON *p;
-				cJSON_ArrayForEach(p, kv) if (!cJSON_GetObjectItemCaseSensitive(props, p->string))
-					cJSON_AddItemToObject(props, p->string, cJSON_Duplicate(p, true));
-			} else if (!strcmp(kv->string, "required")) {
-				const cJSON *p;
-				cJSON_ArrayForEach(p, kv) cJSON_AddItemToArray(req, cJSON_Duplicate(p, true));
-			} else if (!strcmp(kv->string, "type") || IN(kv->string, ANNOTATIONS)) {
-				continue;
-			} else if (!cJSON_GetObjectItemCaseSensitive(m, kv->string)) {
-				cJSON_AddItemToObject(m, kv->string, cJSON_Duplicate(kv, true));
-			}
-		}
-		k++;
-	}
-	if (!cJSON_GetObjectItemCaseSensitive(m, "type"))
-		cJSON_AddStringToObject(m, "type", "object");
-	ok = body_of(sc, m, name, b);
-out:
-	cJSON_Delete(m);
-	return ok;
-}
-
-/* ---- dispatch ---- */
-
-static bool visit_any_of(struct sc *sc, const cJSON *s, const char *key, const char *name,
-			 struct gram_buf *b)
-{
-	const cJSON *alts = get(s, key), *it;
-	char seg[48], local[200];
-	int i = 0;
-	if (!cJSON_IsArray(alts) || !cJSON_GetArraySize(alts))
-		return sc_fail(sc, "'%s' must be a non-empty array of schemas", key), false;
-	if (!only_annotations(s, key))
-		return sc_fail(sc, "keywords beside '%s' are not supported (move them into each alternative)", key), false;
-	gram_buf_puts(b, "(");
-	cJSON_ArrayForEach(it, alts)
-	{
-		snprintf(seg, sizeof(seg), "%s/%d", key, i);
-		snprintf(local, sizeof(local), "%s-%d", name, i);
-		const char *r = visit_at(sc, it, seg, local);
-		if (!r)
-			return false;
-		gram_buf_printf(b, "%s%s", i ? " | " : "", r);
-		i++;
-	}
-	gram_buf_puts(b, ")");
-	return true;
-}
-
-/* One of several types: each a rule of the schema with that type only. */
-static bool visit_types(struct sc *sc, const cJSON *s, const cJSON *types, const char *name,
-			struct gram_buf *b)
-{
-	const cJSON *it;
-	char local[200];
-	int i = 0;
-	if (!cJSON_GetArraySize(types))
-		return sc_fail(sc, "'type' is an empty list"), false;
-	gram_buf_puts(b, "(");
-	cJSON_ArrayForEach(it, types)
-	{
-		if (!cJSON_IsString(it))
-			return sc_fail(sc, "'type' must be a string or a list of strings"), false;
-		cJSON *one = cJSON_Duplicate(s, true);
-		if (!one || !cJSON_ReplaceItemInObjectCaseSensitive(one, "type", cJSON_CreateString(it->valuestring))) {
-			cJSON_Delete(one);
-			return sc_oom(sc), false;
-		}
-		snprintf(local, sizeof(local), "%s-%s", name, it->valuestring);
-		int r = visit(sc, one, local, false);
-		cJSON_Delete(one);
-		if (r < 0)
-			return false;
-		gram_buf_printf(b, "%s%s", i++ ? " | " : "", sc->rules[r].name);
-	}
-	gram_buf_puts(b, ")");
-	return true;
-}
-
-static bool has_any(const cJSON *s, const char *const *keys, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (get(s, keys[i]))
+	for (; *l; l++)
+		if (!strcmp(*l, s))
 			return true;
 	return false;
 }
 
-/* The type a schema without "type" constrains, from its keywords. */
-static const char *implied_type(const cJSON *s)
+static const char *fail(struct sc *c, const char *fmt, const char *a)
 {
-	static const char *const OBJ[] = { "properties", "additionalProperties", "required", "minProperties", "maxProperties" };
-	static const char *const ARR[] = { "items", "prefixItems", "minItems", "maxItems", "additionalItems" };
-	static const char *const STR[] = { "minLength", "maxLength", "pattern", "format" };
-	static const char *const NUM[] = { "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum" };
-	int kinds = has_any(s, OBJ, 5) + has_any(s, ARR, 5) + has_any(s, STR, 4) + has_any(s, NUM, 4);
-	if (kinds > 1)
-		return "";
-	if (has_any(s, OBJ, 5))
-		return "object";
-	if (has_any(s, ARR, 5))
-		return "array";
-	if (has_any(s, STR, 4))
-		return "string";
-	if (has_any(s, NUM, 4))
-		return "number";
+	char msg[512];
+	snprintf(msg, sizeof msg, fmt, a);
+	fx_fail(c->err, FX_E_INVALID, "json schema: %s: %s", c->path[0] ? c->path : "/", msg);
 	return NULL;
 }
 
-static bool body_of(struct sc *sc, const cJSON *s, const char *name, struct gram_buf *b)
+static const char *nomem(struct sc *c)
 {
-	const cJSON *v;
-	if (cJSON_IsBool(s)) {
-		if (cJSON_IsFalse(s))
-			return sc_fail(sc, "the schema false matches nothing"), false;
-		const char *r = prim(sc, "value");
-		gram_buf_puts(b, r ? r : "");
-		return r != NULL;
+	c->oom = true;
+	fx_fail(c->err, FX_E_NOMEM, "json schema: out of memory");
+	return NULL;
+}
+
+/* A malloc'ed copy (strdup is POSIX, not C11). */
+static char *sdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = malloc(n);
+	return p ? memcpy(p, s, n) : NULL;
+}
+
+/* ---- rules ------------------------------------------------------------ */
+
+static const char *find_rule(struct sc *c, const char *name)
+{
+	for (int i = 0; i < c->n_rules; i++)
+		if (!strcmp(c->rules[i].name, name))
+			return c->rules[i].name;
+	return NULL;
+}
+
+/* A new rule named prefix + hint (made unique), with body (copied; NULL:
+ * set later). An existing rule with the same body is reused. */
+static const char *add_rule(struct sc *c, const char *hint, const char *body)
+{
+	char name[256], base[200];
+	size_t k = 0;
+	if (body)
+		for (int i = 0; i < c->n_rules; i++)
+			if (c->rules[i].body && !strcmp(c->rules[i].body, body))
+				return c->rules[i].name;
+	for (const char *h = hint; *h && k < sizeof base - 2; h++) {
+		char ch = *h;
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+		if (!ok && (!k || base[k - 1] == '-'))
+			continue;
+		base[k++] = ok ? ch : '-';
 	}
-	if (!cJSON_IsObject(s))
-		return sc_fail(sc, "a schema must be an object or a boolean"), false;
-	if (!check_keys(sc, s))
-		return false;
-	if (get(s, "$ref"))
-		return visit_ref(sc, s, b);
-	if (get(s, "allOf"))
-		return visit_all_of(sc, s, name, b);
-	if (get(s, "anyOf"))
-		return visit_any_of(sc, s, "anyOf", name, b);
-	if (get(s, "oneOf"))
-		return visit_any_of(sc, s, "oneOf", name, b);
-	if ((v = cJSON_GetObjectItemCaseSensitive(s, "const")))
-		return literal_value(sc, v, b);
-	if ((v = get(s, "enum"))) {
-		const cJSON *it;
-		int i = 0;
-		if (!cJSON_IsArray(v) || !cJSON_GetArraySize(v))
-			return sc_fail(sc, "'enum' must be a non-empty array"), false;
-		gram_buf_puts(b, "(");
-		cJSON_ArrayForEach(it, v)
-		{
-			gram_buf_puts(b, i++ ? " | " : "");
-			if (!literal_value(sc, it, b))
-				return false;
+	while (k && base[k - 1] == '-')
+		k--;
+	base[k] = 0;
+	if (k && base[0] >= '0' && base[0] <= '9') { /* a name must not look like a number */
+		memmove(base + 1, base, k + 1);
+		base[0] = 'r';
+		k++;
+	}
+	snprintf(name, sizeof name, "%s%s", c->prefix, k ? base : "r");
+	for (int n = 2; find_rule(c, name) || !strcmp(name, c->root); n++)
+		snprintf(name, sizeof name, "%s%s-%d", c->prefix, k ? base : "r", n);
+	if (c->n_rules == MAX_RULES)
+		return fail(c, "the grammar needs more than %s rules", "100000");
+	if (c->n_rules == c->cap_rules) {
+		int cap = c->cap_rules ? 2 * c->cap_rules : 64;
+		struct rule *r = realloc(c->rules, (size_t)cap * sizeof *r);
+		if (!r)
+			return nomem(c);
+		c->rules = r;
+		char **rk = realloc(c->ref_key, (size_t)cap * sizeof *rk);
+		if (!rk)
+			return nomem(c);
+		c->ref_key = rk;
+		c->cap_rules = cap;
+	}
+	struct rule *r = &c->rules[c->n_rules];
+	r->name = sdup(name);
+	r->body = body ? sdup(body) : NULL;
+	c->ref_key[c->n_rules] = NULL;
+	if (!r->name || (body && !r->body)) {
+		free(r->name);
+		free(r->body);
+		return nomem(c);
+	}
+	c->n_rules++;
+	return r->name;
+}
+
+/* add_rule for a body built in b (consumed). */
+static const char *add_sb(struct sc *c, const char *hint, struct conv_sb *b)
+{
+	const char *name = b->failed ? nomem(c) : add_rule(c, hint, b->p ? b->p : "\"\"");
+	free(b->p);
+	*b = (struct conv_sb){ 0 };
+	return name;
+}
+
+/* The fixed rules, created on first use. */
+static const char *prim(struct sc *c, const char *what)
+{
+	static const struct {
+		const char *name, *body;
+	} P[] = {
+		{ "space", "| \" \" | \"\\n\" [ \\t]{0,20}" },
+		{ "hex", "[0-9a-fA-F]" },
+		{ "char", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-Ce-fE-F] @hex{3} | [dD] [0-7] @hex{2} | [dD] [89abAB] @hex{2} \"\\\\u\" [dD] [c-fC-F] @hex{2}))" },
+		{ "string", "\"\\\"\" @char* \"\\\"\" @space" },
+		{ "number", "\"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)? @space" },
+		{ "integer", "\"-\"? (\"0\" | [1-9] [0-9]*) @space" },
+		{ "boolean", "(\"true\" | \"false\") @space" },
+		{ "null", "\"null\" @space" },
+		{ "value", "@object | @array | @string | @number | @boolean | @null" },
+		{ "object", "\"{\" @space (@string \":\" @space @value (\",\" @space @string \":\" @space @value)*)? \"}\" @space" },
+		{ "array", "\"[\" @space (@value (\",\" @space @value)*)? \"]\" @space" },
+		{ "date", "@year \"-\" (\"0\" [13578] \"-\" @d31 | \"1\" [02] \"-\" @d31 | \"0\" [469] \"-\" @d30 | \"11-\" @d30 | \"02-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])) | @leap \"-02-29\"" },
+		{ "year", "\"000\" [1-9] | \"00\" [1-9] [0-9] | \"0\" [1-9] [0-9]{2} | [1-9] [0-9]{3}" },
+		{ "leap", "[0-9]{2} (\"0\" [48] | [2468] [048] | [13579] [26]) | (\"0\" [48] | [2468] [048] | [13579] [26]) \"00\"" },
+		{ "d31", "\"0\" [1-9] | [12] [0-9] | \"3\" [01]" },
+		{ "d30", "\"0\" [1-9] | [12] [0-9] | \"30\"" },
+		{ "time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]+)? ([zZ] | [-+] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])" },
+		{ "date-time", "@date [tT] @time" },
+		{ "uuid", "@hex{8} \"-\" @hex{4} \"-\" @hex{4} \"-\" @hex{4} \"-\" @hex{12}" },
+		{ "email", "@atext+ (\".\" @atext+)* \"\\x40\" @label (\".\" @label)+" },
+		{ "kchar", "[^\"\\\\\\x00-\\x1F] | @kesc" },
+		{ "kesc", "\"\\\\\" ([\"\\\\bfnrt] | \"u00\" (\"0\" [0-7bef] | \"1\" [0-9a-f]))" },
+		{ "atext", "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~\\x2D]" },
+		{ "label", "[a-zA-Z0-9] ([a-zA-Z0-9\\x2D]* [a-zA-Z0-9])?" },
+	};
+	char full[256];
+	snprintf(full, sizeof full, "%s%s", c->prefix, what);
+	const char *have = find_rule(c, full);
+	if (have)
+		return have;
+	for (size_t i = 0; i < sizeof P / sizeof *P; i++) {
+		if (strcmp(P[i].name, what))
+			continue;
+		/* reserve the name first: rules refer to each other (value) */
+		if (!add_rule(c, what, NULL))
+			return NULL;
+		int me = c->n_rules - 1;
+		struct conv_sb b = { 0 };
+		for (const char *p = P[i].body; *p; p++) {
+			if (*p != '@') {
+				conv_sb_put(&b, p, 1);
+				continue;
+			}
+			size_t n = strspn(p + 1, "abcdefghijklmnopqrstuvwxyz0123456789-");
+			char sub[64];
+			snprintf(sub, sizeof sub, "%.*s", (int)n, p + 1);
+			const char *s = prim(c, sub);
+			if (!s) {
+				free(b.p);
+				return NULL;
+			}
+			conv_sb_puts(&b, s);
+			p += n;
 		}
-		gram_buf_puts(b, ")");
-		return true;
+		if (b.failed)
+			return nomem(c);
+		c->rules[me].body = b.p;
+		return c->rules[me].name;
 	}
-	const char *t = NULL;
-	if ((v = get(s, "type"))) {
-		if (cJSON_IsArray(v))
-			return visit_types(sc, s, v, name, b);
-		if (!cJSON_IsString(v))
-			return sc_fail(sc, "'type' must be a string or a list of strings"), false;
-		t = v->valuestring;
-	} else if ((t = implied_type(s)) && !*t) {
-		return sc_fail(sc, "keywords of several types without 'type': give the type (or a list of types)"), false;
-	}
-	if (!t) {
-		const char *r = prim(sc, "value");
-		gram_buf_puts(b, r ? r : "");
-		return r != NULL;
-	}
-	if (!strcmp(t, "object"))
-		return visit_object(sc, s, name, b);
-	if (!strcmp(t, "array"))
-		return visit_array(sc, s, name, b);
-	if (!strcmp(t, "string"))
-		return visit_string(sc, s, b);
-	if (!strcmp(t, "integer"))
-		return visit_integer(sc, s, b);
-	if (!strcmp(t, "number"))
-		return visit_number(sc, s, b);
-	if (!strcmp(t, "boolean") || !strcmp(t, "null")) {
-		const char *r = prim(sc, t);
-		gram_buf_puts(b, r ? r : "");
-		return r != NULL;
-	}
-	return sc_fail(sc, "unknown type '%s'", t), false;
+	return fail(c, "internal: no rule %s", what);
 }
 
-/* The local name children of rule r are named after. */
-static const char *local_of(const struct sc *sc, int r)
+/* ---- literals ---------------------------------------------------------- */
+
+static void hex_ci(struct conv_sb *b, unsigned v, int digits)
 {
-	const char *n = sc->rules[r].name;
-	size_t k = strlen(sc->prefix);
-	if (k && r == 0)
-		return ""; /* the start rule: its children are "NAME-child", not "NAME-NAME-child" */
-	return k && !strncmp(n, sc->prefix, k) ? n + k : n;
+	for (int k = digits - 1; k >= 0; k--) {
+		unsigned d = (v >> (4 * k)) & 15;
+		if (d < 10)
+			conv_sb_printf(b, " \"%u\"", d);
+		else
+			conv_sb_printf(b, " [%c%c]", 'a' + d - 10, 'A' + d - 10);
+	}
 }
 
-static bool visit_into(struct sc *sc, const cJSON *s, int r)
+/* s as a JSON string literal: ASCII as json.dumps writes it, other
+ * characters raw or as \u escapes (either hex case). */
+static void json_str_lit(struct conv_sb *b, const char *s)
 {
-	struct gram_buf b = { 0 };
-	char name[200];
-	if (++sc->depth > SC_MAX_DEPTH) {
-		sc->depth--;
-		return sc_fail(sc, "schema nested deeper than %d", SC_MAX_DEPTH), false;
+	const unsigned char *p = (const unsigned char *)s;
+	char run[64]; /* plain ASCII goes out as one literal: llguidance lexes it as one token */
+	size_t nr = 0;
+	run[nr++] = '"';
+	conv_sb_puts(b, "(");
+	while (*p) {
+		unsigned c = *p;
+		static const char sh[] = "\b\f\n\r\t", nm[] = "bfnrt";
+		const char *q = c && c < 0x20 ? strchr(sh, (int)c) : NULL;
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\' && c != '/') {
+			run[nr++] = (char)c;
+			if (nr == sizeof run) {
+				conv_sb_lit(b, run, nr);
+				conv_sb_puts(b, " ");
+				nr = 0;
+			}
+			p++;
+			continue;
+		}
+		if (nr) {
+			conv_sb_lit(b, run, nr);
+			conv_sb_puts(b, " ");
+			nr = 0;
+		}
+		if (c < 0x80) {
+			if (c == '"' || c == '\\')
+				conv_sb_printf(b, "\"\\\\\\%c\" ", c);
+			else if (c == '/')
+				conv_sb_puts(b, "(\"/\" | \"\\\\/\") ");
+			else if (q)
+				conv_sb_printf(b, "\"\\\\%c\" ", nm[q - sh]);
+			else {
+				conv_sb_puts(b, "\"\\\\u\"");
+				hex_ci(b, c, 4);
+				conv_sb_puts(b, " ");
+			}
+			p++;
+			continue;
+		}
+		int n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+		uint32_t cp = c & (0x3fu >> (n - 1));
+		for (int k = 1; k < n && p[k]; k++)
+			cp = (cp << 6) | (p[k] & 0x3f);
+		conv_sb_puts(b, "(");
+		conv_sb_lit(b, (const char *)p, (size_t)n);
+		conv_sb_puts(b, " | \"\\\\u\"");
+		if (cp < 0x10000) {
+			hex_ci(b, cp, 4);
+		} else {
+			hex_ci(b, 0xD800 + ((cp - 0x10000) >> 10), 4);
+			conv_sb_puts(b, " \"\\\\u\"");
+			hex_ci(b, 0xDC00 + ((cp - 0x10000) & 0x3ff), 4);
+		}
+		conv_sb_puts(b, ") ");
+		for (int k = 0; k < n && *p; k++)
+			p++;
 	}
-	snprintf(name, sizeof(name), "%s", local_of(sc, r));
-	bool ok = body_of(sc, s, name, &b);
-	sc->depth--;
-	if (!ok) {
-		gram_buf_free(&b);
-		return false;
-	}
-	return fill(sc, r, &b);
+	run[nr++] = '"';
+	conv_sb_lit(b, run, nr);
+	conv_sb_puts(b, ")");
 }
 
-static int visit(struct sc *sc, const cJSON *s, const char *local, bool is_root)
+/* A JSON value (enum / const member) as a literal; every token may be
+ * followed by space. */
+static void value_lit(struct sc *c, struct conv_sb *b, const cJSON *v)
 {
-	int r = reserve(sc, local, is_root);
-	if (r < 0 || !visit_into(sc, s, r))
+	const char *sp = prim(c, "space");
+	if (!sp)
+		return;
+	if (cJSON_IsNull(v)) {
+		conv_sb_printf(b, "\"null\" %s", sp);
+	} else if (cJSON_IsBool(v)) {
+		conv_sb_printf(b, "\"%s\" %s", cJSON_IsTrue(v) ? "true" : "false", sp);
+	} else if (cJSON_IsNumber(v)) {
+		double d = v->valuedouble;
+		if (d == floor(d) && fabs(d) < 1e15) {
+			conv_sb_printf(b, "(\"%.0f\" | \"%.0f.0\") %s", d, d, sp);
+		} else {
+			char num[64];
+			for (int prec = 15; prec <= 17; prec++) {
+				snprintf(num, sizeof num, "%.*g", prec, d);
+				if (strtod(num, NULL) == d)
+					break;
+			}
+			conv_sb_printf(b, "\"%s\" %s", num, sp);
+		}
+	} else if (cJSON_IsString(v)) {
+		json_str_lit(b, v->valuestring);
+		conv_sb_printf(b, " %s", sp);
+	} else if (cJSON_IsArray(v)) {
+		conv_sb_printf(b, "\"[\" %s", sp);
+		for (const cJSON *e = v->child; e; e = e->next) {
+			conv_sb_puts(b, e == v->child ? " " : " \",\" ");
+			conv_sb_puts(b, e == v->child ? "" : sp);
+			conv_sb_puts(b, " (");
+			value_lit(c, b, e);
+			conv_sb_puts(b, ")");
+		}
+		conv_sb_printf(b, " \"]\" %s", sp);
+	} else {
+		conv_sb_printf(b, "\"{\" %s", sp);
+		for (const cJSON *e = v->child; e; e = e->next) {
+			if (e != v->child)
+				conv_sb_printf(b, " \",\" %s", sp);
+			conv_sb_puts(b, " ");
+			json_str_lit(b, e->string);
+			conv_sb_printf(b, " %s \":\" %s (", sp, sp);
+			value_lit(c, b, e);
+			conv_sb_puts(b, ")");
+		}
+		conv_sb_printf(b, " \"}\" %s", sp);
+	}
+}
+
+/* ---- integer ranges (exact, as llama.cpp's _generate_min_max_int) ----- */
+
+/* Same-length decimal strings in [lo, hi] (n digits each). */
+static void digits_eq(struct conv_sb *b, const char *lo, const char *hi, int n)
+{
+	if (!n)
+		return;
+	if (lo[0] == hi[0]) {
+		conv_sb_printf(b, " \"%c\"", lo[0]);
+		digits_eq(b, lo + 1, hi + 1, n - 1);
+		return;
+	}
+	bool lz = true, h9 = true;
+	for (int k = 1; k < n; k++) {
+		lz &= lo[k] == '0';
+		h9 &= hi[k] == '9';
+	}
+	char nines[24], zeros[24];
+	bool first = true;
+	memset(nines, '9', sizeof nines);
+	memset(zeros, '0', sizeof zeros);
+	conv_sb_puts(b, " (");
+	if (!lz) {
+		conv_sb_printf(b, "\"%c\"", lo[0]);
+		digits_eq(b, lo + 1, nines, n - 1);
+		first = false;
+	}
+	char s = lz ? lo[0] : (char)(lo[0] + 1), e = h9 ? hi[0] : (char)(hi[0] - 1);
+	if (s <= e) {
+		conv_sb_printf(b, "%s[%c-%c]", first ? "" : " | ", s, e);
+		if (n > 1)
+			conv_sb_printf(b, " [0-9]{%d}", n - 1);
+		first = false;
+	}
+	if (!h9) {
+		conv_sb_printf(b, "%s\"%c\"", first ? "" : " | ", hi[0]);
+		digits_eq(b, zeros, hi + 1, n - 1);
+	}
+	conv_sb_puts(b, ")");
+}
+
+/* Non-negative integers in [a, b] (b_inf: [a, inf)), no leading zeros. */
+static void nonneg(struct conv_sb *b, uint64_t a, uint64_t hi, bool inf)
+{
+	char sa[24], sb[24];
+	int la = snprintf(sa, sizeof sa, "%llu", (unsigned long long)a);
+	int lb = inf ? la : snprintf(sb, sizeof sb, "%llu", (unsigned long long)hi);
+	uint64_t p = 1;
+	for (int k = 1; k < la; k++)
+		p *= 10;
+	conv_sb_puts(b, "(");
+	for (int L = la; L <= lb; L++, p *= 10) {
+		char lo_s[24], hi_s[24];
+		snprintf(lo_s, sizeof lo_s, "%llu", (unsigned long long)(L == la ? a : p));
+		if (!inf && L == lb)
+			snprintf(hi_s, sizeof hi_s, "%s", sb);
+		else
+			snprintf(hi_s, sizeof hi_s, "%llu", (unsigned long long)(p * 10 - 1));
+		conv_sb_puts(b, L == la ? "" : " |");
+		digits_eq(b, lo_s, hi_s, L);
+	}
+	if (inf)
+		conv_sb_printf(b, " | [1-9] [0-9]{%d,}", la);
+	conv_sb_puts(b, ")");
+}
+
+static void int_range(struct conv_sb *b, int64_t lo, bool has_lo, int64_t hi, bool has_hi)
+{
+	bool pos = !has_hi || hi >= 0, neg = !has_lo || lo < 0;
+	conv_sb_puts(b, "(");
+	if (pos)
+		nonneg(b, has_lo && lo > 0 ? (uint64_t)lo : 0, has_hi ? (uint64_t)hi : 0, !has_hi);
+	if (neg) {
+		conv_sb_puts(b, pos ? " | \"-\" " : "\"-\" ");
+		nonneg(b, has_hi && hi < 0 ? (uint64_t)-hi : 1, has_lo ? (uint64_t)-lo : 0, !has_lo);
+	}
+	conv_sb_puts(b, ")");
+}
+
+/* ---- keyword access ---------------------------------------------------- */
+
+static const char *visit(struct sc *c, const cJSON *s, const char *hint);
+
+/* A non-negative integer keyword: 1 present, 0 absent, -1 error. */
+static int get_count(struct sc *c, const cJSON *s, const char *key, long long *v)
+{
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, key);
+	if (!k)
+		return 0;
+	if (!cJSON_IsNumber(k) || k->valuedouble < 0 || k->valuedouble != floor(k->valuedouble) ||
+	    k->valuedouble > 1e15) {
+		fail(c, "'%s' must be a non-negative integer", key);
 		return -1;
+	}
+	*v = (long long)k->valuedouble;
+	return 1;
+}
+
+static int get_num(struct sc *c, const cJSON *s, const char *key, double *v)
+{
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, key);
+	if (!k || cJSON_IsBool(k))
+		return 0;
+	if (!cJSON_IsNumber(k)) {
+		fail(c, "'%s' must be a number", key);
+		return -1;
+	}
+	*v = k->valuedouble;
+	return 1;
+}
+
+enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_FRAC = 64, T_ALL = 127 };
+
+static int type_bit(const char *t)
+{
+	static const char *const N[] = { "null", "boolean", "object", "array", "string", "integer", "number" };
+	for (int i = 0; i < 7; i++)
+		if (!strcmp(t, N[i]))
+			return i == 6 ? T_INT | T_FRAC : 1 << i;
+	return 0;
+}
+
+/* The "type" keyword as a mask (T_ALL when absent); -1 on error. */
+static int get_types(struct sc *c, const cJSON *s)
+{
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
+	int m = 0;
+	if (!t)
+		return T_ALL;
+	if (cJSON_IsString(t)) {
+		if (!(m = type_bit(t->valuestring)))
+			return fail(c, "unknown type '%s'", t->valuestring), -1;
+		return m;
+	}
+	if (!cJSON_IsArray(t) || !t->child)
+		return fail(c, "'%s' must be a string or a non-empty array of strings", "type"), -1;
+	for (const cJSON *e = t->child; e; e = e->next) {
+		int b = cJSON_IsString(e) ? type_bit(e->valuestring) : 0;
+		if (!b)
+			return fail(c, "'%s' lists an unknown type", "type"), -1;
+		m |= b;
+	}
+	return m;
+}
+
+/* Path push/pop around a child visit. */
+static size_t push(struct sc *c, const char *seg, const char *key)
+{
+	size_t n = strlen(c->path);
+	snprintf(c->path + n, sizeof c->path - n, "/%s%s%s", seg, key ? "/" : "", key ? key : "");
+	return n;
+}
+
+static const char *visit_at(struct sc *c, const cJSON *s, const char *hint, const char *seg,
+			    const char *key)
+{
+	size_t n = push(c, seg, key);
+	const char *r = visit(c, s, hint);
+	if (r)
+		c->path[n] = 0;
 	return r;
+}
+
+
+/* ---- keys of additional properties ---------------------------------------- */
+
+/* Code point i of key (UTF-8), or -1 past its end; *at advances. */
+static long key_cp(const char *key, size_t *at)
+{
+	const unsigned char *p = (const unsigned char *)key + *at;
+	if (!*p)
+		return -1;
+	int n = p[0] < 0x80 ? 1 : p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc0 ? 2 : 1;
+	long c = n == 1 ? p[0] : p[0] & (0x3f >> (n - 1));
+	for (int k = 1; k < n; k++) {
+		if ((p[k] & 0xc0) != 0x80) {
+			n = 1;
+			c = p[0];
+			break;
+		}
+		c = (c << 6) | (p[k] & 0x3f);
+	}
+	*at += (size_t)n;
+	return c;
+}
+
+static bool escapable(long cp)
+{
+	return cp < 0x20 || cp == '"' || cp == '\\';
+}
+
+/* The one spelling an additional key may use for cp (kchar's). */
+static void key_unit(struct conv_sb *b, long cp)
+{
+	static const char sh[] = "\b\f\n\r\t", nm[] = "bfnrt";
+	const char *q = cp && cp < 0x20 ? strchr(sh, (int)cp) : NULL;
+	if (cp == '"' || cp == '\\')
+		conv_sb_printf(b, "\"\\\\\\%c\"", (int)cp);
+	else if (q)
+		conv_sb_printf(b, "\"\\\\%c\"", nm[q - sh]);
+	else if (cp < 0x20)
+		conv_sb_printf(b, "\"\\\\u00%02lx\"", cp);
+	else {
+		char u[8];
+		size_t n = 0;
+		unsigned long c = (unsigned long)cp;
+		if (c < 0x80)
+			u[n++] = (char)c;
+		else if (c < 0x800) {
+			u[n++] = (char)(0xc0 | (c >> 6));
+			u[n++] = (char)(0x80 | (c & 0x3f));
+		} else if (c < 0x10000) {
+			u[n++] = (char)(0xe0 | (c >> 12));
+			u[n++] = (char)(0x80 | ((c >> 6) & 0x3f));
+			u[n++] = (char)(0x80 | (c & 0x3f));
+		} else {
+			u[n++] = (char)(0xf0 | (c >> 18));
+			u[n++] = (char)(0x80 | ((c >> 12) & 0x3f));
+			u[n++] = (char)(0x80 | ((c >> 6) & 0x3f));
+			u[n++] = (char)(0x80 | (c & 0x3f));
+		}
+		conv_sb_lit(b, u, n);
+	}
+}
+
+/* kchar minus the code points ex[0..n). */
+static void kchar_except(struct sc *c, struct conv_sb *b, const long *ex, int n)
+{
+	bool esc = false;
+	conv_sb_puts(b, "([^\"\\\\\\x00-\\x1F");
+	for (int i = 0; i < n; i++) {
+		if (escapable(ex[i])) {
+			esc = true;
+			continue;
+		}
+		if (ex[i] < 0x80 && strchr("]-^[", (int)ex[i])) {
+			conv_sb_printf(b, "\\x%02lX", ex[i]);
+			continue;
+		}
+		struct conv_sb t = { 0 };
+		key_unit(&t, ex[i]); /* "X": take what is inside the quotes */
+		if (t.failed || t.n < 2)
+			b->failed = true;
+		else
+			conv_sb_put(b, t.p + 1, t.n - 2);
+		free(t.p);
+	}
+	conv_sb_puts(b, "]");
+	if (!esc) {
+		const char *k = prim(c, "kesc");
+		conv_sb_printf(b, " | %s)", k ? k : "");
+		return;
+	}
+	for (long cp = 0; cp < 0x80; cp++) {
+		bool skip = !escapable(cp);
+		for (int i = 0; i < n && !skip; i++)
+			skip = ex[i] == cp;
+		if (skip)
+			continue;
+		conv_sb_puts(b, " | ");
+		key_unit(b, cp);
+	}
+	conv_sb_puts(b, ")");
+}
+
+/* Keys idx[0..n) share their first d code points (ending at byte off[i]):
+ * the rest of a key string (to its closing quote) that is none of them. */
+static void not_keys(struct sc *c, struct conv_sb *b, const char *const *keys, int *idx,
+		     size_t *off, int n)
+{
+	long *child = malloc((size_t)n * sizeof *child);
+	int nc = 0;
+	bool terminal = false;
+	const char *kc = prim(c, "kchar");
+	if (!child || !kc) {
+		free(child);
+		b->failed = true;
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		size_t at = off[idx[i]];
+		long cp = key_cp(keys[idx[i]], &at);
+		if (cp < 0) {
+			terminal = true;
+			continue;
+		}
+		bool seen = false;
+		for (int j = 0; j < nc; j++)
+			seen |= child[j] == cp;
+		if (!seen)
+			child[nc++] = cp;
+	}
+	conv_sb_puts(b, "(");
+	for (int j = 0; j < nc; j++) {
+		int *sub = malloc((size_t)n * sizeof *sub), ns = 0;
+		if (!sub) {
+			b->failed = true;
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			size_t at = off[idx[i]];
+			if (key_cp(keys[idx[i]], &at) == child[j]) {
+				sub[ns++] = idx[i];
+				off[idx[i]] = at;
+			}
+		}
+		key_unit(b, child[j]);
+		conv_sb_puts(b, " ");
+		not_keys(c, b, keys, sub, off, ns);
+		conv_sb_puts(b, " | ");
+		free(sub);
+	}
+	kchar_except(c, b, child, nc);
+	conv_sb_printf(b, " %s* \"\\\"\"", kc);
+	if (!terminal)
+		conv_sb_puts(b, " | \"\\\"\"");
+	conv_sb_puts(b, ")");
+	free(child);
+}
+
+/* The rule for an additional property's key: a string that is none of
+ * the declared names, in kchar's one spelling per character (so that no
+ * other spelling of a declared name gets through). */
+static const char *extra_key(struct sc *c, const char *const *keys, int n, const char *hint)
+{
+	struct conv_sb b = { 0 };
+	int *idx = malloc(((size_t)n + 1) * sizeof *idx);
+	size_t *off = calloc((size_t)n + 1, sizeof *off);
+	char h[256];
+	if (!idx || !off) {
+		free(idx);
+		free(off);
+		return nomem(c);
+	}
+	for (int i = 0; i < n; i++)
+		idx[i] = i;
+	conv_sb_puts(&b, "\"\\\"\" ");
+	not_keys(c, &b, keys, idx, off, n);
+	free(idx);
+	free(off);
+	snprintf(h, sizeof h, "%.200s-key", hint);
+	return add_sb(c, h, &b);
+}
+
+/* ---- objects ------------------------------------------------------------ */
+
+struct obj {
+	int n;
+	const char **key, **val; /* [n] property names and value rules */
+	bool *req;
+	const char *add;         /* additional properties' value rule, or NULL */
+	long long min, max;      /* minProperties, maxProperties (-1: none) */
+	int cap;                 /* counts tracked: 0..cap */
+	const char **rule;       /* [(n + 1) * (cap + 1)] R(k, c), NULL until made */
+	signed char *alive;      /* same shape: -1 unknown, 0 dead, 1 alive */
+	const char *hint;
+};
+
+static int sat(const struct obj *o, long long c)
+{
+	return (int)(c > o->cap ? o->cap : c);
+}
+
+/* Can properties k.. be completed after c of them? */
+static bool alive(struct obj *o, int k, int c)
+{
+	signed char *a = &o->alive[k * (o->cap + 1) + c];
+	if (*a >= 0)
+		return *a;
+	bool ok;
+	bool room = o->max < 0 || c + 1 <= o->max;
+	if (k == o->n)
+		ok = o->add ? (o->max < 0 || (c <= o->max && o->min <= o->max)) : c >= o->min;
+	else if (o->req[k])
+		ok = room && alive(o, k + 1, sat(o, c + 1));
+	else
+		ok = (room && alive(o, k + 1, sat(o, c + 1))) || alive(o, k + 1, c);
+	return (*a = (signed char)ok);
+}
+
+/* The rule for R(k, c): the rest of the members after c of them. */
+static const char *obj_rule(struct sc *c, struct obj *o, int k, int n)
+{
+	const char **slot = &o->rule[k * (o->cap + 1) + n];
+	const char *sp = prim(c, "space"), *sep = n ? "\",\" " : "";
+	struct conv_sb b = { 0 };
+	char hint[256];
+	if (*slot)
+		return *slot;
+	if (!sp)
+		return NULL;
+	if (k == o->n) {
+		long long lo = o->min > n ? o->min - n : 0, hi = o->max < 0 ? -1 : o->max - n;
+		const char *ks = o->add ? extra_key(c, o->key, o->n, o->hint) : "";
+		if (!ks)
+			return NULL;
+		if (!o->add || hi == 0) {
+			conv_sb_puts(&b, "\"\"");
+		} else if (n == 0) {
+			conv_sb_printf(&b, "(%s \":\" %s %s (\",\" %s %s \":\" %s %s)", ks, sp, o->add, sp, ks, sp, o->add);
+			if (hi < 0)
+				conv_sb_printf(&b, "{%lld,}", lo ? lo - 1 : 0);
+			else
+				conv_sb_printf(&b, "{%lld,%lld}", lo ? lo - 1 : 0, hi - 1);
+			conv_sb_puts(&b, lo ? ")" : ")?");
+		} else {
+			conv_sb_printf(&b, "(\",\" %s %s \":\" %s %s)", sp, ks, sp, o->add);
+			if (hi < 0)
+				conv_sb_printf(&b, "{%lld,}", lo);
+			else
+				conv_sb_printf(&b, "{%lld,%lld}", lo, hi);
+		}
+	} else {
+		bool room = o->max < 0 || n + 1 <= o->max, first = true;
+		int n1 = sat(o, n + 1);
+		if (room && alive(o, k + 1, n1)) {
+			const char *next = obj_rule(c, o, k + 1, n1);
+			if (!next)
+				return NULL;
+			conv_sb_printf(&b, "%s%s%s", sep, n ? sp : "", n ? " " : "");
+			json_str_lit(&b, o->key[k]);
+			conv_sb_printf(&b, " %s \":\" %s %s %s", sp, sp, o->val[k], next);
+			first = false;
+		}
+		if (!o->req[k] && alive(o, k + 1, n)) {
+			const char *next = obj_rule(c, o, k + 1, n);
+			if (!next)
+				return NULL;
+			conv_sb_printf(&b, "%s%s", first ? "" : " | ", next);
+		}
+	}
+	snprintf(hint, sizeof hint, "%.200s-obj", o->hint);
+	return *slot = add_sb(c, hint, &b);
+}
+
+static const char *gen_object(struct sc *c, const cJSON *s, const char *hint)
+{
+	const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+	const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+	const cJSON *add = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+	struct obj o = { .hint = hint, .min = 0, .max = -1 };
+	const char *res = NULL;
+	int np = 0;
+	if (props && !cJSON_IsObject(props))
+		return fail(c, "'%s' must be an object", "properties");
+	if (req && !cJSON_IsArray(req))
+		return fail(c, "'%s' must be an array of strings", "required");
+	for (const cJSON *e = req ? req->child : NULL; e; e = e->next)
+		if (!cJSON_IsString(e))
+			return fail(c, "'%s' must be an array of strings", "required");
+	if (add && !cJSON_IsBool(add) && !cJSON_IsObject(add))
+		return fail(c, "'%s' must be a boolean or a schema", "additionalProperties");
+	if (get_count(c, s, "minProperties", &o.min) < 0 || get_count(c, s, "maxProperties", &o.max) < 0)
+		return NULL;
+	for (const cJSON *p = props ? props->child : NULL; p; p = p->next)
+		np++;
+	o.key = calloc((size_t)np + 1, sizeof *o.key);
+	o.val = calloc((size_t)np + 1, sizeof *o.val);
+	o.req = calloc((size_t)np + 1, sizeof *o.req);
+	if (!o.key || !o.val || !o.req) {
+		nomem(c);
+		goto out;
+	}
+	for (const cJSON *p = props ? props->child : NULL; p; p = p->next) {
+		bool r = false;
+		for (const cJSON *e = req ? req->child : NULL; e; e = e->next)
+			r |= !strcmp(e->valuestring, p->string);
+		if (cJSON_IsFalse(p)) {
+			if (r) {
+				fail(c, "required property '%s' is forbidden (schema false)", p->string);
+				goto out;
+			}
+			continue;
+		}
+		char h[256];
+		snprintf(h, sizeof h, "%.200s%s%s", hint, *hint ? "-" : "", p->string);
+		if (!(o.val[o.n] = visit_at(c, p, h, "properties", p->string)))
+			goto out;
+		o.key[o.n] = p->string;
+		o.req[o.n++] = r;
+	}
+	for (const cJSON *e = req ? req->child : NULL; e; e = e->next) {
+		bool found = false;
+		for (int k = 0; k < o.n; k++)
+			found |= !strcmp(o.key[k], e->valuestring);
+		if (!found && !(add && cJSON_IsFalse(add)) && !found) {
+			/* required but not in properties: needs a fixed name among
+			 * the additional ones, which this layout cannot place */
+			fail(c, "required property '%s' is not in 'properties' (not supported)", e->valuestring);
+			goto out;
+		}
+		if (!found) {
+			fail(c, "required property '%s' is not allowed (additionalProperties false)", e->valuestring);
+			goto out;
+		}
+	}
+	if (!add || cJSON_IsTrue(add))
+		o.add = prim(c, "value");
+	else if (cJSON_IsObject(add)) {
+		char h[256];
+		snprintf(h, sizeof h, "%.200s%sadditional", hint, *hint ? "-" : "");
+		size_t pl = push(c, "additionalProperties", NULL);
+		o.add = visit(c, add, h);
+		if (o.add)
+			c->path[pl] = 0;
+	}
+	if ((add && !cJSON_IsFalse(add) && !o.add) || (!add && !o.add))
+		goto out;
+	o.cap = o.max >= 0 ? (int)(o.max > 10000 ? 10000 : o.max) : (int)(o.min > 1 ? (o.min > 10000 ? 10000 : o.min) : 1);
+	if (o.max > 10000 || o.min > 10000) {
+		fail(c, "'%s' over 10000 is not supported", o.max > 10000 ? "maxProperties" : "minProperties");
+		goto out;
+	}
+	o.rule = calloc((size_t)(o.n + 1) * (size_t)(o.cap + 1), sizeof *o.rule);
+	o.alive = malloc((size_t)(o.n + 1) * (size_t)(o.cap + 1));
+	if (!o.rule || !o.alive) {
+		nomem(c);
+		goto out;
+	}
+	memset(o.alive, -1, (size_t)(o.n + 1) * (size_t)(o.cap + 1));
+	if (!alive(&o, 0, 0)) {
+		fail(c, "no object satisfies these %s", "properties, required and min/maxProperties");
+		goto out;
+	}
+	const char *sp = prim(c, "space"), *body = obj_rule(c, &o, 0, 0);
+	if (sp && body) {
+		struct conv_sb b = { 0 };
+		conv_sb_printf(&b, "\"{\" %s %s \"}\" %s", sp, body, sp);
+		res = add_sb(c, hint, &b);
+	}
+out:
+	free(o.key);
+	free(o.val);
+	free(o.req);
+	free(o.rule);
+	free(o.alive);
+	return res;
+}
+
+/* ---- arrays ------------------------------------------------------------- */
+
+static const char *gen_array(struct sc *c, const cJSON *s, const char *hint)
+{
+	const cJSON *pre = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+	const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+	long long mn = 0, mx = -1;
+	const char *rest, *sp = prim(c, "space"), *elem[64];
+	int m = 0;
+	char h[256];
+	if (get_count(c, s, "minItems", &mn) < 0 || get_count(c, s, "maxItems", &mx) < 0 || !sp)
+		return NULL;
+	if (cJSON_IsArray(items) && !pre) /* draft 4-2019: items as a tuple */
+		return fail(c, "'items' as an array (use prefixItems) is %s", "not supported");
+	if (pre && !cJSON_IsArray(pre))
+		return fail(c, "'%s' must be an array of schemas", "prefixItems");
+	if (items && !cJSON_IsBool(items) && !cJSON_IsObject(items))
+		return fail(c, "'%s' must be a schema", "items");
+	if (mn > 10000 || mx > 10000)
+		return fail(c, "'%s' over 10000 is not supported", mn > 10000 ? "minItems" : "maxItems");
+	for (const cJSON *e = pre ? pre->child : NULL; e; e = e->next) {
+		char idx[16];
+		if (m == 64)
+			return fail(c, "more than %s prefixItems", "64");
+		snprintf(idx, sizeof idx, "%d", m);
+		snprintf(h, sizeof h, "%.200s%s%d", hint, *hint ? "-" : "", m);
+		if (!(elem[m++] = visit_at(c, e, h, "prefixItems", idx)))
+			return NULL;
+	}
+	if (items && cJSON_IsFalse(items)) {
+		rest = NULL;
+	} else if (items && !cJSON_IsTrue(items)) {
+		snprintf(h, sizeof h, "%.200s%sitem", hint, *hint ? "-" : "");
+		if (!(rest = visit_at(c, items, h, "items", NULL)))
+			return NULL;
+	} else if (!(rest = prim(c, "value"))) {
+		return NULL;
+	}
+	if (!rest && mx < 0)
+		mx = m;
+	if (mx >= 0 && !rest && mx > m)
+		mx = m;
+	if (mx >= 0 && mn > mx)
+		return fail(c, "no array satisfies these %s", "items, minItems and maxItems");
+	struct conv_sb b = { 0 };
+	conv_sb_printf(&b, "\"[\" %s ", sp);
+	int open = 0;
+	for (int i = 0; i < m && (mx < 0 || i < mx); i++) {
+		bool need = i < mn;
+		conv_sb_puts(&b, need ? "" : "(");
+		open += !need;
+		if (i)
+			conv_sb_printf(&b, "\",\" %s ", sp);
+		conv_sb_printf(&b, "%s ", elem[i]);
+		if (need)
+			continue;
+		/* the closing ")?" come after the rest */
+	}
+	if (rest && (mx < 0 || mx > m)) {
+		long long lo = mn > m ? mn - m : 0, hi = mx < 0 ? -1 : mx - m;
+		if (m == 0) {
+			conv_sb_printf(&b, "(%s (\",\" %s %s)", rest, sp, rest);
+			if (hi < 0)
+				conv_sb_printf(&b, "{%lld,}", lo ? lo - 1 : 0);
+			else
+				conv_sb_printf(&b, "{%lld,%lld}", lo ? lo - 1 : 0, hi - 1);
+			conv_sb_puts(&b, lo ? ") " : ")? ");
+		} else {
+			conv_sb_printf(&b, "(\",\" %s %s)", sp, rest);
+			if (hi < 0)
+				conv_sb_printf(&b, "{%lld,} ", lo);
+			else
+				conv_sb_printf(&b, "{%lld,%lld} ", lo, hi);
+		}
+	}
+	while (open--)
+		conv_sb_puts(&b, ")? ");
+	conv_sb_printf(&b, "\"]\" %s", sp);
+	return add_sb(c, hint, &b);
+}
+
+/* ---- strings and numbers -------------------------------------------------- */
+
+static const char *gen_string(struct sc *c, const cJSON *s, const char *hint)
+{
+	const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+	long long mn = 0, mx = -1;
+	int hl = get_count(c, s, "minLength", &mn), hm = get_count(c, s, "maxLength", &mx);
+	const char *sp = prim(c, "space"), *ch = prim(c, "char");
+	struct conv_sb b = { 0 };
+	if (hl < 0 || hm < 0 || !sp || !ch)
+		return NULL;
+	if (pat && !cJSON_IsString(pat))
+		return fail(c, "'%s' must be a string", "pattern");
+	if (fmt && !cJSON_IsString(fmt))
+		return fail(c, "'%s' must be a string", "format");
+	if ((pat != NULL) + (fmt != NULL) + (hl || hm) > 1)
+		return fail(c, "%s together are not supported", "pattern, format and minLength/maxLength");
+	if (mx > 10000 || mn > 10000)
+		return fail(c, "'%s' over 10000 is not supported", mx > 10000 ? "maxLength" : "minLength");
+	if (mx >= 0 && mn > mx)
+		return fail(c, "no string satisfies these %s", "minLength and maxLength");
+	if (!pat && !fmt && !hl && !hm)
+		return prim(c, "string");
+	conv_sb_puts(&b, "\"\\\"\" ");
+	if (fmt) {
+		static const char *const F[] = { "date", "time", "date-time", "uuid", "email", NULL };
+		const char *r = in_list(F, fmt->valuestring) ? prim(c, fmt->valuestring) : NULL;
+		if (!r) {
+			free(b.p);
+			return in_list(F, fmt->valuestring) ? NULL : fail(c, "unsupported format '%s'", fmt->valuestring);
+		}
+		conv_sb_puts(&b, r);
+	} else if (pat) {
+		char what[1100];
+		snprintf(what, sizeof what, "json schema: %s: pattern", c->path[0] ? c->path : "/");
+		if (conv_regex(pat->valuestring, true, true, ch, &b, what, c->err)) {
+			free(b.p);
+			return NULL;
+		}
+	} else if (mx < 0) {
+		conv_sb_printf(&b, "%s{%lld,}", ch, mn);
+	} else {
+		conv_sb_printf(&b, "%s{%lld,%lld}", ch, mn, mx);
+	}
+	conv_sb_printf(&b, " \"\\\"\" %s", sp);
+	return add_sb(c, hint, &b);
+}
+
+/* An integer bound from a number keyword (rounded inward), 1 present. */
+static int int_bound(struct sc *c, const cJSON *s, bool lower, int64_t *v)
+{
+	double m = 0, e = 0;
+	int hm = get_num(c, s, lower ? "minimum" : "maximum", &m);
+	int he = get_num(c, s, lower ? "exclusiveMinimum" : "exclusiveMaximum", &e);
+	const cJSON *eb = cJSON_GetObjectItemCaseSensitive(s, lower ? "exclusiveMinimum" : "exclusiveMaximum");
+	if (hm < 0 || he < 0)
+		return -1;
+	if (eb && cJSON_IsTrue(eb) && hm) { /* draft 4: a boolean modifying minimum */
+		he = 1;
+		e = m;
+		hm = 0;
+	}
+	double r = 0;
+	bool have = false;
+	if (hm) {
+		r = lower ? ceil(m) : floor(m);
+		have = true;
+	}
+	if (he) {
+		double x = lower ? floor(e) + 1 : ceil(e) - 1;
+		r = !have ? x : lower ? fmax(r, x) : fmin(r, x);
+		have = true;
+	}
+	if (!have)
+		return 0;
+	if (fabs(r) > 1e18)
+		return fail(c, "integer bound %s is too large", lower ? "minimum" : "maximum"), -1;
+	*v = (int64_t)r;
+	return 1;
+}
+
+static const char *gen_integer(struct sc *c, const cJSON *s, const char *hint)
+{
+	int64_t lo = 0, hi = 0;
+	int hl = int_bound(c, s, true, &lo), hh = int_bound(c, s, false, &hi);
+	const char *sp = prim(c, "space");
+	struct conv_sb b = { 0 };
+	if (hl < 0 || hh < 0 || !sp)
+		return NULL;
+	if (!hl && !hh)
+		return prim(c, "integer");
+	if (hl && hh && lo > hi)
+		return fail(c, "no integer satisfies these %s", "bounds");
+	int_range(&b, lo, hl, hi, hh);
+	conv_sb_printf(&b, " %s", sp);
+	return add_sb(c, hint, &b);
+}
+
+static const char *gen_number(struct sc *c, const cJSON *s, const char *hint)
+{
+	static const char *const B[] = { "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL };
+	for (int i = 0; B[i]; i++)
+		if (cJSON_GetObjectItemCaseSensitive(s, B[i]))
+			return fail(c, "'%s' on a non-integer number is not supported (use type integer)", B[i]);
+	(void)hint;
+	return prim(c, "number");
+}
+
+/* ---- $ref, combinators, enum ------------------------------------------ */
+
+static bool hexval_ok(char h)
+{
+	return (h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F');
+}
+
+/* The node a local $ref ("#", "#/$defs/A", any JSON pointer) points to. */
+static const cJSON *resolve(struct sc *c, const char *ref)
+{
+	const cJSON *n = c->doc;
+	if (ref[0] != '#' || (ref[1] && ref[1] != '/'))
+		return fail(c, "only local $ref (\"#/...\") is supported, not '%s'", ref), NULL;
+	for (const char *p = ref + 1; *p == '/';) {
+		char seg[512];
+		size_t k = 0;
+		for (p++; *p && *p != '/' && k < sizeof seg - 1; p++) {
+			if (*p == '~' && (p[1] == '0' || p[1] == '1'))
+				seg[k++] = *++p == '0' ? '~' : '/';
+			else if (*p == '%' && hexval_ok(p[1]) && hexval_ok(p[2])) {
+				seg[k++] = (char)strtol((char[3]){ p[1], p[2], 0 }, NULL, 16);
+				p += 2;
+			} else
+				seg[k++] = *p;
+		}
+		seg[k] = 0;
+		if (cJSON_IsArray(n)) {
+			char *e;
+			long i = strtol(seg, &e, 10);
+			n = *e || !*seg ? NULL : cJSON_GetArrayItem(n, (int)i);
+		} else {
+			n = cJSON_IsObject(n) ? cJSON_GetObjectItemCaseSensitive(n, seg) : NULL;
+		}
+		if (!n)
+			return fail(c, "$ref '%s' points to nothing", ref), NULL;
+	}
+	return n;
+}
+
+static const char *ref_rule(struct sc *c, const char *ref)
+{
+	for (int i = 0; i < c->n_rules; i++)
+		if (c->ref_key[i] && !strcmp(c->ref_key[i], ref))
+			return c->rules[i].name;
+	const cJSON *t = resolve(c, ref);
+	if (!t)
+		return NULL;
+	const char *last = strrchr(ref, '/');
+	const char *name = add_rule(c, last ? last + 1 : "root-ref", NULL);
+	if (!name)
+		return NULL;
+	int me = c->n_rules - 1;
+	if (!(c->ref_key[me] = sdup(ref)))
+		return nomem(c);
+	char saved[sizeof c->path];
+	memcpy(saved, c->path, sizeof saved);
+	snprintf(c->path, sizeof c->path, "%s", ref + 1);
+	const char *body = visit(c, t, last ? last + 1 : "ref");
+	if (!body)
+		return NULL;
+	memcpy(c->path, saved, sizeof saved);
+	if (!(c->rules[me].body = sdup(body)))
+		return nomem(c);
+	return c->rules[me].name;
+}
+
+/* Which JSON types a schema can match (for oneOf's disjointness). */
+static int kinds(struct sc *c, const cJSON *s, int depth)
+{
+	if (!cJSON_IsObject(s) || depth > 32)
+		return cJSON_IsFalse(s) ? 0 : T_ALL;
+	int m = T_ALL;
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type"), *x;
+	if (t) {
+		struct fx_err e = { 0 };
+		struct fx_err *keep = c->err;
+		c->err = &e;
+		int g = get_types(c, s);
+		c->err = keep;
+		m = g < 0 ? T_ALL : g;
+	}
+	if ((x = cJSON_GetObjectItemCaseSensitive(s, "$ref")) && cJSON_IsString(x)) {
+		struct fx_err e = { 0 };
+		struct fx_err *keep = c->err;
+		c->err = &e;
+		const cJSON *r = resolve(c, x->valuestring);
+		c->err = keep;
+		if (r)
+			m &= kinds(c, r, depth + 1);
+	}
+	const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
+	if (cn || cJSON_IsArray(en)) {
+		int v = 0;
+		for (const cJSON *e = cn ? cn : en->child; e; e = cn ? NULL : e->next)
+			v |= cJSON_IsNull(e) ? T_NULL : cJSON_IsBool(e) ? T_BOOL : cJSON_IsObject(e) ? T_OBJ :
+			     cJSON_IsArray(e) ? T_ARR : cJSON_IsString(e) ? T_STR :
+			     e->valuedouble == floor(e->valuedouble) ? T_INT : T_FRAC;
+		m &= v;
+	}
+	const char *ao[] = { "anyOf", "oneOf" };
+	for (int i = 0; i < 2; i++)
+		if (cJSON_IsArray(x = cJSON_GetObjectItemCaseSensitive(s, ao[i]))) {
+			int u = 0;
+			for (const cJSON *e = x->child; e; e = e->next)
+				u |= kinds(c, e, depth + 1);
+			m &= u;
+		}
+	if (cJSON_IsArray(x = cJSON_GetObjectItemCaseSensitive(s, "allOf")))
+		for (const cJSON *e = x->child; e; e = e->next)
+			m &= kinds(c, e, depth + 1);
+	return m;
+}
+
+static const char *gen_anyof(struct sc *c, const cJSON *list, const char *kw, const char *hint)
+{
+	struct conv_sb b = { 0 };
+	int i = 0, seen = 0;
+	if (!cJSON_IsArray(list) || !list->child)
+		return fail(c, "'%s' must be a non-empty array of schemas", kw);
+	for (const cJSON *e = list->child; e; e = e->next, i++) {
+		char idx[16], h[256];
+		if (kw[0] == 'o') { /* oneOf is anyOf when no value can match two branches */
+			int k = kinds(c, e, 0);
+			if (k & seen) {
+				free(b.p);
+				return fail(c, "oneOf branches that may overlap (same JSON type) are not supported; %s",
+					    "use anyOf");
+			}
+			seen |= k;
+		}
+		snprintf(idx, sizeof idx, "%d", i);
+		snprintf(h, sizeof h, "%.200s%s%d", hint, *hint ? "-" : "", i);
+		const char *r = visit_at(c, e, h, kw, idx);
+		if (!r) {
+			free(b.p);
+			return NULL;
+		}
+		conv_sb_printf(&b, "%s%s", i ? " | " : "", r);
+	}
+	return add_sb(c, hint, &b);
+}
+
+/* allOf of object schemas (and compatible keywords) merged into one node;
+ * a keyword two branches give differently is an error. */
+static const char *gen_allof(struct sc *c, const cJSON *s, const char *hint)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+	cJSON *m = cJSON_CreateObject(), *props = NULL, *req = NULL;
+	const char *res = NULL;
+	if (!m)
+		return nomem(c);
+	if (!cJSON_IsArray(list) || !list->child) {
+		fail(c, "'%s' must be a non-empty array of schemas", "allOf");
+		goto out;
+	}
+	/* the node's own keywords are one more branch */
+	const cJSON *br[65];
+	int nb = 0;
+	br[nb++] = s;
+	for (const cJSON *e = list->child; e; e = e->next) {
+		const cJSON *x = e;
+		for (int d = 0; cJSON_IsObject(x) && d < 32; d++) {
+			const cJSON *r = cJSON_GetObjectItemCaseSensitive(x, "$ref");
+			if (!r)
+				break;
+			if (!cJSON_IsString(r) || x->child->next) {
+				fail(c, "allOf: a branch with $ref and other keywords is %s", "not supported");
+				goto out;
+			}
+			if (!(x = resolve(c, r->valuestring)))
+				goto out;
+		}
+		if (cJSON_IsTrue(x))
+			continue;
+		if (!cJSON_IsObject(x) || nb == 65) {
+			fail(c, "allOf: %s", cJSON_IsFalse(x) ? "a branch is false" : "a branch is not a schema (or over 64)");
+			goto out;
+		}
+		br[nb++] = x;
+	}
+	for (int i = 0; i < nb; i++)
+		for (const cJSON *k = br[i]->child; k; k = k->next) {
+			const char *key = k->string;
+			cJSON *have = cJSON_GetObjectItemCaseSensitive(m, key);
+			if (in_list(ANNOTATIONS, key) || (i == 0 && !strcmp(key, "allOf")))
+				continue;
+			if (!strcmp(key, "allOf") || !strcmp(key, "$ref")) {
+				fail(c, "allOf: nested '%s' in a branch is not supported", key);
+				goto out;
+			}
+			if (!strcmp(key, "properties") && cJSON_IsObject(k)) {
+				if (!props && !(props = cJSON_AddObjectToObject(m, "properties")))
+					goto oom;
+				for (const cJSON *p = k->child; p; p = p->next) {
+					if (cJSON_GetObjectItemCaseSensitive(props, p->string)) {
+						fail(c, "allOf: property '%s' defined by two branches is not supported", p->string);
+						goto out;
+					}
+					if (!cJSON_AddItemReferenceToObject(props, p->string, (cJSON *)p))
+						goto oom;
+				}
+				continue;
+			}
+			if (!strcmp(key, "required") && cJSON_IsArray(k)) {
+				if (!req && !(req = cJSON_AddArrayToObject(m, "required")))
+					goto oom;
+				for (const cJSON *p = k->child; p; p = p->next)
+					if (!cJSON_AddItemReferenceToArray(req, (cJSON *)p))
+						goto oom;
+				continue;
+			}
+			if (!have) {
+				if (!cJSON_AddItemReferenceToObject(m, key, (cJSON *)k))
+					goto oom;
+			} else if (!cJSON_Compare(have, k, true)) {
+				fail(c, "allOf: two branches give different '%s' (not supported)", key);
+				goto out;
+			}
+		}
+	/* additionalProperties of one branch would refuse another's properties */
+	for (int i = 0; i < nb; i++) {
+		const cJSON *ap = cJSON_GetObjectItemCaseSensitive(br[i], "additionalProperties");
+		const cJSON *own = cJSON_GetObjectItemCaseSensitive(br[i], "properties");
+		if (!ap || cJSON_IsTrue(ap))
+			continue;
+		for (const cJSON *p = props ? props->child : NULL; p; p = p->next)
+			if (!own || !cJSON_GetObjectItemCaseSensitive(own, p->string)) {
+				fail(c, "allOf: additionalProperties of one branch with property '%s' of another is not supported",
+				     p->string);
+				goto out;
+			}
+	}
+	res = visit(c, m, hint);
+	goto out;
+oom:
+	nomem(c);
+out:
+	cJSON_Delete(m);
+	return res;
+}
+
+static const char *gen_enum(struct sc *c, const cJSON *s, const char *hint, int types)
+{
+	const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
+	struct conv_sb b = { 0 };
+	int n = 0;
+	if (en && !cJSON_IsArray(en))
+		return fail(c, "'%s' must be an array", "enum");
+	for (const cJSON *k = s->child; k; k = k->next)
+		if (!in_list(ANNOTATIONS, k->string) && strcmp(k->string, "enum") && strcmp(k->string, "const") &&
+		    strcmp(k->string, "type"))
+			return fail(c, "'enum' or 'const' together with '%s' is not supported", k->string);
+	for (const cJSON *e = cn ? cn : en->child; e; e = cn ? NULL : e->next) {
+		int t = cJSON_IsNull(e) ? T_NULL : cJSON_IsBool(e) ? T_BOOL : cJSON_IsObject(e) ? T_OBJ :
+			cJSON_IsArray(e) ? T_ARR : cJSON_IsString(e) ? T_STR :
+			e->valuedouble == floor(e->valuedouble) ? T_INT : T_FRAC;
+		if (!(t & types))
+			continue;
+		if (cn && en) {
+			bool in = false;
+			for (const cJSON *x = en->child; x; x = x->next)
+				in |= cJSON_Compare(x, e, true);
+			if (!in)
+				continue;
+		}
+		conv_sb_puts(&b, n++ ? " | (" : "(");
+		value_lit(c, &b, e);
+		conv_sb_puts(&b, ")");
+	}
+	if (!n) {
+		free(b.p);
+		return fail(c, "no value satisfies this %s", "enum/const");
+	}
+	return add_sb(c, hint, &b);
+}
+
+/* ---- the walk ------------------------------------------------------------ */
+
+static const char *visit(struct sc *c, const cJSON *s, const char *hint)
+{
+	const char *res;
+	if (cJSON_IsTrue(s))
+		return prim(c, "value");
+	if (cJSON_IsFalse(s))
+		return fail(c, "the schema %s matches nothing", "false");
+	if (!cJSON_IsObject(s))
+		return fail(c, "a schema must be an object or a boolean, not %s",
+			    cJSON_IsArray(s) ? "an array" : cJSON_IsString(s) ? "a string" : "a number or null");
+	if (c->depth > 200)
+		return fail(c, "schema nested deeper than %s", "200");
+	int keep_depth = c->depth++;
+	for (const cJSON *k = s->child; k; k = k->next) {
+		if (in_list(UNSUPPORTED, k->string) || (!strcmp(k->string, "uniqueItems") && !cJSON_IsFalse(k))) {
+			c->depth = keep_depth;
+			return fail(c, "unsupported keyword '%s'", k->string);
+		}
+	}
+	const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+	const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
+	const cJSON *one = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
+	bool others = false;
+	for (const cJSON *k = s->child; k; k = k->next)
+		others |= !in_list(ANNOTATIONS, k->string) && strcmp(k->string, "$ref") &&
+			  strcmp(k->string, "anyOf") && strcmp(k->string, "oneOf") && strcmp(k->string, "allOf");
+	int types = 0;
+	if (cJSON_GetObjectItemCaseSensitive(s, "allOf")) {
+		res = gen_allof(c, s, hint);
+	} else if (ref) {
+		if (!cJSON_IsString(ref))
+			res = fail(c, "'%s' must be a string", "$ref");
+		else if (others || any || one)
+			res = fail(c, "'$ref' with sibling keywords is not supported (wrap them in %s)", "allOf");
+		else
+			res = ref_rule(c, ref->valuestring);
+	} else if (any || one) {
+		if (any && one)
+			res = fail(c, "'anyOf' and 'oneOf' together are %s", "not supported");
+		else if (others)
+			res = fail(c, "'%s' with sibling validation keywords is not supported (move them into each branch)",
+				   any ? "anyOf" : "oneOf");
+		else
+			res = gen_anyof(c, any ? any : one, any ? "anyOf" : "oneOf", hint);
+	} else if ((types = get_types(c, s)) < 0) {
+		res = NULL;
+	} else if (cJSON_GetObjectItemCaseSensitive(s, "enum") || cJSON_GetObjectItemCaseSensitive(s, "const")) {
+		res = gen_enum(c, s, hint, types);
+	} else if (types == T_ALL && !others) {
+		res = prim(c, "value");
+	} else {
+		const char *alt[6];
+		int n = 0;
+		char h[256];
+		static const char *const suf[] = { "null", "boolean", "object", "array", "string", "number" };
+		for (int i = 0; i < 6; i++) {
+			int bit = i < 5 ? 1 << i : T_INT;
+			if (!(types & bit))
+				continue;
+			snprintf(h, sizeof h, "%.200s%s%s", hint, *hint ? "-" : "", (types & (types - 1)) ? suf[i] : "");
+			if (!(types & (types - 1)))
+				snprintf(h, sizeof h, "%.200s", *hint ? hint : suf[i]);
+			const char *r = i == 0 ? prim(c, "null") : i == 1 ? prim(c, "boolean") :
+					i == 2 ? gen_object(c, s, h) : i == 3 ? gen_array(c, s, h) :
+					i == 4 ? gen_string(c, s, h) :
+					(types & T_FRAC) ? gen_number(c, s, h) : gen_integer(c, s, h);
+			if (!r) {
+				c->depth = keep_depth;
+				return NULL;
+			}
+			alt[n++] = r;
+		}
+		if (n == 1) {
+			res = alt[0];
+		} else {
+			struct conv_sb b = { 0 };
+			for (int i = 0; i < n; i++)
+				conv_sb_printf(&b, "%s%s", i ? " | " : "", alt[i]);
+			res = add_sb(c, hint, &b);
+		}
+	}
+	c->depth = keep_depth;
+	return res;
 }
 
 int fx_json_schema_to_gbnf(const char *schema_json, const char *root_name, char **gbnf,
 			   struct fx_err *err)
 {
-	struct sc sc = { .err = err };
-	struct gram_buf out = { 0 };
-	cJSON *root;
-	int rc;
-	if (!gbnf)
-		return fx_fail(err, FX_E_INVALID, "json schema: gbnf is NULL");
+	struct sc c = { .err = err };
+	char prefix[200];
+	int rc = FX_OK;
+	struct conv_sb out = { 0 };
 	*gbnf = NULL;
 	if (!schema_json)
-		return fx_fail(err, FX_E_INVALID, "json schema: no schema");
-	if (root_name) {
-		bool ok = *root_name && strlen(root_name) < 64;
-		for (const char *p = root_name; ok && *p; p++)
-			ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-';
-		if (!ok)
-			return fx_fail(err, FX_E_INVALID, "json schema: root name '%.64s' is not a GBNF rule name ([a-zA-Z0-9-]+)",
-				       root_name);
+		return fx_fail(err, FX_E_INVALID, "json schema: no schema given");
+	if (root_name && (!*root_name || strlen(root_name) > 100 ||
+			  strspn(root_name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != strlen(root_name)))
+		return fx_fail(err, FX_E_INVALID, "json schema: root name '%s' is not a rule name ([a-zA-Z0-9-]+)", root_name);
+	const char *end = NULL;
+	cJSON *doc = cJSON_ParseWithOpts(schema_json, &end, true);
+	if (!doc) {
+		if (!end)
+			return fx_fail(err, FX_E_NOMEM, "json schema: out of memory");
+		return fx_fail(err, FX_E_INVALID, "json schema: malformed JSON at byte %zu", (size_t)(end - schema_json));
 	}
-	if (!(root = cJSON_Parse(schema_json)))
-		return fx_fail(err, FX_E_INVALID, "json schema: not valid JSON (near byte %ld)",
-			       cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - schema_json) : 0L);
-	sc.root = root;
-	sc.root_name = root_name ? root_name : "root";
-	if (root_name)
-		snprintf(sc.prefix, sizeof(sc.prefix), "%s-", root_name);
-	visit(&sc, root, sc.root_name, true);
-	rc = sc.rc;
-	for (int i = 0; !rc && i < sc.n_rules; i++)
-		gram_buf_printf(&out, "%s ::= ", sc.rules[i].name), gram_buf_puts(&out, sc.rules[i].body),
-			gram_buf_puts(&out, "\n");
-	if (!rc && out.oom)
+	snprintf(prefix, sizeof prefix, "%s%s", root_name ? root_name : "", root_name ? "-" : "");
+	c.doc = doc;
+	c.root = root_name ? root_name : "root";
+	c.prefix = prefix;
+	const char *top = visit(&c, doc, "");
+	if (!top) {
+		rc = c.oom ? FX_E_NOMEM : FX_E_INVALID;
+		goto out;
+	}
+	conv_sb_printf(&out, "%s ::= %s\n", c.root, top);
+	for (int i = 0; i < c.n_rules; i++) {
+		conv_sb_puts(&out, c.rules[i].name);
+		conv_sb_puts(&out, " ::= ");
+		conv_sb_puts(&out, c.rules[i].body ? c.rules[i].body : "\"\"");
+		conv_sb_puts(&out, "\n");
+	}
+	if (out.failed) {
 		rc = fx_fail(err, FX_E_NOMEM, "json schema: out of memory");
-	if (!rc) {
-		/* what the schema gave must run: a schema that refers to itself
-		 * before any value (through $ref or anyOf) gives a left-recursive
-		 * grammar, refused here rather than by the caller's parse */
-		struct fx_grammar *g = NULL;
-		struct fx_err e2 = { 0 };
-		rc = fx_grammar_parse(out.p, out.n, sc.root_name, &g, &e2);
-		fx_grammar_free(g);
-		if (rc == FX_E_INVALID)
-			rc = fx_fail(err, rc, "json schema: the schema refers to itself before any value "
-				     "(a $ref or anyOf cycle): %s", e2.msg);
-		else if (rc)
-			rc = fx_fail(err, rc, "json schema: %s", e2.msg);
+		goto out;
 	}
-	for (int i = 0; i < sc.n_rules; i++) {
-		fx_free(sc.rules[i].name);
-		fx_free(sc.rules[i].body);
+	/* the output must compile: this catches a $ref cycle that consumes
+	 * nothing (left recursion) with the parser's own message */
+	struct fx_grammar *g = NULL;
+	struct fx_err e2 = { 0 };
+	if ((rc = fx_grammar_parse(out.p, out.n, c.root, &g, &e2))) {
+		if (rc != FX_E_NOMEM)
+			rc = FX_E_INVALID;
+		fx_fail(err, rc, "json schema: the schema gives an unusable grammar (a $ref cycle that consumes no input?): %s",
+			e2.msg);
+		goto out;
 	}
-	for (int i = 0; i < sc.n_refs; i++)
-		fx_free(sc.refs[i].ref);
-	fx_free(sc.rules);
-	fx_free(sc.refs);
-	cJSON_Delete(root);
-	if (rc) {
-		gram_buf_free(&out);
-		return rc;
-	}
+	fx_grammar_free(g);
 	*gbnf = out.p;
-	return FX_OK;
+	out.p = NULL;
+out:
+	free(out.p);
+	for (int i = 0; i < c.n_rules; i++) {
+		free(c.rules[i].name);
+		free(c.rules[i].body);
+		free(c.ref_key[i]);
+	}
+	free(c.rules);
+	free(c.ref_key);
+	cJSON_Delete(doc);
+	return rc;
 }
