@@ -18,7 +18,9 @@ ctest --test-dir build --output-on-failure -j1
 
 # libFuzzer: every target of tests/fuzz for a few seconds from its seed
 # corpus (clang, ASan + UBSan); long campaigns are scripts/fuzz.sh's job.
-scripts/fuzz.sh all "${FX_FUZZ_SECONDS:-5}"
+# A fixed seed and run count make the CI run repeatable (same seeds, same
+# inputs); the time cap bounds it on a slow machine.
+FUZZ_FLAGS="-seed=1 -runs=${FX_FUZZ_RUNS:-4000}" scripts/fuzz.sh all "${FX_FUZZ_SECONDS:-20}"
 
 # Sanitizers: the same tests; model-heavy checks shorten themselves when
 # FX_SANITIZE_RUN is set (ASan makes the forward pass ~10x slower).

@@ -1442,6 +1442,29 @@ static const char *visit(struct sc *c, const cJSON *s, const char *hint)
 	return res;
 }
 
+/* Offset of the first byte of s that is not well-formed UTF-8, or -1. */
+static long schema_utf8_invalid_at(const char *str)
+{
+	static const uint32_t min[] = { 0, 0x80, 0x800, 0x10000 };
+	const unsigned char *s = (const unsigned char *)str;
+	for (long i = 0; s[i];) {
+		unsigned c = s[i];
+		int n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+		if (n < 0)
+			return i;
+		uint32_t cp = n ? c & (0x3fu >> n) : c;
+		for (int k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return i;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return i;
+		i += 1 + n;
+	}
+	return -1;
+}
+
 int fx_json_schema_to_gbnf(const char *schema_json, const char *root_name, char **gbnf,
 			   struct fx_err *err)
 {
@@ -1455,6 +1478,12 @@ int fx_json_schema_to_gbnf(const char *schema_json, const char *root_name, char 
 	if (root_name && (!*root_name || strlen(root_name) > 100 ||
 			  strspn(root_name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != strlen(root_name)))
 		return fx_fail(err, FX_E_INVALID, "json schema: root name '%s' is not a rule name ([a-zA-Z0-9-]+)", root_name);
+	/* JSON text is UTF-8 (RFC 8259): the rules below read every string as
+	 * such, so anything else is refused here (fuzz_schema: a key of one
+	 * stray byte was read as a 4-byte sequence past its end) */
+	long bad = schema_utf8_invalid_at(schema_json);
+	if (bad >= 0)
+		return fx_fail(err, FX_E_INVALID, "json schema: invalid UTF-8 at byte %ld", bad);
 	const char *end = NULL;
 	cJSON *doc = cJSON_ParseWithOpts(schema_json, &end, true);
 	if (!doc) {
