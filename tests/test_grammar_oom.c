@@ -11,33 +11,8 @@
 
 #include "check.h"
 #include "ferrox.h"
+#include "oom_wrap.h"
 
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-
-static long fail_at = -1; /* heap call number that fails; -1: none */
-static long calls;
-
-static bool failing(void)
-{
-	return fail_at >= 0 && calls++ == fail_at;
-}
-
-void *__wrap_malloc(size_t n)
-{
-	return failing() ? NULL : __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-	return failing() ? NULL : __real_calloc(n, size);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-	return failing() ? NULL : __real_realloc(p, n);
-}
 
 static const char *const gbnf =
 	"root   ::= object\n"

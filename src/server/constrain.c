@@ -21,19 +21,15 @@
 
 static const char E_INV[] = "invalid_request_error";
 
-/* GBNF text for one constraint, malloc'ed; NULL with e filled. */
-static char *schema_gbnf(const cJSON *schema, const char *param, struct srv_error *e)
+/* A converter's result as the caller's malloc'ed text: gbnf (released
+ * with fx_string_free) on success, else NULL with e filled (400 naming
+ * param, 500 when out of memory). */
+static char *take_gbnf(int rc, char *gbnf, const struct fx_err *err, const char *param,
+		       struct srv_error *e)
 {
-	struct fx_err err = { 0 };
-	char *text = cJSON_PrintUnformatted(schema), *gbnf = NULL, *copy;
-	if (!text) {
-		srv_error_set(e, 500, "server_error", NULL, "out of memory");
-		return NULL;
-	}
-	int rc = fx_json_schema_to_gbnf(text, NULL, &gbnf, &err);
-	free(text);
+	char *copy;
 	if (rc) {
-		srv_error_set(e, rc == FX_E_NOMEM ? 500 : 400, E_INV, param, "%s: %s", param, err.msg);
+		srv_error_set(e, rc == FX_E_NOMEM ? 500 : 400, E_INV, param, "%s: %s", param, err->msg);
 		return NULL;
 	}
 	copy = strdup(gbnf);
@@ -43,24 +39,30 @@ static char *schema_gbnf(const cJSON *schema, const char *param, struct srv_erro
 	return copy;
 }
 
+/* GBNF text for a JSON Schema, malloc'ed; NULL with e filled. */
+static char *schema_gbnf(const cJSON *schema, const char *param, struct srv_error *e)
+{
+	struct fx_err err = { 0 };
+	char *text = cJSON_PrintUnformatted(schema), *gbnf = NULL;
+	if (!text) {
+		srv_error_set(e, 500, "server_error", NULL, "out of memory");
+		return NULL;
+	}
+	int rc = fx_json_schema_to_gbnf(text, NULL, &gbnf, &err);
+	free(text);
+	return take_gbnf(rc, gbnf, &err, param, e);
+}
+
 static char *regex_gbnf(const cJSON *v, const char *param, struct srv_error *e)
 {
 	struct fx_err err = { 0 };
-	char *gbnf = NULL, *copy;
+	char *gbnf = NULL;
 	if (!cJSON_IsString(v)) {
 		srv_error_set(e, 400, E_INV, param, "'%s' must be a string (a regular expression)", param);
 		return NULL;
 	}
 	int rc = fx_regex_to_gbnf(v->valuestring, NULL, &gbnf, &err);
-	if (rc) {
-		srv_error_set(e, rc == FX_E_NOMEM ? 500 : 400, E_INV, param, "%s: %s", param, err.msg);
-		return NULL;
-	}
-	copy = strdup(gbnf);
-	fx_string_free(gbnf);
-	if (!copy)
-		srv_error_set(e, 500, "server_error", NULL, "out of memory");
-	return copy;
+	return take_gbnf(rc, gbnf, &err, param, e);
 }
 
 /* root ::= "a" | "b" ... for a list of strings (vLLM's choice). */
