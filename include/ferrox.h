@@ -216,6 +216,15 @@ int fx_seq_fork(struct fx_context *ctx, fx_seq src, fx_seq *out);
 /* Forget the sequence and release its blocks (sequence 0 is only emptied). */
 void fx_seq_free(struct fx_context *ctx, fx_seq seq);
 uint32_t fx_seq_n_past(const struct fx_context *ctx, fx_seq seq);
+/* Remove seq's tokens from position pos on (llama.cpp's
+ * llama_memory_seq_rm): the next token goes to position pos, as if the
+ * removed ones were never decoded; pos at or past fx_seq_n_past changes
+ * nothing. Any layout; for draft roll-back (speculative decoding) and
+ * editing a conversation's tail. Errors: FX_E_INVALID (no such sequence,
+ * or on the paged layout a sliding-window model's rows before pos were
+ * already released: pos older than the window; the sequence is
+ * unchanged). */
+int fx_seq_rm(struct fx_context *ctx, fx_seq seq, uint32_t pos);
 /* Paged: blocks with references (0 when every sequence is empty);
  * contiguous: 0. */
 int32_t fx_context_kv_blocks_used(const struct fx_context *ctx);

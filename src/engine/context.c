@@ -1,10 +1,11 @@
-/* A context: the sequences' KV backings (contiguous per sequence, or a
- * paged pool shared by all), the thread pool and the scratch of the forward
- * pass, all sized at creation (nothing is allocated per token except when a
- * batch wants more logits rows than ever before), and the logits of the
- * last decode. Batches are split into ubatches of at most n_ubatch rows;
- * each row names its own KV backing, so rows of different sequences share
- * one forward step and every weight is read once per step. */
+/* A context: the sequences' KV backing (named by the caller at creation,
+ * then reached only through src/kv/backing.h's operations), the thread
+ * pool and the scratch of the forward pass, all sized at creation (nothing
+ * is allocated per token except when a batch wants more logits rows than
+ * ever before), and the logits of the last decode. Batches are split into
+ * ubatches of at most n_ubatch rows; each row names its own KV view, so
+ * rows of different sequences share one forward step and every weight is
+ * read once per step. Every ubatch is reserve -> forward -> commit. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,31 +13,24 @@
 #include "core/threadpool.h"
 #include "engine/context.h"
 #include "kernels/dot.h"
-#include "kv/kv.h"
+#include "kv/backing.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "quant/quant.h"
 
-struct seq {
-	bool used;
-	uint32_t n_past;
-	struct kv_contig kv;   /* contiguous layout */
-	struct kv_seq table[KV_GROUPS]; /* paged layout: one block table per layer group */
-};
-
 struct fx_context {
 	const struct fx_model *m; /* borrowed */
 	uint32_t n_ctx, n_ubatch, n_seq_max;
-	int layout;               /* enum fx_kv_layout */
 	int k_type, v_type;
 	struct fx_pool *pool;
-	struct kv_paged kvp;      /* paged layout: pools per layer group */
-	bool prefix_cache;        /* paged, no sliding-window group */
-	struct seq *seqs;         /* [n_seq_max] */
+	struct kv_backing *kv;    /* every sequence's K/V and position */
+	bool *used;               /* [n_seq_max] live sequences */
 	struct fwd_scratch s;
 	/* per-ubatch staging, [n_ubatch] each */
 	int32_t *pos;
 	fx_token *tok;
+	fx_seq *ub_seq;           /* each row's sequence */
+	int32_t *ub_row;          /* each row's batch row */
 	struct kv_view *views;
 	bool *want;
 	/* per-batch bookkeeping, grown with the largest batch */
@@ -46,7 +40,8 @@ struct fx_context {
 	bool *b_skip;             /* rows served from the prefix cache */
 	fx_token *b_tok;          /* one sequence's tokens, gathered */
 	int32_t row_cap;
-	int32_t *s_cnt;           /* [n_seq_max] rows per sequence */
+	int32_t *s_cnt;           /* [n_seq_max] rows per sequence (batch, then ubatch) */
+	int32_t *s_start;         /* [n_seq_max] position when the batch began */
 	int *s_status;            /* [n_seq_max] per-sequence result */
 	float *logits;            /* [logits_rows, n_vocab] */
 	int32_t logits_rows, n_logits;
@@ -62,67 +57,25 @@ struct fx_context_params fx_context_default_params(void)
 					   .block_size = 16 };
 }
 
-static int seq_init_storage(struct fx_context *c, struct seq *q)
+/* The per-layer facts a backing needs: row widths and types, and each
+ * layer's attention window (sliding layers' rows before it may go). */
+static int kv_for(struct fx_context *c, const struct fx_context_params *p, struct fx_err *err)
 {
 	const struct hparams *hp = &c->m->hp;
-	if (c->layout == FX_KV_PAGED)
-		return FX_OK;
-	return kv_contig_init(&q->kv, hp->n_layer, (int32_t)c->n_ctx,
-			      (int64_t)hp->n_head_kv * hp->head_dim,
-			      (int64_t)hp->n_head_kv * hp->head_dim_v, c->k_type, c->v_type);
-}
-
-static void seq_release(struct fx_context *c, struct seq *q)
-{
-	for (int g = 0; c->layout == FX_KV_PAGED && g < KV_GROUPS; g++)
-		kv_seq_clear(&c->kvp.pool[g], &q->table[g]);
-	q->n_past = 0;
-}
-
-/* Paged pools: full-attention layers in group 0 (n_ctx tokens), sliding-
- * window layers in group 1, sized for what the windows can still see:
- * per sequence window + one ubatch + two partial blocks. */
-static int paged_init(struct fx_context *c, uint32_t bs)
-{
-	const struct hparams *hp = &c->m->hp;
-	struct kv_paged *k = &c->kvp;
-	int32_t n[KV_GROUPS] = { 0 };
-	k->group = fx_calloc((size_t)hp->n_layer, sizeof(*k->group));
-	k->slot = fx_calloc((size_t)hp->n_layer, sizeof(*k->slot));
-	if (!k->group || !k->slot)
-		return FX_E_NOMEM;
-	for (int il = 0; il < hp->n_layer; il++) {
-		k->group[il] = c->m->layers[il].swa && hp->n_swa > 0;
-		k->slot[il] = n[k->group[il]]++;
-	}
-	k->window = hp->n_swa;
-	k->k_type = c->k_type;
-	k->v_type = c->v_type;
-	int64_t full = c->n_ctx / bs;
-	int64_t swa = (int64_t)c->n_seq_max * (((int64_t)hp->n_swa + c->n_ubatch) / bs + 2);
-	int64_t blocks[KV_GROUPS] = { full, swa < full ? swa : full };
-	for (int g = 0; g < KV_GROUPS; g++) {
-		if (!n[g])
-			continue;
-		int rc = kv_pool_init(&k->pool[g], n[g], (int32_t)blocks[g], (int32_t)bs,
-				      (int64_t)hp->n_head_kv * hp->head_dim,
-				      (int64_t)hp->n_head_kv * hp->head_dim_v, c->k_type, c->v_type);
-		if (rc)
-			return rc;
-	}
-	/* A reused prefix would need its sliding layers' blocks too, which are
-	 * released as the window moves: cache prefixes only without them. */
-	k->pool[1].no_cache = true;
-	c->prefix_cache = n[1] == 0;
-	return FX_OK;
-}
-
-static void paged_fini(struct kv_paged *k)
-{
-	for (int g = 0; g < KV_GROUPS; g++)
-		kv_pool_fini(&k->pool[g]);
-	fx_free(k->group);
-	fx_free(k->slot);
+	int32_t *window = fx_calloc((size_t)hp->n_layer, sizeof(*window));
+	if (!window)
+		return fx_fail(err, FX_E_NOMEM, "no memory for a KV cache");
+	for (int il = 0; il < hp->n_layer; il++)
+		window[il] = c->m->layers[il].swa && hp->n_swa > 0 ? hp->n_swa : 0;
+	struct kv_geom g = { .n_layer = hp->n_layer,
+			     .k_width = (int64_t)hp->n_head_kv * hp->head_dim,
+			     .v_width = (int64_t)hp->n_head_kv * hp->head_dim_v,
+			     .k_type = c->k_type, .v_type = c->v_type, .window = window };
+	struct kv_shape sh = { .n_seq = (int32_t)c->n_seq_max, .n_ctx = (int32_t)c->n_ctx,
+			       .n_ubatch = (int32_t)c->n_ubatch, .block_size = (int32_t)p->block_size };
+	int rc = kv_backing_create(p->kv_layout, &g, &sh, &c->kv, err);
+	fx_free(window);
+	return rc;
 }
 
 int fx_context_create(const struct fx_model *m, const struct fx_context_params *p,
@@ -147,20 +100,8 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 		return fx_fail(err, FX_E_INVALID, "n_ctx is 0 and the model's context_length is 0: "
 			       "give n_ctx (-c)");
 	/* In 64 bits: 2^24 x 256 wrapped to 0 in 32, capping the ubatch at 0
-	 * rows, and fx_batch_decode never advanced. Contiguous caches hold
-	 * every sequence's n_ctx rows, which must have 32-bit row indices;
-	 * a paged pool holds n_ctx rows whatever n_seq_max is. */
+	 * rows, and fx_batch_decode never advanced. */
 	uint64_t n_tokens = (uint64_t)n_ctx * n_seq;
-	if (p->kv_layout == FX_KV_CONTIGUOUS && n_tokens > INT32_MAX)
-		return fx_fail(err, FX_E_INVALID, "n_ctx %u x n_seq_max %u = %llu KV rows is more than "
-			       "%d: use a smaller n_ctx or n_seq_max, or the paged layout", n_ctx, n_seq,
-			       (unsigned long long)n_tokens, INT32_MAX);
-	if (p->kv_layout != FX_KV_CONTIGUOUS && p->kv_layout != FX_KV_PAGED)
-		return fx_fail(err, FX_E_INVALID, "kv_layout %d: use FX_KV_CONTIGUOUS or FX_KV_PAGED",
-			       p->kv_layout);
-	if (p->kv_layout == FX_KV_PAGED && (p->block_size == 0 || p->block_size > n_ctx))
-		return fx_fail(err, FX_E_INVALID, "block size %u must be in [1, n_ctx %u]",
-			       p->block_size, n_ctx);
 	int kt = p->type_k == FX_KV_DEFAULT ? hp->kv_type : p->type_k;
 	int vt = p->type_v == FX_KV_DEFAULT ? hp->kv_type : p->type_v;
 	if (!kv_type_ok(kt, hp->head_dim) || !kv_type_ok(vt, hp->head_dim_v))
@@ -182,7 +123,6 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	c->n_ctx = n_ctx;
 	c->n_ubatch = n_ub;
 	c->n_seq_max = n_seq;
-	c->layout = p->kv_layout;
 	c->k_type = kt;
 	c->v_type = vt;
 	if ((rc = fx_pool_create(p->n_threads, &c->pool))) {
@@ -190,25 +130,17 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 		goto fail;
 	}
 	fx_pool_set_kernels(c->pool, p->kernels == FX_KERNELS_PORTABLE ? KERN_PORTABLE : kern_isa_best());
-	if (c->layout == FX_KV_PAGED && (rc = paged_init(c, p->block_size))) {
-		rc = fx_fail(err, rc, "no memory for a KV pool of %u tokens (try a smaller -c)", n_ctx);
+	if ((rc = kv_for(c, p, err)))
 		goto fail;
-	}
-	c->seqs = fx_calloc(n_seq, sizeof(*c->seqs));
+	c->used = fx_calloc(n_seq, sizeof(*c->used));
 	c->s_cnt = fx_calloc(n_seq, sizeof(*c->s_cnt));
+	c->s_start = fx_calloc(n_seq, sizeof(*c->s_start));
 	c->s_status = fx_calloc(n_seq, sizeof(*c->s_status));
-	if (!c->seqs || !c->s_cnt || !c->s_status) {
+	if (!c->used || !c->s_cnt || !c->s_start || !c->s_status) {
 		rc = fx_fail(err, FX_E_NOMEM, "no memory for %u sequences", n_seq);
 		goto fail;
 	}
-	/* Contiguous caches are allocated up front so a batch never fails on memory. */
-	for (uint32_t i = 0; i < n_seq; i++)
-		if ((rc = seq_init_storage(c, &c->seqs[i]))) {
-			rc = fx_fail(err, rc, "no memory for %u KV caches of %u tokens (try a smaller -c "
-				     "or the paged layout)", n_seq, n_ctx);
-			goto fail;
-		}
-	c->seqs[0].used = true;
+	c->used[0] = true;
 	if ((rc = fwd_scratch_init(&c->s, m, (int32_t)n_ub, (int32_t)n_ctx,
 				   fx_pool_n_threads(c->pool)))) {
 		rc = fx_fail(err, rc, "no memory for %u-token batches (try a smaller ubatch)", n_ub);
@@ -216,11 +148,13 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	}
 	c->pos = fx_calloc(n_ub, sizeof(*c->pos));
 	c->tok = fx_calloc(n_ub, sizeof(*c->tok));
+	c->ub_seq = fx_calloc(n_ub, sizeof(*c->ub_seq));
+	c->ub_row = fx_calloc(n_ub, sizeof(*c->ub_row));
 	c->views = fx_calloc(n_ub, sizeof(*c->views));
 	c->want = fx_calloc(n_ub, sizeof(*c->want));
 	c->logits_rows = 1;
 	c->logits = fx_malloc_array((size_t)hp->n_vocab, sizeof(float));
-	if (!c->pos || !c->tok || !c->views || !c->want || !c->logits) {
+	if (!c->pos || !c->tok || !c->ub_seq || !c->ub_row || !c->views || !c->want || !c->logits) {
 		rc = fx_fail(err, FX_E_NOMEM, "no memory for batch staging");
 		goto fail;
 	}
@@ -231,21 +165,17 @@ fail:
 	return rc;
 }
 
+
 void fx_context_free(struct fx_context *c)
 {
 	if (!c)
 		return;
-	for (uint32_t i = 0; c->seqs && i < c->n_seq_max; i++) {
-		if (c->layout == FX_KV_PAGED)
-			for (int g = 0; g < KV_GROUPS; g++)
-				kv_seq_fini(&c->kvp.pool[g], &c->seqs[i].table[g]);
-		else
-			kv_contig_fini(&c->seqs[i].kv);
-	}
-	fx_free(c->seqs);
-	paged_fini(&c->kvp);
+	kv_destroy(c->kv);
+	fx_free(c->used);
 	fx_free(c->pos);
 	fx_free(c->tok);
+	fx_free(c->ub_seq);
+	fx_free(c->ub_row);
 	fx_free(c->views);
 	fx_free(c->want);
 	fx_free(c->row_out);
@@ -254,6 +184,7 @@ void fx_context_free(struct fx_context *c)
 	fx_free(c->b_skip);
 	fx_free(c->b_tok);
 	fx_free(c->s_cnt);
+	fx_free(c->s_start);
 	fx_free(c->s_status);
 	fx_free(c->logits);
 	fwd_scratch_fini(&c->s);
@@ -275,15 +206,14 @@ const char *fx_context_errmsg(const struct fx_context *c)
 
 static bool seq_ok(const struct fx_context *c, fx_seq s)
 {
-	return s >= 0 && (uint32_t)s < c->n_seq_max && c->seqs[s].used;
+	return s >= 0 && (uint32_t)s < c->n_seq_max && c->used[s];
 }
 
 int fx_seq_add(struct fx_context *c, fx_seq *out)
 {
 	for (uint32_t i = 0; i < c->n_seq_max; i++) {
-		if (!c->seqs[i].used) {
-			c->seqs[i].used = true;
-			c->seqs[i].n_past = 0;
+		if (!c->used[i]) {
+			c->used[i] = true;
 			*out = (fx_seq)i;
 			return FX_OK;
 		}
@@ -299,24 +229,22 @@ int fx_seq_fork(struct fx_context *c, fx_seq src, fx_seq *out)
 	int rc = fx_seq_add(c, out);
 	if (rc)
 		return rc;
-	struct seq *a = &c->seqs[src], *b = &c->seqs[*out];
-	if (c->layout == FX_KV_PAGED) {
-		for (int g = 0; g < KV_GROUPS; g++) {
-			if ((rc = kv_seq_fork(&c->kvp.pool[g], &a->table[g], &b->table[g]))) {
-				seq_release(c, b);
-				b->used = false;
-				return fx_fail(&c->err, rc, "fork: no memory for a block table");
-			}
-		}
-	} else {
-		const struct kv_contig *k = &a->kv;
-		for (int il = 0; il < k->n_layer; il++) {
-			size_t o = (size_t)il * (size_t)k->n_ctx;
-			memcpy(b->kv.k + o * k->k_row, k->k + o * k->k_row, a->n_past * k->k_row);
-			memcpy(b->kv.v + o * k->v_row, k->v + o * k->v_row, a->n_past * k->v_row);
-		}
+	if ((rc = kv_fork(c->kv, src, *out))) {
+		c->used[*out] = false;
+		return fx_fail(&c->err, rc, "fork: no memory for a block table");
 	}
-	b->n_past = a->n_past;
+	return FX_OK;
+}
+
+int fx_seq_rm(struct fx_context *c, fx_seq s, uint32_t pos)
+{
+	if (!seq_ok(c, s))
+		return fx_fail(&c->err, FX_E_INVALID, "seq_rm: sequence %d does not exist", s);
+	int32_t p = pos > (uint32_t)INT32_MAX ? INT32_MAX : (int32_t)pos;
+	int rc = kv_rm(c->kv, s, p);
+	if (rc)
+		return fx_fail(&c->err, rc, "seq_rm: sequence %d cannot go back to position %u: its "
+			       "sliding-window layers already released the rows before it", s, pos);
 	return FX_OK;
 }
 
@@ -324,43 +252,39 @@ void fx_seq_free(struct fx_context *c, fx_seq s)
 {
 	if (!seq_ok(c, s))
 		return;
-	seq_release(c, &c->seqs[s]);
-	c->seqs[s].used = s == 0;
+	kv_clear(c->kv, s);
+	c->used[s] = s == 0;
 }
 
 uint32_t fx_seq_n_past(const struct fx_context *c, fx_seq s)
 {
-	return seq_ok(c, s) ? c->seqs[s].n_past : 0;
+	return seq_ok(c, s) ? (uint32_t)kv_pos(c->kv, s) : 0;
 }
 
 int32_t fx_context_kv_blocks_used(const struct fx_context *c)
 {
-	if (c->layout != FX_KV_PAGED)
-		return 0;
-	int32_t n = 0;
-	for (int g = 0; g < KV_GROUPS; g++)
-		n += c->kvp.pool[g].n_layer ? kv_pool_n_used(&c->kvp.pool[g]) : 0;
-	return n;
+	struct kv_stats st;
+	kv_get_stats(c->kv, &st);
+	return st.blocks_used;
 }
 
 int32_t fx_context_kv_blocks_total(const struct fx_context *c)
 {
-	if (c->layout != FX_KV_PAGED)
-		return 0;
-	int32_t n = 0;
-	for (int g = 0; g < KV_GROUPS; g++)
-		n += c->kvp.pool[g].n_layer ? c->kvp.pool[g].n_blocks : 0;
-	return n;
+	struct kv_stats st;
+	kv_get_stats(c->kv, &st);
+	return st.blocks_total;
 }
 
 int64_t fx_context_prefix_hits(const struct fx_context *c)
 {
-	return c->layout == FX_KV_PAGED ? c->kvp.pool[0].n_hit_blocks * c->kvp.pool[0].block_size : 0;
+	struct kv_stats st;
+	kv_get_stats(c->kv, &st);
+	return st.prefix_hit_tokens;
 }
 
 uint32_t fx_context_n_past(const struct fx_context *c)
 {
-	return c->seqs[0].n_past;
+	return (uint32_t)kv_pos(c->kv, 0);
 }
 
 void fx_context_reset(struct fx_context *c)
@@ -372,48 +296,14 @@ void fx_context_reset(struct fx_context *c)
 
 /* ---- batches ----------------------------------------------------------- */
 
-static struct kv_view seq_view(struct fx_context *c, struct seq *q)
-{
-	if (c->layout == FX_KV_PAGED)
-		return (struct kv_view){ .kind = KV_PAGED,
-					 .paged = { .set = &c->kvp,
-						    .blocks = { q->table[0].blocks, q->table[1].blocks } } };
-	/* One sequence alone decodes on its own cache; several share a step. */
-	if (c->n_seq_max == 1)
-		return (struct kv_view){ .kind = KV_DECODE, .decode = &q->kv };
-	return (struct kv_view){ .kind = KV_BATCHED, .batched = &q->kv };
-}
-
-/* Check and reserve room for every sequence's cnt[s] rows; a sequence that
- * does not fit or has a bad token gets its status set and its rows are
- * skipped. Returns the first failure (FX_OK if none). */
-/* Reserve n rows in every group, all or nothing. */
-static int paged_reserve(struct fx_context *c, struct seq *q, int32_t n)
-{
-	for (int g = 0; g < KV_GROUPS; g++) {
-		struct kv_pool *p = &c->kvp.pool[g];
-		if (p->n_layer && kv_seq_need(p, &q->table[g], n) > kv_pool_n_available(p))
-			return FX_E_KV_FULL;
-	}
-	for (int g = 0; g < KV_GROUPS; g++) {
-		struct kv_pool *p = &c->kvp.pool[g];
-		int rc = p->n_layer ? kv_seq_reserve(p, &q->table[g], n) : FX_OK;
-		if (rc)
-			return rc; /* only FX_E_NOMEM can get here */
-	}
-	return FX_OK;
-}
-
-/* Paged: a new sequence whose first rows repeat cached full blocks takes
- * those blocks instead of recomputing them; the rows they cover are
- * skipped. Only rows whose logits are not wanted are skipped, and at least
- * one row is always computed. Returns the rows skipped. */
+/* A new sequence whose first rows repeat cached blocks takes those blocks
+ * instead of recomputing them; the rows they cover are skipped. Only rows
+ * whose logits are not wanted are skipped, and at least one row is always
+ * computed. Returns the rows skipped. */
 static int32_t reuse_prefix(struct fx_context *c, const struct fx_batch *b, fx_seq s, int32_t cnt)
 {
-	struct seq *q = &c->seqs[s];
 	int32_t n = 0, first_keep = cnt - 1;
-	if (c->layout != FX_KV_PAGED || !c->prefix_cache || q->n_past ||
-	    cnt < c->kvp.pool[0].block_size + 1)
+	if (kv_pos(c->kv, s) || cnt < 2)
 		return 0;
 	for (int32_t i = 0; i < b->n && n < cnt; i++) {
 		if (b->seq[i] != s)
@@ -422,15 +312,16 @@ static int32_t reuse_prefix(struct fx_context *c, const struct fx_batch *b, fx_s
 			first_keep = n;
 		c->b_tok[n++] = b->token[i];
 	}
-	int32_t got = kv_seq_reuse_prefix(&c->kvp.pool[0], &q->table[0], c->b_tok, n,
-					  first_keep / c->kvp.pool[0].block_size);
-	q->n_past = (uint32_t)got;
+	int32_t got = kv_reuse(c->kv, s, c->b_tok, n, first_keep);
 	for (int32_t i = 0, k = 0; i < b->n && k < got; i++)
 		if (b->seq[i] == s)
 			c->b_skip[i] = true, k++;
 	return got;
 }
 
+/* Check every sequence's cnt[s] rows and have the backing promise room for
+ * them; a sequence that does not fit or has a bad token gets its status
+ * set and its rows are skipped. Returns the first failure (FX_OK if none). */
 static int admit(struct fx_context *c, const struct fx_batch *b, int *st, int32_t *cnt)
 {
 	int32_t nv = c->m->hp.n_vocab;
@@ -446,29 +337,27 @@ static int admit(struct fx_context *c, const struct fx_batch *b, int *st, int32_
 			first = first ? first : st[s];
 		}
 	}
+	kv_begin(c->kv);
 	for (uint32_t s = 0; s < c->n_seq_max; s++) {
-		struct seq *q = &c->seqs[s];
 		if (!cnt[s] || st[s])
 			continue;
 		int32_t reused = reuse_prefix(c, b, (fx_seq)s, cnt[s]);
+		int32_t past = kv_pos(c->kv, (int32_t)s);
 		cnt[s] -= reused;
-		if ((uint64_t)q->n_past + (uint64_t)cnt[s] > c->n_ctx) {
+		if ((uint64_t)past + (uint64_t)cnt[s] > c->n_ctx) {
 			st[s] = FX_E_CTX_FULL;
 			if (!first)
-				snprintf(msg, sizeof(msg), "sequence %u: %u tokens + %d new exceed the "
-					 "context of %u tokens (raise -c)", s, q->n_past, cnt[s], c->n_ctx);
-		} else if (c->layout == FX_KV_PAGED) {
-			st[s] = paged_reserve(c, q, cnt[s]);
-			if (st[s] && !first)
-				snprintf(msg, sizeof(msg), st[s] == FX_E_KV_FULL
-					 ? "sequence %u: the KV pool has too few free blocks of %d tokens "
-					   "for %d more tokens (queue or preempt it)"
-					 : "sequence %u: no memory for its block table (%d, %d)",
-					 s, c->kvp.pool[0].block_size ? c->kvp.pool[0].block_size
-					 : c->kvp.pool[1].block_size, cnt[s]);
+				snprintf(msg, sizeof(msg), "sequence %u: %d tokens + %d new exceed the "
+					 "context of %u tokens (raise -c)", s, past, cnt[s], c->n_ctx);
+		} else if ((st[s] = kv_admit(c->kv, (int32_t)s, cnt[s], (int32_t)c->n_ubatch)) && !first) {
+			snprintf(msg, sizeof(msg), st[s] == FX_E_KV_FULL
+				 ? "sequence %u: the KV cache has too few free blocks for %d more "
+				   "tokens (queue or preempt it)"
+				 : "sequence %u: no memory for its block table (%d more tokens)", s, cnt[s]);
 		}
 		if (st[s] && reused)
-			seq_release(c, q); /* left as it was: give the cached blocks back */
+			kv_clear(c->kv, (int32_t)s); /* left as it was: give the cached blocks back */
+		c->s_start[s] = kv_pos(c->kv, (int32_t)s) - reused * !st[s];
 		first = first ? first : st[s];
 	}
 	if (first)
@@ -515,28 +404,45 @@ static int grow_logits(struct fx_context *c, int32_t n_logits)
 	return FX_OK;
 }
 
-/* Paged: kv_seq_commit every computed row. admit's kv_seq_reserve made
- * room for them, so a commit cannot fail; were one to, the sequence is
- * emptied (its table would lag n_past, and nothing may be cached of rows
- * not recorded) and its rows lose their logits, with status FX_E_NOMEM.
- * Returns whether any sequence was. */
-static bool commit_rows(struct fx_context *c, const struct fx_batch *b, int *st)
+/* Reserve each sequence's rows of the ubatch staged in c (nb rows). A
+ * sequence the backing cannot serve (impossible after kv_admit; kept for
+ * safety) is rolled back to where the batch found it, gets status rc, and
+ * its rows leave the ubatch. Returns the rows left. */
+static int32_t reserve_ubatch(struct fx_context *c, int32_t nb, int *st)
 {
-	bool failed = false;
-	for (int32_t i = 0; i < b->n; i++) {
-		fx_seq s = b->seq[i];
-		for (int g = 0; g < KV_GROUPS && !st[s] && !c->b_skip[i]; g++)
-			if (c->kvp.pool[g].n_layer &&
-			    kv_seq_commit(&c->kvp.pool[g], &c->seqs[s].table[g], &b->token[i], 1)) {
-				st[s] = FX_E_NOMEM;
-				seq_release(c, &c->seqs[s]);
-				failed = true;
-			}
+	for (int32_t r = 0; r < nb; r++)
+		c->s_cnt[c->ub_seq[r]] = 0;
+	for (int32_t r = 0; r < nb; r++)
+		c->s_cnt[c->ub_seq[r]]++;
+	for (int32_t r = 0; r < nb; r++) {
+		fx_seq s = c->ub_seq[r];
+		if (c->s_cnt[s] <= 0)
+			continue; /* reserved */
+		int rc = kv_reserve(c->kv, s, c->s_cnt[s]);
+		c->s_cnt[s] = 0;
+		if (rc) {
+			st[s] = rc;
+			if (kv_rm(c->kv, s, c->s_start[s]))
+				kv_clear(c->kv, s);
+		}
 	}
-	for (int32_t i = 0; failed && i < b->n; i++)
-		if (st[b->seq[i]] == FX_E_NOMEM)
-			c->row_out[i] = -1;
-	return failed;
+	int32_t n = 0;
+	for (int32_t r = 0; r < nb; r++) {
+		if (st[c->ub_seq[r]])
+			continue;
+		c->tok[n] = c->tok[r];
+		c->ub_seq[n] = c->ub_seq[r];
+		c->ub_row[n] = c->ub_row[r];
+		c->want[n] = c->want[r];
+		n++;
+	}
+	/* Positions and views once every table has its final size. */
+	for (int32_t r = 0; r < n; r++) {
+		fx_seq s = c->ub_seq[r];
+		c->pos[r] = kv_pos(c->kv, s) + c->s_cnt[s]++;
+		c->views[r] = kv_seq_view(c->kv, s);
+	}
+	return n;
 }
 
 int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_status)
@@ -583,42 +489,44 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 		return fx_fail(&c->err, FX_E_NOMEM, "no memory for %d rows of logits", n_keep);
 	}
 	int rc = admit(c, b, st, cnt);
-	int32_t n_out = 0;
-	for (int32_t i = 0; i < b->n; i++)
-		c->row_out[i] = c->b_keep[i] && !st[b->seq[i]] ? n_out++ : -1;
-	/* Run the admitted rows in ubatches, in batch order (a sequence that
-	 * failed admission, even for memory, does not stop the others). */
+	/* The admitted rows in ubatches, in batch order, each reserve ->
+	 * forward -> commit (a sequence that failed admission, even for
+	 * memory, does not stop the others). Kept rows get logits rows in
+	 * batch order as they are computed. */
 	int32_t done = 0;
+	for (int32_t i = 0; i < b->n; i++)
+		c->row_out[i] = -1;
 	for (int32_t i = 0; i < b->n;) {
-		int32_t nb = 0, wanted = 0;
+		int32_t nb = 0;
 		for (; i < b->n && nb < (int32_t)c->n_ubatch; i++) {
-			struct seq *q = &c->seqs[b->seq[i]];
 			if (st[b->seq[i]] || c->b_skip[i])
 				continue;
 			c->tok[nb] = b->token[i];
-			c->pos[nb] = (int32_t)q->n_past++;
-			c->views[nb] = seq_view(c, q);
-			c->want[nb] = c->row_out[i] >= 0;
-			wanted += c->want[nb];
-			nb++;
+			c->ub_seq[nb] = b->seq[i];
+			c->ub_row[nb] = i;
+			c->want[nb++] = c->b_keep[i];
 		}
-		if (!nb)
+		if (!nb || !(nb = reserve_ubatch(c, nb, st)))
 			continue;
 		model_forward(m, c->pool, &c->s, c->views, c->tok, c->pos, nb, c->want,
 			      c->logits + (size_t)done * nv);
-		done += wanted;
+		for (int32_t r = 0; r < nb; r++) {
+			kv_commit(c->kv, c->ub_seq[r], &c->tok[r], 1);
+			if (c->want[r])
+				c->row_out[c->ub_row[r]] = done++;
+		}
 	}
-	/* Paged: record the new tokens (caching every block that filled up),
-	 * then release sliding-window blocks no later query can see. */
-	if (c->layout == FX_KV_PAGED && commit_rows(c, b, st) && !rc)
-		rc = fx_fail(&c->err, FX_E_NOMEM, "no memory to record a sequence's tokens: "
-			     "the sequence was emptied");
-	for (uint32_t s = 0; c->layout == FX_KV_PAGED && c->kvp.pool[1].n_layer &&
-			     s < c->n_seq_max; s++)
-		if (c->seqs[s].used)
-			kv_seq_release_before(&c->kvp.pool[1], &c->seqs[s].table[1],
-					      (int32_t)c->seqs[s].n_past - c->kvp.window + 1);
-	c->n_logits = n_out;
+	/* A sequence that failed after admission (never expected: kv_admit
+	 * promised its room) loses its rows' logits. */
+	for (int32_t i = 0; i < b->n; i++)
+		if (c->row_out[i] >= 0 && st[b->seq[i]]) {
+			c->row_out[i] = -1;
+			if (!rc)
+				rc = fx_fail(&c->err, st[b->seq[i]], "sequence %d: the KV cache could not "
+					     "take its rows; it is back where the batch found it",
+					     b->seq[i]);
+		}
+	c->n_logits = done;
 	if (seq_status)
 		memcpy(seq_status, st, c->n_seq_max * sizeof(*st));
 	return rc;
@@ -661,18 +569,8 @@ void context_set_capture(struct fx_context *c, float *buf)
 
 void fx_context_memory(const struct fx_context *c, uint64_t *kv_bytes, uint64_t *scratch_bytes)
 {
-	uint64_t kv = 0;
-	if (c->layout == FX_KV_PAGED) {
-		for (int g = 0; g < KV_GROUPS; g++) {
-			if (c->kvp.pool[g].k)
-				kv += c->kvp.pool[g].bytes;
-		}
-	} else {
-		for (uint32_t i = 0; i < c->n_seq_max; i++) {
-			if (c->seqs[i].kv.k)
-				kv += c->seqs[i].kv.bytes;
-		}
-	}
-	*kv_bytes = kv;
+	struct kv_stats st;
+	kv_get_stats(c->kv, &st);
+	*kv_bytes = st.bytes;
 	*scratch_bytes = c->s.bytes + (uint64_t)c->logits_rows * (uint64_t)c->m->hp.n_vocab * sizeof(float);
 }

@@ -50,7 +50,6 @@ struct kv_pool {
 	uint64_t *key;       /* [n_blocks] prefix-cache key, 0: not cached */
 	uint64_t *last_use;  /* [n_blocks] clock of the last release, for LRU */
 	uint64_t clock;
-	bool no_cache;          /* never key blocks (sliding-window group) */
 	int32_t n_cached_idle;  /* cached blocks with no reference (evictable) */
 	int64_t n_hit_blocks;   /* prefix-cache hits, for reports */
 };
@@ -88,56 +87,10 @@ struct kv_view {
 	};
 };
 
-/* A sequence's block table in a pool: positions [0, n_tokens) live in
- * blocks[pos / block_size]. Caller-owned (zero-initialised = empty). */
-struct kv_seq {
-	int32_t *blocks;
-	int32_t n_blocks, cap;
-	int32_t n_tokens;
-	int32_t *tokens;     /* [n_tokens] ids, for prefix-cache keys */
-	int32_t tok_cap;
-	int32_t n_keyed;     /* leading blocks already given a cache key */
-	uint64_t chain;      /* key of block n_keyed - 1 (0 when none) */
-};
-
 /* Errors: FX_E_NOMEM, FX_E_INVALID (sizes or types). kv_pool_fini frees. */
 int kv_pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, int32_t block_size,
 		 int64_t k_width, int64_t v_width, int k_type, int v_type);
 void kv_pool_fini(struct kv_pool *p);
-int32_t kv_pool_n_used(const struct kv_pool *p); /* blocks with references */
-
-/* Blocks kv_seq_reserve(p, s, n) would take, and blocks it may take. */
-int32_t kv_seq_need(const struct kv_pool *p, const struct kv_seq *s, int32_t n);
-int32_t kv_pool_n_available(const struct kv_pool *p);
-
-/* Release the blocks of s wholly before position pos (they hold no key any
- * later query can see); their table entries become -1. */
-void kv_seq_release_before(struct kv_pool *p, struct kv_seq *s, int32_t pos);
-
-/* Make positions [s->n_tokens, s->n_tokens + n) writable: allocate missing
- * blocks and copy any shared block about to be written (copy-on-write),
- * and make room to record n more tokens, so a kv_seq_commit of at most n
- * tokens that follows cannot fail. All or nothing: FX_E_KV_FULL (no free
- * block) leaves s and the pool as they were; FX_E_NOMEM likewise (only
- * capacity may have grown). Does not advance n_tokens. */
-int kv_seq_reserve(struct kv_pool *p, struct kv_seq *s, int32_t n);
-/* dst (empty) shares all of src's blocks; the first write into a shared
- * partial block copies it. */
-int kv_seq_fork(struct kv_pool *p, const struct kv_seq *src, struct kv_seq *dst);
-/* Reuse cached blocks for an empty s whose first tokens are tok[0..n):
- * takes the longest chain of full cached blocks matching them, at most
- * max_blocks. Returns the number of tokens now in s (a multiple of the
- * block size). */
-int32_t kv_seq_reuse_prefix(struct kv_pool *p, struct kv_seq *s, const int32_t *tok, int32_t n,
-			    int32_t max_blocks);
-/* Record tok[0..n) as s's next tokens (after they were written) and cache
- * every block that became full. Errors: FX_E_NOMEM (the tokens are then not
- * recorded nor cached, nothing else changes; never after a kv_seq_reserve
- * of at least n). */
-int kv_seq_commit(struct kv_pool *p, struct kv_seq *s, const int32_t *tok, int32_t n);
-/* Drop every reference s holds and empty it (the table stays allocated). */
-void kv_seq_clear(struct kv_pool *p, struct kv_seq *s);
-void kv_seq_fini(struct kv_pool *p, struct kv_seq *s);
 
 /* K/V element types a backing can hold: f32, f16 (llama.cpp's default) and
  * q8_0 (32-value blocks, as llama.cpp's --cache-type-k q8_0), given that

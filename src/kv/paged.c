@@ -7,7 +7,7 @@
 
 #include "core/alloc.h"
 #include "ferrox.h"
-#include "kv/kv.h"
+#include "kv/backing.h"
 #include "quant/quant.h"
 
 int kv_pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, int32_t block_size,
@@ -51,7 +51,7 @@ void kv_pool_fini(struct kv_pool *p)
 	memset(p, 0, sizeof(*p));
 }
 
-int32_t kv_pool_n_used(const struct kv_pool *p)
+static int32_t pool_used(const struct kv_pool *p)
 {
 	return p->n_blocks - p->n_free - p->n_cached_idle;
 }
@@ -120,188 +120,442 @@ static void copy_block(struct kv_pool *p, int32_t dst, int32_t src)
 	}
 }
 
-int32_t kv_pool_n_available(const struct kv_pool *p)
+static int32_t pool_available(const struct kv_pool *p)
 {
 	return p->n_free + p->n_cached_idle;
 }
 
-int32_t kv_seq_need(const struct kv_pool *p, const struct kv_seq *s, int32_t n)
+/* ---- the paged backing ------------------------------------------------ */
+
+/* One sequence: its tokens (the one position counter is n_tokens), the
+ * keys of its leading full blocks, and per layer group a block table:
+ * positions [0, n_tokens) of group g live in t[g].blocks[pos / block_size]
+ * (-1: released, outside every window still to come). Every table, keys
+ * and tokens have room for cap blocks. */
+struct pseq {
+	int32_t n_tokens;
+	int32_t *tokens;          /* [cap * block_size] */
+	uint64_t *keys;           /* [cap] key of full block i, i < n_keyed */
+	int32_t n_keyed;
+	int32_t cap;
+	struct {
+		int32_t *blocks;  /* [cap] */
+		int32_t n_blocks;
+	} t[KV_GROUPS];
+};
+
+struct paged_backing {
+	struct kv_backing base;
+	struct kv_paged set;
+	struct pseq *seq;                /* [n_seq] */
+	int32_t promised[KV_GROUPS];     /* blocks this batch's admits promised */
+};
+
+#define PB(b) ((struct paged_backing *)(b))
+
+static int32_t bsize(const struct paged_backing *pb)
 {
-	if (n <= 0)
-		return 0;
-	int32_t first = s->n_tokens / p->block_size;
-	int32_t last = (s->n_tokens + n - 1) / p->block_size;
-	/* New blocks past the table, plus a copy of a shared block about to
-	 * be written (only the first can be partial). */
-	int32_t need = last + 1 > s->n_blocks ? last + 1 - s->n_blocks : 0;
-	return need + (first < s->n_blocks && s->blocks[first] >= 0 && p->ref[s->blocks[first]] > 1);
+	return pb->set.pool[0].n_layer ? pb->set.pool[0].block_size : pb->set.pool[1].block_size;
 }
 
-void kv_seq_release_before(struct kv_pool *p, struct kv_seq *s, int32_t pos)
+/* Group g's window (0: full attention). */
+static int32_t win(const struct paged_backing *pb, int g)
 {
-	for (int32_t b = 0; b < s->n_blocks && (b + 1) * p->block_size <= pos; b++) {
-		if (s->blocks[b] >= 0) {
-			unref(p, s->blocks[b]);
-			s->blocks[b] = -1;
-		}
-	}
+	return g ? pb->set.window : 0;
 }
 
-static int grow_tokens(struct kv_seq *s, int32_t n);
-
-int kv_seq_reserve(struct kv_pool *p, struct kv_seq *s, int32_t n)
+/* Room for cap blocks (and their tokens) in every table of q. */
+static int pseq_grow(struct pseq *q, int32_t cap, int32_t bs)
 {
-	if (n <= 0)
+	if (cap <= q->cap)
 		return FX_OK;
-	int32_t first = s->n_tokens / p->block_size;
-	int32_t last = (s->n_tokens + n - 1) / p->block_size;
-	bool cow = first < s->n_blocks && s->blocks[first] >= 0 && p->ref[s->blocks[first]] > 1;
-	if (kv_seq_need(p, s, n) > kv_pool_n_available(p))
-		return FX_E_KV_FULL;
-	if (last + 1 > s->cap) {
-		int32_t cap = s->cap ? s->cap : 8;
-		while (cap < last + 1)
-			cap *= 2;
-		int32_t *b = fx_realloc_array(s->blocks, (size_t)cap, sizeof(*b));
+	int32_t c = q->cap ? q->cap : 8;
+	while (c < cap)
+		c *= 2;
+	int32_t *t = fx_realloc_array(q->tokens, (size_t)c * (size_t)bs, sizeof(*t));
+	if (t)
+		q->tokens = t;
+	uint64_t *k = t ? fx_realloc_array(q->keys, (size_t)c, sizeof(*k)) : NULL;
+	if (k)
+		q->keys = k;
+	for (int g = 0; k && g < KV_GROUPS; g++) {
+		int32_t *b = fx_realloc_array(q->t[g].blocks, (size_t)c, sizeof(*b));
 		if (!b)
 			return FX_E_NOMEM;
-		s->blocks = b;
-		s->cap = cap;
+		q->t[g].blocks = b;
 	}
-	/* Room to record the n tokens too, so the kv_seq_commit after the
-	 * forward pass cannot fail (its K/V would be written, unrecorded). */
-	if (grow_tokens(s, s->n_tokens + n))
+	if (!k)
 		return FX_E_NOMEM;
-	if (cow) {
-		int32_t nb = take_block(p);
-		copy_block(p, nb, s->blocks[first]);
-		unref(p, s->blocks[first]);
-		s->blocks[first] = nb;
-	}
-	while (s->n_blocks <= last)
-		s->blocks[s->n_blocks++] = take_block(p);
+	q->cap = c;
 	return FX_OK;
 }
 
-int kv_seq_fork(struct kv_pool *p, const struct kv_seq *src, struct kv_seq *dst)
+/* Whether writing at position pos of group g copies its block first: it
+ * is shared (a fork or a reused prefix). */
+static bool needs_copy(const struct paged_backing *pb, const struct pseq *q, int g, int32_t pos)
 {
-	if (dst->n_blocks)
+	int32_t i = pos / bsize(pb);
+	const struct kv_pool *p = &pb->set.pool[g];
+	return i < q->t[g].n_blocks && q->t[g].blocks[i] >= 0 && p->ref[q->t[g].blocks[i]] > 1;
+}
+
+/* Blocks group g takes from its pool to hold q's next n rows now. */
+static int32_t need_now(const struct paged_backing *pb, const struct pseq *q, int g, int32_t n)
+{
+	int32_t last = (q->n_tokens + n - 1) / bsize(pb);
+	int32_t fresh = last + 1 > q->t[g].n_blocks ? last + 1 - q->t[g].n_blocks : 0;
+	return fresh + needs_copy(pb, q, g, q->n_tokens);
+}
+
+/* Most blocks group g draws from its pool at any moment while q takes n
+ * rows in ubatches of at most u: all new ones for full attention; for a
+ * window w, blocks are released after each ubatch, so q holds at most the
+ * blocks spanning w - 1 + u rows (plus one for misalignment). */
+static int32_t need_peak(const struct paged_backing *pb, const struct pseq *q, int g, int32_t n,
+			 int32_t u)
+{
+	int32_t all = need_now(pb, q, g, n), w = win(pb, g), bs = bsize(pb);
+	if (!w)
+		return all;
+	int32_t held = 0;
+	for (int32_t i = 0; i < q->t[g].n_blocks; i++)
+		held += q->t[g].blocks[i] >= 0;
+	int32_t span = (w - 1 + (u < n ? u : n) + bs - 1) / bs + 1;
+	int32_t draw = (span > held ? span - held : 0) + needs_copy(pb, q, g, q->n_tokens);
+	return draw < all ? draw : all;
+}
+
+static void pb_begin(struct kv_backing *b)
+{
+	memset(PB(b)->promised, 0, sizeof(PB(b)->promised));
+}
+
+static int pb_admit(struct kv_backing *b, int32_t seq, int32_t n, int32_t n_ubatch)
+{
+	struct paged_backing *pb = PB(b);
+	struct pseq *q = &pb->seq[seq];
+	int32_t need[KV_GROUPS] = { 0 };
+	for (int g = 0; g < KV_GROUPS; g++) {
+		const struct kv_pool *p = &pb->set.pool[g];
+		if (!p->n_layer)
+			continue;
+		need[g] = need_peak(pb, q, g, n, n_ubatch);
+		if (pb->promised[g] + need[g] > pool_available(p))
+			return FX_E_KV_FULL;
+	}
+	/* Table room now, so the reserves and the commit cannot fail. */
+	if (pseq_grow(q, (q->n_tokens + n + bsize(pb) - 1) / bsize(pb), bsize(pb)))
+		return FX_E_NOMEM;
+	for (int g = 0; g < KV_GROUPS; g++)
+		pb->promised[g] += need[g];
+	return FX_OK;
+}
+
+static int pb_reserve(struct kv_backing *b, int32_t seq, int32_t n)
+{
+	struct paged_backing *pb = PB(b);
+	struct pseq *q = &pb->seq[seq];
+	int32_t bs = bsize(pb), first = q->n_tokens / bs, last = (q->n_tokens + n - 1) / bs;
+	if (n <= 0)
+		return FX_OK;
+	for (int g = 0; g < KV_GROUPS; g++)
+		if (pb->set.pool[g].n_layer && need_now(pb, q, g, n) > pool_available(&pb->set.pool[g]))
+			return FX_E_KV_FULL;
+	if (pseq_grow(q, last + 1, bs))
+		return FX_E_NOMEM;
+	for (int g = 0; g < KV_GROUPS; g++) {
+		struct kv_pool *p = &pb->set.pool[g];
+		if (!p->n_layer)
+			continue;
+		if (needs_copy(pb, q, g, q->n_tokens)) {
+			int32_t nb = take_block(p);
+			copy_block(p, nb, q->t[g].blocks[first]);
+			unref(p, q->t[g].blocks[first]);
+			q->t[g].blocks[first] = nb;
+		}
+		while (q->t[g].n_blocks <= last)
+			q->t[g].blocks[q->t[g].n_blocks++] = take_block(p);
+	}
+	return FX_OK;
+}
+
+/* Release q's group-g blocks wholly before position pos. */
+static void release_before(struct paged_backing *pb, struct pseq *q, int g, int32_t pos)
+{
+	struct kv_pool *p = &pb->set.pool[g];
+	for (int32_t i = 0; i < q->t[g].n_blocks && (i + 1) * p->block_size <= pos; i++)
+		if (q->t[g].blocks[i] >= 0) {
+			unref(p, q->t[g].blocks[i]);
+			q->t[g].blocks[i] = -1;
+		}
+}
+
+/* Key every block of q that is full and not keyed yet, in every group
+ * that still holds it; a twin computed concurrently keeps its key and this
+ * copy stays private. */
+static void key_full_blocks(struct paged_backing *pb, struct pseq *q)
+{
+	int32_t bs = bsize(pb);
+	while ((q->n_keyed + 1) * bs <= q->n_tokens) {
+		int32_t k = q->n_keyed;
+		uint64_t key = block_key(k ? q->keys[k - 1] : 0, q->tokens + (size_t)k * bs, bs);
+		q->keys[k] = key;
+		for (int g = 0; g < KV_GROUPS; g++) {
+			struct kv_pool *p = &pb->set.pool[g];
+			int32_t blk = k < q->t[g].n_blocks ? q->t[g].blocks[k] : -1;
+			if (p->n_layer && blk >= 0 && !p->key[blk] && find_key(p, key) < 0)
+				p->key[blk] = key;
+		}
+		q->n_keyed++;
+	}
+}
+
+static void pb_commit(struct kv_backing *b, int32_t seq, const int32_t *tok, int32_t n)
+{
+	struct paged_backing *pb = PB(b);
+	struct pseq *q = &pb->seq[seq];
+	memcpy(q->tokens + q->n_tokens, tok, (size_t)n * sizeof(*tok));
+	q->n_tokens += n;
+	key_full_blocks(pb, q);
+	/* The next query, at n_tokens, sees keys from n_tokens - w + 1 on. */
+	for (int g = 0; g < KV_GROUPS; g++)
+		if (pb->set.pool[g].n_layer && win(pb, g))
+			release_before(pb, q, g, q->n_tokens - win(pb, g) + 1);
+}
+
+static int pb_rm(struct kv_backing *b, int32_t seq, int32_t pos)
+{
+	struct paged_backing *pb = PB(b);
+	struct pseq *q = &pb->seq[seq];
+	int32_t bs = bsize(pb);
+	if (pos < 0)
+		pos = 0;
+	if (pos >= q->n_tokens)
+		return FX_OK;
+	/* A window's rows before pos must still be there. */
+	for (int g = 0; g < KV_GROUPS; g++) {
+		int32_t w = win(pb, g), lo = pos - w + 1 > 0 ? (pos - w + 1) / bs : 0;
+		for (int32_t i = lo; w && pb->set.pool[g].n_layer && pos && i <= (pos - 1) / bs; i++)
+			if (q->t[g].blocks[i] < 0)
+				return FX_E_INVALID;
+	}
+	int32_t keep = (pos + bs - 1) / bs;
+	for (int g = 0; g < KV_GROUPS; g++) {
+		struct kv_pool *p = &pb->set.pool[g];
+		for (int32_t i = q->t[g].n_blocks - 1; i >= keep; i--)
+			if (q->t[g].blocks[i] >= 0)
+				unref(p, q->t[g].blocks[i]);
+		if (q->t[g].n_blocks > keep)
+			q->t[g].n_blocks = keep;
+		/* A cached block about to be rewritten in place forgets its key
+		 * (a shared one is copied on the next write instead). */
+		int32_t blk = pos % bs && keep <= q->t[g].n_blocks ? q->t[g].blocks[keep - 1] : -1;
+		if (blk >= 0 && p->ref[blk] == 1)
+			p->key[blk] = 0;
+	}
+	q->n_tokens = pos;
+	if (q->n_keyed > pos / bs)
+		q->n_keyed = pos / bs;
+	return FX_OK;
+}
+
+static void pb_clear(struct kv_backing *b, int32_t seq)
+{
+	struct paged_backing *pb = PB(b);
+	struct pseq *q = &pb->seq[seq];
+	/* Newest blocks first, so LRU evicts a chain's tail before its head
+	 * (a head is worth more: every longer prefix needs it). */
+	for (int g = 0; g < KV_GROUPS; g++) {
+		for (int32_t i = q->t[g].n_blocks - 1; i >= 0; i--)
+			if (q->t[g].blocks[i] >= 0)
+				unref(&pb->set.pool[g], q->t[g].blocks[i]);
+		q->t[g].n_blocks = 0;
+	}
+	q->n_tokens = 0;
+	q->n_keyed = 0;
+}
+
+static int pb_fork(struct kv_backing *b, int32_t src, int32_t dst)
+{
+	struct paged_backing *pb = PB(b);
+	struct pseq *a = &pb->seq[src], *d = &pb->seq[dst];
+	if (d->n_tokens || d->t[0].n_blocks || d->t[1].n_blocks)
 		return FX_E_INVALID;
-	if (src->n_blocks > dst->cap) {
-		int32_t *b = fx_realloc_array(dst->blocks, (size_t)src->n_blocks, sizeof(*b));
-		if (!b)
-			return FX_E_NOMEM;
-		dst->blocks = b;
-		dst->cap = src->n_blocks;
-	}
-	if (src->n_tokens > dst->tok_cap) {
-		int32_t *t = fx_realloc_array(dst->tokens, (size_t)src->n_tokens, sizeof(*t));
-		if (!t)
-			return FX_E_NOMEM;
-		dst->tokens = t;
-		dst->tok_cap = src->n_tokens;
-	}
-	for (int32_t i = 0; i < src->n_blocks; i++) {
-		dst->blocks[i] = src->blocks[i];
-		if (src->blocks[i] >= 0)
-			p->ref[src->blocks[i]]++;
-	}
-	if (src->n_tokens)
-		memcpy(dst->tokens, src->tokens, (size_t)src->n_tokens * sizeof(*dst->tokens));
-	dst->n_blocks = src->n_blocks;
-	dst->n_tokens = src->n_tokens;
-	dst->n_keyed = src->n_keyed;
-	dst->chain = src->chain;
-	return FX_OK;
-}
-
-void kv_seq_clear(struct kv_pool *p, struct kv_seq *s)
-{
-	/* Release the newest blocks first, so LRU evicts a chain's tail
-	 * before its head (a head is worth more: every longer prefix needs it). */
-	for (int32_t i = s->n_blocks - 1; i >= 0; i--)
-		if (s->blocks[i] >= 0)
-			unref(p, s->blocks[i]);
-	s->n_blocks = 0;
-	s->n_tokens = 0;
-	s->n_keyed = 0;
-	s->chain = 0;
-}
-
-static int grow_tokens(struct kv_seq *s, int32_t n)
-{
-	if (n <= s->tok_cap)
-		return FX_OK;
-	int32_t cap = s->tok_cap ? s->tok_cap : 64;
-	while (cap < n)
-		cap *= 2;
-	int32_t *t = fx_realloc_array(s->tokens, (size_t)cap, sizeof(*t));
-	if (!t)
+	int32_t nb = a->t[0].n_blocks > a->t[1].n_blocks ? a->t[0].n_blocks : a->t[1].n_blocks;
+	if (pseq_grow(d, nb, bsize(pb)))
 		return FX_E_NOMEM;
-	s->tokens = t;
-	s->tok_cap = cap;
-	return FX_OK;
-}
-
-int32_t kv_seq_reuse_prefix(struct kv_pool *p, struct kv_seq *s, const int32_t *tok, int32_t n,
-			    int32_t max_blocks)
-{
-	int32_t bs = p->block_size, k = 0;
-	uint64_t chain = 0;
-	if (s->n_blocks || s->n_tokens)
-		return 0;
-	for (; k < max_blocks && (k + 1) * bs <= n; k++) {
-		uint64_t key = block_key(chain, tok + k * bs, bs);
-		int32_t b = find_key(p, key);
-		if (b < 0)
-			break;
-		if (k + 1 > s->cap) {
-			int32_t *nb = fx_realloc_array(s->blocks, (size_t)(k + 8), sizeof(*nb));
-			if (!nb)
-				break;
-			s->blocks = nb;
-			s->cap = k + 8;
+	for (int g = 0; g < KV_GROUPS; g++) {
+		for (int32_t i = 0; i < a->t[g].n_blocks; i++) {
+			d->t[g].blocks[i] = a->t[g].blocks[i];
+			if (a->t[g].blocks[i] >= 0)
+				pb->set.pool[g].ref[a->t[g].blocks[i]]++;
 		}
-		if (grow_tokens(s, (k + 1) * bs))
-			break;
-		if (!p->ref[b]++)
-			p->n_cached_idle--;
-		s->blocks[s->n_blocks++] = b;
-		chain = key;
+		d->t[g].n_blocks = a->t[g].n_blocks;
 	}
-	if (k) {
-		memcpy(s->tokens, tok, (size_t)(k * bs) * sizeof(*tok));
-		s->n_tokens = k * bs;
-		s->n_keyed = k;
-		s->chain = chain;
-		p->n_hit_blocks += k;
-	}
-	return s->n_tokens;
+	memcpy(d->tokens, a->tokens, (size_t)a->n_tokens * sizeof(*a->tokens));
+	memcpy(d->keys, a->keys, (size_t)a->n_keyed * sizeof(*a->keys));
+	d->n_tokens = a->n_tokens;
+	d->n_keyed = a->n_keyed;
+	return FX_OK;
 }
 
-int kv_seq_commit(struct kv_pool *p, struct kv_seq *s, const int32_t *tok, int32_t n)
+static int32_t pb_pos(const struct kv_backing *b, int32_t seq)
 {
-	int32_t bs = p->block_size;
-	if (grow_tokens(s, s->n_tokens + n))
+	return ((const struct paged_backing *)b)->seq[seq].n_tokens;
+}
+
+static struct kv_view pb_view(struct kv_backing *b, int32_t seq)
+{
+	struct paged_backing *pb = PB(b);
+	struct pseq *q = &pb->seq[seq];
+	return (struct kv_view){ .kind = KV_PAGED,
+				 .paged = { .set = &pb->set,
+					    .blocks = { q->t[0].blocks, q->t[1].blocks } } };
+}
+
+/* Whether group g's pool caches the blocks a query at position n_full *
+ * bs needs of a prefix of n_full blocks (keys[0..n_full)): all of them for
+ * full attention, those of the last window otherwise. */
+static bool group_has_prefix(const struct paged_backing *pb, int g, const uint64_t *keys,
+			     int32_t n_full)
+{
+	const struct kv_pool *p = &pb->set.pool[g];
+	int32_t bs = bsize(pb), w = win(pb, g), end = n_full * bs;
+	int32_t lo = w && end - w + 1 > 0 ? (end - w + 1) / bs : 0;
+	for (int32_t i = lo; p->n_layer && i < n_full; i++)
+		if (find_key(p, keys[i]) < 0)
+			return false;
+	return true;
+}
+
+static int32_t pb_reuse(struct kv_backing *b, int32_t seq, const int32_t *tok, int32_t n,
+			int32_t max_rows)
+{
+	struct paged_backing *pb = PB(b);
+	struct pseq *q = &pb->seq[seq];
+	int32_t bs = bsize(pb), kmax = (max_rows < n ? max_rows : n) / bs, k = kmax;
+	if (q->n_tokens || kmax <= 0 || pseq_grow(q, kmax, bs))
+		return 0;
+	for (int32_t i = 0; i < kmax; i++)
+		q->keys[i] = block_key(i ? q->keys[i - 1] : 0, tok + (size_t)i * bs, bs);
+	/* The longest chain the full-attention layers have cached, shortened
+	 * until the sliding layers have its last window too. */
+	if (pb->set.pool[0].n_layer)
+		for (k = 0; k < kmax && find_key(&pb->set.pool[0], q->keys[k]) >= 0; k++)
+			;
+	while (k > 0 && !group_has_prefix(pb, 1, q->keys, k))
+		k--;
+	if (!k)
+		return 0;
+	for (int g = 0; g < KV_GROUPS; g++) {
+		struct kv_pool *p = &pb->set.pool[g];
+		int32_t w = win(pb, g), end = k * bs;
+		int32_t lo = w && end - w + 1 > 0 ? (end - w + 1) / bs : 0;
+		for (int32_t i = 0; p->n_layer && i < k; i++) {
+			int32_t blk = i < lo ? -1 : find_key(p, q->keys[i]);
+			if (blk >= 0 && !p->ref[blk]++)
+				p->n_cached_idle--;
+			q->t[g].blocks[i] = blk;
+		}
+		q->t[g].n_blocks = p->n_layer ? k : 0;
+	}
+	memcpy(q->tokens, tok, (size_t)(k * bs) * sizeof(*tok));
+	q->n_tokens = k * bs;
+	q->n_keyed = k;
+	pb->set.pool[pb->set.pool[0].n_layer ? 0 : 1].n_hit_blocks += k;
+	return q->n_tokens;
+}
+
+static void pb_stats(const struct kv_backing *b, struct kv_stats *st)
+{
+	const struct paged_backing *pb = (const struct paged_backing *)b;
+	*st = (struct kv_stats){ 0 };
+	for (int g = 0; g < KV_GROUPS; g++) {
+		const struct kv_pool *p = &pb->set.pool[g];
+		if (!p->n_layer)
+			continue;
+		st->blocks_used += pool_used(p);
+		st->blocks_total += p->n_blocks;
+		st->bytes += p->bytes;
+		st->prefix_hit_tokens += p->n_hit_blocks * p->block_size;
+	}
+}
+
+static void pb_destroy(struct kv_backing *b)
+{
+	struct paged_backing *pb = PB(b);
+	for (int32_t i = 0; pb->seq && i < b->n_seq; i++) {
+		struct pseq *q = &pb->seq[i];
+		pb_clear(b, i);
+		for (int g = 0; g < KV_GROUPS; g++)
+			fx_free(q->t[g].blocks);
+		fx_free(q->tokens);
+		fx_free(q->keys);
+	}
+	fx_free(pb->seq);
+	for (int g = 0; g < KV_GROUPS; g++)
+		kv_pool_fini(&pb->set.pool[g]);
+	fx_free(pb->set.group);
+	fx_free(pb->set.slot);
+	fx_free(pb);
+}
+
+static const struct kv_ops paged_ops = {
+	.begin = pb_begin, .admit = pb_admit, .reserve = pb_reserve, .commit = pb_commit,
+	.rm = pb_rm, .fork = pb_fork, .clear = pb_clear, .pos = pb_pos, .view = pb_view,
+	.reuse = pb_reuse, .stats = pb_stats, .destroy = pb_destroy,
+};
+
+/* Pools: full-attention layers in group 0 (n_ctx tokens), sliding-window
+ * layers in group 1, sized for what the windows can still see: per
+ * sequence window + one ubatch + two partial blocks. */
+static int paged_pools(struct paged_backing *pb, const struct kv_geom *g, int32_t n_seq,
+		       int32_t n_ctx, int32_t bs, int32_t n_ub)
+{
+	struct kv_paged *k = &pb->set;
+	int32_t n[KV_GROUPS] = { 0 };
+	k->group = fx_calloc((size_t)g->n_layer, sizeof(*k->group));
+	k->slot = fx_calloc((size_t)g->n_layer, sizeof(*k->slot));
+	if (!k->group || !k->slot)
 		return FX_E_NOMEM;
-	memcpy(s->tokens + s->n_tokens, tok, (size_t)n * sizeof(*tok));
-	s->n_tokens += n;
-	while (!p->no_cache && (s->n_keyed + 1) * bs <= s->n_tokens && s->n_keyed < s->n_blocks) {
-		int32_t b = s->blocks[s->n_keyed];
-		uint64_t key = block_key(s->chain, s->tokens + s->n_keyed * bs, bs);
-		/* A twin computed concurrently keeps the key; this copy stays private. */
-		if (!p->key[b] && find_key(p, key) < 0)
-			p->key[b] = key;
-		s->chain = key;
-		s->n_keyed++;
+	for (int il = 0; il < g->n_layer; il++) {
+		k->group[il] = g->window[il] > 0;
+		k->slot[il] = n[k->group[il]]++;
+		/* One window per group: the widest keeps every layer's rows. */
+		if (g->window[il] > k->window)
+			k->window = g->window[il];
+	}
+	k->k_type = g->k_type;
+	k->v_type = g->v_type;
+	int64_t full = n_ctx / bs;
+	int64_t swa = (int64_t)n_seq * (((int64_t)k->window + n_ub) / bs + 2);
+	int64_t blocks[KV_GROUPS] = { full, swa < full ? swa : full };
+	for (int i = 0; i < KV_GROUPS; i++) {
+		int rc = n[i] ? kv_pool_init(&k->pool[i], n[i], (int32_t)blocks[i], bs, g->k_width,
+					     g->v_width, g->k_type, g->v_type)
+			      : FX_OK;
+		if (rc)
+			return rc;
 	}
 	return FX_OK;
 }
 
-void kv_seq_fini(struct kv_pool *p, struct kv_seq *s)
+int kv_paged_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx, int32_t block_size,
+		    int32_t n_ubatch, struct kv_backing **out)
 {
-	kv_seq_clear(p, s);
-	fx_free(s->blocks);
-	fx_free(s->tokens);
-	memset(s, 0, sizeof(*s));
+	*out = NULL;
+	if (n_seq <= 0 || n_ctx <= 0 || block_size <= 0 || block_size > n_ctx || n_ubatch <= 0)
+		return FX_E_INVALID;
+	struct paged_backing *pb = fx_calloc(1, sizeof(*pb));
+	if (!pb)
+		return FX_E_NOMEM;
+	pb->base = (struct kv_backing){ .ops = &paged_ops, .n_seq = n_seq, .n_ctx = n_ctx };
+	pb->seq = fx_calloc((size_t)n_seq, sizeof(*pb->seq));
+	int rc = pb->seq ? paged_pools(pb, g, n_seq, n_ctx, block_size, n_ubatch) : FX_E_NOMEM;
+	if (rc) {
+		pb_destroy(&pb->base);
+		return rc;
+	}
+	*out = &pb->base;
+	return FX_OK;
 }

@@ -1,0 +1,189 @@
+/* A KV backing: where every sequence of a context keeps its per-layer K/V,
+ * behind one set of operations the engine calls without knowing which
+ * backing it has (contiguous caches per sequence, or a paged pool shared by
+ * all). A third kind of per-layer state (a recurrent state per sequence)
+ * is one more implementation of the same operations.
+ *
+ * The lifecycle of every ubatch (the engine's one route through here):
+ *   kv_begin           once per batch: forget the last batch's promises
+ *   kv_admit           per sequence: will n rows fit? (promised, nothing
+ *                      changes; a refusal is the batch's answer for it)
+ *   kv_reserve         per sequence in the ubatch: rows writable, all or
+ *                      nothing; after kv_admit it cannot fail
+ *   model_forward      writes the rows through kv_view
+ *   kv_commit          per sequence: the rows are the sequence's next
+ *                      tokens (advances its one position counter, keys
+ *                      full blocks for the prefix cache, releases what the
+ *                      sliding window no longer sees); cannot fail
+ * A reserve that is not committed is undone by kv_rm (or left: the next
+ * reserve reuses it). The backing owns each sequence's position. */
+#ifndef FX_KV_BACKING_H
+#define FX_KV_BACKING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kv/kv.h"
+
+/* What a backing stores per layer: K rows of k_width and V rows of v_width
+ * elements of k_type / v_type (kv_type_ok), and for each layer its
+ * attention window (window[il] > 0: the layer sees the last window[il]
+ * positions, so older rows may be released; 0: every position). */
+struct kv_geom {
+	int32_t n_layer;
+	int64_t k_width, v_width;
+	int k_type, v_type;
+	const int32_t *window; /* [n_layer], borrowed during creation */
+};
+
+/* Counters for reports (fx_context_kv_blocks_used etc.). */
+struct kv_stats {
+	int32_t blocks_used, blocks_total; /* paged; 0 for contiguous */
+	int64_t prefix_hit_tokens;         /* prompt tokens served from the cache */
+	uint64_t bytes;                    /* K and V as allocated */
+};
+
+struct kv_backing;
+
+struct kv_ops {
+	void (*begin)(struct kv_backing *b);
+	int (*admit)(struct kv_backing *b, int32_t seq, int32_t n, int32_t n_ubatch);
+	int (*reserve)(struct kv_backing *b, int32_t seq, int32_t n);
+	void (*commit)(struct kv_backing *b, int32_t seq, const int32_t *tok, int32_t n);
+	int (*rm)(struct kv_backing *b, int32_t seq, int32_t pos);
+	int (*fork)(struct kv_backing *b, int32_t src, int32_t dst);
+	void (*clear)(struct kv_backing *b, int32_t seq);
+	int32_t (*pos)(const struct kv_backing *b, int32_t seq);
+	struct kv_view (*view)(struct kv_backing *b, int32_t seq);
+	int32_t (*reuse)(struct kv_backing *b, int32_t seq, const int32_t *tok, int32_t n,
+			 int32_t max_rows);
+	void (*stats)(const struct kv_backing *b, struct kv_stats *st);
+	void (*destroy)(struct kv_backing *b);
+};
+
+struct kv_backing {
+	const struct kv_ops *ops;
+	int32_t n_seq, n_ctx;
+};
+
+/* How many sequences, of how many positions, in ubatches of how many rows;
+ * block_size for backings in blocks. */
+struct kv_shape {
+	int32_t n_seq, n_ctx, n_ubatch, block_size;
+};
+
+struct fx_err;
+
+/* The backing a context's caller named (enum fx_kv_layout; the one place
+ * a layout is named), for geometry g and shape s. Errors, with a message
+ * in *err: FX_E_INVALID (an unknown layout, sizes it cannot hold),
+ * FX_E_NOMEM. Caller owns *out (kv_destroy). */
+int kv_backing_create(int32_t layout, const struct kv_geom *g, const struct kv_shape *s,
+		      struct kv_backing **out, struct fx_err *err);
+
+/* Contiguous: each of n_seq sequences owns n_ctx rows per layer, allocated
+ * here, so no batch ever fails on memory. One sequence alone decodes on
+ * its own cache (KV_DECODE); several share a step (KV_BATCHED). No prefix
+ * cache. Errors: FX_E_NOMEM, FX_E_INVALID (sizes or types). Caller owns
+ * *out (kv_destroy). */
+int kv_contig_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx,
+		     struct kv_backing **out);
+
+/* Paged (src/kv/paged.c): n_ctx rows of full-attention layers in blocks of
+ * block_size shared by all sequences, and for sliding-window layers a pool
+ * sized for what the windows can see (window + n_ubatch + two partial
+ * blocks per sequence). Full blocks of both groups are kept in a prefix
+ * cache keyed by their tokens. Errors as kv_contig_create. */
+int kv_paged_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx, int32_t block_size,
+		    int32_t n_ubatch, struct kv_backing **out);
+
+/* ---- the operations (thin wrappers, one per kv_ops entry) ------------- */
+
+/* A new batch: promises of earlier kv_admit calls are forgotten. */
+static inline void kv_begin(struct kv_backing *b)
+{
+	b->ops->begin(b);
+}
+
+/* Whether seq can take n more rows during this batch in ubatches of at
+ * most n_ubatch rows, given what this batch's earlier kv_admit calls
+ * promised; if so, promises them and makes any table room they need
+ * (so the reserves that follow cannot fail). Changes no sequence.
+ * Errors: FX_E_KV_FULL (no room: queue or preempt), FX_E_NOMEM. */
+static inline int kv_admit(struct kv_backing *b, int32_t seq, int32_t n, int32_t n_ubatch)
+{
+	return b->ops->admit(b, seq, n, n_ubatch);
+}
+
+/* Make rows [pos, pos + n) of seq writable (allocate blocks, copy a shared
+ * block about to be written). All or nothing; FX_E_KV_FULL / FX_E_NOMEM
+ * only without a covering kv_admit. Does not advance the position. */
+static inline int kv_reserve(struct kv_backing *b, int32_t seq, int32_t n)
+{
+	return b->ops->reserve(b, seq, n);
+}
+
+/* tok[0..n) were written at rows [pos, pos + n) (reserved): they are now
+ * seq's, and its position is pos + n. */
+static inline void kv_commit(struct kv_backing *b, int32_t seq, const int32_t *tok, int32_t n)
+{
+	b->ops->commit(b, seq, tok, n);
+}
+
+/* Remove seq's tokens from position pos on (llama.cpp's
+ * llama_memory_seq_rm; speculative decoding's roll-back). pos >= the
+ * position changes nothing. Errors: FX_E_INVALID when the rows a window
+ * needs before pos were already released (the sequence is unchanged). */
+static inline int kv_rm(struct kv_backing *b, int32_t seq, int32_t pos)
+{
+	return b->ops->rm(b, seq, pos);
+}
+
+/* dst (empty) gets src's tokens: shared blocks (paged) or copied rows.
+ * Errors: FX_E_NOMEM, FX_E_INVALID (dst not empty); dst stays empty. */
+static inline int kv_fork(struct kv_backing *b, int32_t src, int32_t dst)
+{
+	return b->ops->fork(b, src, dst);
+}
+
+/* Empty seq, releasing what it holds (cached blocks stay cached). */
+static inline void kv_clear(struct kv_backing *b, int32_t seq)
+{
+	b->ops->clear(b, seq);
+}
+
+/* seq's position: the number of tokens it holds. */
+static inline int32_t kv_pos(const struct kv_backing *b, int32_t seq)
+{
+	return b->ops->pos(b, seq);
+}
+
+/* How the forward pass reaches seq's rows (valid until the next
+ * kv_reserve, kv_rm or kv_clear of seq). */
+static inline struct kv_view kv_seq_view(struct kv_backing *b, int32_t seq)
+{
+	return b->ops->view(b, seq);
+}
+
+/* For an empty seq whose first tokens will be tok[0..n): take the longest
+ * cached prefix of at most max_rows rows that every layer can use, as if
+ * it had been computed and committed. Returns its length (0: none, or a
+ * backing without a prefix cache). */
+static inline int32_t kv_reuse(struct kv_backing *b, int32_t seq, const int32_t *tok, int32_t n,
+			       int32_t max_rows)
+{
+	return b->ops->reuse(b, seq, tok, n, max_rows);
+}
+
+static inline void kv_get_stats(const struct kv_backing *b, struct kv_stats *st)
+{
+	b->ops->stats(b, st);
+}
+
+static inline void kv_destroy(struct kv_backing *b)
+{
+	if (b)
+		b->ops->destroy(b);
+}
+
+#endif
