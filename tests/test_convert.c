@@ -43,6 +43,7 @@
 #include "io/gguf.h"
 #include "io/gguf_write.h"
 #include "io/hf.h"
+#include "model/arch.h"
 #include "io/safetensors.h"
 #include "quant/quant.h"
 
@@ -151,7 +152,7 @@ static void check_roundtrip(const char *name, const char *dir, const char *tmp)
 	struct gguf_file *v = NULL, *g = NULL;
 	char path[600];
 	snprintf(path, sizeof(path), "%s/kept.gguf", tmp);
-	CHECKF(hf_open(dir, &v, &err) == FX_OK, "%s: %s", name, err.msg);
+	CHECKF(hf_open(dir, &arch_hf, &v, &err) == FX_OK, "%s: %s", name, err.msg);
 	if (!v)
 		return;
 	CHECKF(gguf_write(v, path, -1, &err) == FX_OK, "%s: %s", name, err.msg);

@@ -13,6 +13,7 @@
 #include "io/gguf.h"
 #include "io/gguf_write.h"
 #include "io/hf.h"
+#include "model/arch.h"
 
 /* A tiny GGUF writer for the tests. */
 struct buf {
@@ -254,6 +255,7 @@ struct edit {
 	bool append;          /* keep the original too: a duplicate key */
 	const char *tensor;   /* instead of a key: an extra f32 tensor of n floats */
 	int64_t n;
+	const char *drop;     /* instead: leave this tensor out */
 };
 
 static int put_edit(struct gguf_file *v, const struct edit *e)
@@ -272,7 +274,7 @@ static bool remake(const char *dir, const struct edit *ed, int n_ed, const char 
 	static const float zeros[4096];
 	struct gguf_file *src, *v;
 	struct fx_err e = { 0 };
-	int rc = hf_open(dir, &src, &e);
+	int rc = hf_open(dir, &arch_hf, &src, &e);
 	CHECKF(rc == FX_OK, "%s: %s", dir, e.msg);
 	if (rc)
 		return false;
@@ -316,6 +318,11 @@ static bool remake(const char *dir, const struct edit *ed, int n_ed, const char 
 		const struct gguf_tensor *t = &src->tensors[i];
 		char name[128];
 		snprintf(name, sizeof(name), "%.*s", (int)t->name.n, t->name.p);
+		int j = 0;
+		while (j < n_ed && !(ed[j].drop && !strcmp(ed[j].drop, name)))
+			j++;
+		if (j < n_ed)
+			continue;
 		CHECK(gguf_build_tensor(v, name, t->type, t->n_dims, t->ne, t->data) == FX_OK);
 	}
 	for (int j = 0; j < n_ed; j++)
@@ -346,7 +353,8 @@ static void expect_load(const char *name, const struct edit *ed, int n_ed, int c
 		struct fx_err e = { 0 };
 		int rc = fx_model_load(path, NULL, &m, &e);
 		CHECKF(rc == code, "%s (%s%s): want %d, got %d (%s)", name,
-		       n_ed && ed[0].key ? ed[0].key : "", n_ed && ed[0].tensor ? ed[0].tensor : "",
+		       n_ed && ed[0].key ? ed[0].key : "", n_ed && ed[0].tensor ? ed[0].tensor :
+		       n_ed && ed[0].drop ? ed[0].drop : "",
 		       code, rc, e.msg);
 		CHECKF(!needle || strstr(e.msg, needle), "%s: message '%s' lacks '%s'", name, e.msg,
 		       needle);
@@ -457,7 +465,7 @@ static void test_unused_tensors(void)
 	struct edit two[2] = { { .tensor = "blk.1.attn_k_norm.weight", .n = 16 },
 			       { .tensor = "vision.patch_embd.weight", .n = 64 } };
 	expect_load("llama", two, 2, FX_E_FORMAT,
-		    "blk.1.attn_k_norm.weight, vision.patch_embd.weight");
+		    "blk.1.attn_k_norm.weight (a Q/K norm), vision.patch_embd.weight (unknown)");
 	/* Qwen 3 binds Q/K norms but has no post norms. */
 	struct edit post = { .tensor = "blk.0.post_ffw_norm.weight", .n = 64 };
 	expect_load("qwen3", &post, 1, FX_E_FORMAT, "architecture qwen3: blk.0.post_ffw_norm.weight");
@@ -471,7 +479,62 @@ static void test_unused_tensors(void)
 		many[i] = (struct edit){ .tensor = names[i], .n = 8 };
 	}
 	expect_load("llama", many, 6, FX_E_FORMAT,
-		    "extra.0.weight, extra.1.weight, extra.2.weight, extra.3.weight and 2 more");
+		    "extra.0.weight (unknown), extra.1.weight (unknown), extra.2.weight (unknown), "
+		    "extra.3.weight (unknown) and 2 more");
+}
+
+/* Each row lists the tensor groups its files may hold: a tensor of a group
+ * the row lacks is refused before binding, named with its decoration (it
+ * used to be bound and applied: a Q bias in a Gemma 3 file, a router in a
+ * dense Qwen 3, attention norms in OLMo 2, a fused QKV beside Llama's
+ * separate projections); one past block_count is left unbound, named. */
+static void test_row_groups(void)
+{
+	/* Of the shape a Q bias has: before the rows listed groups, it loaded. */
+	struct edit e = { .tensor = "blk.0.attn_q.bias", .n = 128 };
+	expect_load("gemma3", &e, 1, FX_E_FORMAT,
+		    "not used by architecture gemma3: blk.0.attn_q.bias (a Q/K/V bias)");
+	e = (struct edit){ .tensor = "blk.1.ffn_gate_inp.weight", .n = 64 };
+	expect_load("qwen3", &e, 1, FX_E_FORMAT,
+		    "architecture qwen3: blk.1.ffn_gate_inp.weight (a mixture-of-experts layer)");
+	e = (struct edit){ .tensor = "blk.0.attn_norm.weight", .n = 64 };
+	expect_load("olmo2", &e, 1, FX_E_FORMAT,
+		    "architecture olmo2: blk.0.attn_norm.weight (a pre-sublayer norm)");
+	e = (struct edit){ .tensor = "blk.0.attn_qkv.weight", .n = 64 };
+	expect_load("llama", &e, 1, FX_E_FORMAT, "blk.0.attn_qkv.weight (a fused QKV projection)");
+	e = (struct edit){ .tensor = "blk.0.attn_sinks.weight", .n = 4 };
+	expect_load("qwen2", &e, 1, FX_E_FORMAT, "blk.0.attn_sinks.weight (attention sinks)");
+	e = (struct edit){ .tensor = "blk.0.ffn_gate_inp_shexp.weight", .n = 64 };
+	expect_load("deepseek_v3", &e, 1, FX_E_FORMAT,
+		    "blk.0.ffn_gate_inp_shexp.weight (a shared-expert gate)");
+	/* The group is allowed, but no layer binds it. */
+	e = (struct edit){ .tensor = "blk.7.attn_norm.weight", .n = 64 };
+	expect_load("llama", &e, 1, FX_E_FORMAT,
+		    "1 of 31 tensors are not used by architecture llama: blk.7.attn_norm.weight");
+	/* A Q bias where the row allows it (Llama's optional biases) is bound. */
+	e = (struct edit){ .tensor = "blk.0.attn_q.bias", .n = 64 };
+	expect_load("llama", &e, 1, FX_OK, NULL);
+}
+
+/* A tensor the row requires (its group implied by a decoration field, or
+ * the base set) and the file lacks is named, with its decoration. */
+static void test_required_tensors(void)
+{
+	struct edit e = { .drop = "blk.1.attn_q_norm.weight" };
+	expect_load("gemma3", &e, 1, FX_E_FORMAT, "tensor blk.1.attn_q_norm.weight (a Q/K norm) is "
+		    "missing; architecture gemma3 requires it");
+	e = (struct edit){ .drop = "blk.0.post_ffw_norm.weight" };
+	expect_load("gemma2", &e, 1, FX_E_FORMAT,
+		    "tensor blk.0.post_ffw_norm.weight (a post-sublayer norm) is missing");
+	e = (struct edit){ .drop = "blk.1.exp_probs_b.bias" };
+	expect_load("deepseek_v3", &e, 1, FX_E_FORMAT,
+		    "tensor blk.1.exp_probs_b.bias (an expert selection bias) is missing");
+	/* Without AT_FUSED, a missing ffn_gate is that, not a fused ffn_up. */
+	e = (struct edit){ .drop = "blk.0.ffn_gate.weight" };
+	expect_load("llama", &e, 1, FX_E_FORMAT,
+		    "tensor blk.0.ffn_gate.weight (a base tensor) is missing; architecture llama");
+	e = (struct edit){ .drop = "token_embd.weight" };
+	expect_load("qwen2", &e, 1, FX_E_FORMAT, "tensor token_embd.weight (a base tensor) is missing");
 }
 
 /* A vocabulary-only GGUF (SentencePiece, 5 tokens) with the given extra
@@ -573,6 +636,8 @@ int main(void)
 	test_files();
 	test_model_metadata();
 	test_unused_tensors();
+	test_row_groups();
+	test_required_tensors();
 	test_zero_context();
 	test_token_ids();
 	return check_exit();

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include <sys/stat.h>
 
 #include "io/gguf.h"
 #include "io/hf.h"
+#include "model/arch.h"
 #include "quant/quant.h"
 
 /* A growing string; on allocation failure it latches `failed`. */
@@ -81,10 +81,9 @@ int fx_inspect(const char *path, char **report, struct fx_err *err)
 	struct gguf_file *g;
 	struct sbuf b = { 0 };
 	struct gguf_str s = { "", 0 }, tok = { "?", 1 }, pre = { "", 0 };
-	struct stat st;
-	bool hf = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+	bool hf;
 	/* A Hugging Face directory is described through its GGUF-shaped view. */
-	int rc = hf ? hf_open(path, &g, err) : gguf_open(path, &g, err);
+	int rc = hf_open_any(path, &arch_hf, &g, &hf, err);
 	*report = NULL;
 	if (rc)
 		return rc;

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -455,8 +454,8 @@ static void list_types(char *buf, size_t n, bool only_available)
 	}
 }
 
-int fx_convert(const char *src, const char *dst, const char *type_name, const char *vocab_from,
-	       struct fx_err *err)
+int gguf_convert(const char *src, const struct hf_registry *reg, const char *dst,
+		 const char *type_name, const char *vocab_from, struct fx_err *err)
 {
 	struct gguf_file *g = NULL, *vg = NULL;
 	char names[256];
@@ -482,9 +481,7 @@ int fx_convert(const char *src, const char *dst, const char *type_name, const ch
 				       type_name, names);
 		}
 	}
-	struct stat st;
-	bool dir = stat(src, &st) == 0 && S_ISDIR(st.st_mode);
-	if ((rc = dir ? hf_open(src, &g, err) : gguf_open(src, &g, err)))
+	if ((rc = hf_open_any(src, reg, &g, NULL, err)))
 		return rc;
 	struct gguf_write_opts opt = { .out_type = type, .q4_k_m = q4_k_m };
 	if (vocab_from) {

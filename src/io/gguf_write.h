@@ -52,4 +52,10 @@ struct gguf_write_opts {
 int gguf_write_opts(const struct gguf_file *g, const char *path, const struct gguf_write_opts *opt,
 		    struct fx_err *err);
 
+/* fx_convert (ferrox.h), with the HF families a source directory may be
+ * (reg, borrowed; model/arch's arch_hf): io cannot see the registry. */
+struct hf_registry;
+int gguf_convert(const char *src, const struct hf_registry *reg, const char *dst,
+		 const char *type_name, const char *vocab_from, struct fx_err *err);
+
 #endif

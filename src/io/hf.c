@@ -17,38 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "core/alloc.h"
 #include "io/safetensors.h"
 #include "quant/quant.h"
-
-/* One row per config.json model_type. */
-struct hf_family {
-	const char *model_type;
-	const char *arch;             /* GGUF general.architecture */
-	bool permute_qk;              /* adjacent-pair RoPE in GGUF: permute Q/K rows */
-	bool norm_plus_one;           /* Gemma: HF applies (1 + w) */
-	const char *post_attn_name;   /* what HF's post_attention_layernorm is in GGUF */
-};
-
-static const struct hf_family families[] = {
-	{ "llama", "llama", true, false, "ffn_norm" },
-	{ "mistral", "llama", true, false, "ffn_norm" },
-	{ "granite", "granite", true, false, "ffn_norm" },
-	{ "smollm3", "smollm3", true, false, "ffn_norm" },
-	{ "qwen2", "qwen2", false, false, "ffn_norm" },
-	{ "qwen3", "qwen3", false, false, "ffn_norm" },
-	{ "phi3", "phi3", false, false, "ffn_norm" },
-	{ "gemma", "gemma", false, true, "ffn_norm" },
-	{ "gemma2", "gemma2", false, true, "post_attention_norm" },
-	{ "gemma3_text", "gemma3", false, true, "post_attention_norm" },
-	{ "olmo2", "olmo2", false, false, "post_attention_norm" },
-	{ "mixtral", "llama", true, false, "ffn_norm" },
-	{ "qwen2_moe", "qwen2moe", false, false, "ffn_norm" },
-	{ "qwen3_moe", "qwen3moe", false, false, "ffn_norm" },
-	{ "gpt_oss", "gpt-oss", false, false, "post_attention_norm" },
-	/* rope_interleave (V3's default): HF rotates adjacent pairs already */
-	{ "deepseek_v3", "deepseek2", false, false, "ffn_norm" },
-};
 
 /* HF per-layer tensor suffix -> GGUF suffix (NULL: the family decides). */
 static const struct {
@@ -131,6 +104,7 @@ struct hf {
 	struct gguf_file *g;
 	struct st_set *st;
 	const struct hf_family *fam;
+	const char *arch;             /* GGUF general.architecture */
 	cJSON *cfg;
 	struct fx_err *err;
 	const char *dir;
@@ -191,21 +165,21 @@ static char *read_text(const char *path, size_t max)
 static int put_u32(struct hf *h, const char *suffix, uint32_t v)
 {
 	char k[128];
-	snprintf(k, sizeof(k), "%s.%s", h->fam->arch, suffix);
+	snprintf(k, sizeof(k), "%s.%s", h->arch, suffix);
 	return gguf_build_u32(h->g, k, v);
 }
 
 static int put_f32(struct hf *h, const char *suffix, float v)
 {
 	char k[128];
-	snprintf(k, sizeof(k), "%s.%s", h->fam->arch, suffix);
+	snprintf(k, sizeof(k), "%s.%s", h->arch, suffix);
 	return gguf_build_f32(h->g, k, v);
 }
 
 static int put_str(struct hf *h, const char *suffix, const char *v)
 {
 	char k[128];
-	snprintf(k, sizeof(k), "%s.%s", h->fam->arch, suffix);
+	snprintf(k, sizeof(k), "%s.%s", h->arch, suffix);
 	return gguf_build_str(h->g, k, v);
 }
 
@@ -316,7 +290,7 @@ static int map_window(struct hf *h)
 		pat[il] = !e || !strcmp(e->valuestring, "sliding_attention");
 	}
 	char k[128];
-	snprintf(k, sizeof(k), "%s.attention.sliding_window_pattern", h->fam->arch);
+	snprintf(k, sizeof(k), "%s.attention.sliding_window_pattern", h->arch);
 	if (put_u32(h, "attention.sliding_window", (uint32_t)w) ||
 	    gguf_build_arr(h->g, k, GGUF_T_BOOL, pat, (uint64_t)h->n_layer))
 		return FX_E_NOMEM;
@@ -353,7 +327,7 @@ static int map_metadata(struct hf *h)
 	if (!cfg_num(cfg, "rms_norm_eps", &eps))
 		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: required key 'rms_norm_eps' is missing",
 			       h->dir);
-	if (gguf_build_str(h->g, "general.architecture", h->fam->arch) ||
+	if (gguf_build_str(h->g, "general.architecture", h->arch) ||
 	    gguf_build_str(h->g, "general.source", "huggingface") ||
 	    put_u32(h, "context_length", (uint32_t)ctx) ||
 	    put_u32(h, "embedding_length", (uint32_t)n_embd) ||
@@ -399,9 +373,9 @@ static int map_metadata(struct hf *h)
 		cfg_num(cfg, "moe_intermediate_size", &fe);
 		cfg_num(cfg, "shared_expert_intermediate_size", &fs);
 		const cJSON *nt = cfg_get(cfg, "norm_topk_prob");
-		bool norm = nt ? cJSON_IsTrue(nt) : !strcmp(h->fam->model_type, "mixtral");
+		bool norm = nt ? cJSON_IsTrue(nt) : h->fam->moe_norm;
 		char k[128];
-		snprintf(k, sizeof(k), "%s.expert_weights_norm", h->fam->arch);
+		snprintf(k, sizeof(k), "%s.expert_weights_norm", h->arch);
 		if (h->n_expert < 1 || h->n_expert > 64 || used < 1 || used > h->n_expert)
 			return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: %d experts with %g per "
 				       "token (1..64 experts supported)", h->dir, h->n_expert, used);
@@ -442,7 +416,7 @@ static int map_metadata(struct hf *h)
 			use[il] = !e || !cJSON_IsNumber(e) || e->valuedouble != 0;
 		}
 		char k[128];
-		snprintf(k, sizeof(k), "%s.rope.layers", h->fam->arch);
+		snprintf(k, sizeof(k), "%s.rope.layers", h->arch);
 		if (gguf_build_arr(h->g, k, GGUF_T_BOOL, use, (uint64_t)h->n_layer))
 			return FX_E_NOMEM;
 	}
@@ -472,7 +446,8 @@ static const char *gguf_name(struct hf *h, const char *name, char *buf, size_t n
 				continue;
 			const char *g = layer_names[i].gguf;
 			if (!g) {
-				snprintf(buf, n, "blk.%d.%s.weight", il, h->fam->post_attn_name);
+				snprintf(buf, n, "blk.%d.%s.weight", il,
+					 h->fam->post_attn_name ? h->fam->post_attn_name : "ffn_norm");
 				return buf;
 			}
 			snprintf(buf, n, "blk.%d.%s", il, g);
@@ -676,7 +651,8 @@ static void release_st(void *p)
 	st_set_close(p);
 }
 
-int hf_open(const char *dir, struct gguf_file **out, struct fx_err *err)
+int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **out,
+	    struct fx_err *err)
 {
 	struct hf h = { .err = err, .dir = dir };
 	char path[4096];
@@ -698,15 +674,11 @@ int hf_open(const char *dir, struct gguf_file **out, struct fx_err *err)
 		rc = fx_fail(err, FX_E_FORMAT, "%s/config.json: required key 'model_type' is missing", dir);
 		goto out;
 	}
-	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
-		if (!strcmp(mt->valuestring, families[i].model_type))
-			h.fam = &families[i];
+	h.fam = reg->find(mt->valuestring, &h.arch);
 	if (!h.fam) {
-		rc = fx_fail(err, FX_E_UNSUPPORTED,
-			     "%s: model_type '%s' is not supported (supported: llama, mistral, granite, "
-			     "smollm3, qwen2, qwen3, phi3, gemma, gemma2, gemma3_text, olmo2, mixtral, "
-			     "qwen2_moe, qwen3_moe, gpt_oss, deepseek_v3)",
-			     dir, mt->valuestring);
+		char names[512];
+		rc = fx_fail(err, FX_E_UNSUPPORTED, "%s: model_type '%s' is not supported (supported: %s)",
+			     dir, mt->valuestring, reg->names(names, sizeof(names)));
 		goto out;
 	}
 	if ((rc = gguf_build_new(&h.g)) != FX_OK) {
@@ -741,4 +713,14 @@ out:
 	fx_free(h.stacks);
 	cJSON_Delete(h.cfg);
 	return rc;
+}
+
+int hf_open_any(const char *path, const struct hf_registry *reg, struct gguf_file **out,
+		bool *is_dir, struct fx_err *err)
+{
+	struct stat st;
+	bool dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+	if (is_dir)
+		*is_dir = dir;
+	return dir ? hf_open(path, reg, out, err) : gguf_open(path, out, err);
 }

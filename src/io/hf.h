@@ -2,13 +2,45 @@
 #ifndef FX_IO_HF_H
 #define FX_IO_HF_H
 
+#include <stddef.h>
+
 #include "io/gguf.h"
+
+/* How one config.json model_type maps onto llama.cpp's GGUF form (what
+ * convert_hf_to_gguf.py does to it). The rows live with the architectures
+ * (model/arch/, one per family row), which io cannot see: hf_open is handed
+ * them through a struct hf_registry. */
+struct hf_family {
+	const char *model_type;     /* config.json "model_type"; NULL ends a row's list */
+	bool permute_qk;            /* adjacent-pair RoPE in GGUF: permute Q/K rows */
+	bool norm_plus_one;         /* Gemma: HF applies (1 + w) */
+	const char *post_attn_name; /* what HF's post_attention_layernorm is in GGUF
+				     * (blk.N.<name>.weight); NULL: "ffn_norm" */
+	bool moe_norm;              /* norm_topk_prob when config.json omits it (Mixtral) */
+};
+
+/* The families hf_open may map (model/arch/registry.c's arch_hf). */
+struct hf_registry {
+	/* The mapping for model_type and its GGUF general.architecture in
+	 * *arch (static strings), or NULL when none. */
+	const struct hf_family *(*find)(const char *model_type, const char **arch);
+	/* The known model_types, comma-separated, into buf[0..n) (truncated
+	 * to fit, NUL-terminated); returns buf. */
+	const char *(*names)(char *buf, size_t n);
+};
 
 /* Map dir (config.json + model.safetensors or a sharded index) onto a
  * gguf_file with llama.cpp's key and tensor names; free it with
- * gguf_close. Errors: FX_E_IO (no config.json / weights), FX_E_FORMAT
- * (malformed config or safetensors, a missing required key, named),
- * FX_E_UNSUPPORTED (model_type, RoPE type, dtype or tensor not mapped). */
-int hf_open(const char *dir, struct gguf_file **out, struct fx_err *err);
+ * gguf_close. reg: the families to choose from (borrowed for the call).
+ * Errors: FX_E_IO (no config.json / weights), FX_E_FORMAT (malformed
+ * config or safetensors, a missing required key, named), FX_E_UNSUPPORTED
+ * (model_type, RoPE type, dtype or tensor not mapped). */
+int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **out,
+	    struct fx_err *err);
+
+/* path as a gguf_file: a Hugging Face directory through hf_open(reg), or
+ * else a GGUF file (gguf_open); *is_dir (may be NULL) says which. */
+int hf_open_any(const char *path, const struct hf_registry *reg, struct gguf_file **out,
+		bool *is_dir, struct fx_err *err);
 
 #endif

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "io/hf.h"
+
 enum rope_layout {
 	ROPE_ADJACENT, /* pairs (2i, 2i+1): llama.cpp's LLAMA_ROPE_TYPE_NORM */
 	ROPE_NEOX,     /* pairs (i, i + n_rot/2): HF rotate_half */
@@ -38,6 +40,40 @@ enum router {
 			      * (DeepSeek-V3, Liu et al. 2024) */
 };
 
+/* Tensor groups beyond the base set every row binds (token_embd,
+ * output_norm, output when untied; per layer attn_q/k/v, attn_output,
+ * ffn_gate/up/down). A row lists the groups a file of its family may hold
+ * (.tensors: the decoration applies where they are present); a decoration
+ * field implies the group it reads, and then its tensors are required
+ * (arch_groups). A file holding a tensor of a group its row does not allow,
+ * or one no group knows, is refused before binding, naming it
+ * (arch_tensor_group says which group a name belongs to). */
+enum arch_group {
+	AT_PRE_NORMS = 1u << 0,   /* attn_norm, ffn_norm (ffn_norm_name): RMSNorm before
+				   * each sublayer; implied unless no_pre_norms */
+	AT_QK_NORM = 1u << 1,     /* attn_q_norm, attn_k_norm; implied by qk_norm */
+	AT_POST_NORMS = 1u << 2,  /* post_attention_norm, post_ffw_norm; implied by post_norms */
+	AT_QKV_BIAS = 1u << 3,    /* attn_q/k/v.bias added to the projections (Qwen 2) */
+	AT_OUT_BIAS = 1u << 4,    /* attn_output.bias */
+	AT_SINKS = 1u << 5,       /* attn_sinks: a learned softmax logit per head (gpt-oss) */
+	AT_FUSED = 1u << 6,       /* attn_qkv, and ffn_up holding [gate; up] without ffn_gate
+				   * (Phi-3): split into row views */
+	AT_MLA = 1u << 7,         /* attn_q_a(_norm), attn_q_b, attn_kv_a_mqa, attn_kv_a_norm,
+				   * attn_kv_b: multi-head latent attention (DeepSeek) */
+	AT_MOE = 1u << 8,         /* ffn_gate_inp, ffn_{gate,up,down}_exps: a layer holding
+				   * them is a mixture of experts */
+	AT_MOE_BIAS = 1u << 9,    /* ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias (gpt-oss) */
+	AT_EXP_PROBS_B = 1u << 10,/* exp_probs_b.bias, the expert selection bias; implied by
+				   * ROUTER_SIGMOID_BIAS */
+	AT_SHEXP = 1u << 11,      /* ffn_{gate,up,down}_shexp: shared experts */
+	AT_SHEXP_GATE = 1u << 12, /* ffn_gate_inp_shexp: sigmoid gate on the shared expert */
+	AT_ROPE_FREQS = 1u << 13, /* rope_freqs: per-pair RoPE frequency factors (llama.cpp's
+				   * Llama 3 scaling) */
+};
+
+/* Most HF model_types one row maps (llama: llama, mistral, mixtral). */
+#define ARCH_MAX_HF 3
+
 struct arch_desc {
 	const char *name;       /* GGUF general.architecture */
 	enum rope_layout rope;
@@ -59,16 +95,26 @@ struct arch_desc {
 				 * ({arch}.expert_weights_norm) */
 	const char *ffn_norm_name; /* the pre-MLP norm's tensor suffix; NULL: "ffn_norm"
 				    * (gpt-oss in llama.cpp: "post_attention_norm") */
+	unsigned tensors;       /* AT_* groups a file may hold beyond those implied */
+	struct hf_family hf[ARCH_MAX_HF]; /* the config.json model_types it maps */
 };
 
-/* The supported names, comma-separated, for messages. */
-const char *arch_names(void);
+/* The registry's GGUF architecture names, comma-separated, into buf[0..n)
+ * (truncated to fit, NUL-terminated), for messages; returns buf. */
+const char *arch_names(char *buf, size_t n);
 
 /* The row for a GGUF general.architecture value (name[0..n)), or NULL. */
 const struct arch_desc *arch_find(const char *name, size_t n);
 
-extern const struct arch_desc arch_llama, arch_granite, arch_smollm3, arch_qwen2, arch_qwen3,
-	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2, arch_qwen2moe, arch_qwen3moe,
-	arch_gpt_oss, arch_deepseek2;
+/* The AT_* groups a file of row a may hold: its .tensors and the groups
+ * its decoration fields imply (those are required where they apply). */
+unsigned arch_groups(const struct arch_desc *a);
+
+/* The group tensor name[0..n) belongs to in row a (0: the base set), or -1
+ * when no group knows it; *what: the group's decoration in words. */
+long arch_tensor_group(const struct arch_desc *a, const char *name, size_t n, const char **what);
+
+/* The HF model_types of every row, for io/hf.c's hf_open. */
+extern const struct hf_registry arch_hf;
 
 #endif

@@ -8,36 +8,22 @@
 #include <string.h>
 #include <strings.h>
 
-#include <sys/stat.h>
-
 #include "core/alloc.h"
+#include "io/gguf_write.h"
 #include "io/hf.h"
 #include "io/mapfile.h"
 #include "kernels/repack.h"
+#include "model/bind.h"
 #include "quant/quant.h"
 #include "tokenizer/vocab.h"
 
-struct loader {
-	struct fx_model *m;
-	struct fx_err *err;
-	int quant;     /* --quant target type, or -1 */
-	char arch[64]; /* general.architecture, NUL-terminated */
-	bool *used;    /* [n_tensors]: bound by the architecture's row */
-};
-
-static const char *key(const struct loader *ld, char *buf, size_t n, const char *suffix)
-{
-	snprintf(buf, n, "%s.%s", ld->arch, suffix);
-	return buf;
-}
-
 /* An integer hparam "{arch}.suffix"; *v keeps its default when absent and
  * not required. A per-layer array where a scalar is expected is refused. */
-static int get_int(struct loader *ld, const char *suffix, int32_t *v, bool required)
+static int get_int(struct model_loader *ld, const char *suffix, int32_t *v, bool required)
 {
 	char k[128];
 	int64_t x;
-	key(ld, k, sizeof(k), suffix);
+	model_key(ld, k, sizeof(k), suffix);
 	const struct gguf_kv *kv = gguf_find(ld->m->g, k);
 	if (!kv) {
 		if (required)
@@ -56,10 +42,10 @@ static int get_int(struct loader *ld, const char *suffix, int32_t *v, bool requi
 	return FX_OK;
 }
 
-static int get_float(struct loader *ld, const char *suffix, float *v)
+static int get_float(struct model_loader *ld, const char *suffix, float *v)
 {
 	char k[128];
-	key(ld, k, sizeof(k), suffix);
+	model_key(ld, k, sizeof(k), suffix);
 	if (!gguf_find(ld->m->g, k))
 		return FX_OK;
 	if (!gguf_get_f32(ld->m->g, k, v))
@@ -70,7 +56,7 @@ static int get_float(struct loader *ld, const char *suffix, float *v)
 }
 
 /* A bool key (full name); *v keeps its default when absent. */
-static int get_bool(struct loader *ld, const char *k, bool *v)
+static int get_bool(struct model_loader *ld, const char *k, bool *v)
 {
 	if (gguf_find(ld->m->g, k) && !gguf_get_bool(ld->m->g, k, v))
 		return gguf_type_error(ld->m->g, k, "bool", ld->err);
@@ -83,7 +69,7 @@ static bool str_is(const struct gguf_str *s, const char *c)
 }
 
 /* {arch}.rope.scaling.*: linear (Chen et al. 2023), llama3, yarn. */
-static int read_rope_scaling(struct loader *ld)
+static int read_rope_scaling(struct model_loader *ld)
 {
 	struct hparams *hp = &ld->m->hp;
 	struct rope_scaling *sc = &hp->rope_sc;
@@ -94,7 +80,7 @@ static int read_rope_scaling(struct loader *ld)
 				     .high_freq = 4, .beta_fast = 32, .beta_slow = 1,
 				     .yarn_truncate = true, .orig_ctx = hp->n_ctx_train };
 	hp->rope_mscale = 1.0f;
-	key(ld, k, sizeof(k), "rope.scaling.type");
+	model_key(ld, k, sizeof(k), "rope.scaling.type");
 	if (!gguf_find(ld->m->g, k))
 		return FX_OK;
 	if (!gguf_get_str(ld->m->g, k, &st))
@@ -134,7 +120,7 @@ static int read_rope_scaling(struct loader *ld)
  * allowed, an out-of-bounds read) and its fixed-size buffers (1024 experts,
  * 64 used) hold them. Group routing (DeepSeek-V3) keeps n_group_used of
  * n_group equal groups: n_expert / n_group experts each. */
-static int check_moe(struct loader *ld)
+static int check_moe(struct model_loader *ld)
 {
 	const struct hparams *hp = &ld->m->hp;
 	const char *a = ld->arch;
@@ -161,7 +147,7 @@ static int check_moe(struct loader *ld)
 	return FX_OK;
 }
 
-static int read_hparams(struct loader *ld)
+static int read_hparams(struct model_loader *ld)
 {
 	struct hparams *hp = &ld->m->hp;
 	int rc;
@@ -216,7 +202,7 @@ static int read_hparams(struct loader *ld)
 		return rc;
 	hp->expert_norm = ld->m->arch->moe_norm;
 	char kb[128];
-	if ((rc = get_bool(ld, key(ld, kb, sizeof(kb), "expert_weights_norm"), &hp->expert_norm)))
+	if ((rc = get_bool(ld, model_key(ld, kb, sizeof(kb), "expert_weights_norm"), &hp->expert_norm)))
 		return rc;
 	if ((rc = get_int(ld, "expert_feed_forward_length", &hp->n_ff_exp, false)) ||
 	    (rc = get_int(ld, "expert_shared_feed_forward_length", &hp->n_ff_shexp, false)))
@@ -228,7 +214,7 @@ static int read_hparams(struct loader *ld)
 		return rc;
 	hp->rope_base_swa = ld->m->arch->rope_base_swa > 0 ? ld->m->arch->rope_base_swa : hp->rope_base;
 	hp->has_rope_swa = ld->m->arch->rope_base_swa > 0 ||
-			   gguf_find(ld->m->g, key(ld, kb, sizeof(kb), "rope.freq_base_swa"));
+			   gguf_find(ld->m->g, model_key(ld, kb, sizeof(kb), "rope.freq_base_swa"));
 	if ((rc = get_float(ld, "rope.freq_base_swa", &hp->rope_base_swa)) ||
 	    (rc = get_float(ld, "embedding_scale", &hp->embd_mul)) ||
 	    (rc = get_float(ld, "residual_scale", &hp->residual_mul)) ||
@@ -239,451 +225,10 @@ static int read_hparams(struct loader *ld)
 	return read_rope_scaling(ld);
 }
 
-/* Which layers use the sliding window: the file's per-layer pattern when
- * present, else the architecture's period, else none. */
-static int read_swa_layers(struct loader *ld)
+int fx_convert(const char *src, const char *dst, const char *type_name, const char *vocab_from,
+	       struct fx_err *err)
 {
-	struct fx_model *m = ld->m;
-	char k[128];
-	const struct gguf_kv *kv = gguf_find(m->g, key(ld, k, sizeof(k), "attention.sliding_window_pattern"));
-	int period = m->arch->swa_period;
-	if (kv && kv->type == GGUF_T_ARRAY) {
-		if (kv->n != (uint64_t)m->hp.n_layer || kv->arr_type == GGUF_T_STRING || !kv->data)
-			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s has %llu entries for %d layers",
-				       k, (unsigned long long)kv->n, m->hp.n_layer);
-		for (int il = 0; il < m->hp.n_layer; il++)
-			m->layers[il].swa = gguf_arr_num(kv, (uint64_t)il) != 0;
-		return FX_OK;
-	}
-	if (kv) {
-		uint32_t p;
-		if (!gguf_get_u32(m->g, k, &p))
-			return gguf_type_error(m->g, k, "uint32 or an array of one flag per layer",
-					       ld->err);
-		period = (int)p;
-	}
-	for (int il = 0; il < m->hp.n_layer; il++)
-		m->layers[il].swa = m->hp.n_swa > 0 && period > 0 && (il + 1) % period != 0;
-	return FX_OK;
-}
-
-/* Remember an allocation the model frees. */
-static void *own(struct loader *ld, void *p)
-{
-	struct fx_model *m = ld->m;
-	float **ow = p ? fx_realloc_array(m->owned, (size_t)m->n_owned + 1, sizeof(*ow)) : NULL;
-	if (!ow) {
-		fx_free(p);
-		return NULL;
-	}
-	m->owned = ow;
-	m->owned[m->n_owned++] = p;
-	return p;
-}
-
-/* --quant: a float matrix becomes ld->quant, or llama.cpp's fallback type
- * when its rows do not fill whole blocks (as ferrox convert and
- * llama-quantize store it), row by row into an owned buffer. Matrices
- * already quantized in the file stay as they are. */
-static int requant(struct loader *ld, struct wmat *w)
-{
-	int q = ld->quant;
-	if (q < 0 || (w->type != FX_TYPE_F32 && w->type != FX_TYPE_F16 && w->type != FX_TYPE_BF16))
-		return FX_OK;
-	while (w->n_in % fx_type_get(q)->blck_size && q != FX_TYPE_F16)
-		q = fx_type_fallback(q);
-	if (w->n_in % fx_type_get(q)->blck_size || q == w->type)
-		return FX_OK;
-	size_t rb = fx_row_size(q, w->n_in);
-	uint8_t *dst = own(ld, fx_malloc_array((size_t)w->n_out, rb));
-	float *row = fx_malloc_array((size_t)w->n_in, sizeof(float));
-	if (!dst || !row) {
-		fx_free(row);
-		return fx_fail(ld->err, FX_E_NOMEM, "no memory to quantize a %lld x %lld matrix",
-			       (long long)w->n_out, (long long)w->n_in);
-	}
-	const struct fx_type_traits *from = fx_type_get(w->type), *to = fx_type_get(q);
-	for (int64_t r = 0; r < w->n_out; r++) {
-		from->to_float((const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->n_in);
-		to->from_float(row, dst + (size_t)r * rb, w->n_in);
-	}
-	fx_free(row);
-	w->data = dst;
-	w->type = q;
-	w->row_bytes = rb;
-	return FX_OK;
-}
-
-/* Tensor `name` (NULL when absent), marked as bound: check_all_bound then
- * refuses a file with tensors the row never asked for (llama.cpp: "wrong
- * number of tensors"), which would otherwise be silently ignored. Probes
- * that only choose a layout call gguf_find_tensor. */
-static const struct gguf_tensor *take(struct loader *ld, const char *name)
-{
-	const struct gguf_tensor *t = gguf_find_tensor(ld->m->g, name);
-	if (t)
-		ld->used[t - ld->m->g->tensors] = true;
-	return t;
-}
-
-/* Bind matrix `name` with n_in columns and n_out rows. */
-static int bind_mat(struct loader *ld, const char *name, int64_t n_in, int64_t n_out,
-		    bool required, struct wmat *w)
-{
-	const struct gguf_tensor *t = take(ld, name);
-	memset(w, 0, sizeof(*w));
-	if (!t) {
-		if (required)
-			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s is missing (architecture %s)",
-				       name, ld->arch);
-		return FX_OK;
-	}
-	if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
-		return fx_fail(ld->err, FX_E_FORMAT,
-			       "GGUF: tensor %s is [%lld, %lld, %lld], want [%lld, %lld]", name,
-			       (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-			       (long long)n_in, (long long)n_out);
-	const struct fx_type_traits *tt = fx_type_get(t->type);
-	if (!tt->vec_dot ||
-	    (tt->vec_dot_type != FX_TYPE_F32 && !fx_type_get(tt->vec_dot_type)->from_float))
-		return fx_fail(ld->err, FX_E_UNSUPPORTED,
-			       "GGUF: tensor %s has type %s, which ferrox cannot multiply yet",
-			       name, tt->name);
-	*w = (struct wmat){ .data = t->data, .type = t->type, .n_in = n_in, .n_out = n_out,
-			    .row_bytes = fx_row_size(t->type, n_in) };
-	return requant(ld, w);
-}
-
-/* Bind a 1-D float vector of n, converted (or copied) once into an owned
- * f32 buffer: a step then reads nothing from the file mapping, whose pages
- * the kernel may map a 2 MiB folio at a time (a 2.5 KiB norm kept 2 MiB of
- * the file resident: Gemma 3 270M's RSS 19 MiB over its weights). */
-static int bind_vec(struct loader *ld, const char *name, int64_t n, bool required,
-		    const float **out)
-{
-	const struct gguf_tensor *t = take(ld, name);
-	*out = NULL;
-	if (!t) {
-		if (required)
-			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s is missing (architecture %s)",
-				       name, ld->arch);
-		return FX_OK;
-	}
-	if (t->ne[0] != n || t->ne[1] * t->ne[2] * t->ne[3] != 1)
-		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s has %lld elements, want %lld",
-			       name, (long long)(t->ne[0] * t->ne[1]), (long long)n);
-	const struct fx_type_traits *tt = fx_type_get(t->type);
-	float *buf = own(ld, fx_malloc_array((size_t)n, sizeof(float)));
-	if (!buf)
-		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %s", name);
-	tt->to_float(t->data, buf, n);
-	*out = buf;
-	return FX_OK;
-}
-
-/* A view of rows [r0, r0 + n) of matrix w. */
-static struct wmat mat_rows(const struct wmat *w, int64_t r0, int64_t n)
-{
-	struct wmat v = *w;
-	v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
-	v.n_out = n;
-	return v;
-}
-
-/* Multi-head latent attention: Q through an optional low-rank latent, K
- * and V from one compressed latent plus a RoPE part shared by all heads. */
-static int bind_mla(struct loader *ld, int il, struct layer *L)
-{
-	const struct hparams *hp = &ld->m->hp;
-	int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim;
-	int64_t kvb = (int64_t)hp->n_head * (hp->head_dim - hp->n_rot + hp->head_dim_v);
-	char n[96];
-	int rc;
-	if (hp->kv_lora <= 0 || hp->n_head_kv != hp->n_head || hp->n_rot >= hp->head_dim)
-		return fx_fail(ld->err, FX_E_FORMAT, "blk.%d: MLA needs attention.kv_lora_rank, "
-			       "n_head_kv == n_head and rope dims < key_length", il);
-#define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
-	if (hp->q_lora > 0) {
-		if ((rc = bind_mat(ld, NAME("attn_q_a.weight"), e, hp->q_lora, true, &L->wq_a)) ||
-		    (rc = bind_vec(ld, NAME("attn_q_a_norm.weight"), hp->q_lora, true, &L->q_a_norm)) ||
-		    (rc = bind_mat(ld, NAME("attn_q_b.weight"), hp->q_lora, q, true, &L->wq_b)))
-			return rc;
-	} else if ((rc = bind_mat(ld, NAME("attn_q.weight"), e, q, true, &L->wq))) {
-		return rc;
-	}
-	if ((rc = bind_mat(ld, NAME("attn_kv_a_mqa.weight"), e, hp->kv_lora + hp->n_rot, true,
-			   &L->wkv_a)) ||
-	    (rc = bind_vec(ld, NAME("attn_kv_a_norm.weight"), hp->kv_lora, true, &L->kv_a_norm)) ||
-	    (rc = bind_mat(ld, NAME("attn_kv_b.weight"), hp->kv_lora, kvb, true, &L->wkv_b)))
-		return rc;
-#undef NAME
-	return FX_OK;
-}
-
-/* Q, K, V: separate, or one fused attn_qkv [n_embd -> q + k + v] (Phi-3)
- * split into row views. */
-static int bind_qkv(struct loader *ld, int il, struct layer *L, int64_t e, int64_t q, int64_t kd,
-		    int64_t vd)
-{
-	char n[96];
-	int rc;
-	snprintf(n, sizeof(n), "blk.%d.attn_kv_a_mqa.weight", il);
-	if (gguf_find_tensor(ld->m->g, n))
-		return bind_mla(ld, il, L);
-	snprintf(n, sizeof(n), "blk.%d.attn_qkv.weight", il);
-	if (gguf_find_tensor(ld->m->g, n)) {
-		struct wmat qkv;
-		if ((rc = bind_mat(ld, n, e, q + kd + vd, true, &qkv)))
-			return rc;
-		L->wq = mat_rows(&qkv, 0, q);
-		L->wk = mat_rows(&qkv, q, kd);
-		L->wv = mat_rows(&qkv, q + kd, vd);
-		return FX_OK;
-	}
-	if ((rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_q.weight", il), n), e, q, true, &L->wq)) ||
-	    (rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_k.weight", il), n), e, kd, true, &L->wk)))
-		return rc;
-	return bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_v.weight", il), n), e, vd, true, &L->wv);
-}
-
-/* Gate and up: separate, or ffn_up holding [gate; up] (Phi-3's gate_up). */
-static int bind_gate_up(struct loader *ld, int il, struct layer *L, int64_t e, int64_t f)
-{
-	char n[96];
-	int rc;
-	snprintf(n, sizeof(n), "blk.%d.ffn_gate.weight", il);
-	if (!gguf_find_tensor(ld->m->g, n)) {
-		struct wmat gu;
-		snprintf(n, sizeof(n), "blk.%d.ffn_up.weight", il);
-		if ((rc = bind_mat(ld, n, e, 2 * f, true, &gu)))
-			return rc;
-		L->ffn_gate = mat_rows(&gu, 0, f);
-		L->ffn_up = mat_rows(&gu, f, f);
-		return FX_OK;
-	}
-	if ((rc = bind_mat(ld, n, e, f, true, &L->ffn_gate)))
-		return rc;
-	return bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.ffn_up.weight", il), n), e, f, true, &L->ffn_up);
-}
-
-/* Stacked experts: ffn_{gate,up,down}_exps [n_in, n_out, n_expert] become
- * n_expert matrix views each (llama.cpp's layout). */
-static int bind_experts(struct loader *ld, int il, struct layer *L)
-{
-	const struct hparams *hp = &ld->m->hp;
-	static const char *const kind[3] = { "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps" };
-	int64_t e = hp->n_embd, f = hp->n_ff_exp;
-	char n[96];
-	int rc;
-	if (!hp->n_expert)
-		return fx_fail(ld->err, FX_E_FORMAT, "blk.%d has a router but %s.expert_count is missing",
-			       il, ld->arch);
-	L->exp = own(ld, fx_calloc((size_t)hp->n_expert * 3, sizeof(*L->exp)));
-	if (!L->exp)
-		return fx_fail(ld->err, FX_E_NOMEM, "no memory for experts");
-	for (int k = 0; k < 3; k++) {
-		int64_t in = k == 2 ? f : e, out = k == 2 ? e : f;
-		snprintf(n, sizeof(n), "blk.%d.%s.weight", il, kind[k]);
-		const struct gguf_tensor *t = take(ld, n);
-		if (!t || t->n_dims != 3 || t->ne[0] != in || t->ne[1] != out || t->ne[2] != hp->n_expert)
-			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s is %s, want [%lld, %lld, %d]",
-				       n, t ? "of another shape" : "missing", (long long)in,
-				       (long long)out, hp->n_expert);
-		const struct fx_type_traits *tt = fx_type_get(t->type);
-		if (!tt->vec_dot)
-			return fx_fail(ld->err, FX_E_UNSUPPORTED, "GGUF: %s has type %s, which ferrox "
-				       "cannot multiply yet", n, tt->name);
-		struct wmat all = { .data = t->data, .type = t->type, .n_in = in,
-				    .n_out = out * hp->n_expert, .row_bytes = fx_row_size(t->type, in) };
-		if ((rc = requant(ld, &all)))
-			return rc;
-		for (int x = 0; x < hp->n_expert; x++)
-			L->exp[3 * x + k] = mat_rows(&all, (int64_t)x * out, out);
-	}
-	for (int k = 0; k < 3; k++) {
-		int64_t out = k == 2 ? e : f;
-		snprintf(n, sizeof(n), "blk.%d.%s.bias", il, kind[k]);
-		const struct gguf_tensor *b = take(ld, n);
-		if (!b)
-			continue;
-		if (b->type != FX_TYPE_F32 || b->ne[0] != out || b->ne[1] != hp->n_expert ||
-		    (uintptr_t)b->data % sizeof(float))
-			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s must be f32 [%lld, %d]", n,
-				       (long long)out, hp->n_expert);
-		L->exp_b[k] = b->data;
-	}
-	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.bias", il);
-	if ((rc = bind_vec(ld, n, hp->n_expert, false, &L->router_b)))
-		return rc;
-	/* Only DeepSeek's router reads the selection bias. */
-	snprintf(n, sizeof(n), "blk.%d.exp_probs_b.bias", il);
-	if (ld->m->arch->router == ROUTER_SIGMOID_BIAS &&
-	    (rc = bind_vec(ld, n, hp->n_expert, true, &L->exp_probs_b)))
-		return rc;
-	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp_shexp.weight", il);
-	if ((rc = bind_vec(ld, n, e, false, &L->sh_router)))
-		return rc;
-	if (!hp->n_ff_shexp)
-		return FX_OK;
-#define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
-	if ((rc = bind_mat(ld, NAME("ffn_gate_shexp.weight"), e, hp->n_ff_shexp, true, &L->sh_gate)) ||
-	    (rc = bind_mat(ld, NAME("ffn_up_shexp.weight"), e, hp->n_ff_shexp, true, &L->sh_up)) ||
-	    (rc = bind_mat(ld, NAME("ffn_down_shexp.weight"), hp->n_ff_shexp, e, true, &L->sh_down)))
-		return rc;
-#undef NAME
-	return FX_OK;
-}
-
-/* The MLP: a router (ffn_gate_inp) makes it an MoE layer, else dense. */
-static int bind_ffn(struct loader *ld, int il, struct layer *L)
-{
-	const struct hparams *hp = &ld->m->hp;
-	char n[96];
-	int rc;
-	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.weight", il);
-	if (gguf_find_tensor(ld->m->g, n)) {
-		if ((rc = bind_mat(ld, n, hp->n_embd, hp->n_expert, true, &L->router)))
-			return rc;
-		return bind_experts(ld, il, L);
-	}
-	if ((rc = bind_gate_up(ld, il, L, hp->n_embd, hp->n_ff)))
-		return rc;
-	snprintf(n, sizeof(n), "blk.%d.ffn_down.weight", il);
-	return bind_mat(ld, n, hp->n_ff, hp->n_embd, true, &L->ffn_down);
-}
-
-static int bind_layer(struct loader *ld, int il)
-{
-	const struct hparams *hp = &ld->m->hp;
-	const struct arch_desc *a = ld->m->arch;
-	struct layer *L = &ld->m->layers[il];
-	int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim;
-	int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
-	int64_t qn = a->qk_norm == QK_NORM_FULL ? q : hp->head_dim;
-	int64_t kn = a->qk_norm == QK_NORM_FULL ? kd : hp->head_dim;
-	bool pre = !a->no_pre_norms, qk = a->qk_norm != QK_NORM_NONE;
-	char n[96];
-	int rc;
-#define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
-	if ((rc = bind_vec(ld, NAME("attn_norm.weight"), e, pre, &L->attn_norm)) ||
-	    (rc = bind_qkv(ld, il, L, e, q, kd, vd)) ||
-	    (rc = bind_mat(ld, NAME("attn_output.weight"), (int64_t)hp->n_head * hp->head_dim_v, e,
-			   true, &L->wo)) ||
-	    (rc = bind_vec(ld, NAME("attn_q.bias"), q, false, &L->bq)) ||
-	    (rc = bind_vec(ld, NAME("attn_k.bias"), kd, false, &L->bk)) ||
-	    (rc = bind_vec(ld, NAME("attn_v.bias"), vd, false, &L->bv)) ||
-	    (rc = bind_vec(ld, NAME("attn_output.bias"), e, false, &L->bo)) ||
-	    (qk && (rc = bind_vec(ld, NAME("attn_q_norm.weight"), qn, true, &L->q_norm))) ||
-	    (qk && (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, true, &L->k_norm))) ||
-	    (a->post_norms &&
-	     (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, true, &L->post_attn_norm))) ||
-	    (rc = bind_vec(ld, (snprintf(n, sizeof(n), "blk.%d.%s.weight", il,
-					 a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm"), n),
-			   e, pre, &L->ffn_norm)) ||
-	    (rc = bind_vec(ld, NAME("attn_sinks.weight"), hp->n_head, false, &L->sinks)) ||
-	    (rc = bind_ffn(ld, il, L)) ||
-	    (a->post_norms &&
-	     (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, true, &L->post_ffn_norm))))
-		return rc;
-#undef NAME
-	return FX_OK;
-}
-
-/* Which layers apply RoPE: the file's list ({arch}.rope.layers), else the
- * architecture's NoPE period, else all. */
-static int read_rope_layers(struct loader *ld)
-{
-	struct fx_model *m = ld->m;
-	char k[128];
-	const struct gguf_kv *kv = gguf_find(m->g, key(ld, k, sizeof(k), "rope.layers"));
-	if (kv && (kv->type != GGUF_T_ARRAY || kv->n != (uint64_t)m->hp.n_layer || !kv->data ||
-		   kv->arr_type == GGUF_T_STRING))
-		return fx_fail(ld->err, FX_E_FORMAT, "%s must list one flag per layer", k);
-	int p = m->arch->no_rope_period;
-	for (int il = 0; il < m->hp.n_layer; il++)
-		m->layers[il].rope = kv ? gguf_arr_num(kv, (uint64_t)il) != 0
-				   : !(p > 0 && (il + 1) % p == 0);
-	return FX_OK;
-}
-
-/* Every tensor of the file was bound: one the row does not ask for (Q/K
- * norms in a Llama file, a selection bias beside a softmax router) would
- * be read by nobody and the model run without it. The error names up to
- * four of them. */
-static int check_all_bound(struct loader *ld)
-{
-	const struct gguf_file *g = ld->m->g;
-	char names[320] = "";
-	size_t len = 0;
-	uint64_t n_unused = 0;
-	for (uint64_t i = 0; i < g->n_tensors; i++) {
-		if (ld->used[i])
-			continue;
-		if (++n_unused <= 4 && len < sizeof(names))
-			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%.*s",
-						n_unused > 1 ? ", " : "",
-						(int)(g->tensors[i].name.n < 63 ? g->tensors[i].name.n : 63),
-						g->tensors[i].name.p);
-	}
-	if (!n_unused)
-		return FX_OK;
-	if (n_unused > 4)
-		snprintf(names + (len < sizeof(names) ? len : sizeof(names) - 1),
-			 sizeof(names) - (len < sizeof(names) ? len : sizeof(names) - 1),
-			 " and %llu more", (unsigned long long)(n_unused - 4));
-	return fx_fail(ld->err, FX_E_FORMAT,
-		       "GGUF: %llu of %llu tensors are not used by architecture %s: %s",
-		       (unsigned long long)n_unused, (unsigned long long)g->n_tensors, ld->arch, names);
-}
-
-static int bind_weights(struct loader *ld)
-{
-	struct fx_model *m = ld->m;
-	struct hparams *hp = &m->hp;
-	const struct gguf_tensor *te = gguf_find_tensor(m->g, "token_embd.weight");
-	int rc;
-	if (!te)
-		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor token_embd.weight is missing");
-	if (!(ld->used = fx_calloc(m->g->n_tensors ? m->g->n_tensors : 1, sizeof(*ld->used))))
-		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %llu tensors",
-			       (unsigned long long)m->g->n_tensors);
-	hp->n_vocab = (int32_t)te->ne[1];
-	if (m->vocab && vocab_n_tokens(m->vocab) != hp->n_vocab)
-		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: token_embd has %d rows but the vocabulary %d tokens",
-			       hp->n_vocab, vocab_n_tokens(m->vocab));
-	if ((rc = bind_mat(ld, "token_embd.weight", hp->n_embd, hp->n_vocab, true, &m->tok_embd)) ||
-	    (rc = bind_vec(ld, "output_norm.weight", hp->n_embd, true, &m->output_norm)) ||
-	    (rc = bind_mat(ld, "output.weight", hp->n_embd, hp->n_vocab, false, &m->output)))
-		return rc;
-	if (!fx_type_get(m->tok_embd.type)->to_float)
-		return fx_fail(ld->err, FX_E_UNSUPPORTED, "token_embd type cannot be dequantized");
-	if (!m->output.data)
-		m->output = m->tok_embd; /* tied embeddings */
-	m->layers = fx_calloc((size_t)hp->n_layer, sizeof(*m->layers));
-	m->inv_freq = fx_calloc((size_t)hp->n_rot, sizeof(float));
-	if (!m->layers || !m->inv_freq)
-		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %d layers", hp->n_layer);
-	float *f_global = m->inv_freq, *f_swa = m->inv_freq + hp->n_rot / 2;
-	const float *factors = NULL; /* llama.cpp's rope_freqs (Llama 3 GGUFs) */
-	if (gguf_find_tensor(m->g, "rope_freqs.weight") &&
-	    (rc = bind_vec(ld, "rope_freqs.weight", hp->n_rot / 2, true, &factors)))
-		return rc;
-	struct rope_scaling none = { .type = ROPE_SCALING_NONE };
-	rope_inv_freq(f_global, hp->n_rot, hp->rope_base, &hp->rope_sc, factors);
-	/* Sliding layers have their own RoPE only where the family says so
-	 * (Gemma 3: base 10000, no scaling); elsewhere they share the global one. */
-	if (hp->has_rope_swa)
-		rope_inv_freq(f_swa, hp->n_rot, hp->rope_base_swa, &none, NULL);
-	else
-		memcpy(f_swa, f_global, (size_t)(hp->n_rot / 2) * sizeof(float));
-	if ((rc = read_swa_layers(ld)) || (rc = read_rope_layers(ld)))
-		return rc;
-	for (int il = 0; il < hp->n_layer; il++) {
-		if ((rc = bind_layer(ld, il)))
-			return rc;
-		m->layers[il].inv_freq = m->layers[il].swa ? f_swa : f_global;
-	}
-	return check_all_bound(ld);
+	return gguf_convert(src, &arch_hf, dst, type_name, vocab_from, err);
 }
 
 struct fx_model_params fx_model_default_params(void)
@@ -821,7 +366,7 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		  struct fx_err *err)
 {
 	struct fx_model_params dp = fx_model_default_params();
-	struct loader ld = { .err = err };
+	struct model_loader ld = { .err = err };
 	struct gguf_str arch;
 	int rc;
 	if (!path || !out)
@@ -851,9 +396,8 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		}
 		m->requantized = true;
 	}
-	struct stat st;
-	bool hf = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-	if ((rc = hf ? hf_open(path, &m->g, err) : gguf_open(path, &m->g, err)))
+	bool hf;
+	if ((rc = hf_open_any(path, &arch_hf, &m->g, &hf, err)))
 		goto fail;
 	if (gguf_find(m->g, "general.architecture") &&
 	    !gguf_get_str(m->g, "general.architecture", &arch)) {
@@ -871,9 +415,10 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	snprintf(ld.arch, sizeof(ld.arch), "%.*s", (int)(arch.n < 63 ? arch.n : 63), arch.p);
 	m->arch = arch_find(arch.p, arch.n);
 	if (!m->arch && !p->vocab_only) {
+		char names[256];
 		rc = fx_fail(err, FX_E_UNSUPPORTED,
 			     "%s: architecture '%s' is not supported (supported: %s)", path,
-			     ld.arch, arch_names());
+			     ld.arch, arch_names(names, sizeof(names)));
 		goto fail;
 	}
 	if ((rc = model_chat_template_load(m, path, hf, err)))
@@ -896,8 +441,7 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	}
 	rc = read_hparams(&ld);
 	if (!rc)
-		rc = bind_weights(&ld);
-	fx_free(ld.used);
+		rc = model_bind_weights(&ld);
 	if (rc)
 		goto fail_path;
 	/* Everything the model reads from the metadata is copied or bound by

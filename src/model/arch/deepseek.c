@@ -12,4 +12,7 @@ const struct arch_desc arch_deepseek2 = {
 	.act = ACT_SILU,
 	.router = ROUTER_SIGMOID_BIAS,
 	.moe_norm = true,
+	.tensors = AT_MLA | AT_MOE | AT_SHEXP,
+	.hf = /* rope_interleave (V3's default): HF rotates adjacent pairs already */
+		{ { .model_type = "deepseek_v3" } },
 };

@@ -7,6 +7,7 @@ const struct arch_desc arch_gemma = {
 	.rope = ROPE_NEOX,
 	.act = ACT_GELU_TANH,
 	.embd_scale = true,
+	.hf = { { .model_type = "gemma", .norm_plus_one = true } },
 };
 
 /* Gemma 2 (Gemma Team 2024b): Gemma plus pre and post norms around both
@@ -19,4 +20,6 @@ const struct arch_desc arch_gemma2 = {
 	.embd_scale = true,
 	.post_norms = true,
 	.swa_period = 2,
+	.hf = { { .model_type = "gemma2", .norm_plus_one = true,
+		  .post_attn_name = "post_attention_norm" } },
 };

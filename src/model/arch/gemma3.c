@@ -15,4 +15,6 @@ const struct arch_desc arch_gemma3 = {
 	.post_norms = true,
 	.swa_period = 6,
 	.rope_base_swa = 10000.0f,
+	.hf = { { .model_type = "gemma3_text", .norm_plus_one = true,
+		  .post_attn_name = "post_attention_norm" } },
 };

@@ -12,4 +12,6 @@ const struct arch_desc arch_gpt_oss = {
 	.router = ROUTER_TOPK_SOFTMAX,
 	.swa_period = 2,
 	.ffn_norm_name = "post_attention_norm",
+	.tensors = AT_QKV_BIAS | AT_OUT_BIAS | AT_SINKS | AT_MOE | AT_MOE_BIAS,
+	.hf = { { .model_type = "gpt_oss", .post_attn_name = "post_attention_norm" } },
 };

@@ -10,6 +10,10 @@ const struct arch_desc arch_llama = {
 	.rope = ROPE_ADJACENT,
 	.act = ACT_SILU,
 	.moe_norm = true,
+	.tensors = AT_QKV_BIAS | AT_OUT_BIAS | AT_MOE | AT_ROPE_FREQS,
+	.hf = { { .model_type = "llama", .permute_qk = true },
+		{ .model_type = "mistral", .permute_qk = true },
+		{ .model_type = "mixtral", .permute_qk = true, .moe_norm = true } },
 };
 
 /* Granite (IBM): Llama plus scalar multipliers on embeddings, residual
@@ -19,6 +23,8 @@ const struct arch_desc arch_granite = {
 	.name = "granite",
 	.rope = ROPE_ADJACENT,
 	.act = ACT_SILU,
+	.tensors = AT_QKV_BIAS | AT_OUT_BIAS | AT_ROPE_FREQS,
+	.hf = { { .model_type = "granite", .permute_qk = true } },
 };
 
 /* SmolLM3 (HF modeling_smollm3.py): Llama with RoPE left out on every
@@ -29,4 +35,6 @@ const struct arch_desc arch_smollm3 = {
 	.rope = ROPE_ADJACENT,
 	.act = ACT_SILU,
 	.no_rope_period = 4,
+	.tensors = AT_ROPE_FREQS,
+	.hf = { { .model_type = "smollm3", .permute_qk = true } },
 };

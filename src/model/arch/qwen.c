@@ -6,6 +6,8 @@ const struct arch_desc arch_qwen2 = {
 	.name = "qwen2",
 	.rope = ROPE_NEOX,
 	.act = ACT_SILU,
+	.tensors = AT_QKV_BIAS,
+	.hf = { { .model_type = "qwen2" } },
 };
 
 /* Qwen 3: no biases, per-head Q/K RMSNorm, head_dim independent of the
@@ -15,6 +17,7 @@ const struct arch_desc arch_qwen3 = {
 	.rope = ROPE_NEOX,
 	.act = ACT_SILU,
 	.qk_norm = QK_NORM_HEAD,
+	.hf = { { .model_type = "qwen3" } },
 };
 
 /* Phi-3 / Phi-4 (HF modeling_phi3.py): fused qkv and gate_up projections
@@ -23,6 +26,8 @@ const struct arch_desc arch_phi3 = {
 	.name = "phi3",
 	.rope = ROPE_NEOX,
 	.act = ACT_SILU,
+	.tensors = AT_FUSED,
+	.hf = { { .model_type = "phi3" } },
 };
 
 /* OLMo 2 (Groeneveld et al. 2024, HF modeling_olmo2.py): RMSNorm after
@@ -35,6 +40,7 @@ const struct arch_desc arch_olmo2 = {
 	.qk_norm = QK_NORM_FULL,
 	.post_norms = true,
 	.no_pre_norms = true,
+	.hf = { { .model_type = "olmo2", .post_attn_name = "post_attention_norm" } },
 };
 
 /* Qwen2-MoE (HF modeling_qwen2_moe.py): Qwen 2 attention; every layer a
@@ -44,6 +50,8 @@ const struct arch_desc arch_qwen2moe = {
 	.rope = ROPE_NEOX,
 	.act = ACT_SILU,
 	.router = ROUTER_SOFTMAX_TOPK,
+	.tensors = AT_QKV_BIAS | AT_MOE | AT_SHEXP | AT_SHEXP_GATE,
+	.hf = { { .model_type = "qwen2_moe" } },
 };
 
 /* Qwen3-MoE: Qwen 3 attention (Q/K norm), softmax top-k MoE with the kept
@@ -55,4 +63,6 @@ const struct arch_desc arch_qwen3moe = {
 	.qk_norm = QK_NORM_HEAD,
 	.router = ROUTER_SOFTMAX_TOPK,
 	.moe_norm = true,
+	.tensors = AT_MOE,
+	.hf = { { .model_type = "qwen3_moe" } },
 };
