@@ -35,6 +35,7 @@ target_link_libraries(ferrox_static INTERFACE ${FX_LIB_DEPS})
 # Installed with the header and a pkg-config file (pkg-config --static
 # --libs ferrox gives the archive's link line).
 include(GNUInstallDirs)
+file(RELATIVE_PATH FX_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
 configure_file(${CMAKE_SOURCE_DIR}/cmake/ferrox.pc.in ${CMAKE_BINARY_DIR}/ferrox.pc @ONLY)
 install(TARGETS ferrox_shared ferrox_static
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -11,8 +11,9 @@ shift 3
 not_in_lib=" $* "
 fail=0
 
-# What the linker adds to every shared object, not ours.
-toolchain='^(_init|_fini|__bss_start|_edata|_end|__end__|_DYNAMIC|_GLOBAL_OFFSET_TABLE_)$'
+# What the linker adds to a shared object, not ours (the __sancov section
+# bounds: the fuzz build's coverage counters).
+toolchain='^(_init|_fini|__bss_start|_edata|_end|__end__|_DYNAMIC|_GLOBAL_OFFSET_TABLE_|__(start|stop)___sancov_[a-z]+)$'
 
 defined() { # nm options, file: the defined global names, one per line
 	nm "$@" | awk 'NF == 3 && $2 != "U" && $2 != "w" && $2 != "v" { print $3 }' |
