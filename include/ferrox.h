@@ -21,6 +21,14 @@
 extern "C" {
 #endif
 
+/* What libferrox exports: it is compiled with -fvisibility=hidden, so every
+ * name without FX_API stays inside the library (tests/check-symbols.sh). */
+#if defined(__GNUC__)
+#define FX_API __attribute__((visibility("default")))
+#else
+#define FX_API
+#endif
+
 /* ---- status ---------------------------------------------------------- */
 
 enum {
@@ -41,7 +49,7 @@ struct fx_err {
 };
 
 /* Short English name of a status code ("malformed file"). Static string. */
-const char *fx_status_str(int code);
+FX_API const char *fx_status_str(int code);
 
 typedef int32_t fx_token;
 
@@ -66,35 +74,35 @@ struct fx_model_params {
 			    * was repacked for (FX_KERNELS_AUTO), not FX_KERNELS_PORTABLE. */
 };
 
-struct fx_model_params fx_model_default_params(void);
+FX_API struct fx_model_params fx_model_default_params(void);
 
 /* Load a GGUF file by mmap. *out is owned by the caller (fx_model_free).
  * Errors: FX_E_IO, FX_E_FORMAT, FX_E_UNSUPPORTED (architecture, tensor type or
  * tokenizer ferrox does not know: the message names it), FX_E_NOMEM. */
-int fx_model_load(const char *path, const struct fx_model_params *p,
-		  struct fx_model **out, struct fx_err *err);
-void fx_model_free(struct fx_model *m);
+FX_API int fx_model_load(const char *path, const struct fx_model_params *p,
+			 struct fx_model **out, struct fx_err *err);
+FX_API void fx_model_free(struct fx_model *m);
 
-int32_t fx_model_n_vocab(const struct fx_model *m);
+FX_API int32_t fx_model_n_vocab(const struct fx_model *m);
 /* false for Hugging Face directories until tokenizer.json is supported:
  * such models run from token ids (ferrox logits). */
-bool fx_model_has_vocab(const struct fx_model *m);
-int32_t fx_model_n_ctx_train(const struct fx_model *m);
-const char *fx_model_arch_name(const struct fx_model *m); /* "gemma3", ... */
+FX_API bool fx_model_has_vocab(const struct fx_model *m);
+FX_API int32_t fx_model_n_ctx_train(const struct fx_model *m);
+FX_API const char *fx_model_arch_name(const struct fx_model *m); /* "gemma3", ... */
 /* *total: bytes of every tensor of the file, norms included, as
  * llama-bench's size column (after --quant: the matrices as requantized). *per_token: bytes one decode step reads
  * from them: every matrix once (MoE layers: n_expert_used of n_expert
  * experts, pro rata) and one token-embedding row unless the
  * embedding doubles as the LM head. Over memory bandwidth it bounds decode
  * speed (the roofline). *n_params: weight elements. */
-void fx_model_weight_bytes(const struct fx_model *m, uint64_t *total, uint64_t *per_token,
-			   uint64_t *n_params);
+FX_API void fx_model_weight_bytes(const struct fx_model *m, uint64_t *total, uint64_t *per_token,
+				  uint64_t *n_params);
 
 /* Human-readable report of a GGUF file (architecture, sizes, tensor types
  * with counts, tokenizer kind, chat template present). *report is
  * malloc'ed; release it with fx_string_free. */
-int fx_inspect(const char *path, char **report, struct fx_err *err);
-void fx_string_free(char *s);
+FX_API int fx_inspect(const char *path, char **report, struct fx_err *err);
+FX_API void fx_string_free(char *s);
 
 /* Write the model at src (a GGUF file, or a Hugging Face checkpoint
  * directory mapped as fx_model_load does) to dst as a GGUF v3 file with
@@ -111,16 +119,16 @@ void fx_string_free(char *s);
  * Errors: FX_E_INVALID (unknown type name: the message lists the valid
  * ones), FX_E_UNSUPPORTED (no quantizer for that type in this build yet),
  * FX_E_IO (unwritable path, disk full), FX_E_FORMAT, FX_E_NOMEM. */
-int fx_convert(const char *src, const char *dst, const char *type_name, const char *vocab_from,
-	       struct fx_err *err);
+FX_API int fx_convert(const char *src, const char *dst, const char *type_name, const char *vocab_from,
+		      struct fx_err *err);
 
 /* ---- vocabulary ------------------------------------------------------ */
 
-fx_token fx_token_bos(const struct fx_model *m); /* -1 when the model has none */
-fx_token fx_token_eos(const struct fx_model *m);
-bool fx_add_bos(const struct fx_model *m);        /* tokenizer.ggml.add_bos_token */
+FX_API fx_token fx_token_bos(const struct fx_model *m); /* -1 when the model has none */
+FX_API fx_token fx_token_eos(const struct fx_model *m);
+FX_API bool fx_add_bos(const struct fx_model *m);        /* tokenizer.ggml.add_bos_token */
 /* End of generation: eos, eot, <end_of_turn>, <|im_end|>, ... */
-bool fx_token_is_eog(const struct fx_model *m, fx_token t);
+FX_API bool fx_token_is_eog(const struct fx_model *m, fx_token t);
 
 /* Tokenize text[0..len) (UTF-8; invalid bytes are tokenized as bytes).
  * add_special: prepend BOS when the model asks for it (fx_add_bos).
@@ -129,16 +137,16 @@ bool fx_token_is_eog(const struct fx_model *m, fx_token t);
  * are tokenized as plain text.
  * Writes at most cap ids to out and the full count to *n_out; returns
  * FX_E_INVALID (with *n_out the needed count) when cap is too small. */
-int fx_tokenize(const struct fx_model *m, const char *text, size_t len,
-		bool add_special, bool parse_special, fx_token *out, size_t cap,
-		size_t *n_out);
+FX_API int fx_tokenize(const struct fx_model *m, const char *text, size_t len,
+		       bool add_special, bool parse_special, fx_token *out, size_t cap,
+		       size_t *n_out);
 
 /* Bytes of token t's text (U+2581 -> space, <0xNN> -> the byte, byte-level
  * BPE unmapped). Control tokens give their text only when special is true.
  * Writes at most cap bytes (no NUL) and the full length to *n_out; returns
  * FX_E_INVALID when t is out of range or cap is too small. */
-int fx_token_to_piece(const struct fx_model *m, fx_token t, bool special,
-		      char *buf, size_t cap, size_t *n_out);
+FX_API int fx_token_to_piece(const struct fx_model *m, fx_token t, bool special,
+			     char *buf, size_t cap, size_t *n_out);
 
 /* Streaming detokenizer: holds back an incomplete UTF-8 sequence split
  * across tokens and emits it once complete (a malformed sequence is emitted
@@ -151,9 +159,9 @@ struct fx_detok {
  * out and their count to *n_out. Returns FX_E_INVALID, with the size needed
  * in *n_out and the state unchanged, when cap is too small (each invalid
  * byte becomes a 3-byte U+FFFD). fx_detok_flush emits whatever is pending. */
-int fx_detok_push(const struct fx_model *m, struct fx_detok *st, fx_token t,
-		  bool special, char *out, size_t cap, size_t *n_out);
-int fx_detok_flush(struct fx_detok *st, char *out, size_t cap, size_t *n_out);
+FX_API int fx_detok_push(const struct fx_model *m, struct fx_detok *st, fx_token t,
+			 bool special, char *out, size_t cap, size_t *n_out);
+FX_API int fx_detok_flush(struct fx_detok *st, char *out, size_t cap, size_t *n_out);
 
 /* ---- context: KV caches, sequences and the forward pass -------------- */
 
@@ -192,15 +200,15 @@ enum fx_kernels { FX_KERNELS_AUTO = 0, FX_KERNELS_PORTABLE = 1 };
  * memory again at some precision (32-value blocks with an f16 scale). */
 enum { FX_KV_DEFAULT = -1, FX_KV_F32 = 0, FX_KV_F16 = 1, FX_KV_Q8_0 = 8 };
 
-struct fx_context_params fx_context_default_params(void);
+FX_API struct fx_context_params fx_context_default_params(void);
 
 /* The model is borrowed and must outlive the context. Memory: contiguous
  * n_seq_max x n_ctx rows of K and V per layer; paged n_ctx rows. */
-int fx_context_create(const struct fx_model *m, const struct fx_context_params *p,
-		      struct fx_context **out, struct fx_err *err);
-void fx_context_free(struct fx_context *ctx);
+FX_API int fx_context_create(const struct fx_model *m, const struct fx_context_params *p,
+			     struct fx_context **out, struct fx_err *err);
+FX_API void fx_context_free(struct fx_context *ctx);
 
-uint32_t fx_context_n_ctx(const struct fx_context *ctx);
+FX_API uint32_t fx_context_n_ctx(const struct fx_context *ctx);
 
 /* ---- sequences ----
  * A sequence is an id in [0, n_seq_max). Sequence 0 exists from the start
@@ -208,14 +216,14 @@ uint32_t fx_context_n_ctx(const struct fx_context *ctx);
 typedef int32_t fx_seq;
 
 /* A new empty sequence. Errors: FX_E_INVALID (n_seq_max reached). */
-int fx_seq_add(struct fx_context *ctx, fx_seq *out);
+FX_API int fx_seq_add(struct fx_context *ctx, fx_seq *out);
 /* A new sequence holding src's tokens: paged, it shares src's blocks (the
  * first write into a shared partial block copies it); contiguous, the rows
  * are copied. Errors: FX_E_INVALID, FX_E_NOMEM. */
-int fx_seq_fork(struct fx_context *ctx, fx_seq src, fx_seq *out);
+FX_API int fx_seq_fork(struct fx_context *ctx, fx_seq src, fx_seq *out);
 /* Forget the sequence and release its blocks (sequence 0 is only emptied). */
-void fx_seq_free(struct fx_context *ctx, fx_seq seq);
-uint32_t fx_seq_n_past(const struct fx_context *ctx, fx_seq seq);
+FX_API void fx_seq_free(struct fx_context *ctx, fx_seq seq);
+FX_API uint32_t fx_seq_n_past(const struct fx_context *ctx, fx_seq seq);
 /* Remove seq's tokens from position pos on (llama.cpp's
  * llama_memory_seq_rm): the next token goes to position pos, as if the
  * removed ones were never decoded; pos at or past fx_seq_n_past changes
@@ -224,23 +232,23 @@ uint32_t fx_seq_n_past(const struct fx_context *ctx, fx_seq seq);
  * or on the paged layout a sliding-window model's rows before pos were
  * already released: pos older than the window; the sequence is
  * unchanged). */
-int fx_seq_rm(struct fx_context *ctx, fx_seq seq, uint32_t pos);
+FX_API int fx_seq_rm(struct fx_context *ctx, fx_seq seq, uint32_t pos);
 /* Paged: blocks with references (0 when every sequence is empty);
  * contiguous: 0. */
-int32_t fx_context_kv_blocks_used(const struct fx_context *ctx);
+FX_API int32_t fx_context_kv_blocks_used(const struct fx_context *ctx);
 /* Paged: blocks in the pools (used + free, all groups); contiguous: 0. */
-int32_t fx_context_kv_blocks_total(const struct fx_context *ctx);
+FX_API int32_t fx_context_kv_blocks_total(const struct fx_context *ctx);
 /* Paged: prompt tokens served from the prefix cache so far. A new
  * sequence whose first rows repeat full blocks another sequence computed
  * (keyed by the tokens of the block and of all before it) reuses them
  * instead of recomputing, with bit-identical results; idle cached blocks
  * are evicted least recently used first. */
-int64_t fx_context_prefix_hits(const struct fx_context *ctx);
+FX_API int64_t fx_context_prefix_hits(const struct fx_context *ctx);
 
 /* Bytes the context holds: *kv_bytes in K/V caches (allocated, used or
  * not), *scratch_bytes in per-step activation buffers and logits. With
  * fx_model_weight_bytes this is what peak RSS should come to. */
-void fx_context_memory(const struct fx_context *ctx, uint64_t *kv_bytes, uint64_t *scratch_bytes);
+FX_API void fx_context_memory(const struct fx_context *ctx, uint64_t *kv_bytes, uint64_t *scratch_bytes);
 
 /* ---- batches ----
  * Row i appends token[i] to sequence seq[i] at its next position; rows of
@@ -261,30 +269,30 @@ struct fx_batch {
  * the others advance. Returns FX_OK when every sequence advanced, else the
  * first failure (message in fx_context_errmsg); seq_status, if not NULL,
  * receives each sequence's result ([n_seq_max], FX_OK for untouched ones). */
-int fx_batch_decode(struct fx_context *ctx, const struct fx_batch *b, int *seq_status);
+FX_API int fx_batch_decode(struct fx_context *ctx, const struct fx_batch *b, int *seq_status);
 
 /* Logits [n_vocab] of batch row i of the last fx_batch_decode, or NULL when
  * not kept (or its sequence failed). Valid until the next decode. */
-const float *fx_batch_logits(const struct fx_context *ctx, int32_t i);
+FX_API const float *fx_batch_logits(const struct fx_context *ctx, int32_t i);
 
 /* ---- single sequence (sequence 0) ---- */
 
-uint32_t fx_context_n_past(const struct fx_context *ctx); /* tokens in sequence 0 */
+FX_API uint32_t fx_context_n_past(const struct fx_context *ctx); /* tokens in sequence 0 */
 /* Free every sequence; sequence 0 stays, empty. */
-void fx_context_reset(struct fx_context *ctx);
+FX_API void fx_context_reset(struct fx_context *ctx);
 
 /* Append tokens[0..n) to sequence 0 and run the forward pass: prefill in
  * chunks of n_ubatch. all_logits: keep logits for every token, else only the
  * last. Errors: FX_E_CTX_FULL (n_past + n > n_ctx), FX_E_KV_FULL (paged
  * pool), FX_E_INVALID (a token id out of range); nothing is changed. */
-int fx_decode(struct fx_context *ctx, const fx_token *tokens, int32_t n, bool all_logits);
+FX_API int fx_decode(struct fx_context *ctx, const fx_token *tokens, int32_t n, bool all_logits);
 
 /* Logits of the last fx_decode: [n_rows, n_vocab] f32 row-major, rows in
  * token order (n_rows = n with all_logits, else 1). Borrowed; valid until
  * the next decode/reset/free. */
-const float *fx_get_logits(const struct fx_context *ctx, int32_t *n_rows);
+FX_API const float *fx_get_logits(const struct fx_context *ctx, int32_t *n_rows);
 
-const char *fx_context_errmsg(const struct fx_context *ctx);
+FX_API const char *fx_context_errmsg(const struct fx_context *ctx);
 
 /* ---- sampling -------------------------------------------------------- */
 
@@ -304,15 +312,15 @@ struct fx_sampler_params {
 	uint64_t seed;          /* same seed, same logits -> same tokens */
 };
 
-struct fx_sampler_params fx_sampler_default_params(void);
+FX_API struct fx_sampler_params fx_sampler_default_params(void);
 
-int fx_sampler_create(const struct fx_sampler_params *p, int32_t n_vocab,
-		      struct fx_sampler **out, struct fx_err *err);
-void fx_sampler_free(struct fx_sampler *s);
+FX_API int fx_sampler_create(const struct fx_sampler_params *p, int32_t n_vocab,
+			     struct fx_sampler **out, struct fx_err *err);
+FX_API void fx_sampler_free(struct fx_sampler *s);
 /* Pick a token from logits [n_vocab] (not modified). -1 when s or logits
  * is NULL, or when a matcher is set and allows no token (or its mask ran
  * out of memory). */
-fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits);
+FX_API fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits);
 struct fx_matcher; /* a grammar position: see "grammars" below */
 
 /* Constrain the sampler's picks to what matcher m allows (NULL: none).
@@ -323,9 +331,9 @@ struct fx_matcher; /* a grammar position: see "grammars" below */
  * temp <= 0 this is the token full masking would give: the argmax of the
  * allowed set); otherwise the logits are masked (fx_matcher_mask) and the
  * chain runs again on them. */
-void fx_sampler_set_matcher(struct fx_sampler *s, struct fx_matcher *m);
+FX_API void fx_sampler_set_matcher(struct fx_sampler *s, struct fx_matcher *m);
 /* Record a token in the penalty history (prompt tokens and sampled ones). */
-void fx_sampler_accept(struct fx_sampler *s, fx_token t);
+FX_API void fx_sampler_accept(struct fx_sampler *s, fx_token t);
 
 /* ---- grammars: constrained decoding (src/grammar) -------------------- */
 
@@ -346,9 +354,9 @@ struct fx_grammar;
  * ("grammar: line 3, column 7: expected ::= after rule name"), an
  * undefined rule, a missing root, left recursion (named: the automaton
  * cannot run it), a repetition bound over 10000; FX_E_NOMEM. */
-int fx_grammar_parse(const char *gbnf, size_t len, const char *root, struct fx_grammar **out,
-		     struct fx_err *err);
-void fx_grammar_free(struct fx_grammar *g);
+FX_API int fx_grammar_parse(const char *gbnf, size_t len, const char *root, struct fx_grammar **out,
+			    struct fx_err *err);
+FX_API void fx_grammar_free(struct fx_grammar *g);
 
 /* GBNF for JSON matching the JSON Schema schema_json
  * (draft 2020-12 subset; the list is in docs/STRUCTURED.md), with
@@ -360,8 +368,8 @@ void fx_grammar_free(struct fx_grammar *g);
  * ("json schema: /properties/age: unsupported keyword 'multipleOf'"),
  * FX_E_NOMEM. A keyword that would constrain the output and is not
  * supported is an error, never a looser grammar. */
-int fx_json_schema_to_gbnf(const char *schema_json, const char *root_name, char **gbnf,
-			   struct fx_err *err);
+FX_API int fx_json_schema_to_gbnf(const char *schema_json, const char *root_name, char **gbnf,
+				  struct fx_err *err);
 
 /* GBNF for strings that match regex (the whole string,
  * as Python's re.fullmatch; the ECMAScript-style subset JSON Schema
@@ -370,7 +378,7 @@ int fx_json_schema_to_gbnf(const char *schema_json, const char *root_name, char 
  * ends only). root_name as for fx_json_schema_to_gbnf. *gbnf is
  * malloc'ed (fx_string_free). Errors: FX_E_INVALID
  * naming the position (backreferences, lookaround), FX_E_NOMEM. */
-int fx_regex_to_gbnf(const char *regex, const char *root_name, char **gbnf, struct fx_err *err);
+FX_API int fx_regex_to_gbnf(const char *regex, const char *root_name, char **gbnf, struct fx_err *err);
 
 /* A model's tokens as byte strings in a trie, built once per model and
  * shared read-only by every matcher over that model. A token's bytes are
@@ -379,9 +387,9 @@ int fx_regex_to_gbnf(const char *regex, const char *root_name, char **gbnf, stru
  * borrowed and must outlive it. Errors: FX_E_INVALID (no vocabulary),
  * FX_E_NOMEM. */
 struct fx_grammar_vocab;
-int fx_grammar_vocab_create(const struct fx_model *m, struct fx_grammar_vocab **out,
-			    struct fx_err *err);
-void fx_grammar_vocab_free(struct fx_grammar_vocab *v);
+FX_API int fx_grammar_vocab_create(const struct fx_model *m, struct fx_grammar_vocab **out,
+				   struct fx_err *err);
+FX_API void fx_grammar_vocab_free(struct fx_grammar_vocab *v);
 
 /* One sequence's position in a grammar: the set of parse stacks after the
  * bytes accepted so far. Borrows g and v (both must outlive it); owns its
@@ -391,34 +399,34 @@ void fx_grammar_vocab_free(struct fx_grammar_vocab *v);
  * a grammar so ambiguous that a state would hold more than 4096 parse
  * stacks, such as "a"+++++...). */
 struct fx_matcher;
-int fx_matcher_create(const struct fx_grammar *g, const struct fx_grammar_vocab *v,
-		      struct fx_matcher **out, struct fx_err *err);
-void fx_matcher_free(struct fx_matcher *m);
+FX_API int fx_matcher_create(const struct fx_grammar *g, const struct fx_grammar_vocab *v,
+			     struct fx_matcher **out, struct fx_err *err);
+FX_API void fx_matcher_free(struct fx_matcher *m);
 /* Can token t come next? (an EOG token: iff the grammar may end here.)
  * Cost: t's bytes, one memoized transition each. */
-bool fx_matcher_allows(struct fx_matcher *m, fx_token t);
+FX_API bool fx_matcher_allows(struct fx_matcher *m, fx_token t);
 /* Set logits[t] = -INFINITY for every token that cannot come next
  * (logits [n_vocab]). Cost: a walk of the vocabulary trie pruned where the
  * grammar dies, memoized per parse state (a repeated state is one copy).
  * Returns the number of tokens allowed (0: none; only possible when the
  * grammar is exhausted and the model has no EOG token), or FX_E_NOMEM. */
-int32_t fx_matcher_mask(struct fx_matcher *m, float *logits);
+FX_API int32_t fx_matcher_mask(struct fx_matcher *m, float *logits);
 /* Advance by token t. FX_E_INVALID when t is not allowed (the state is
  * unchanged); FX_E_NOMEM. An EOG token is accepted where the grammar may
  * end and leaves the state as it is. */
-int fx_matcher_accept(struct fx_matcher *m, fx_token t);
+FX_API int fx_matcher_accept(struct fx_matcher *m, fx_token t);
 /* Advance by bytes s[0..n) (forced text, tests). FX_E_INVALID when some
  * byte is not allowed (the state is unchanged); FX_E_NOMEM. */
-int fx_matcher_accept_bytes(struct fx_matcher *m, const char *s, size_t n);
+FX_API int fx_matcher_accept_bytes(struct fx_matcher *m, const char *s, size_t n);
 /* allowed[b] = whether byte b can come next (for sampling strings from a
  * grammar in tests). */
-void fx_matcher_next_bytes(struct fx_matcher *m, bool allowed[256]);
+FX_API void fx_matcher_next_bytes(struct fx_matcher *m, bool allowed[256]);
 /* The bytes accepted so far form a complete sentence of the grammar. */
-bool fx_matcher_can_end(const struct fx_matcher *m);
+FX_API bool fx_matcher_can_end(const struct fx_matcher *m);
 /* Complete, and no further byte is possible: generation must end. */
-bool fx_matcher_is_done(const struct fx_matcher *m);
+FX_API bool fx_matcher_is_done(const struct fx_matcher *m);
 /* Back to the start rule, nothing accepted. */
-void fx_matcher_reset(struct fx_matcher *m);
+FX_API void fx_matcher_reset(struct fx_matcher *m);
 
 /* ---- chat templates (src/chat) --------------------------------------- */
 
@@ -469,17 +477,17 @@ struct fx_chat_prompt {
  * template: template line 3: the template raised an exception: System role
  * not supported"), FX_E_FORMAT (template syntax error, with its line),
  * FX_E_NOMEM. */
-int fx_chat_render(const char *tmpl, const char *messages_json, const char *tools_json,
-		   const char *extra_json, bool add_generation_prompt, const char *bos_token,
-		   const char *eos_token, int64_t now, struct fx_chat_prompt **out,
-		   struct fx_err *err);
-void fx_chat_prompt_free(struct fx_chat_prompt *p);
+FX_API int fx_chat_render(const char *tmpl, const char *messages_json, const char *tools_json,
+			  const char *extra_json, bool add_generation_prompt, const char *bos_token,
+			  const char *eos_token, int64_t now, struct fx_chat_prompt **out,
+			  struct fx_err *err);
+FX_API void fx_chat_prompt_free(struct fx_chat_prompt *p);
 
 /* The model's chat template: the GGUF key tokenizer.chat_template, or for a
  * Hugging Face directory chat_template.jinja, else tokenizer_config.json's
  * "chat_template" (a string, or the entry named "default" of a list).
  * NULL when the model has none. Borrowed: valid as long as m. */
-const char *fx_model_chat_template(const struct fx_model *m);
+FX_API const char *fx_model_chat_template(const struct fx_model *m);
 
 /* Tokenize a rendered prompt as fx_tokenize(add_special, parse_special =
  * true) would, except that control-token texts (such as "<start_of_turn>";
@@ -491,8 +499,8 @@ const char *fx_model_chat_template(const struct fx_model *m);
  * out/cap/n_out contract as fx_tokenize (FX_E_INVALID with the needed count
  * when cap is too small); FX_E_INVALID also for spans out of order or past
  * the text. Source: llama.cpp's tokenizer_st_partition, restricted. */
-int fx_tokenize_prompt(const struct fx_model *m, const struct fx_chat_prompt *p, bool add_special,
-		       fx_token *out, size_t cap, size_t *n_out);
+FX_API int fx_tokenize_prompt(const struct fx_model *m, const struct fx_chat_prompt *p, bool add_special,
+			      fx_token *out, size_t cap, size_t *n_out);
 
 /* ---- OpenAI-compatible HTTP server (src/server) ----------------------- */
 
@@ -523,7 +531,7 @@ struct fx_server_params {
 	const char *reasoning_format;
 };
 
-struct fx_server_params fx_server_default_params(void);
+FX_API struct fx_server_params fx_server_default_params(void);
 
 /* Serve the model over HTTP (OpenAI-style /v1/completions and
  * /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health,
@@ -532,7 +540,7 @@ struct fx_server_params fx_server_default_params(void);
  * is ready). Logs to stderr. Errors: FX_E_INVALID (bad parameter or
  * address), FX_E_IO (cannot listen), and fx_model_load's and
  * fx_context_create's errors; the message says which. */
-int fx_serve(const struct fx_server_params *p, struct fx_err *err);
+FX_API int fx_serve(const struct fx_server_params *p, struct fx_err *err);
 
 #ifdef __cplusplus
 }

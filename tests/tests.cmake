@@ -7,7 +7,7 @@ foreach(src ${FX_TEST_SOURCES})
   get_filename_component(name ${src} NAME_WE)
   add_executable(${name} ${src})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
-  target_link_libraries(${name} PRIVATE ferrox)
+  target_link_libraries(${name} PRIVATE ferrox_internal)
   add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
 endforeach()
@@ -125,3 +125,20 @@ if(Python3_Interpreter_FOUND)
            $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_structured PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
 endif()
+
+# The public libraries (cmake/public-libs.cmake): libferrox.so and
+# libferrox.a define only ferrox.h's FX_API names (nm; fx_serve and its
+# params live in ferrox_server), and each is usable alone: tests/api_smoke.c
+# linked against one of them and nothing else of ferrox's (the archive's
+# target adds only its dependencies' -l flags) runs an hf-tiny model.
+add_test(NAME public_symbols
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/check-symbols.sh $<TARGET_FILE:ferrox_shared>
+                 $<TARGET_FILE:ferrox_static> ${CMAKE_SOURCE_DIR}/include/ferrox.h
+                 fx_serve fx_server_default_params)
+foreach(kind shared static)
+  add_executable(api_smoke_${kind} ${CMAKE_SOURCE_DIR}/tests/api_smoke.c)
+  target_link_libraries(api_smoke_${kind} PRIVATE ferrox_${kind})
+  add_test(NAME api_smoke_${kind} COMMAND api_smoke_${kind} tests/fixtures/hf-tiny/llama
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(api_smoke_${kind} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+endforeach()
