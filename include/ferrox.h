@@ -230,8 +230,8 @@ FX_API uint32_t fx_seq_n_past(const struct fx_context *ctx, fx_seq seq);
  * nothing. Any layout; for draft roll-back (speculative decoding) and
  * editing a conversation's tail. Errors: FX_E_INVALID (no such sequence,
  * or on the paged layout a sliding-window model's rows before pos were
- * already released: pos older than the window; the sequence is
- * unchanged). */
+ * already released: the paged layout keeps 32 rows beyond the window, so
+ * going back up to 32 tokens always works; the sequence is unchanged). */
 FX_API int fx_seq_rm(struct fx_context *ctx, fx_seq seq, uint32_t pos);
 /* Paged: blocks with references (0 when every sequence is empty);
  * contiguous: 0. */

@@ -91,8 +91,8 @@ int kv_contig_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx,
 
 /* Paged (src/kv/paged.c): n_ctx rows of full-attention layers in blocks of
  * block_size shared by all sequences, and for sliding-window layers a pool
- * sized for what the windows can see (window + n_ubatch + two partial
- * blocks per sequence). Full blocks of both groups are kept in a prefix
+ * sized for what the windows can see (window + 32 rows kept for roll-back +
+ * n_ubatch + two partial blocks per sequence). Full blocks of both groups are kept in a prefix
  * cache keyed by their tokens. Errors as kv_contig_create. */
 int kv_paged_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx, int32_t block_size,
 		    int32_t n_ubatch, struct kv_backing **out);
@@ -133,7 +133,9 @@ static inline void kv_commit(struct kv_backing *b, int32_t seq, const int32_t *t
 /* Remove seq's tokens from position pos on (llama.cpp's
  * llama_memory_seq_rm; speculative decoding's roll-back). pos >= the
  * position changes nothing. Errors: FX_E_INVALID when the rows a window
- * needs before pos were already released (the sequence is unchanged). */
+ * needs before pos were already released (the sequence is unchanged; the
+ * paged backing keeps 32 rows beyond each window, so a roll-back of up to
+ * 32 tokens always succeeds). */
 static inline int kv_rm(struct kv_backing *b, int32_t seq, int32_t pos)
 {
 	return b->ops->rm(b, seq, pos);

@@ -153,6 +153,11 @@ struct paged_backing {
 
 #define PB(b) ((struct paged_backing *)(b))
 
+/* Rows a sliding group keeps beyond its window, so that rolling a
+ * sequence back by up to this many tokens (a rejected draft) finds the
+ * rows the window then needs. */
+enum { KEEP_BACK = 32 };
+
 static int32_t bsize(const struct paged_backing *pb)
 {
 	return pb->set.pool[0].n_layer ? pb->set.pool[0].block_size : pb->set.pool[1].block_size;
@@ -210,7 +215,7 @@ static int32_t need_now(const struct paged_backing *pb, const struct pseq *q, in
 /* Most blocks group g draws from its pool at any moment while q takes n
  * rows in ubatches of at most u: all new ones for full attention; for a
  * window w, blocks are released after each ubatch, so q holds at most the
- * blocks spanning w - 1 + u rows (plus one for misalignment). */
+ * blocks spanning w - 1 + KEEP_BACK + u rows (plus one for misalignment). */
 static int32_t need_peak(const struct paged_backing *pb, const struct pseq *q, int g, int32_t n,
 			 int32_t u)
 {
@@ -220,7 +225,7 @@ static int32_t need_peak(const struct paged_backing *pb, const struct pseq *q, i
 	int32_t held = 0;
 	for (int32_t i = 0; i < q->t[g].n_blocks; i++)
 		held += q->t[g].blocks[i] >= 0;
-	int32_t span = (w - 1 + (u < n ? u : n) + bs - 1) / bs + 1;
+	int32_t span = (w - 1 + KEEP_BACK + (u < n ? u : n) + bs - 1) / bs + 1;
 	int32_t draw = (span > held ? span - held : 0) + needs_copy(pb, q, g, q->n_tokens);
 	return draw < all ? draw : all;
 }
@@ -317,10 +322,11 @@ static void pb_commit(struct kv_backing *b, int32_t seq, const int32_t *tok, int
 	memcpy(q->tokens + q->n_tokens, tok, (size_t)n * sizeof(*tok));
 	q->n_tokens += n;
 	key_full_blocks(pb, q);
-	/* The next query, at n_tokens, sees keys from n_tokens - w + 1 on. */
+	/* The next query, at n_tokens, sees keys from n_tokens - w + 1 on;
+	 * KEEP_BACK more rows stay for a roll-back. */
 	for (int g = 0; g < KV_GROUPS; g++)
 		if (pb->set.pool[g].n_layer && win(pb, g))
-			release_before(pb, q, g, q->n_tokens - win(pb, g) + 1);
+			release_before(pb, q, g, q->n_tokens - win(pb, g) + 1 - KEEP_BACK);
 }
 
 static int pb_rm(struct kv_backing *b, int32_t seq, int32_t pos)
@@ -508,7 +514,7 @@ static const struct kv_ops paged_ops = {
 
 /* Pools: full-attention layers in group 0 (n_ctx tokens), sliding-window
  * layers in group 1, sized for what the windows can still see: per
- * sequence window + one ubatch + two partial blocks. */
+ * sequence window + KEEP_BACK + one ubatch + two partial blocks. */
 static int paged_pools(struct paged_backing *pb, const struct kv_geom *g, int32_t n_seq,
 		       int32_t n_ctx, int32_t bs, int32_t n_ub)
 {
@@ -528,7 +534,7 @@ static int paged_pools(struct paged_backing *pb, const struct kv_geom *g, int32_
 	k->k_type = g->k_type;
 	k->v_type = g->v_type;
 	int64_t full = n_ctx / bs;
-	int64_t swa = (int64_t)n_seq * (((int64_t)k->window + n_ub) / bs + 2);
+	int64_t swa = (int64_t)n_seq * (((int64_t)k->window + KEEP_BACK + n_ub) / bs + 2);
 	int64_t blocks[KV_GROUPS] = { full, swa < full ? swa : full };
 	for (int i = 0; i < KV_GROUPS; i++) {
 		int rc = n[i] ? kv_pool_init(&k->pool[i], n[i], (int32_t)blocks[i], bs, g->k_width,
