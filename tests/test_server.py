@@ -11,7 +11,6 @@ authentication and the queue limit. Exit 77 (skip) when a model or the
 check and "N passed, N failed".
 """
 import concurrent.futures as cf
-import http.client
 import json
 import os
 import re
@@ -20,127 +19,19 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bin", "ferrox")
-MODELS = os.environ.get("FX_MODELS_DIR", os.path.join(ROOT, "models"))
-REQUIRE = os.environ.get("FX_REQUIRE_MODELS") == "1"
-GEMMA = os.path.join(MODELS, "gemma-3-270m-q4_k_m.gguf")
-SMOL = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
-THREADS = os.environ.get("FX_TEST_THREADS", "2")
+from server_harness import BIN, GEMMA, REQUIRE, SAN, SMOL, Checks, Server, need
+
 # Under ASan (scripts/test.sh sets FX_SANITIZE_RUN) the forward pass is ~10x
 # slower: fewer concurrent clients and tokens, same checks.
-SAN = os.environ.get("FX_SANITIZE_RUN") == "1"
 N_CONC, N_TOK = (16, 6) if SAN else (32, 16)
 
-
-def skip(why):
-    print(f"test_server: {why}", file=sys.stderr)
-    sys.exit(1 if REQUIRE else 77)
-
-
-for path in (GEMMA, SMOL):
-    if not os.path.exists(path):
-        skip(f"missing {path} (scripts/get-model.sh); skipping")
-try:
-    import openai
-except ImportError:
-    skip("the openai package is missing (scripts/install-deps.sh installs it); skipping")
-
-passed, failed = 0, 0
-
-
-CURRENT = []  # the server under test, for its log on failure
-
-
-def check(name, fn):
-    global passed, failed
-    t0 = time.time()
-    try:
-        fn()
-        passed += 1
-        print(f"ok   {name} ({time.time() - t0:.1f} s)", flush=True)
-    except Exception:
-        failed += 1
-        print(f"FAIL {name}", flush=True)
-        traceback.print_exc()
-        if CURRENT:
-            print("---- server log (last 3000 bytes) ----\n" + CURRENT[-1].logtext()[-3000:])
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, model, *args):
-        self.port = free_port()
-        # the server's log, printed when a check fails, deleted otherwise
-        self.log = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen(
-            [BIN, "serve", "-m", model, "--port", str(self.port), "-t", THREADS, *args],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.logtext()}")
-            try:
-                st, _, _ = self.raw("GET", "/health")
-                if st == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"server did not become healthy: {self.logtext()[-2000:]}")
-
-    def logtext(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
-    def raw(self, method, path, body=None, headers=None, timeout=60):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=headers or {})
-            r = c.getresponse()
-            return r.status, dict(r.getheaders()), r.read()
-        finally:
-            c.close()
-
-    def post(self, path, obj, headers=None):
-        st, hd, data = self.raw("POST", path, json.dumps(obj).encode(),
-                                {"Content-Type": "application/json", **(headers or {})})
-        return st, hd, data
-
-    def metrics(self):
-        st, _, data = self.raw("GET", "/metrics")
-        assert st == 200, st
-        out = {}
-        for line in data.decode().splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out, data.decode()
-
-    def client(self, key="none"):
-        return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key=key,
-                             max_retries=0, timeout=300)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+(openai,) = need("test_server", [GEMMA, SMOL], ["openai"])
+T = Checks(log_bytes=3000)
+check = T.check
 
 
 def metric(m, name):
@@ -168,7 +59,7 @@ PROMPTS = [
 def run_gemma():
     srv = Server(GEMMA, "--parallel", "8", "--ctx-size", "1024", "--max-body", "1MiB",
                  "--queue", "64")
-    CURRENT.append(srv)
+    T.server = srv
     cl = srv.client()
     lone = {}
 
@@ -467,7 +358,7 @@ def run_gemma():
 def run_smol():
     srv = Server(SMOL, "--parallel", "2", "--ctx-size", "1024", "--api-key", "sekret",
                  "--queue", "1")
-    CURRENT.append(srv)
+    T.server = srv
     cl = srv.client("sekret")
     msgs = [{"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": "What is the capital of France?"}]
@@ -571,12 +462,12 @@ if __name__ == "__main__":
     try:
         run_gemma()
     except Exception:
-        failed += 1
+        T.failed += 1
         traceback.print_exc()
     try:
         run_smol()
     except Exception:
-        failed += 1
+        T.failed += 1
         traceback.print_exc()
-    print(f"{passed} passed, {failed} failed ({time.time() - t0:.0f} s)")
-    sys.exit(1 if failed else 0)
+    print(f"{T.passed} passed, {T.failed} failed ({time.time() - t0:.0f} s)")
+    sys.exit(1 if T.failed else 0)

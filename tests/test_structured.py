@@ -17,109 +17,21 @@ FX_REQUIRE_MODELS=1. Prints one line per check and "N passed, N failed".
 """
 import concurrent.futures as cf
 import glob
-import http.client
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-import traceback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bin", "ferrox")
-MODELS = os.environ.get("FX_MODELS_DIR", os.path.join(ROOT, "models"))
-REQUIRE = os.environ.get("FX_REQUIRE_MODELS") == "1"
-GEMMA = os.path.join(MODELS, "gemma-3-270m-q4_k_m.gguf")
-SMOL = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
-THREADS = os.environ.get("FX_TEST_THREADS", "2")
-SAN = os.environ.get("FX_SANITIZE_RUN") == "1"   # ASan: ~10x slower, fewer schemas
+from server_harness import BIN, GEMMA, ROOT, SAN, SMOL, THREADS, Checks, Server, need
+
 MAX_TOKENS = 1024
 SUITE_TOKENS = 256 if SAN else MAX_TOKENS  # the suite's cut replies cost minutes under ASan
 
-
-def skip(why):
-    print(f"test_structured: {why}", file=sys.stderr)
-    sys.exit(1 if REQUIRE else 77)
-
-
-for path in (GEMMA, SMOL):
-    if not os.path.exists(path):
-        skip(f"missing {path} (scripts/get-model.sh); skipping")
-try:
-    import jsonschema
-    import openai
-    import pydantic
-except ImportError as e:
-    skip(f"{e.name} is missing (scripts/install-deps.sh installs it); skipping")
-
-passed, failed = 0, 0
-CURRENT = []
-
-
-def check(name, fn):
-    global passed, failed
-    t0 = time.time()
-    try:
-        fn()
-        passed += 1
-        print(f"ok   {name} ({time.time() - t0:.1f} s)", flush=True)
-    except Exception:
-        failed += 1
-        print(f"FAIL {name}", flush=True)
-        traceback.print_exc()
-        if CURRENT:
-            print("---- server log (last 2000 bytes) ----\n" + CURRENT[-1].logtext()[-2000:])
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, model, *args):
-        self.port = free_port()
-        self.log = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen(
-            [BIN, "serve", "-m", model, "--port", str(self.port), "-t", THREADS, *args],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.logtext()}")
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                c.request("GET", "/health")
-                if c.getresponse().status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("server did not become healthy")
-
-    def logtext(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
-    def client(self):
-        return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="none",
-                             max_retries=0, timeout=600)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+jsonschema, openai, pydantic = need("test_structured", [GEMMA, SMOL],
+                                    ["jsonschema", "openai", "pydantic"])
+T = Checks(log_bytes=2000)
+check = T.check
 
 
 def chat(c, content, **kw):
@@ -145,7 +57,7 @@ def test_schema_suite(srv):
         raise AssertionError(f"want at least 30 schemas in tests/data/schemas, found {len(suite)}")
     if SAN:
         suite = suite[:4]
-    c = srv.client()
+    c = srv.client(timeout=600)
     bad = []
 
     def one(item, temp):
@@ -189,7 +101,7 @@ def test_pydantic_parse(srv):
         cities: list[City] = pydantic.Field(min_length=1, max_length=3)
         capital_of: str | None = None
 
-    r = srv.client().chat.completions.parse(
+    r = srv.client(timeout=600).chat.completions.parse(
         model="m", messages=[{"role": "user", "content": "List two large cities in France."}],
         response_format=Answer, temperature=0, max_tokens=MAX_TOKENS)
     msg = r.choices[0].message
@@ -200,7 +112,7 @@ def test_pydantic_parse(srv):
 
 
 def test_grammar_forms(srv):
-    c = srv.client()
+    c = srv.client(timeout=600)
     g = 'root ::= "{\\"n\\": " [1-9] [0-9]{0,2} ", \\"ok\\": " ("true" | "false") "}"'
     for temp in (0.0, 1.0):
         r = chat(c, "Give a number and a flag as JSON.", temperature=temp, seed=3, n=2,
@@ -236,7 +148,7 @@ def test_grammar_forms(srv):
 def test_batch_and_stream(srv):
     """A constrained and a free request decoding together give their lone
     greedy texts; the constrained stream equals the non-streamed reply."""
-    c = srv.client()
+    c = srv.client(timeout=600)
     g = 'root ::= "[" [a-z]{2,8} (", " [a-z]{2,8}){0,3} "]"'
     con = dict(temperature=0, max_tokens=64, extra_body={"grammar": g})
     free = dict(temperature=0, max_tokens=48)
@@ -253,7 +165,7 @@ def test_batch_and_stream(srv):
 
 
 def test_bad_constraints(srv):
-    c = srv.client()
+    c = srv.client(timeout=600)
     cases = [
         ({"grammar": 'root ::= ("a"'}, "line 1"),
         ({"grammar": "root ::= root \"a\""}, "left-recursive"),
@@ -280,7 +192,7 @@ def test_bad_constraints(srv):
 
 
 def test_gemma_completions(srv):
-    c = srv.client()
+    c = srv.client(timeout=600)
     schema = {"type": "object", "properties": {
         "title": {"type": "string", "maxLength": 40},
         "year": {"type": "integer", "minimum": 1400, "maximum": 2030},
@@ -312,7 +224,7 @@ def test_run_json_schema():
 
 def main():
     srv = Server(SMOL, "--parallel", "4")
-    CURRENT.append(srv)
+    T.server = srv
     try:
         check("chat: json_schema suite, temperature 0 and 1", lambda: test_schema_suite(srv))
         check("chat: completions.parse with a pydantic model", lambda: test_pydantic_parse(srv))
@@ -322,15 +234,15 @@ def main():
     finally:
         srv.stop()
     srv = Server(GEMMA, "--parallel", "2")
-    CURRENT[:] = [srv]
+    T.server = srv
     try:
         check("completions (Gemma 3): json_schema", lambda: test_gemma_completions(srv))
     finally:
         srv.stop()
-    CURRENT.clear()
+    T.server = None
     check("run -j (Gemma 3)", test_run_json_schema)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    print(f"{T.passed} passed, {T.failed} failed")
+    return 1 if T.failed else 0
 
 
 if __name__ == "__main__":

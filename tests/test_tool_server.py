@@ -16,68 +16,30 @@ through the native <tool_call> format. Exit 77 without the model or openai unles
 FX_REQUIRE_MODELS=1.
 """
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bin", "ferrox")
-MODELS = os.environ.get("FX_MODELS_DIR", os.path.join(ROOT, "models"))
-REQUIRE = os.environ.get("FX_REQUIRE_MODELS") == "1"
-SMOL = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
+from server_harness import BIN, SMOL, Checks, Server, need, template
 
-
-def skip(why):
-    print(f"test_tool_server: {why}", file=sys.stderr)
-    sys.exit(1 if REQUIRE else 77)
-
-
-if not os.path.exists(SMOL):
-    skip(f"missing {SMOL}; skipping")
-try:
-    import openai
-except ImportError:
-    skip("the openai package is missing; skipping")
+openai, jsonschema = need("test_tool_server", [SMOL], ["openai", "jsonschema"])
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city"}},
          {"type": "function", "function": {"name": "get_time", "description": "Time in a zone"}}]
 MSGS = [{"role": "system", "content": "Answer with short JSON."},
         {"role": "user", "content": "Weather in Paris?"}]
-passed, failed = 0, 0
+T = Checks()
+check = T.expect
 
-
-def check(name, ok, detail=""):
-    global passed, failed
-    passed += bool(ok)
-    failed += not ok
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f" {detail}"), flush=True)
-
-
-QWQ = os.path.join(os.path.dirname(ROOT), "shared", "templates", "Qwen-QwQ-32B.jinja")
-QWEN3 = os.path.join(os.path.dirname(ROOT), "shared", "templates", "Qwen-Qwen3-0.6B.jinja")
+QWQ = template("Qwen-QwQ-32B.jinja")
+QWEN3 = template("Qwen-Qwen3-0.6B.jinja")
+QWEN25 = template("Qwen-Qwen2.5-7B-Instruct.jinja")
 
 
 def serve(fn, *extra):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = open(os.path.join(ROOT, "build", "test_tool_server.log"), "a")
-    proc = subprocess.Popen([BIN, "serve", "-m", SMOL, "--port", str(port), "-t",
-                             os.environ.get("FX_TEST_THREADS", "2"), *extra], stdout=log, stderr=log)
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
-        fn(openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with Server(SMOL, *extra) as srv:
+        T.server = srv
+        fn(srv.client())
+    T.server = None
 
 
 def main():
@@ -86,14 +48,18 @@ def main():
                        capture_output=True, text=True)
     check("--reasoning-format refuses a bad value", r.returncode == 2 and "auto" in r.stderr,
           r.stderr)
-    if os.path.exists(QWEN3):
+    if QWEN3:
         serve(run_hermes, "--chat-template-file", QWEN3)
     else:
-        print(f"skip: {QWEN3} is absent (the Hermes-format checks)")
-    if os.path.exists(QWQ):
+        print("skip: Qwen 3's template is absent (the Hermes-format checks)")
+    if QWEN25:
+        serve(run_lazy, "--chat-template-file", QWEN25)
+    else:
+        print("skip: Qwen 2.5's template is absent (the lazy-grammar checks)")
+    if QWQ:
         serve(run_think, "--chat-template-file", QWQ)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    print(f"{T.passed} passed, {T.failed} failed")
+    return 1 if T.failed else 0
 
 
 def run_think(client):
@@ -133,6 +99,81 @@ def run_hermes(client):
     r = client.chat.completions.create(**dict(kw, parallel_tool_calls=False))
     check("hermes format: parallel_tool_calls false: one call",
           len(r.choices[0].message.tool_calls or []) == 1, str(r))
+
+
+# A tool whose schema the few-shot history below breaks: its calls pass
+# {"location", "when"}, the schema wants {"city" of three, "days" 1-3}.
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather of a city",
+    "parameters": {"type": "object", "additionalProperties": False, "required": ["city", "days"],
+                   "properties": {"city": {"type": "string", "enum": ["Paris", "Tokyo", "Lima"]},
+                                  "days": {"type": "integer", "minimum": 1, "maximum": 3}}}}}
+
+
+def few_shot(question):
+    """Four questions each answered by a call, then question: SmolLM2 copies
+    the pattern and opens its reply with the format's marker."""
+    out = []
+    for i, city in enumerate(["Rome", "Oslo", "Cairo", "Lima"]):
+        args = json.dumps({"location": city, "when": "today"})
+        out += [{"role": "user", "content": f"Weather in {city}?"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": f"call_{i}", "type": "function",
+                     "function": {"name": "get_weather", "arguments": args}}]}]
+    return out + [{"role": "user", "content": question}]
+
+
+def schema_errors(calls, tool):
+    """Why the calls do not fit tool's schema ([] when they all do)."""
+    errs = []
+    for c in calls:
+        if c.function.name != tool["function"]["name"]:
+            errs.append(f"name {c.function.name}")
+            continue
+        try:
+            jsonschema.validate(json.loads(c.function.arguments), tool["function"]["parameters"])
+        except (ValueError, jsonschema.ValidationError) as e:
+            errs.append(str(e).splitlines()[0])
+    return errs
+
+
+def run_lazy(client, marker="<tool_call>", extra=None):
+    """tool_choice "auto": the grammar switches on at the format's opening
+    marker. Unconstrained (tool_choice "none") the model writes the marker
+    and then the history's arguments, which break the schema; with "auto"
+    the same reply becomes a call whose arguments validate. A reply without
+    the marker stays free text."""
+    kw = dict(model="m", messages=few_shot("Weather in Paris?"), tools=[WEATHER], temperature=0,
+              max_tokens=120, extra_body=extra)
+    free = client.chat.completions.create(**kw, tool_choice="none").choices[0]
+    text = free.message.content or ""
+    bad_args = True
+    try:
+        jsonschema.validate(json.loads(text[text.index("{"):text.rindex("}") + 1])["arguments"],
+                            WEATHER["function"]["parameters"])
+        bad_args = False
+    except (ValueError, KeyError, jsonschema.ValidationError):
+        pass
+    check(f"lazy {marker}: unconstrained, the model opens a call whose arguments break the schema",
+          marker in text and bad_args, repr(text))
+    r = client.chat.completions.create(**kw, tool_choice="auto").choices[0]
+    calls = r.message.tool_calls or []
+    check(f"lazy {marker}: auto: the call is constrained from its marker on and validates",
+          calls and r.finish_reason == "tool_calls" and not schema_errors(calls, WEATHER) and
+          not (r.message.content or "").strip(), f"{r} {schema_errors(calls, WEATHER)}")
+    with client.beta.chat.completions.stream(**kw, tool_choice="auto") as st:
+        fm = st.get_final_completion().choices[0].message
+    check(f"lazy {marker}: auto, streamed: the same calls",
+          [(c.function.name, c.function.arguments) for c in (fm.tool_calls or [])] ==
+          [(c.function.name, c.function.arguments) for c in calls], f"{fm}")
+    r = client.chat.completions.create(**dict(kw, messages=[{"role": "user", "content": "Say hello."}]),
+                                       tool_choice="auto").choices[0]
+    check(f"lazy {marker}: auto, a reply without the marker is free text ending by itself",
+          r.finish_reason == "stop" and not r.message.tool_calls and r.message.content and
+          marker not in r.message.content, str(r))
+    log = T.server.logtext()
+    check(f"lazy {marker}: no call left unconstrained", "does not fit its grammar" not in log,
+          log[-2000:])
 
 
 def bad(client, name, param, **kw):
