@@ -56,9 +56,12 @@ struct kv_pool {
 
 /* The paged layout's pools, shared by all sequences. Layers are grouped by
  * what they attend to: group 0 full-attention layers, group 1 sliding-
- * window layers. A group-1 block wholly outside every future window is
- * released, so sliding layers hold at most about window + ubatch tokens per
- * sequence (llama.cpp's iSWA cache keeps the two kinds apart the same way). */
+ * window layers. A group-1 block wholly outside every future window (and
+ * the 32 rows kept for roll-back) is released after each ubatch, so
+ * sliding layers hold at most about window + 32 + ubatch tokens per
+ * sequence (llama.cpp's iSWA cache keeps the two kinds apart the same
+ * way); a released full block stays in the prefix cache until evicted.
+ * Sequences' block tables and the lifecycle: src/kv/paged.c, backing.h. */
 enum { KV_GROUPS = 2 };
 
 struct kv_paged {
