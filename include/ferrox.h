@@ -233,6 +233,28 @@ FX_API uint32_t fx_seq_n_past(const struct fx_context *ctx, fx_seq seq);
  * already released: the paged layout keeps 32 rows beyond the window, so
  * going back up to 32 tokens always works; the sequence is unchanged). */
 FX_API int fx_seq_rm(struct fx_context *ctx, fx_seq seq, uint32_t pos);
+/* Context shift: move seq's tokens at positions [p0, p1) to [p0 + delta,
+ * p1 + delta), re-rotating their cached K by delta with each layer's own
+ * RoPE (NoPE layers: positions only), and drop the tokens at [p0 + delta,
+ * p0). Follows llama.cpp's llama_memory_seq_rm(p0 + delta, p0) followed by
+ * llama_memory_seq_add(p0, p1, delta) (its --context-shift: keep n_keep,
+ * discard n_discard, p0 = n_keep + n_discard, delta = -n_discard); here
+ * positions stay dense, so the drop is part of the call and the moved
+ * range must reach the end: p1 < 0 or p1 >= fx_seq_n_past (p1 < n_past
+ * would leave a hole). Positions are token counts; afterwards n_past is
+ * n_past + delta, and the next token goes there. The result is what the
+ * moved tokens' K/V become at their new positions (they were computed
+ * seeing the dropped tokens), equal to within float rounding of the
+ * rotation (f16/q8_0 caches round again): not bit-identical to any fresh
+ * run. The prefix cache never serves the moved rows. delta == 0 changes
+ * nothing; p0 == n_past drops [n_past + delta, n_past) only.
+ * Errors (the sequence is unchanged): FX_E_INVALID (no such sequence,
+ * p0 < 0, p0 > n_past, p0 + delta < 0, 0 <= p1 < p0), FX_E_UNSUPPORTED
+ * (delta > 0 or p0 <= p1 < n_past: a hole; paged layout with sliding-window layers: rows the
+ * window needs at the new end, with the 32 kept for roll-back, were
+ * already released), FX_E_KV_FULL (paged: no free block to copy a shared
+ * one into), FX_E_NOMEM. */
+FX_API int fx_seq_shift(struct fx_context *ctx, fx_seq seq, int32_t p0, int32_t p1, int32_t delta);
 /* Paged: blocks with references (0 when every sequence is empty);
  * contiguous: 0. */
 FX_API int32_t fx_context_kv_blocks_used(const struct fx_context *ctx);

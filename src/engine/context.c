@@ -248,6 +248,64 @@ int fx_seq_rm(struct fx_context *c, fx_seq s, uint32_t pos)
 	return FX_OK;
 }
 
+/* kv_shift's re-rotation: the layer's table once per layer (the backings
+ * walk rows layer by layer), rows through f32 in the forward's scratch. */
+struct shift_rot {
+	const struct fx_model *m;
+	int32_t delta;
+	int il;          /* layer cs holds, -1: none */
+	bool rope;       /* layer il has RoPE */
+	float *cs, *row; /* [n_rot], [k_width] */
+	int k_type;
+};
+
+static void shift_rot_row(void *ctx, int il, void *k_row)
+{
+	struct shift_rot *r = ctx;
+	if (il != r->il) {
+		r->rope = attn_k_shift_table(r->m, il, r->delta, r->cs);
+		r->il = il;
+	}
+	if (!r->rope)
+		return;
+	const struct fx_type_traits *t = fx_type_get(r->k_type);
+	int64_t kw = (int64_t)r->m->hp.n_head_kv * r->m->hp.head_dim;
+	t->to_float(k_row, r->row, kw);
+	attn_k_shift_row(r->m, r->cs, r->row);
+	t->from_float(r->row, k_row, kw);
+}
+
+int fx_seq_shift(struct fx_context *c, fx_seq s, int32_t p0, int32_t p1, int32_t delta)
+{
+	if (!seq_ok(c, s))
+		return fx_fail(&c->err, FX_E_INVALID, "seq_shift: sequence %d does not exist", s);
+	int32_t n = kv_pos(c->kv, s);
+	if (p0 < 0 || p0 > n || (int64_t)p0 + delta < 0 || (p1 >= 0 && p1 < p0))
+		return fx_fail(&c->err, FX_E_INVALID, "seq_shift: sequence %d holds %d tokens: p0 %d "
+			       "must be in [0, %d], p0 + delta (%d) at least 0 and p1 (%d) < 0 or at least p0", s, n,
+			       p0, n, p0 + delta, p1);
+	if (delta > 0 || (p1 >= 0 && p1 < n))
+		return fx_fail(&c->err, FX_E_UNSUPPORTED, "seq_shift: positions stay dense, so only "
+			       "a shift down (delta %d < 0) of the tail (p1 %d < 0 or >= %d) can be "
+			       "made", delta, p1, n);
+	if (!delta)
+		return FX_OK;
+	if (p0 == n)
+		return fx_seq_rm(c, s, (uint32_t)(n + delta));
+	struct shift_rot r = { .m = c->m, .delta = delta, .il = -1, .cs = c->s.rope_cs,
+			       .row = c->s.k, .k_type = c->k_type };
+	struct kv_rerot rr = { .fn = shift_rot_row, .ctx = &r };
+	int rc = kv_shift(c->kv, s, p0, delta, &rr);
+	if (rc == FX_E_UNSUPPORTED)
+		return fx_fail(&c->err, rc, "seq_shift: sequence %d's sliding-window layers already "
+			       "released rows they would need with %d tokens left (paged layout: shift by "
+			       "more, keep fewer tokens, or use the contiguous layout)", s, n + delta);
+	if (rc)
+		return fx_fail(&c->err, rc, "seq_shift: %s", rc == FX_E_KV_FULL
+			       ? "no free KV block to copy a shared block into" : "no memory");
+	return FX_OK;
+}
+
 void fx_seq_free(struct fx_context *c, fx_seq s)
 {
 	if (!seq_ok(c, s))

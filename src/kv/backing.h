@@ -45,12 +45,23 @@ struct kv_stats {
 
 struct kv_backing;
 
+/* What kv_shift calls on every K row it moves, after the move: fn
+ * re-rotates the row (k_type elements, k_width wide) of layer il in place
+ * by the shift's delta. The backing knows rows, not RoPE: the engine passes
+ * the model's rotation (attn_k_shift). */
+struct kv_rerot {
+	void (*fn)(void *ctx, int il, void *k_row);
+	void *ctx;
+};
+
 struct kv_ops {
 	void (*begin)(struct kv_backing *b);
 	int (*admit)(struct kv_backing *b, int32_t seq, int32_t n, int32_t n_ubatch);
 	int (*reserve)(struct kv_backing *b, int32_t seq, int32_t n);
 	void (*commit)(struct kv_backing *b, int32_t seq, const int32_t *tok, int32_t n);
 	int (*rm)(struct kv_backing *b, int32_t seq, int32_t pos);
+	int (*shift)(struct kv_backing *b, int32_t seq, int32_t p0, int32_t delta,
+		     const struct kv_rerot *rr);
 	int (*fork)(struct kv_backing *b, int32_t src, int32_t dst);
 	void (*clear)(struct kv_backing *b, int32_t seq);
 	int32_t (*pos)(const struct kv_backing *b, int32_t seq);
@@ -139,6 +150,24 @@ static inline void kv_commit(struct kv_backing *b, int32_t seq, const int32_t *t
 static inline int kv_rm(struct kv_backing *b, int32_t seq, int32_t pos)
 {
 	return b->ops->rm(b, seq, pos);
+}
+
+/* Context shift (llama.cpp's llama_memory_seq_rm + llama_memory_seq_add
+ * with a K-shift): seq's rows [p0, pos) move to [p0 + delta, pos + delta),
+ * each moved K row re-rotated through rr, and the tokens in [p0 + delta,
+ * p0) are gone (positions stay dense: a sequence's tokens are always at
+ * [0, pos), so the removal is part of the move). Preconditions (the engine
+ * checks): delta < 0, p0 + delta >= 0, p0 < pos. Blocks that were written
+ * leave the prefix cache, and rows from p0 + delta on are never keyed
+ * again until a kv_rm to p0 + delta or before (their K/V saw the removed
+ * tokens: a fresh prompt of the same tokens computes other values).
+ * All or nothing. Errors: FX_E_UNSUPPORTED (paged: the rows a sliding
+ * window needs after the move, and the 32 kept for roll-back, were already
+ * released), FX_E_KV_FULL (paged: no free block to copy a shared one). */
+static inline int kv_shift(struct kv_backing *b, int32_t seq, int32_t p0, int32_t delta,
+			   const struct kv_rerot *rr)
+{
+	return b->ops->shift(b, seq, p0, delta, rr);
 }
 
 /* dst (empty) gets src's tokens: shared blocks (paged) or copied rows.

@@ -83,6 +83,26 @@ static int cb_rm(struct kv_backing *b, int32_t seq, int32_t pos)
 	return FX_OK;
 }
 
+/* Rows move down in place (memmove), then each moved K row is re-rotated. */
+static int cb_shift(struct kv_backing *b, int32_t seq, int32_t p0, int32_t delta,
+		    const struct kv_rerot *rr)
+{
+	struct contig_backing *cb = CB(b);
+	struct kv_contig *c = &cb->kv[seq];
+	int32_t n = cb->n_tokens[seq], d0 = p0 + delta;
+	size_t moved = (size_t)(n - p0);
+	for (int il = 0; il < c->n_layer; il++) {
+		memmove(contig_row(c, c->k, c->k_row, il, d0), contig_row(c, c->k, c->k_row, il, p0),
+			moved * c->k_row);
+		memmove(contig_row(c, c->v, c->v_row, il, d0), contig_row(c, c->v, c->v_row, il, p0),
+			moved * c->v_row);
+		for (int32_t r = d0; r < n + delta; r++)
+			rr->fn(rr->ctx, il, contig_row(c, c->k, c->k_row, il, r));
+	}
+	cb->n_tokens[seq] = n + delta;
+	return FX_OK;
+}
+
 static int cb_fork(struct kv_backing *b, int32_t src, int32_t dst)
 {
 	struct contig_backing *cb = CB(b);
@@ -145,7 +165,7 @@ static void cb_destroy(struct kv_backing *b)
 
 static const struct kv_ops contig_ops = {
 	.begin = cb_begin, .admit = cb_admit, .reserve = cb_reserve, .commit = cb_commit,
-	.rm = cb_rm, .fork = cb_fork, .clear = cb_clear, .pos = cb_pos, .view = cb_view,
+	.rm = cb_rm, .shift = cb_shift, .fork = cb_fork, .clear = cb_clear, .pos = cb_pos, .view = cb_view,
 	.reuse = cb_reuse, .stats = cb_stats, .destroy = cb_destroy,
 };
 

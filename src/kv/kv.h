@@ -133,16 +133,23 @@ static inline uint8_t *contig_row(const struct kv_contig *c, uint8_t *base, size
 	return base + ((size_t)il * (size_t)c->n_ctx + (size_t)pos) * row;
 }
 
+/* K (or V) row off of block blk of the pool's layer slot. */
+static inline uint8_t *kv_pool_row(const struct kv_pool *p, bool is_k, int32_t slot, int32_t blk,
+				   int32_t off)
+{
+	size_t row = is_k ? p->k_row : p->v_row;
+	return (is_k ? p->k : p->v) +
+	       (((size_t)slot * (size_t)p->n_blocks + (size_t)blk) * (size_t)p->block_size +
+		(size_t)off) * row;
+}
+
 static inline uint8_t *paged_row(const struct kv_view *kv, bool is_k, int il, int32_t pos)
 {
 	const struct kv_paged *set = kv->paged.set;
 	int g = set->group[il];
 	const struct kv_pool *p = &set->pool[g];
-	size_t blk = (size_t)kv->paged.blocks[g][pos / p->block_size];
-	size_t row = is_k ? p->k_row : p->v_row;
-	return (is_k ? p->k : p->v) +
-	       (((size_t)set->slot[il] * (size_t)p->n_blocks + blk) * (size_t)p->block_size +
-		(size_t)(pos % p->block_size)) * row;
+	return kv_pool_row(p, is_k, set->slot[il], kv->paged.blocks[g][pos / p->block_size],
+			   pos % p->block_size);
 }
 
 /* K (or V) row of layer il at position pos: k_width (v_width) elements of

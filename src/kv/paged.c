@@ -137,6 +137,10 @@ struct pseq {
 	int32_t *tokens;          /* [cap * block_size] */
 	uint64_t *keys;           /* [cap] key of full block i, i < n_keyed */
 	int32_t n_keyed;
+	bool shifted;             /* a kv_shift moved rows to clean and past: */
+	int32_t clean;            /* blocks past row clean are never keyed */
+	int32_t swa_lo;           /* group 1 rows before it are not valid, even in
+				   * a held block (the first block a shift wrote) */
 	int32_t cap;
 	struct {
 		int32_t *blocks;  /* [cap] */
@@ -301,7 +305,8 @@ static void release_before(struct paged_backing *pb, struct pseq *q, int g, int3
 static void key_full_blocks(struct paged_backing *pb, struct pseq *q)
 {
 	int32_t bs = bsize(pb);
-	while ((q->n_keyed + 1) * bs <= q->n_tokens) {
+	while ((q->n_keyed + 1) * bs <= q->n_tokens &&
+	       (!q->shifted || (q->n_keyed + 1) * bs <= q->clean)) {
 		int32_t k = q->n_keyed;
 		uint64_t key = block_key(k ? q->keys[k - 1] : 0, q->tokens + (size_t)k * bs, bs);
 		q->keys[k] = key;
@@ -339,6 +344,8 @@ static int pb_rm(struct kv_backing *b, int32_t seq, int32_t pos)
 	if (pos >= q->n_tokens)
 		return FX_OK;
 	/* A window's rows before pos must still be there. */
+	if (win(pb, 1) && pos && pos - win(pb, 1) + 1 < q->swa_lo)
+		return FX_E_INVALID;
 	for (int g = 0; g < KV_GROUPS; g++) {
 		int32_t w = win(pb, g), lo = pos - w + 1 > 0 ? (pos - w + 1) / bs : 0;
 		for (int32_t i = lo; w && pb->set.pool[g].n_layer && pos && i <= (pos - 1) / bs; i++)
@@ -362,6 +369,118 @@ static int pb_rm(struct kv_backing *b, int32_t seq, int32_t pos)
 	q->n_tokens = pos;
 	if (q->n_keyed > pos / bs)
 		q->n_keyed = pos / bs;
+	if (q->shifted && pos <= q->clean)
+		q->shifted = false; /* what is left was never moved */
+	return FX_OK;
+}
+
+/* The first row group g must hold of a sequence of n rows: 0 for full
+ * attention; for a window, the first row a query at n or a roll-back of
+ * KEEP_BACK can see (what pb_commit keeps, to the row). */
+static int32_t held_from(const struct paged_backing *pb, int g, int32_t n)
+{
+	int32_t w = win(pb, g), lo = w ? n - w + 1 - KEEP_BACK : 0;
+	return lo > 0 ? lo : 0;
+}
+
+/* Whether group g can make the move of pb_shift (every row it must hold
+ * afterwards comes from a held row); *take: blocks it draws from its pool
+ * (written blocks that are shared or were released). */
+static int shift_plan(const struct paged_backing *pb, const struct pseq *q, int g, int32_t p0,
+		      int32_t delta, int32_t *take)
+{
+	const struct kv_pool *p = &pb->set.pool[g];
+	int32_t bs = bsize(pb), d0 = p0 + delta, n1 = q->n_tokens + delta;
+	int32_t lo = held_from(pb, g, n1), i0 = (d0 > lo ? d0 : lo) / bs;
+	*take = 0;
+	for (int32_t r = lo; r < n1; r++) {
+		int32_t o = r < d0 ? r : r - delta;
+		if (q->t[g].blocks[o / bs] < 0 || (g && o < q->swa_lo))
+			return FX_E_UNSUPPORTED;
+	}
+	for (int32_t i = i0; i < (n1 + bs - 1) / bs; i++) {
+		int32_t blk = q->t[g].blocks[i];
+		*take += blk < 0 || p->ref[blk] > 1;
+	}
+	return *take > pool_available(p) ? FX_E_KV_FULL : FX_OK;
+}
+
+/* Group g's part of pb_shift (planned): writable blocks for the rows
+ * written (in place when private, a copy or a fresh block otherwise), the
+ * moved rows of every layer of the group, re-rotated, then the blocks
+ * replaced, past the end or before the window released. old: [n_blocks]
+ * scratch for the table as it was, which the moved rows are read through. */
+static void shift_group(struct paged_backing *pb, struct pseq *q, int g, int32_t p0, int32_t delta,
+			const struct kv_rerot *rr, int32_t *old)
+{
+	struct kv_pool *p = &pb->set.pool[g];
+	int32_t *bl = q->t[g].blocks, nb = q->t[g].n_blocks, bs = bsize(pb);
+	int32_t d0 = p0 + delta, n1 = q->n_tokens + delta, nb1 = (n1 + bs - 1) / bs;
+	int32_t lo = held_from(pb, g, n1), r0 = d0 > lo ? d0 : lo;
+	memcpy(old, bl, (size_t)nb * sizeof(*old));
+	for (int32_t i = r0 / bs; i < nb1; i++) {
+		if (old[i] >= 0 && p->ref[old[i]] == 1) {
+			p->key[old[i]] = 0; /* rewritten in place: no longer what its key says */
+			continue;
+		}
+		bl[i] = take_block(p);
+		if (old[i] >= 0 && i * bs < d0)
+			copy_block(p, bl[i], old[i]); /* its kept rows */
+	}
+	/* Rows go down (a source is always past its destination), and a
+	 * source is never a destination's physical row: ascending is safe. */
+	int n_layer = pb->set.pool[0].n_layer + pb->set.pool[1].n_layer;
+	for (int il = 0; il < n_layer; il++) {
+		if (pb->set.group[il] != g)
+			continue;
+		int32_t sl = pb->set.slot[il];
+		for (int32_t r = r0; r < n1; r++) {
+			int32_t o = r - delta;
+			uint8_t *k = kv_pool_row(p, true, sl, bl[r / bs], r % bs);
+			memcpy(k, kv_pool_row(p, true, sl, old[o / bs], o % bs), p->k_row);
+			memcpy(kv_pool_row(p, false, sl, bl[r / bs], r % bs),
+			       kv_pool_row(p, false, sl, old[o / bs], o % bs), p->v_row);
+			rr->fn(rr->ctx, il, k);
+		}
+	}
+	for (int32_t i = 0; i < nb; i++) {
+		bool gone = i >= nb1 || bl[i] != old[i];
+		if (old[i] >= 0 && gone)
+			unref(p, old[i]);
+		if (i < lo / bs && bl[i] >= 0) {
+			unref(p, bl[i]);
+			bl[i] = -1;
+		}
+	}
+	q->t[g].n_blocks = nb1 < nb ? nb1 : nb;
+	if (g)
+		q->swa_lo = lo; /* rows of block lo / bs before lo may be garbage */
+}
+
+static int pb_shift(struct kv_backing *b, int32_t seq, int32_t p0, int32_t delta,
+		    const struct kv_rerot *rr)
+{
+	struct paged_backing *pb = PB(b);
+	struct pseq *q = &pb->seq[seq];
+	int32_t take, d0 = p0 + delta, bs = bsize(pb);
+	for (int g = 0; g < KV_GROUPS; g++) {
+		int rc = pb->set.pool[g].n_layer ? shift_plan(pb, q, g, p0, delta, &take) : FX_OK;
+		if (rc)
+			return rc;
+	}
+	int32_t *old = fx_malloc_array((size_t)(q->cap ? q->cap : 1), sizeof(*old));
+	if (!old)
+		return FX_E_NOMEM;
+	for (int g = 0; g < KV_GROUPS; g++)
+		if (pb->set.pool[g].n_layer)
+			shift_group(pb, q, g, p0, delta, rr, old);
+	fx_free(old);
+	memmove(q->tokens + d0, q->tokens + p0, (size_t)(q->n_tokens - p0) * sizeof(*q->tokens));
+	q->n_tokens += delta;
+	if (q->n_keyed > d0 / bs)
+		q->n_keyed = d0 / bs;
+	q->clean = q->shifted && q->clean < d0 ? q->clean : d0;
+	q->shifted = true;
 	return FX_OK;
 }
 
@@ -379,6 +498,8 @@ static void pb_clear(struct kv_backing *b, int32_t seq)
 	}
 	q->n_tokens = 0;
 	q->n_keyed = 0;
+	q->shifted = false;
+	q->swa_lo = 0;
 }
 
 static int pb_fork(struct kv_backing *b, int32_t src, int32_t dst)
@@ -402,6 +523,9 @@ static int pb_fork(struct kv_backing *b, int32_t src, int32_t dst)
 	memcpy(d->keys, a->keys, (size_t)a->n_keyed * sizeof(*a->keys));
 	d->n_tokens = a->n_tokens;
 	d->n_keyed = a->n_keyed;
+	d->shifted = a->shifted;
+	d->clean = a->clean;
+	d->swa_lo = a->swa_lo;
 	return FX_OK;
 }
 
@@ -508,7 +632,7 @@ static void pb_destroy(struct kv_backing *b)
 
 static const struct kv_ops paged_ops = {
 	.begin = pb_begin, .admit = pb_admit, .reserve = pb_reserve, .commit = pb_commit,
-	.rm = pb_rm, .fork = pb_fork, .clear = pb_clear, .pos = pb_pos, .view = pb_view,
+	.rm = pb_rm, .shift = pb_shift, .fork = pb_fork, .clear = pb_clear, .pos = pb_pos, .view = pb_view,
 	.reuse = pb_reuse, .stats = pb_stats, .destroy = pb_destroy,
 };
 

@@ -74,6 +74,22 @@ static void decorate_worker(void *arg, int ith, int nth)
 	}
 }
 
+bool attn_k_shift_table(const struct fx_model *m, int il, int32_t delta, float *cs)
+{
+	const struct layer *L = &m->layers[il];
+	if (!L->rope)
+		return false;
+	op_rope_table(cs, m->hp.n_rot, (float)delta, L->inv_freq, 1.0f);
+	return true;
+}
+
+void attn_k_shift_row(const struct fx_model *m, const float *cs, float *k)
+{
+	const struct hparams *hp = &m->hp;
+	for (int hh = 0; hh < hp->n_head_kv; hh++)
+		op_rope_apply(k + (size_t)hh * hp->head_dim, hp->n_rot, cs, m->arch->rope == ROPE_NEOX);
+}
+
 static void qk_decorate(const struct fx_model *m, const struct layer *L, struct fx_pool *pool,
 			struct fwd_scratch *s, float *x, int n_heads, const float *bias,
 			const float *norm_w, const int32_t *pos, int32_t n)

@@ -64,6 +64,17 @@ void fwd_scratch_fini(struct fwd_scratch *s);
 void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
 		  const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h, float *out);
 
+/* Context shift's K re-rotation (llama.cpp's K-shift): a K row of layer
+ * il, stored at position p, becomes the row for position p + delta. The
+ * forward's own RoPE (this layer's frequencies, rotated dims and pair
+ * layout) by the angle of delta alone: rotations compose, and the YaRN
+ * mscale the row already carries is not applied again. attn_k_shift_table
+ * fills cs [n_rot] for (il, delta) and returns false when the layer has no
+ * RoPE (NoPE: the row stays as it is); attn_k_shift_row then rotates one
+ * f32 row k [n_head_kv * head_dim] in place. */
+bool attn_k_shift_table(const struct fx_model *m, int il, int32_t delta, float *cs);
+void attn_k_shift_row(const struct fx_model *m, const float *cs, float *k);
+
 /* Gated MLP sublayer: out [n, n_embd] = down(act(gate h) * up h). */
 void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
 		 int32_t n, const float *h, float *out);
