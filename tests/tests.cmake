@@ -126,6 +126,15 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(test_structured PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
 endif()
 
+# `ferrox run --context-shift` past n_ctx on SmolLM2 and Gemma 3 270M
+# (tests/test_context_shift.py). Skips (77) without the models unless
+# FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_context_shift COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_context_shift.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_context_shift PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
+
 # The public libraries (cmake/public-libs.cmake): libferrox.so and
 # libferrox.a define only ferrox.h's FX_API names (nm; fx_serve and its
 # params live in ferrox_server), and each is usable alone: tests/api_smoke.c

@@ -11,8 +11,8 @@
 
 struct run_opts {
 	const char *model, *prompt, *quant;
-	long long n_predict, n_ctx, n_threads;
-	bool echo, seed_set;
+	long long n_predict, n_ctx, n_threads, n_keep;
+	bool echo, seed_set, context_shift;
 	int32_t type_k, type_v;
 	struct fx_sampler_params sp;
 	struct cli_grammar grammar;
@@ -53,6 +53,10 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			VAL(); o->quant = v;
 		} else if (!strcmp(a, "--echo")) {
 			o->echo = true;
+		} else if (!strcmp(a, "--context-shift")) {
+			o->context_shift = true;
+		} else if (!strcmp(a, "--keep")) {
+			VAL(); if (!cli_int(a, v, -1, 1 << 24, &o->n_keep)) return 2;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox run -m MODEL -p PROMPT [options]\n"
 			       "  -n, --n-predict N      tokens to generate (default 128, -1: until the context is full)\n"
@@ -71,6 +75,10 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "  --quant TYPE           quantize float (F32/F16/BF16) weights on load: q8_0, q4_0,\n"
 			       "                         q4_K, ... (already-quantized weights stay as they are)\n"
 			       "  --echo                 print the prompt before the continuation\n"
+			       "  --context-shift        when the context fills, keep the first --keep tokens, drop\n"
+			       "                         half of the rest and go on (llama.cpp's; with -n -1: no end)\n"
+			       "  --keep N               prompt tokens a context shift keeps, after the BOS (default 0;\n"
+			       "                         -1: the whole prompt)\n"
 			       "  --grammar G            constrain the output to GBNF grammar G (llama.cpp's syntax)\n"
 			       "  --grammar-file F       the same, read from file F\n"
 			       "  -j, --json-schema S    constrain the output to JSON matching schema S\n"
@@ -89,6 +97,26 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		return 2;
 	}
 	return 0;
+}
+
+/* Room for the next token when the context is full, as llama.cpp's
+ * --context-shift: keep the first n_keep tokens, drop half of the rest and
+ * move the other half down. Returns false (with the reason in *stop) when
+ * there is nothing to drop or the shift is refused. */
+static bool shift_context(struct fx_context *ctx, int32_t n_keep, const char **stop, int *n_shift)
+{
+	int32_t n_past = (int32_t)fx_context_n_past(ctx), n_discard = (n_past - n_keep) / 2;
+	if (n_discard <= 0) {
+		*stop = "a full context (--keep leaves nothing to drop)";
+		return false;
+	}
+	if (fx_seq_shift(ctx, 0, n_keep + n_discard, -1, -n_discard)) {
+		fprintf(stderr, "\nerror: context shift: %s\n", fx_context_errmsg(ctx));
+		*stop = "a refused context shift";
+		return false;
+	}
+	(*n_shift)++;
+	return true;
 }
 
 /* Print token t's text through the streaming detokenizer. */
@@ -199,6 +227,10 @@ int cmd_run(int argc, char **argv)
 	}
 	double t_prompt = cli_now() - t1;
 
+	/* As llama.cpp: --keep counts after the BOS, and at most the prompt. */
+	long long keep = o.n_keep < 0 ? (long long)n_prompt : o.n_keep + fx_add_bos(m);
+	int32_t n_keep = (int32_t)(keep < (long long)n_prompt ? keep : (long long)n_prompt);
+	int n_shift = 0;
 	double t2 = cli_now();
 	long long n_gen = 0;
 	double t_sample = 0; /* in the sampler and the grammar matcher */
@@ -230,8 +262,12 @@ int cmd_run(int argc, char **argv)
 			break;
 		}
 		if (fx_context_n_past(ctx) >= fx_context_n_ctx(ctx)) {
-			stop = "a full context";
-			break;
+			if (!o.context_shift) {
+				stop = "a full context";
+				break;
+			}
+			if (!shift_context(ctx, n_keep, &stop, &n_shift))
+				break;
 		}
 		if (fx_decode(ctx, &t, 1, false)) {
 			fprintf(stderr, "\nerror: %s\n", fx_context_errmsg(ctx));
@@ -246,6 +282,8 @@ int cmd_run(int argc, char **argv)
 	printf("\n");
 	fflush(stdout);
 	fprintf(stderr, "\nferrox: stopped at %s\n", stop);
+	if (n_shift)
+		fprintf(stderr, "ferrox: %d context shifts (keeping %d tokens)\n", n_shift, n_keep);
 	fprintf(stderr, "ferrox: load %.2f s | prompt %zu tokens, %.2f tokens/s | generation %lld tokens, %.2f tokens/s\n",
 		t_load, n_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), n_gen,
 		n_gen ? n_gen / (t_gen > 0 ? t_gen : 1e-9) : 0.0);
