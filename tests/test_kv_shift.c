@@ -33,9 +33,11 @@ static fx_token tok(int s, int i, int32_t nv)
 	return (fx_token)((s * 7919 + i * 104729 + 17) % (nv < 4096 ? nv : 4096));
 }
 
-static struct fx_context *make(const struct fx_model *m, int layout, uint32_t ubatch)
+static struct fx_context *make_typed(const struct fx_model *m, int layout, uint32_t ubatch,
+				     int32_t type_k)
 {
 	struct fx_context_params p = fx_context_default_params();
+	p.type_k = type_k;
 	p.n_ctx = 256;
 	p.n_seq_max = 2;
 	p.n_ubatch = ubatch;
@@ -47,6 +49,11 @@ static struct fx_context *make(const struct fx_model *m, int layout, uint32_t ub
 	if (fx_context_create(m, &p, &c, &err))
 		CHECKF(0, "context: %s", err.msg);
 	return c;
+}
+
+static struct fx_context *make(const struct fx_model *m, int layout, uint32_t ubatch)
+{
+	return make_typed(m, layout, ubatch, FX_KV_DEFAULT);
 }
 
 /* Decode x[0..n) one at a time after what c holds; logits into out[n][nv]. */
@@ -78,8 +85,13 @@ static const char *lay_name(int layout)
 }
 
 /* Sliding fixtures: keep 16, drop D, shift; == a fresh run of N - D. out:
- * the shifted context's logits, [N_NEXT][nv]. */
-static void check_exact(const char *name, const struct fx_model *m, int layout, float *out)
+ * the shifted context's logits, [N_NEXT][nv]. With a rounded K cache
+ * (type_k f16 or q8_0, else FX_KV_DEFAULT) the shifted rows are rounded
+ * twice, so the bound is the cache type's own error: at most twice how far
+ * the fresh run's logits are from an f32-cache run's, plus the f32 bound
+ * 1e-4 * max(1, max |ref|). */
+static void check_exact_typed(const char *name, const struct fx_model *m, int layout, int32_t type_k,
+			      float *out)
 {
 	int32_t nv = fx_model_n_vocab(m);
 	fx_token t[N], x[N_NEXT];
@@ -88,23 +100,35 @@ static void check_exact(const char *name, const struct fx_model *m, int layout, 
 	for (int i = 0; i < N_NEXT; i++)
 		x[i] = tok(2, i, nv);
 	size_t nl = (size_t)N_NEXT * nv;
-	float *want = calloc(nl, sizeof(float));
-	struct fx_context *c = make(m, layout, 7), *f = make(m, FX_KV_CONTIGUOUS, 7);
+	float *want = calloc(nl, sizeof(float)), *f32 = calloc(nl, sizeof(float));
+	struct fx_context *c = make_typed(m, layout, 7, type_k);
+	struct fx_context *f = make_typed(m, FX_KV_CONTIGUOUS, 7, type_k);
+	struct fx_context *g = make_typed(m, FX_KV_CONTIGUOUS, 7, FX_KV_F32);
+	const char *ty = type_k == FX_KV_F16 ? "f16 K" : type_k == FX_KV_Q8_0 ? "q8_0 K" : "K";
 	CHECK(fx_decode(c, t, N, false) == FX_OK);
 	int rc = fx_seq_shift(c, 0, KEEP + D, -1, -D);
 	CHECKF(rc == FX_OK, "%s %s: shift: %s", name, lay_name(layout), fx_context_errmsg(c));
 	CHECK(fx_seq_n_past(c, 0) == N - D);
 	CHECK(step(c, x, N_NEXT, out, nv));
 	CHECK(fx_decode(f, t, N - D, false) == FX_OK && step(f, x, N_NEXT, want, nv));
-	double ref, d = max_diff(out, want, nl, &ref), tol = 1e-4 * fmax(1, ref);
-	printf("%-12s %-10s keep %d, drop %d of %d, %d tokens on: max |diff| %.3g vs a fresh run "
-	       "(max |ref| %.3g, tolerance %.3g)\n", name, lay_name(layout), KEEP, D, N, N_NEXT, d,
-	       ref, tol);
-	CHECKF(d <= tol, "%s %s: shifted logits differ from a fresh run by %g (tol %g)", name,
-	       lay_name(layout), d, tol);
+	CHECK(fx_decode(g, t, N - D, false) == FX_OK && step(g, x, N_NEXT, f32, nv));
+	double ref, d = max_diff(out, want, nl, &ref), e = max_diff(want, f32, nl, &ref);
+	double tol = 2 * e + 1e-4 * fmax(1, ref);
+	printf("%-12s %-10s %s: keep %d, drop %d of %d, %d tokens on: max |diff| %.3g vs a fresh "
+	       "run (its own vs f32 cache %.3g; max |ref| %.3g, tolerance %.3g)\n", name,
+	       lay_name(layout), ty, KEEP, D, N, N_NEXT, d, e, ref, tol);
+	CHECKF(d <= tol, "%s %s %s: shifted logits differ from a fresh run by %g (tol %g)", name,
+	       lay_name(layout), ty, d, tol);
 	fx_context_free(c);
 	fx_context_free(f);
+	fx_context_free(g);
 	free(want);
+	free(f32);
+}
+
+static void check_exact(const char *name, const struct fx_model *m, int layout, float *out)
+{
+	check_exact_typed(name, m, layout, FX_KV_DEFAULT, out);
 }
 
 /* Any fixture, N tokens: shift (keep 10, drop 10) then (keep 10, drop 8)
@@ -278,8 +302,15 @@ int main(void)
 		if (!m)
 			continue;
 		check_layouts(fx[i].name, m, false);
-		if (fx[i].swa)
+		if (fx[i].swa) {
 			check_layouts(fx[i].name, m, true);
+			/* Rounded caches round again after the rotation. */
+			float *l = calloc((size_t)N_NEXT * fx_model_n_vocab(m), sizeof(float));
+			check_exact_typed(fx[i].name, m, FX_KV_CONTIGUOUS, FX_KV_F16, l);
+			if (i == 4) /* gemma3: heads of 32, q8_0's block */
+				check_exact_typed(fx[i].name, m, FX_KV_PAGED, FX_KV_Q8_0, l);
+			free(l);
+		}
 		check_errors(fx[i].name, m, FX_KV_CONTIGUOUS, fx[i].swa);
 		check_errors(fx[i].name, m, FX_KV_PAGED, fx[i].swa);
 		if (i == 0 || fx[i].swa)
