@@ -247,13 +247,15 @@ FX_API int fx_seq_rm(struct fx_context *ctx, fx_seq seq, uint32_t pos);
  * seeing the dropped tokens), equal to within float rounding of the
  * rotation (f16/q8_0 caches round again): not bit-identical to any fresh
  * run. The prefix cache never serves the moved rows. delta == 0 changes
- * nothing; p0 == n_past drops [n_past + delta, n_past) only.
+ * nothing; p0 == n_past drops [n_past + delta, n_past) only (fx_seq_rm,
+ * with its errors).
  * Errors (the sequence is unchanged): FX_E_INVALID (no such sequence,
  * p0 < 0, p0 > n_past, p0 + delta < 0, 0 <= p1 < p0), FX_E_UNSUPPORTED
  * (delta > 0 or p0 <= p1 < n_past: a hole; paged layout with sliding-window layers: rows the
  * window needs at the new end, with the 32 kept for roll-back, were
- * already released), FX_E_KV_FULL (paged: no free block to copy a shared
- * one into), FX_E_NOMEM. */
+ * already released), FX_E_KV_FULL (paged: no free block for the moved
+ * rows: a shared block written, or released ones of a sliding window;
+ * about one block beyond what the sequence holds), FX_E_NOMEM. */
 FX_API int fx_seq_shift(struct fx_context *ctx, fx_seq seq, int32_t p0, int32_t p1, int32_t delta);
 /* Paged: blocks with references (0 when every sequence is empty);
  * contiguous: 0. */

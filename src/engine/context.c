@@ -248,31 +248,46 @@ int fx_seq_rm(struct fx_context *c, fx_seq s, uint32_t pos)
 	return FX_OK;
 }
 
-/* kv_shift's re-rotation: the layer's table once per layer (the backings
- * walk rows layer by layer), rows through f32 in the forward's scratch. */
+/* kv_shift's re-rotation: every layer's table made once (the backings
+ * walk rows by layer, or by block and then layer), rows through f32 in
+ * the forward's scratch. */
 struct shift_rot {
 	const struct fx_model *m;
-	int32_t delta;
-	int il;          /* layer cs holds, -1: none */
-	bool rope;       /* layer il has RoPE */
-	float *cs, *row; /* [n_rot], [k_width] */
+	bool *rope;      /* [n_layer] the layer has RoPE */
+	float *cs;       /* [n_layer][n_rot] its table for the shift's delta */
+	float *row;      /* [k_width] */
 	int k_type;
 };
 
 static void shift_rot_row(void *ctx, int il, void *k_row)
 {
 	struct shift_rot *r = ctx;
-	if (il != r->il) {
-		r->rope = attn_k_shift_table(r->m, il, r->delta, r->cs);
-		r->il = il;
-	}
-	if (!r->rope)
+	if (!r->rope[il])
 		return;
 	const struct fx_type_traits *t = fx_type_get(r->k_type);
 	int64_t kw = (int64_t)r->m->hp.n_head_kv * r->m->hp.head_dim;
 	t->to_float(k_row, r->row, kw);
-	attn_k_shift_row(r->m, r->cs, r->row);
+	attn_k_shift_row(r->m, r->cs + (size_t)il * r->m->hp.n_rot, r->row);
 	t->from_float(r->row, k_row, kw);
+}
+
+/* The backing's move with the model's rotation: kv_shift's errors. */
+static int shift_kv(struct fx_context *c, fx_seq s, int32_t p0, int32_t delta)
+{
+	const struct hparams *hp = &c->m->hp;
+	struct shift_rot r = { .m = c->m, .row = c->s.k, .k_type = c->k_type };
+	r.rope = fx_calloc((size_t)hp->n_layer, sizeof(*r.rope));
+	r.cs = fx_malloc_array((size_t)hp->n_layer * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1),
+			       sizeof(*r.cs));
+	int rc = r.rope && r.cs ? FX_OK : FX_E_NOMEM;
+	for (int il = 0; !rc && il < hp->n_layer; il++)
+		r.rope[il] = attn_k_shift_table(c->m, il, delta, r.cs + (size_t)il * hp->n_rot);
+	struct kv_rerot rr = { .fn = shift_rot_row, .ctx = &r };
+	if (!rc)
+		rc = kv_shift(c->kv, s, p0, delta, &rr);
+	fx_free(r.rope);
+	fx_free(r.cs);
+	return rc;
 }
 
 int fx_seq_shift(struct fx_context *c, fx_seq s, int32_t p0, int32_t p1, int32_t delta)
@@ -292,17 +307,15 @@ int fx_seq_shift(struct fx_context *c, fx_seq s, int32_t p0, int32_t p1, int32_t
 		return FX_OK;
 	if (p0 == n)
 		return fx_seq_rm(c, s, (uint32_t)(n + delta));
-	struct shift_rot r = { .m = c->m, .delta = delta, .il = -1, .cs = c->s.rope_cs,
-			       .row = c->s.k, .k_type = c->k_type };
-	struct kv_rerot rr = { .fn = shift_rot_row, .ctx = &r };
-	int rc = kv_shift(c->kv, s, p0, delta, &rr);
+	int rc = shift_kv(c, s, p0, delta);
 	if (rc == FX_E_UNSUPPORTED)
 		return fx_fail(&c->err, rc, "seq_shift: sequence %d's sliding-window layers already "
 			       "released rows they would need with %d tokens left (paged layout: shift by "
 			       "more, keep fewer tokens, or use the contiguous layout)", s, n + delta);
 	if (rc)
 		return fx_fail(&c->err, rc, "seq_shift: %s", rc == FX_E_KV_FULL
-			       ? "no free KV block to copy a shared block into" : "no memory");
+			       ? "no free KV block for the moved rows (free or finish another sequence)"
+			       : "no memory");
 	return FX_OK;
 }
 

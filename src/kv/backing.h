@@ -163,7 +163,9 @@ static inline int kv_rm(struct kv_backing *b, int32_t seq, int32_t pos)
  * tokens: a fresh prompt of the same tokens computes other values).
  * All or nothing. Errors: FX_E_UNSUPPORTED (paged: the rows a sliding
  * window needs after the move, and the 32 kept for roll-back, were already
- * released), FX_E_KV_FULL (paged: no free block to copy a shared one). */
+ * released), FX_E_KV_FULL (paged: no free block for a shared block
+ * written or a released one refilled),
+ * FX_E_NOMEM (paged: scratch for the old block table). */
 static inline int kv_shift(struct kv_backing *b, int32_t seq, int32_t p0, int32_t delta,
 			   const struct kv_rerot *rr)
 {

@@ -383,78 +383,99 @@ static int32_t held_from(const struct paged_backing *pb, int g, int32_t n)
 	return lo > 0 ? lo : 0;
 }
 
-/* Whether group g can make the move of pb_shift (every row it must hold
- * afterwards comes from a held row); *take: blocks it draws from its pool
- * (written blocks that are shared or were released). */
-static int shift_plan(const struct paged_backing *pb, const struct pseq *q, int g, int32_t p0,
-		      int32_t delta, int32_t *take)
+/* Whether every row group g must hold after pb_shift's move comes from a
+ * row it holds now. */
+static bool shift_rows_held(const struct paged_backing *pb, const struct pseq *q, int g,
+			    int32_t p0, int32_t delta)
 {
-	const struct kv_pool *p = &pb->set.pool[g];
 	int32_t bs = bsize(pb), d0 = p0 + delta, n1 = q->n_tokens + delta;
-	int32_t lo = held_from(pb, g, n1), i0 = (d0 > lo ? d0 : lo) / bs;
-	*take = 0;
-	for (int32_t r = lo; r < n1; r++) {
+	for (int32_t r = held_from(pb, g, n1); r < n1; r++) {
 		int32_t o = r < d0 ? r : r - delta;
 		if (q->t[g].blocks[o / bs] < 0 || (g && o < q->swa_lo))
-			return FX_E_UNSUPPORTED;
+			return false;
 	}
-	for (int32_t i = i0; i < (n1 + bs - 1) / bs; i++) {
-		int32_t blk = q->t[g].blocks[i];
-		*take += blk < 0 || p->ref[blk] > 1;
-	}
-	return *take > pool_available(p) ? FX_E_KV_FULL : FX_OK;
+	return true;
 }
 
-/* Group g's part of pb_shift (planned): writable blocks for the rows
- * written (in place when private, a copy or a fresh block otherwise), the
- * moved rows of every layer of the group, re-rotated, then the blocks
- * replaced, past the end or before the window released. old: [n_blocks]
- * scratch for the table as it was, which the moved rows are read through. */
-static void shift_group(struct paged_backing *pb, struct pseq *q, int g, int32_t p0, int32_t delta,
-			const struct kv_rerot *rr, int32_t *old)
+/* Drop q's group-g block i (dry: count what it gives back in *avail). */
+static void shift_drop(struct kv_pool *p, int32_t *bl, int32_t i, bool dry, int32_t *avail)
+{
+	if (bl[i] < 0)
+		return;
+	if (dry) {
+		*avail += p->ref[bl[i]] == 1;
+		return;
+	}
+	unref(p, bl[i]);
+	bl[i] = -1;
+}
+
+/* Write destination block i of group g (rows [ra, rb)): the old block in
+ * place when private (its key forgotten), else a fresh one (with the old
+ * one's kept rows copied); then every layer of the group gets its moved
+ * rows from their sources, re-rotated. */
+static void shift_block(struct paged_backing *pb, struct pseq *q, int g, int32_t i, int32_t ra,
+			int32_t rb, int32_t d0, int32_t delta, const struct kv_rerot *rr)
+{
+	struct kv_pool *p = &pb->set.pool[g];
+	int32_t *bl = q->t[g].blocks, old = bl[i], bs = bsize(pb);
+	bool in_place = old >= 0 && p->ref[old] == 1;
+	if (in_place) {
+		p->key[old] = 0; /* rewritten: no longer what its key says */
+	} else {
+		bl[i] = take_block(p);
+		if (old >= 0 && i * bs < d0)
+			copy_block(p, bl[i], old); /* its kept rows */
+	}
+	int n_layer = pb->set.pool[0].n_layer + pb->set.pool[1].n_layer;
+	for (int il = 0; il < n_layer; il++) {
+		int32_t sl = pb->set.slot[il];
+		for (int32_t r = ra; pb->set.group[il] == g && r < rb; r++) {
+			int32_t o = r - delta, sb = o / bs == i ? old : bl[o / bs];
+			uint8_t *k = kv_pool_row(p, true, sl, bl[i], r % bs);
+			memcpy(k, kv_pool_row(p, true, sl, sb, o % bs), p->k_row);
+			memcpy(kv_pool_row(p, false, sl, bl[i], r % bs),
+			       kv_pool_row(p, false, sl, sb, o % bs), p->v_row);
+			rr->fn(rr->ctx, il, k);
+		}
+	}
+	if (!in_place && old >= 0)
+		unref(p, old);
+}
+
+/* pb_shift for group g, block by block in ascending destination order
+ * (rows go down, so a source is read before its row is overwritten); dry:
+ * only count the blocks drawn against *avail (FX_E_KV_FULL when they run
+ * out), changing nothing. A source block read for good and not in the new
+ * table goes at once, so a sliding group, whose new rows mostly land in
+ * released blocks, draws about one block beyond what it holds. */
+static int shift_walk(struct paged_backing *pb, struct pseq *q, int g, int32_t p0, int32_t delta,
+		      const struct kv_rerot *rr, bool dry, int32_t *avail)
 {
 	struct kv_pool *p = &pb->set.pool[g];
 	int32_t *bl = q->t[g].blocks, nb = q->t[g].n_blocks, bs = bsize(pb);
 	int32_t d0 = p0 + delta, n1 = q->n_tokens + delta, nb1 = (n1 + bs - 1) / bs;
-	int32_t lo = held_from(pb, g, n1), r0 = d0 > lo ? d0 : lo;
-	memcpy(old, bl, (size_t)nb * sizeof(*old));
+	int32_t lo = held_from(pb, g, n1), r0 = d0 > lo ? d0 : lo, gone = (r0 - delta) / bs;
 	for (int32_t i = r0 / bs; i < nb1; i++) {
-		if (old[i] >= 0 && p->ref[old[i]] == 1) {
-			p->key[old[i]] = 0; /* rewritten in place: no longer what its key says */
-			continue;
-		}
-		bl[i] = take_block(p);
-		if (old[i] >= 0 && i * bs < d0)
-			copy_block(p, bl[i], old[i]); /* its kept rows */
+		int32_t ra = i * bs > r0 ? i * bs : r0, rb = (i + 1) * bs < n1 ? (i + 1) * bs : n1;
+		bool in_place = bl[i] >= 0 && p->ref[bl[i]] == 1;
+		if (dry && !in_place && --*avail < 0)
+			return FX_E_KV_FULL;
+		if (!dry)
+			shift_block(pb, q, g, i, ra, rb, d0, delta, rr);
+		for (; gone < nb && gone < (rb - delta) / bs; gone++)
+			if (gone >= nb1 || gone < lo / bs)
+				shift_drop(p, bl, gone, dry, avail);
 	}
-	/* Rows go down (a source is always past its destination), and a
-	 * source is never a destination's physical row: ascending is safe. */
-	int n_layer = pb->set.pool[0].n_layer + pb->set.pool[1].n_layer;
-	for (int il = 0; il < n_layer; il++) {
-		if (pb->set.group[il] != g)
-			continue;
-		int32_t sl = pb->set.slot[il];
-		for (int32_t r = r0; r < n1; r++) {
-			int32_t o = r - delta;
-			uint8_t *k = kv_pool_row(p, true, sl, bl[r / bs], r % bs);
-			memcpy(k, kv_pool_row(p, true, sl, old[o / bs], o % bs), p->k_row);
-			memcpy(kv_pool_row(p, false, sl, bl[r / bs], r % bs),
-			       kv_pool_row(p, false, sl, old[o / bs], o % bs), p->v_row);
-			rr->fn(rr->ctx, il, k);
-		}
-	}
-	for (int32_t i = 0; i < nb; i++) {
-		bool gone = i >= nb1 || bl[i] != old[i];
-		if (old[i] >= 0 && gone)
-			unref(p, old[i]);
-		if (i < lo / bs && bl[i] >= 0) {
-			unref(p, bl[i]);
-			bl[i] = -1;
-		}
-	}
+	if (dry)
+		return FX_OK;
+	for (int32_t i = 0; i < nb; i++)
+		if (i >= nb1 || i < lo / bs)
+			shift_drop(p, bl, i, false, avail);
 	q->t[g].n_blocks = nb1 < nb ? nb1 : nb;
 	if (g)
 		q->swa_lo = lo; /* rows of block lo / bs before lo may be garbage */
+	return FX_OK;
 }
 
 static int pb_shift(struct kv_backing *b, int32_t seq, int32_t p0, int32_t delta,
@@ -462,19 +483,20 @@ static int pb_shift(struct kv_backing *b, int32_t seq, int32_t p0, int32_t delta
 {
 	struct paged_backing *pb = PB(b);
 	struct pseq *q = &pb->seq[seq];
-	int32_t take, d0 = p0 + delta, bs = bsize(pb);
+	int32_t d0 = p0 + delta, bs = bsize(pb);
 	for (int g = 0; g < KV_GROUPS; g++) {
-		int rc = pb->set.pool[g].n_layer ? shift_plan(pb, q, g, p0, delta, &take) : FX_OK;
+		int32_t avail = pool_available(&pb->set.pool[g]);
+		if (!pb->set.pool[g].n_layer)
+			continue;
+		if (!shift_rows_held(pb, q, g, p0, delta))
+			return FX_E_UNSUPPORTED;
+		int rc = shift_walk(pb, q, g, p0, delta, rr, true, &avail);
 		if (rc)
 			return rc;
 	}
-	int32_t *old = fx_malloc_array((size_t)(q->cap ? q->cap : 1), sizeof(*old));
-	if (!old)
-		return FX_E_NOMEM;
 	for (int g = 0; g < KV_GROUPS; g++)
 		if (pb->set.pool[g].n_layer)
-			shift_group(pb, q, g, p0, delta, rr, old);
-	fx_free(old);
+			shift_walk(pb, q, g, p0, delta, rr, false, NULL);
 	memmove(q->tokens + d0, q->tokens + p0, (size_t)(q->n_tokens - p0) * sizeof(*q->tokens));
 	q->n_tokens += delta;
 	if (q->n_keyed > d0 / bs)
