@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "core/alloc.h"
+#include "core/json.h"
 #include "io/safetensors.h"
 #include "quant/quant.h"
 
@@ -683,8 +684,12 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 	if (rc)
 		return fx_fail(err, rc, "%s: cannot read config.json (a Hugging Face model directory "
 			       "holds config.json of at most 1 MiB and model.safetensors)", dir);
-	h.cfg = cJSON_Parse(text);
+	rc = fx_json_parse(text, strlen(text), &h.cfg, NULL);
 	fx_free(text);
+	if (rc == FX_E_NOMEM) {
+		rc = fx_fail(err, rc, "%s: out of memory parsing config.json", dir);
+		goto out;
+	}
 	if (!h.cfg || !cJSON_IsObject(h.cfg)) {
 		rc = fx_fail(err, FX_E_FORMAT, "%s: config.json is not a JSON object", dir);
 		goto out;
