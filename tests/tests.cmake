@@ -88,6 +88,10 @@ endif()
 if(TARGET test_tool_parse)
   target_link_libraries(test_tool_parse PRIVATE ferrox_server)
 endif()
+# test_request_oom drives the server's request path in process.
+if(TARGET test_request_oom)
+  target_link_libraries(test_request_oom PRIVATE ferrox_server)
+endif()
 
 # Tool-call parsing against the real templates (tests/test_tool_parse.py):
 # replies rendered with tool_calls by `ferrox render-template` (checked
