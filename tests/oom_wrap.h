@@ -1,7 +1,8 @@
 /* Allocation-failure injection for the *_oom tests: the linker wraps
  * malloc, calloc and realloc (-Wl,--wrap=..., tests.cmake), and the heap
  * call numbered fail_at (counted in calls from 0) returns NULL; fail_at -1
- * fails none. Include once, in the test's only source file. */
+ * fails none. Include once, in the test's only source file (after
+ * <cjson/cJSON.h> for oom_hook_cjson). */
 #ifndef FX_TESTS_OOM_WRAP_H
 #define FX_TESTS_OOM_WRAP_H
 
@@ -38,5 +39,16 @@ void *__wrap_realloc(void *p, size_t n)
 {
 	return failing() ? NULL : __real_realloc(p, n);
 }
+
+/* cJSON is a shared library: its own malloc calls escape the linker's
+ * wrap, so a test that wants them failing too routes them here (cJSON's
+ * hooks are process-global: call once, before any cJSON use). With hooks
+ * set cJSON uses malloc + copy instead of realloc. */
+#ifdef cJSON__h
+static inline void oom_hook_cjson(void)
+{
+	cJSON_InitHooks(&(cJSON_Hooks){ .malloc_fn = __wrap_malloc, .free_fn = free });
+}
+#endif
 
 #endif

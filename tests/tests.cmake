@@ -20,6 +20,19 @@ if(TARGET test_noalloc)
   target_link_options(test_noalloc PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
 endif()
 
+# Every test_*_oom fails the k-th heap call (tests/oom_wrap.h) of what it
+# drives, for every k: grammars, chat templates, paged decodes, model
+# loads / contexts / decodes (test_load_oom), the server's request path
+# (test_request_oom). The linker's --wrap catches the calls of our code and
+# of the static libraries linked in; shared ones (cJSON, PCRE2) are routed
+# through their allocator hooks by the test.
+foreach(src ${FX_TEST_SOURCES})
+  get_filename_component(name ${src} NAME_WE)
+  if(name MATCHES "_oom$")
+    target_link_options(${name} PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
+  endif()
+endforeach()
+
 # The HTTP server end to end with the official openai client (PyPI;
 # scripts/install-deps.sh installs it). Skips (77) without the models or the
 # package unless FX_REQUIRE_MODELS=1.
@@ -60,16 +73,6 @@ add_test(NAME chat_templates
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(chat_templates PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 
-# test_grammar_oom fails the k-th heap call of a grammar parse and match.
-if(TARGET test_grammar_oom)
-  target_link_options(test_grammar_oom PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
-endif()
-
-# test_chat_oom fails the k-th heap call of a chat-template render, for every k.
-if(TARGET test_chat_oom)
-  target_link_options(test_chat_oom PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
-endif()
-
 # GBNF acceptance against llguidance (PyPI, tests only): 12 grammars, 1,000
 # strings each (sampled by ferrox and one-edit mutations), and bad grammars'
 # messages. Skips (77) without llguidance unless FX_REQUIRE_MODELS=1.
@@ -79,16 +82,15 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(test_grammar PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 
-# test_batch_oom fails the k-th heap call of a paged decode, for every k.
-if(TARGET test_batch_oom)
-  target_link_options(test_batch_oom PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
-endif()
-
 # test_tool_parse links the server library (src/server/tools.c). Without
 # arguments it runs the parser's unit checks; tests/test_tool_parse.py
 # drives it over replies rendered from ../shared/templates.
 if(TARGET test_tool_parse)
   target_link_libraries(test_tool_parse PRIVATE ferrox_server)
+endif()
+# test_request_oom drives the server's request path in process.
+if(TARGET test_request_oom)
+  target_link_libraries(test_request_oom PRIVATE ferrox_server)
 endif()
 
 # Tool-call parsing against the real templates (tests/test_tool_parse.py):

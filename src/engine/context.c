@@ -526,8 +526,16 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 		if (!seq_ok(c, b->seq[i]))
 			return fx_fail(&c->err, FX_E_INVALID, "batch row %d: sequence %d does not exist",
 				       i, b->seq[i]);
-	if (grow_rows(c, b->n))
+	if (grow_rows(c, b->n)) {
+		/* every sequence of the batch is refused, and seq_status says so
+		 * (it once kept the previous batch's values) */
+		if (seq_status) {
+			memset(seq_status, 0, c->n_seq_max * sizeof(*seq_status));
+			for (int32_t i = 0; i < b->n; i++)
+				seq_status[b->seq[i]] = FX_E_NOMEM;
+		}
 		return fx_fail(&c->err, FX_E_NOMEM, "no memory for a batch of %d rows", b->n);
+	}
 	int32_t *cnt = c->s_cnt;
 	int *st = c->s_status;
 	memset(cnt, 0, c->n_seq_max * sizeof(*cnt));

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/status.h"
 #include "grammar/convert.h"
 
@@ -1484,13 +1485,19 @@ int fx_json_schema_to_gbnf(const char *schema_json, const char *root_name, char 
 	long bad = schema_utf8_invalid_at(schema_json);
 	if (bad >= 0)
 		return fx_fail(err, FX_E_INVALID, "json schema: invalid UTF-8 at byte %ld", bad);
-	const char *end = NULL;
-	cJSON *doc = cJSON_ParseWithOpts(schema_json, &end, true);
-	if (!doc) {
-		if (!end)
-			return fx_fail(err, FX_E_NOMEM, "json schema: out of memory");
-		return fx_fail(err, FX_E_INVALID, "json schema: malformed JSON at byte %zu", (size_t)(end - schema_json));
-	}
+	size_t end = 0, len = strlen(schema_json);
+	cJSON *doc = NULL;
+	rc = fx_json_parse(schema_json, len, &doc, &end);
+	if (rc == FX_E_NOMEM)
+		return fx_fail(err, FX_E_NOMEM, "json schema: out of memory");
+	for (size_t i = end; doc && i < len; i++) /* only white space may follow */
+		if (!strchr(" \t\r\n", schema_json[i])) {
+			cJSON_Delete(doc);
+			doc = NULL;
+			end = i;
+		}
+	if (!doc)
+		return fx_fail(err, FX_E_INVALID, "json schema: malformed JSON at byte %zu", end);
 	snprintf(prefix, sizeof prefix, "%s%s", root_name ? root_name : "", root_name ? "-" : "");
 	c.doc = doc;
 	c.root = root_name ? root_name : "root";

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "core/alloc.h"
+#include "core/json.h"
 #include "io/safetensors.h"
 #include "quant/quant.h"
 
@@ -144,20 +145,25 @@ static int cfg_int(struct hf *h, const char *k, int *out)
 	return FX_OK;
 }
 
-static char *read_text(const char *path, size_t max)
+/* The file at path (at most max bytes) into *out, NUL-terminated.
+ * FX_E_IO: cannot open or read it, or it is larger; FX_E_NOMEM. */
+static int read_text(const char *path, size_t max, char **out)
 {
+	*out = NULL;
 	FILE *f = fopen(path, "rb");
 	if (!f)
-		return NULL;
+		return FX_E_IO;
 	char *buf = fx_malloc_array(max + 1, 1);
 	size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
+	bool bad = buf && (ferror(f) || n > max);
 	fclose(f);
-	if (!buf || n > max) {
+	if (!buf || bad) {
 		fx_free(buf);
-		return NULL;
+		return buf ? FX_E_IO : FX_E_NOMEM;
 	}
 	buf[n] = 0;
-	return buf;
+	*out = buf;
+	return FX_OK;
 }
 
 /* ---- metadata ---------------------------------------------------------- */
@@ -470,7 +476,7 @@ static const void *plus_one(struct hf *h, const struct st_tensor *t, int *type)
 	size_t n = (size_t)t->ne[0];
 	float *out = gguf_build_alloc(h->g, n * sizeof(float));
 	if (!out)
-		return NULL;
+		return NULL; /* out of memory */
 	fx_type_get(t->type)->to_float(t->data, out, (int64_t)n);
 	for (size_t i = 0; i < n; i++)
 		out[i] += 1.0f;
@@ -478,15 +484,22 @@ static const void *plus_one(struct hf *h, const struct st_tensor *t, int *type)
 	return out;
 }
 
+/* Rows of t, which permute_rows splits into n_heads halves: false when they
+ * do not divide. */
+static bool permutable(const struct st_tensor *t, int n_heads)
+{
+	int64_t rows = t->n_dims == 1 ? t->ne[0] : t->ne[1];
+	return n_heads > 0 && rows % (2 * n_heads) == 0;
+}
+
 /* llama.cpp's LlamaModel.permute: within each head, rows (half, i) move to
  * (i, half), so adjacent-pair RoPE on the result equals rotate_half RoPE on
- * the original. Rows are whole, so any element type works. */
+ * the original. Rows are whole, so any element type works. NULL: out of
+ * memory (the shape is checked by permutable). */
 static const void *permute_rows(struct hf *h, const struct st_tensor *t, int n_heads)
 {
 	int64_t rows = t->n_dims == 1 ? t->ne[0] : t->ne[1];
 	size_t row_bytes = t->n_dims == 1 ? fx_row_size(t->type, 1) : fx_row_size(t->type, t->ne[0]);
-	if (n_heads <= 0 || rows % (2 * n_heads))
-		return NULL;
 	uint8_t *out = gguf_build_alloc(h->g, t->nbytes);
 	if (!out)
 		return NULL;
@@ -636,12 +649,18 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 			       h->fam->model_type);
 	const void *data = t->data;
 	int type = t->type;
-	if (h->fam->norm_plus_one && ends_with(name, "norm.weight"))
+	if (h->fam->norm_plus_one && ends_with(name, "norm.weight")) {
 		data = plus_one(h, t, &type);
-	else if (h->fam->permute_qk && (strstr(name, ".attn_q.") || strstr(name, ".attn_k.")))
-		data = permute_rows(h, t, strstr(name, ".attn_q.") ? h->n_head : h->n_head_kv);
+	} else if (h->fam->permute_qk && (strstr(name, ".attn_q.") || strstr(name, ".attn_k."))) {
+		int nh = strstr(name, ".attn_q.") ? h->n_head : h->n_head_kv;
+		if (!permutable(t, nh))
+			return fx_fail(h->err, FX_E_FORMAT, "%s: tensor '%s' has %lld rows, not a "
+				       "multiple of 2 x %d heads", h->dir, t->name,
+				       (long long)(t->n_dims == 1 ? t->ne[0] : t->ne[1]), nh);
+		data = permute_rows(h, t, nh);
+	}
 	if (!data)
-		return fx_fail(h->err, FX_E_FORMAT, "%s: cannot convert tensor '%s' (shape or memory)",
+		return fx_fail(h->err, FX_E_NOMEM, "%s: out of memory converting tensor '%s'",
 			       h->dir, t->name);
 	return gguf_build_tensor(h->g, name, type, (uint32_t)t->n_dims, t->ne, data);
 }
@@ -659,12 +678,18 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 	int rc;
 	*out = NULL;
 	snprintf(path, sizeof(path), "%s/config.json", dir);
-	char *text = read_text(path, 1 << 20);
-	if (!text)
-		return fx_fail(err, FX_E_IO, "%s: cannot read config.json (a Hugging Face model directory "
-			       "holds config.json and model.safetensors)", dir);
-	h.cfg = cJSON_Parse(text);
+	char *text = NULL;
+	if ((rc = read_text(path, 1 << 20, &text)) == FX_E_NOMEM)
+		return fx_fail(err, rc, "%s: out of memory reading config.json", dir);
+	if (rc)
+		return fx_fail(err, rc, "%s: cannot read config.json (a Hugging Face model directory "
+			       "holds config.json of at most 1 MiB and model.safetensors)", dir);
+	rc = fx_json_parse(text, strlen(text), &h.cfg, NULL);
 	fx_free(text);
+	if (rc == FX_E_NOMEM) {
+		rc = fx_fail(err, rc, "%s: out of memory parsing config.json", dir);
+		goto out;
+	}
 	if (!h.cfg || !cJSON_IsObject(h.cfg)) {
 		rc = fx_fail(err, FX_E_FORMAT, "%s: config.json is not a JSON object", dir);
 		goto out;

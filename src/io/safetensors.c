@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "core/json.h"
 #include "io/mapfile.h"
 #include "quant/quant.h"
 
@@ -239,9 +240,11 @@ static int check_tensors(struct st_file *f, struct fx_err *err)
 static int parse_json(const char *json, size_t n, const char *what, cJSON **out,
 		      struct fx_err *err)
 {
-	const char *end = NULL;
-	cJSON *root = cJSON_ParseWithOpts(json, &end, false);
-	size_t pos = end ? (size_t)(end - json) : 0;
+	cJSON *root = NULL;
+	size_t pos = 0;
+	int rc = fx_json_parse(json, n, &root, &pos);
+	if (rc == FX_E_NOMEM)
+		return fx_fail(err, rc, "safetensors: out of memory parsing the %s", what);
 	if (!root)
 		return fx_fail(err, FX_E_FORMAT,
 			       "safetensors: %s is not valid JSON (error near byte %zu of %zu)",

@@ -10,20 +10,26 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/json.h"
 #include "core/status.h"
 #include "model/model.h"
 
-/* Whole file into a malloc'ed NUL-terminated buffer; NULL when absent. */
-static char *read_text(const char *path, size_t *n)
+/* Whole file into *out, a malloc'ed NUL-terminated buffer (NULL when the
+ * file is absent or unreadable: the template is optional). Returns FX_OK or
+ * FX_E_NOMEM (a model without its template would be a silent change). */
+static int read_text(const char *path, char **out, size_t *n)
 {
 	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
 	long len;
+	int rc = FX_OK;
+	*out = NULL;
 	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (buf = fx_malloc_array((size_t)len + 1, 1))) {
-		if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+		return FX_OK;
+	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+		if (!(buf = fx_malloc_array((size_t)len + 1, 1))) {
+			rc = FX_E_NOMEM;
+		} else if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
 			fx_free(buf);
 			buf = NULL;
 		} else {
@@ -32,22 +38,29 @@ static char *read_text(const char *path, size_t *n)
 		}
 	}
 	fclose(f);
-	return buf;
+	*out = buf;
+	return rc;
 }
 
 static int from_hf_dir(struct fx_model *m, const char *dir, struct fx_err *err)
 {
 	char path[4096];
 	size_t n = 0;
+	char *text = NULL;
 	snprintf(path, sizeof(path), "%s/chat_template.jinja", dir);
-	if ((m->chat_template = read_text(path, &n)))
-		return FX_OK;
+	int rc = read_text(path, &m->chat_template, &n);
+	if (rc || m->chat_template)
+		return rc ? fx_fail(err, rc, "%s: out of memory reading it", path) : FX_OK;
 	snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
-	char *text = read_text(path, &n);
+	if ((rc = read_text(path, &text, &n)))
+		return fx_fail(err, rc, "%s: out of memory reading it", path);
 	if (!text)
 		return FX_OK;
-	cJSON *j = cJSON_ParseWithLength(text, n);
+	cJSON *j = NULL;
+	rc = fx_json_parse(text, n, &j, NULL);
 	fx_free(text);
+	if (rc == FX_E_NOMEM)
+		return fx_fail(err, rc, "%s: out of memory parsing it", path);
 	if (!j)
 		return fx_fail(err, FX_E_FORMAT, "%s: not valid JSON", path);
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "chat_template");
@@ -63,7 +76,7 @@ static int from_hf_dir(struct fx_model *m, const char *dir, struct fx_err *err)
 				s = tt->valuestring;
 		}
 	}
-	int rc = FX_OK;
+	rc = FX_OK;
 	if (s && !(m->chat_template = fx_strndup(s, strlen(s))))
 		rc = fx_fail(err, FX_E_NOMEM, "no memory");
 	cJSON_Delete(j);

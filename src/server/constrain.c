@@ -29,7 +29,8 @@ static char *take_gbnf(int rc, char *gbnf, const struct fx_err *err, const char 
 {
 	char *copy;
 	if (rc) {
-		srv_error_set(e, rc == FX_E_NOMEM ? 500 : 400, E_INV, param, "%s: %s", param, err->msg);
+		srv_error_set(e, rc == FX_E_NOMEM ? 500 : 400,
+			      rc == FX_E_NOMEM ? "server_error" : E_INV, param, "%s: %s", param, err->msg);
 		return NULL;
 	}
 	copy = strdup(gbnf);
@@ -137,7 +138,12 @@ static char *response_format(const cJSON *rf, bool *none, struct srv_error *e)
 	if (!strcmp(type->valuestring, "json_object")) {
 		/* llama-server also reads a "schema" here; OpenAI's is any object */
 		const cJSON *schema = cJSON_GetObjectItemCaseSensitive(rf, "schema");
-		cJSON *any = schema ? NULL : cJSON_Parse("{\"type\":\"object\"}");
+		cJSON *any = schema ? NULL : cJSON_CreateObject();
+		if (!schema && !cJSON_AddStringToObject(any, "type", "object")) {
+			cJSON_Delete(any);
+			srv_error_set(e, 500, "server_error", NULL, "out of memory");
+			return NULL;
+		}
 		char *g = schema_gbnf(schema ? schema : any, P, e);
 		cJSON_Delete(any);
 		return g;
@@ -168,9 +174,12 @@ static char *vllm_field(const char *key, const cJSON *v, const char *param, stru
 {
 	if (!strcmp(key, "json")) {
 		if (cJSON_IsString(v)) { /* a schema sent as a JSON string */
-			cJSON *p = cJSON_Parse(v->valuestring);
+			bool oom = false;
+			cJSON *p = srv_json_parse(v->valuestring, strlen(v->valuestring), NULL, &oom);
 			char *g = p ? schema_gbnf(p, param, e) : NULL;
-			if (!p)
+			if (!p && oom)
+				srv_error_set(e, 500, "server_error", NULL, "out of memory");
+			else if (!p)
 				srv_error_set(e, 400, E_INV, param, "'%s' is not valid JSON", param);
 			cJSON_Delete(p);
 			return g;
@@ -246,7 +255,8 @@ bool srv_constraint_parse(const cJSON *body, struct srv_gen *g, struct srv_error
 	int rc = fx_grammar_parse(gbnf, strlen(gbnf), NULL, &g->grammar, &err);
 	free(gbnf);
 	if (rc) {
-		srv_error_set(e, rc == FX_E_NOMEM ? 500 : 400, E_INV, from, "%s", err.msg);
+		srv_error_set(e, rc == FX_E_NOMEM ? 500 : 400,
+			      rc == FX_E_NOMEM ? "server_error" : E_INV, from, "%s", err.msg);
 		return false;
 	}
 	return true;

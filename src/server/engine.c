@@ -196,8 +196,8 @@ static void choice_end_locked(struct engine *E, struct srv_choice *c, const char
 		} else {
 			s->met.req_stop++;
 		}
-		if (r->g.stream && !r->cancelled)
-			srv_sse_end(r, &r->out);
+		if (r->g.stream && !r->cancelled && !srv_sse_end(r, &r->out))
+			r->failed = true; /* no [DONE]: the client sees a broken stream */
 		pthread_cond_broadcast(&r->cond);
 		srv_req_unref_locked(r);
 	}
@@ -277,9 +277,12 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	if (c->counts)
 		c->counts[t]++;
 	if (g->logprobs) {
+		/* a missing entry would be a wrong answer: the choice fails instead */
 		cJSON *e = srv_logprob_entry(s, r, lg, t);
-		if (e)
-			cJSON_AddItemToArray(r->g.stream ? c->lp : c->lp_all, e);
+		if (!e || !cJSON_AddItemToArray(r->g.stream ? c->lp : c->lp_all, e)) {
+			cJSON_Delete(e);
+			return "error";
+		}
 	}
 	char buf[256];
 	size_t n = 0;
@@ -307,34 +310,41 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	return NULL;
 }
 
-/* Stream what choice c can show now (lock held). */
-static void choice_publish_locked(struct srv_choice *c, bool final)
+/* Stream what choice c can show now (lock held). false: out of memory,
+ * nothing sent (the choice must fail: a stream missing a chunk would be a
+ * wrong answer). */
+static bool choice_publish_locked(struct srv_choice *c, bool final)
 {
 	struct srv_req *r = c->req;
 	if (!r->g.stream || r->cancelled)
-		return;
+		return true;
 	size_t upto = c->text.n;
 	if (!final)
 		upto -= stop_holdback(&r->g, c->text.p, c->text.n, c->n_sent);
 	bool has_lp = c->lp && cJSON_GetArraySize(c->lp) > 0;
 	if (upto == c->n_sent && !final && !has_lp)
-		return;
+		return true;
 	const char *text = c->text.p ? c->text.p + c->n_sent : "";
 	struct srv_buf echo = { 0 };
-	if (!c->role_sent && r->g.echo && r->prompt_text &&
-	    srv_buf_add(&echo, r->prompt_text, strlen(r->prompt_text)) &&
-	    srv_buf_add(&echo, text, upto - c->n_sent))
-		srv_sse_chunk(r, c, echo.p, echo.n, true, &r->out); /* the prompt first */
+	bool ok;
+	if (!c->role_sent && r->g.echo && r->prompt_text) /* the prompt first */
+		ok = srv_buf_add(&echo, r->prompt_text, strlen(r->prompt_text)) &&
+		     srv_buf_add(&echo, text, upto - c->n_sent) &&
+		     srv_sse_chunk(r, c, echo.p, echo.n, true, &r->out);
 	else
-		srv_sse_chunk(r, c, text, upto - c->n_sent, !c->role_sent, &r->out);
+		ok = srv_sse_chunk(r, c, text, upto - c->n_sent, !c->role_sent, &r->out);
 	srv_buf_free(&echo);
+	cJSON *lp = ok && c->lp ? cJSON_CreateArray() : NULL;
+	if (!ok || (c->lp && !lp))
+		return false;
 	c->role_sent = true;
 	c->n_sent = upto;
 	if (c->lp) {
 		cJSON_Delete(c->lp);
-		c->lp = cJSON_CreateArray();
+		c->lp = lp;
 	}
 	pthread_cond_broadcast(&r->cond);
+	return true;
 }
 
 static bool grow(struct engine *E, int32_t need)
@@ -543,14 +553,17 @@ static void step(struct engine *E)
 			if (!c->hit_stop) {
 				char tail[64];
 				size_t nt = 0;
-				if (!fx_detok_flush(&c->dt, tail, sizeof(tail), &nt))
-					srv_buf_add(&c->text, tail, nt);
+				if (!fx_detok_flush(&c->dt, tail, sizeof(tail), &nt) &&
+				    !srv_buf_add(&c->text, tail, nt))
+					fin[i] = "error";
 			}
 			c->finish = fin[i];
-			choice_publish_locked(c, true);
-			choice_end_locked(E, c, fin[i]);
-		} else if (c->n_gen) {
-			choice_publish_locked(c, false);
+			if (!choice_publish_locked(c, true))
+				c->finish = "error";
+			choice_end_locked(E, c, c->finish);
+		} else if (c->n_gen && !choice_publish_locked(c, false)) {
+			c->finish = "error";
+			choice_end_locked(E, c, "error");
 		}
 	}
 	s->met.blocks_used = fx_context_kv_blocks_used(s->ctx);

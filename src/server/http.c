@@ -174,17 +174,21 @@ static void stream_free(void *cls)
 /* The request body as a JSON object, or NULL with why[] saying what is
  * wrong: where the JSON broke (the parse end cJSON hands back, which, unlike
  * cJSON_GetErrorPtr, is not shared between threads) or that it is not an
- * object. */
+ * object; why[] is empty when memory ran out. */
 static cJSON *body_object(const struct conn *cn, char *why, size_t cap)
 {
-	const char *p = cn->body.p ? cn->body.p : "", *end = NULL;
-	cJSON *b = cJSON_ParseWithLengthOpts(p, cn->body.n, &end, false);
+	const char *p = cn->body.p ? cn->body.p : "";
+	size_t at = 0;
+	bool oom = false;
+	cJSON *b = srv_json_parse(p, cn->body.n, &at, &oom);
+	why[0] = 0;
+	if (oom)
+		return NULL;
 	if (!b && cn->body.n == 0) {
 		snprintf(why, cap, "the request body is empty (a JSON object is expected)");
 		return NULL;
 	}
 	if (!b) {
-		size_t at = end && end >= p ? (size_t)(end - p) : 0;
 		snprintf(why, cap, "the request body is not valid JSON (it breaks at byte %zu of %zu)",
 			 at, cn->body.n);
 		return NULL;
@@ -199,36 +203,40 @@ static cJSON *body_object(const struct conn *cn, char *why, size_t cap)
 
 /* ---- completions ---- */
 
-static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, struct conn *cn,
-				     enum srv_kind kind)
+struct srv_req *srv_request_build(struct srv *s, enum srv_kind kind, const char *body_text,
+				  size_t n, struct srv_error *e)
 {
-	struct srv_error e = { 0 };
 	char why[128];
-	cJSON *body = body_object(cn, why, sizeof(why));
-	if (!body)
-		return fail(mc, 400, E_INV, NULL, "%s", why);
+	struct conn cn = { .body = { .p = (char *)body_text, .n = n } };
+	cJSON *body = body_object(&cn, why, sizeof(why));
+	if (!body) {
+		srv_error_set(e, why[0] ? 400 : 500, why[0] ? E_INV : "server_error", NULL, "%s",
+			      why[0] ? why : "out of memory");
+		return NULL;
+	}
 	struct srv_req *r = srv_req_new(s, kind);
 	if (!r) {
 		cJSON_Delete(body);
-		return fail(mc, 500, "server_error", NULL, "out of memory");
+		srv_error_set(e, 500, "server_error", NULL, "out of memory");
+		return NULL;
 	}
-	bool ok = srv_gen_parse(body, kind, s->n_vocab, &r->g, &e) &&
-		  (kind == SRV_CHAT ? srv_chat_prompt(s, body, r, &e)
-				    : srv_completion_prompt(s, body, r, &e));
+	bool ok = srv_gen_parse(body, kind, s->n_vocab, &r->g, e) &&
+		  (kind == SRV_CHAT ? srv_chat_prompt(s, body, r, e)
+				    : srv_completion_prompt(s, body, r, e));
 	cJSON_Delete(body);
 	if (ok && r->n_prompt == 0) {
-		srv_error_set(&e, 400, E_INV, "prompt", "the prompt is empty");
+		srv_error_set(e, 400, E_INV, "prompt", "the prompt is empty");
 		ok = false;
 	}
 	if (ok && (uint32_t)r->n_prompt + 1 > s->n_ctx_seq) {
-		srv_error_set(&e, 400, E_INV, kind == SRV_CHAT ? "messages" : "prompt",
+		srv_error_set(e, 400, E_INV, kind == SRV_CHAT ? "messages" : "prompt",
 			      "the prompt has %d tokens; this server's context is %u tokens per "
 			      "request (--ctx-size)",
 			      r->n_prompt, s->n_ctx_seq);
 		ok = false;
 	}
 	if (ok && !(r->ch = calloc((size_t)r->g.n, sizeof(*r->ch)))) {
-		srv_error_set(&e, 500, "server_error", NULL, "out of memory");
+		srv_error_set(e, 500, "server_error", NULL, "out of memory");
 		ok = false;
 	}
 	for (int i = 0; ok && i < r->g.n; i++) {
@@ -236,7 +244,24 @@ static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, s
 		r->ch[i].index = i;
 		r->ch[i].slot = -1;
 	}
-	int busy = ok ? srv_submit(s, r) : 0;
+	if (!ok) {
+		pthread_mutex_lock(&s->lock);
+		srv_req_unref_locked(r);
+		pthread_mutex_unlock(&s->lock);
+		return NULL;
+	}
+	return r;
+}
+
+static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, struct conn *cn,
+				     enum srv_kind kind)
+{
+	struct srv_error e = { 0 };
+	struct srv_req *r = srv_request_build(s, kind, cn->body.p ? cn->body.p : "", cn->body.n, &e);
+	if (!r)
+		return send_error(mc, &e);
+	bool ok = true;
+	int busy = srv_submit(s, r);
 	if (busy) {
 		srv_error_set(&e, 503, "server_busy_error", NULL,
 			      busy == 503 ? "the server is not ready or is shutting down"
@@ -486,6 +511,8 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 		return do_completion(s, mc, cn, r == R_CHAT ? SRV_CHAT : SRV_COMPLETION);
 	char why[128];
 	cJSON *body = body_object(cn, why, sizeof(why));
+	if (!body && !why[0])
+		return fail(mc, 500, "server_error", NULL, "out of memory");
 	if (!body)
 		return fail(mc, 400, E_INV, NULL, "%s", why);
 	enum MHD_Result res = r == R_TOK ? do_tokenize(s, mc, body) : do_detokenize(s, mc, body);

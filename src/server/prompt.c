@@ -22,7 +22,12 @@ static bool tokenize_into(struct srv *s, struct srv_req *r, const char *text, bo
 		srv_error_set(e, 500, "server_error", NULL, "out of memory");
 		return false;
 	}
-	if (fx_tokenize(s->model, text, len, add_special, parse_special, r->prompt, cap, &n)) {
+	int rc = fx_tokenize(s->model, text, len, add_special, parse_special, r->prompt, cap, &n);
+	if (rc == FX_E_NOMEM) {
+		srv_error_set(e, 500, "server_error", NULL, "out of memory tokenizing the prompt");
+		return false;
+	}
+	if (rc) {
 		srv_error_set(e, 400, E_INV, "prompt", "the prompt could not be tokenized");
 		return false;
 	}
@@ -103,7 +108,7 @@ static char *chat_messages(const cJSON *msgs, struct srv_error *e)
 		}
 		struct srv_buf b = { 0 };
 		const cJSON *part;
-		bool ok = true;
+		bool ok = true, oom = false;
 		cJSON_ArrayForEach(part, content)
 		{
 			const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
@@ -114,18 +119,34 @@ static char *chat_messages(const cJSON *msgs, struct srv_error *e)
 				break;
 			}
 			if ((b.n && !srv_buf_add(&b, "\n", 1)) ||
-			    !srv_buf_add(&b, text->valuestring, strlen(text->valuestring)))
-				ok = false;
+			    !srv_buf_add(&b, text->valuestring, strlen(text->valuestring))) {
+				oom = true;
+				break;
+			}
 		}
-		cJSON *str = ok ? cJSON_CreateString(b.p ? b.p : "") : NULL;
-		srv_buf_free(&b);
-		if (!str) {
+		if (oom) {
+			srv_buf_free(&b);
+			srv_error_set(e, 500, "server_error", NULL, "out of memory");
+			goto fail;
+		}
+		if (!ok) {
+			srv_buf_free(&b);
 			srv_error_set(e, 400, E_INV, "messages",
 				      "only text content parts ({\"type\": \"text\", \"text\": ...}) "
 				      "are supported");
 			goto fail;
 		}
-		cJSON_ReplaceItemInObjectCaseSensitive(m, "content", str);
+		cJSON *str = cJSON_CreateString(b.p ? b.p : "");
+		srv_buf_free(&b);
+		/* cJSON 1.7.15 replaces even when copying the key failed, leaving
+		 * the item nameless (the template then saw no content) */
+		bool put = str && cJSON_ReplaceItemInObjectCaseSensitive(m, "content", str);
+		if (!put || !str->string) {
+			if (!put)
+				cJSON_Delete(str);
+			srv_error_set(e, 500, "server_error", NULL, "out of memory");
+			goto fail;
+		}
 	}
 	if (!srvtool_fix_history(copy, e))
 		goto fail;
@@ -178,6 +199,14 @@ bool srv_chat_prompt(struct srv *s, const cJSON *body, struct srv_req *r, struct
 		return false;
 	char *tj = cJSON_IsArray(tools) ? cJSON_PrintUnformatted(tools) : NULL;
 	char *kj = cJSON_IsObject(kw) ? cJSON_PrintUnformatted(kw) : NULL;
+	if ((cJSON_IsArray(tools) && !tj) || (cJSON_IsObject(kw) && !kj)) {
+		/* (a template rendered without the tools was once the result) */
+		free(mj);
+		free(tj);
+		free(kj);
+		srv_error_set(e, 500, "server_error", NULL, "out of memory");
+		return false;
+	}
 	char bos[128], eos[128];
 	struct fx_chat_prompt *cp = NULL;
 	struct fx_err err = { 0 };

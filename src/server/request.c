@@ -82,6 +82,30 @@ bool srv_utf8_valid(const char *str, size_t n)
 	return true;
 }
 
+static cJSON *parse_once(const char *text, size_t n, size_t *end)
+{
+	const char *e = NULL;
+	cJSON *j = cJSON_ParseWithLengthOpts(text, n, &e, false);
+	*end = e && e >= text ? (size_t)(e - text) : 0;
+	return j;
+}
+
+cJSON *srv_json_parse(const char *text, size_t n, size_t *end, bool *oom)
+{
+	size_t e1 = 0, e2 = 0;
+	cJSON *j = parse_once(text, n, &e1);
+	*oom = false;
+	if (!j) {
+		j = parse_once(text, n, &e2);
+		*oom = !j && e2 != e1;
+		if (j)
+			e1 = e2;
+	}
+	if (end)
+		*end = e1;
+	return j;
+}
+
 static const char E_INV[] = "invalid_request_error";
 
 /* A number field in [lo, hi], absent or null leaving *out alone. */

@@ -46,27 +46,40 @@ fail:
 	return NULL;
 }
 
-static cJSON *piece_bytes(const char *s, size_t n)
+/* Add v to `to` (an object when key is set, else an array); on any failure
+ * (v or `to` NULL from an earlier failed allocation, or the add itself)
+ * v is freed and *ok cleared, so a body is whole or refused, never
+ * missing a field. Returns v when added, else NULL. */
+static cJSON *put(bool *ok, cJSON *to, const char *key, cJSON *v)
+{
+	bool added = to && v && (key ? cJSON_AddItemToObject(to, key, v) : cJSON_AddItemToArray(to, v));
+	if (!added) {
+		cJSON_Delete(v);
+		*ok = false;
+		return NULL;
+	}
+	return v;
+}
+
+static cJSON *piece_bytes(const char *s, size_t n, bool *ok)
 {
 	cJSON *a = cJSON_CreateArray();
 	for (size_t i = 0; a && i < n; i++)
-		cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)s[i]));
+		put(ok, a, NULL, cJSON_CreateNumber((unsigned char)s[i]));
 	return a;
 }
 
-static cJSON *tok_obj(const struct srv *s, fx_token t, double lp, bool with_bytes)
+static cJSON *tok_obj(const struct srv *s, fx_token t, double lp, bool with_bytes, bool *ok)
 {
 	char buf[256];
 	size_t n = 0;
 	if (fx_token_to_piece(s->model, t, true, buf, sizeof(buf), &n))
 		n = 0;
 	cJSON *o = cJSON_CreateObject();
-	if (!o)
-		return NULL;
-	cJSON_AddItemToObject(o, "token", str_n(buf, n));
-	cJSON_AddNumberToObject(o, "logprob", isfinite(lp) ? lp : -9999.0);
+	put(ok, o, "token", str_n(buf, n));
+	put(ok, o, "logprob", cJSON_CreateNumber(isfinite(lp) ? lp : -9999.0));
 	if (with_bytes)
-		cJSON_AddItemToObject(o, "bytes", piece_bytes(buf, n));
+		put(ok, o, "bytes", piece_bytes(buf, n, ok));
 	return o;
 }
 
@@ -80,9 +93,8 @@ cJSON *srv_logprob_entry(const struct srv *s, const struct srv_req *r, const flo
 	for (int32_t i = 0; i < nv; i++)
 		sum += exp((double)lg[i] - mx);
 	double lse = mx + log(sum);
-	cJSON *e = tok_obj(s, t, lg[t] - lse, true);
-	if (!e)
-		return NULL;
+	bool ok = true;
+	cJSON *e = tok_obj(s, t, lg[t] - lse, true, &ok);
 	int k = r->g.top_logprobs;
 	fx_token top[SRV_MAX_TOP_LOGPROBS];
 	int nt = 0;
@@ -96,79 +108,90 @@ cJSON *srv_logprob_entry(const struct srv *s, const struct srv_req *r, const flo
 		}
 		top[j] = i;
 	}
-	cJSON *a = cJSON_AddArrayToObject(e, "top_logprobs");
+	cJSON *a = put(&ok, e, "top_logprobs", cJSON_CreateArray());
 	for (int i = 0; a && i < nt; i++)
-		cJSON_AddItemToArray(a, tok_obj(s, top[i], lg[top[i]] - lse, true));
+		put(&ok, a, NULL, tok_obj(s, top[i], lg[top[i]] - lse, true, &ok));
+	if (!ok) {
+		cJSON_Delete(e);
+		return NULL;
+	}
 	return e;
 }
 
 /* Legacy completions logprobs from chat-style entries. */
-static cJSON *legacy_logprobs(const cJSON *entries, size_t base_off)
+static cJSON *legacy_logprobs(const cJSON *entries, size_t base_off, bool *ok)
 {
 	cJSON *o = cJSON_CreateObject();
-	cJSON *toks = cJSON_AddArrayToObject(o, "tokens");
-	cJSON *lps = cJSON_AddArrayToObject(o, "token_logprobs");
-	cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs");
-	cJSON *offs = cJSON_AddArrayToObject(o, "text_offset");
+	cJSON *toks = put(ok, o, "tokens", cJSON_CreateArray());
+	cJSON *lps = put(ok, o, "token_logprobs", cJSON_CreateArray());
+	cJSON *tops = put(ok, o, "top_logprobs", cJSON_CreateArray());
+	cJSON *offs = put(ok, o, "text_offset", cJSON_CreateArray());
 	size_t off = base_off;
 	const cJSON *e;
 	cJSON_ArrayForEach(e, entries)
 	{
 		const cJSON *tk = cJSON_GetObjectItem(e, "token");
-		cJSON_AddItemToArray(toks, cJSON_Duplicate(tk, 0));
-		cJSON_AddItemToArray(lps, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 0));
-		cJSON *m = cJSON_CreateObject();
+		put(ok, toks, NULL, cJSON_Duplicate(tk, 0));
+		put(ok, lps, NULL, cJSON_Duplicate(cJSON_GetObjectItem(e, "logprob"), 0));
+		cJSON *m = put(ok, tops, NULL, cJSON_CreateObject());
 		const cJSON *t;
 		cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "top_logprobs"))
 		{
 			const char *key = cJSON_GetStringValue(cJSON_GetObjectItem(t, "token"));
-			if (key && !cJSON_GetObjectItemCaseSensitive(m, key))
-				cJSON_AddNumberToObject(
-					m, key, cJSON_GetNumberValue(cJSON_GetObjectItem(t, "logprob")));
+			if (key && m && !cJSON_GetObjectItemCaseSensitive(m, key))
+				put(ok, m, key,
+				    cJSON_CreateNumber(cJSON_GetNumberValue(cJSON_GetObjectItem(t, "logprob"))));
 		}
-		cJSON_AddItemToArray(tops, m);
-		cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+		put(ok, offs, NULL, cJSON_CreateNumber((double)off));
 		off += cJSON_GetArraySize(cJSON_GetObjectItem(e, "bytes"));
 	}
 	return o;
 }
 
-static cJSON *logprobs_obj(const struct srv_req *r, const cJSON *entries, size_t base_off)
+static cJSON *logprobs_obj(const struct srv_req *r, const cJSON *entries, size_t base_off, bool *ok)
 {
 	if (!r->g.logprobs || !entries)
 		return cJSON_CreateNull();
 	if (r->kind == SRV_COMPLETION)
-		return legacy_logprobs(entries, base_off);
+		return legacy_logprobs(entries, base_off, ok);
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddItemToObject(o, "content", cJSON_Duplicate(entries, 1));
+	put(ok, o, "content", cJSON_Duplicate(entries, 1));
 	return o;
 }
 
-static cJSON *usage_obj(const struct srv_req *r)
+static cJSON *usage_obj(const struct srv_req *r, bool *ok)
 {
 	int64_t gen = 0;
 	for (int i = 0; i < r->g.n; i++)
 		gen += r->ch[i].n_gen;
 	cJSON *u = cJSON_CreateObject();
-	cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
-	cJSON_AddNumberToObject(u, "completion_tokens", (double)gen);
-	cJSON_AddNumberToObject(u, "total_tokens", (double)(gen + r->n_prompt));
+	put(ok, u, "prompt_tokens", cJSON_CreateNumber(r->n_prompt));
+	put(ok, u, "completion_tokens", cJSON_CreateNumber((double)gen));
+	put(ok, u, "total_tokens", cJSON_CreateNumber((double)(gen + r->n_prompt)));
 	return u;
 }
 
-static cJSON *envelope(const struct srv_req *r, bool chunk)
+static cJSON *envelope(const struct srv_req *r, bool chunk, bool *ok)
 {
 	cJSON *o = cJSON_CreateObject();
+	put(ok, o, "id", cJSON_CreateString(r->id));
+	put(ok, o, "object",
+	    cJSON_CreateString(r->kind == SRV_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion")
+						   : "text_completion"));
+	put(ok, o, "created", cJSON_CreateNumber((double)r->created));
+	put(ok, o, "model", cJSON_CreateString(r->model_name));
+	put(ok, o, "system_fingerprint", cJSON_CreateString("ferrox"));
 	if (!o)
-		return NULL;
-	cJSON_AddStringToObject(o, "id", r->id);
-	cJSON_AddStringToObject(o, "object",
-				r->kind == SRV_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion")
-						    : "text_completion");
-	cJSON_AddNumberToObject(o, "created", (double)r->created);
-	cJSON_AddStringToObject(o, "model", r->model_name);
-	cJSON_AddStringToObject(o, "system_fingerprint", "ferrox");
+		*ok = false;
 	return o;
+}
+
+/* o printed, or NULL when it is incomplete (!ok) or cannot be; frees o. */
+static char *print_whole(cJSON *o, bool ok)
+{
+	char *js = ok && o ? cJSON_PrintUnformatted(o) : NULL;
+	cJSON_Delete(o);
+	return js;
 }
 
 static const char *finish_name(const char *f)
@@ -226,120 +249,131 @@ static const char *chat_finish(const char *f, int n_calls)
 	return n_calls && !strcmp(name, "stop") ? "tool_calls" : name;
 }
 
+/* Choice c of a finished request, as its final body shows it. */
+static cJSON *final_choice(const struct srv_req *r, const struct srv_choice *c, bool *ok)
+{
+	cJSON *ch = cJSON_CreateObject();
+	put(ok, ch, "index", cJSON_CreateNumber(c->index));
+	const char *text = c->text.p ? c->text.p : "";
+	size_t base = 0;
+	if (r->kind == SRV_CHAT) {
+		cJSON *msg = put(ok, ch, "message", cJSON_CreateObject());
+		put(ok, msg, "role", cJSON_CreateString("assistant"));
+		int nc = 0;
+		if (r->tool) {
+			if (msg && !message_fields(r, c, msg, &nc))
+				*ok = false;
+		} else {
+			put(ok, msg, "content", str_n(text, c->text.n));
+		}
+		put(ok, ch, "logprobs", logprobs_obj(r, c->lp_all, base, ok));
+		put(ok, ch, "finish_reason",
+		    cJSON_CreateString(r->tool ? chat_finish(c->finish, nc) : finish_name(c->finish)));
+		return ch;
+	}
+	if (r->g.echo && r->prompt_text) {
+		struct srv_buf b = { 0 };
+		if (!srv_buf_add(&b, r->prompt_text, strlen(r->prompt_text)) ||
+		    !srv_buf_add(&b, text, c->text.n))
+			*ok = false;
+		base = strlen(r->prompt_text);
+		put(ok, ch, "text", *ok ? str_n(b.p, b.n) : NULL);
+		srv_buf_free(&b);
+	} else {
+		put(ok, ch, "text", str_n(text, c->text.n));
+	}
+	put(ok, ch, "logprobs", logprobs_obj(r, c->lp_all, base, ok));
+	put(ok, ch, "finish_reason", cJSON_CreateString(finish_name(c->finish)));
+	return ch;
+}
+
 char *srv_final_json(const struct srv *s, const struct srv_req *r)
 {
 	(void)s;
-	cJSON *o = envelope(r, false);
-	if (!o)
-		return NULL;
-	cJSON *chs = cJSON_AddArrayToObject(o, "choices");
-	for (int i = 0; chs && i < r->g.n; i++) {
-		const struct srv_choice *c = &r->ch[i];
-		cJSON *ch = cJSON_CreateObject();
-		cJSON_AddNumberToObject(ch, "index", i);
-		size_t base = 0;
-		if (r->kind == SRV_CHAT) {
-			cJSON *msg = cJSON_AddObjectToObject(ch, "message");
-			cJSON_AddStringToObject(msg, "role", "assistant");
-			if (r->tool) {
-				int nc = 0;
-				if (!message_fields(r, c, msg, &nc)) {
-					cJSON_Delete(o);
-					return NULL;
-				}
-				cJSON_AddItemToObject(ch, "logprobs", logprobs_obj(r, c->lp_all, base));
-				cJSON_AddStringToObject(ch, "finish_reason", chat_finish(c->finish, nc));
-				cJSON_AddItemToArray(chs, ch);
-				continue;
-			}
-			cJSON_AddItemToObject(msg, "content", str_n(c->text.p ? c->text.p : "", c->text.n));
-		} else if (r->g.echo && r->prompt_text) {
-			struct srv_buf b = { 0 };
-			srv_buf_add(&b, r->prompt_text, strlen(r->prompt_text));
-			srv_buf_add(&b, c->text.p ? c->text.p : "", c->text.n);
-			base = strlen(r->prompt_text);
-			cJSON_AddItemToObject(ch, "text", str_n(b.p ? b.p : "", b.n));
-			srv_buf_free(&b);
-		} else {
-			cJSON_AddItemToObject(ch, "text", str_n(c->text.p ? c->text.p : "", c->text.n));
-		}
-		cJSON_AddItemToObject(ch, "logprobs", logprobs_obj(r, c->lp_all, base));
-		cJSON_AddStringToObject(ch, "finish_reason", finish_name(c->finish));
-		cJSON_AddItemToArray(chs, ch);
-	}
-	cJSON_AddItemToObject(o, "usage", usage_obj(r));
-	char *out = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	return out;
+	bool ok = true;
+	cJSON *o = envelope(r, false, &ok);
+	cJSON *chs = put(&ok, o, "choices", cJSON_CreateArray());
+	for (int i = 0; ok && i < r->g.n; i++)
+		put(&ok, chs, NULL, final_choice(r, &r->ch[i], &ok));
+	put(&ok, o, "usage", usage_obj(r, &ok));
+	return print_whole(o, ok);
 }
 
-static bool sse_add(struct srv_buf *out, cJSON *o)
+static bool sse_add(struct srv_buf *out, cJSON *o, bool ok)
 {
-	char *js = o ? cJSON_PrintUnformatted(o) : NULL;
-	cJSON_Delete(o);
+	char *js = print_whole(o, ok);
 	if (!js)
 		return false;
-	bool ok = srv_buf_add(out, "data: ", 6) && srv_buf_add(out, js, strlen(js)) &&
-		  srv_buf_add(out, "\n\n", 2);
+	size_t n0 = out->n;
+	ok = srv_buf_add(out, "data: ", 6) && srv_buf_add(out, js, strlen(js)) &&
+	     srv_buf_add(out, "\n\n", 2);
+	if (!ok && out->p) /* no half event */
+		out->p[out->n = n0] = 0;
 	free(js);
+	return ok;
+}
+
+/* The delta of a chat stream with tools: what the parse of the text so far
+ * has beyond what was sent. *skip: nothing new, no event. */
+static bool tool_delta(const struct srv_req *r, const struct srv_choice *c, const char *text,
+		       size_t n, bool first, cJSON *d, int *n_calls, bool *skip)
+{
+	bool ok = true;
+	if (first)
+		put(&ok, d, "role", cJSON_CreateString("assistant"));
+	size_t upto = c->text.p && text >= c->text.p ? (size_t)(text - c->text.p) + n : 0;
+	struct srvtool_msg m = { 0 };
+	char base[64];
+	call_id_base(r, c, base);
+	ok = ok && srvtool_parse(&r->tool->o, c->text.p, upto, c->finish == NULL, &m) &&
+	     srvtool_delta(&m, base, &r->tool->sent[c->index], d);
+	*n_calls = m.n_calls;
+	srvtool_msg_free(&m);
+	if (!ok)
+		return false;
+	if (first && !cJSON_GetObjectItemCaseSensitive(d, "content") &&
+	    !cJSON_GetObjectItemCaseSensitive(d, "tool_calls"))
+		put(&ok, d, "content", cJSON_CreateString(""));
+	*skip = !c->finish && cJSON_GetArraySize(d) == 0 && !(c->lp && cJSON_GetArraySize(c->lp));
 	return ok;
 }
 
 bool srv_sse_chunk(const struct srv_req *r, const struct srv_choice *c, const char *text,
 		   size_t n, bool first, struct srv_buf *out)
 {
-	cJSON *o = envelope(r, true);
-	if (!o)
-		return false;
-	cJSON *chs = cJSON_AddArrayToObject(o, "choices");
-	cJSON *ch = cJSON_CreateObject();
-	cJSON_AddItemToArray(chs, ch);
-	cJSON_AddNumberToObject(ch, "index", c->index);
+	bool ok = true, skip = false;
+	cJSON *o = envelope(r, true, &ok);
+	cJSON *chs = put(&ok, o, "choices", cJSON_CreateArray());
+	cJSON *ch = put(&ok, chs, NULL, cJSON_CreateObject());
+	put(&ok, ch, "index", cJSON_CreateNumber(c->index));
 	int n_calls = 0;
-	if (r->kind == SRV_CHAT && r->tool) {
-		/* the parse of the text so far: send what it has beyond what was sent */
-		cJSON *d = cJSON_AddObjectToObject(ch, "delta");
-		if (first)
-			cJSON_AddStringToObject(d, "role", "assistant");
-		size_t upto = c->text.p && text >= c->text.p ? (size_t)(text - c->text.p) + n : 0;
-		struct srvtool_msg m = { 0 };
-		char base[64];
-		call_id_base(r, c, base);
-		bool ok = srvtool_parse(&r->tool->o, c->text.p, upto, c->finish == NULL, &m) &&
-			  srvtool_delta(&m, base, &r->tool->sent[c->index], d);
-		n_calls = m.n_calls;
-		srvtool_msg_free(&m);
-		if (!ok) {
-			cJSON_Delete(o);
-			return false;
+	if (r->kind == SRV_CHAT) {
+		cJSON *d = put(&ok, ch, "delta", cJSON_CreateObject());
+		if (ok && r->tool) {
+			ok = tool_delta(r, c, text, n, first, d, &n_calls, &skip);
+		} else if (ok) {
+			if (first)
+				put(&ok, d, "role", cJSON_CreateString("assistant"));
+			if (n || first)
+				put(&ok, d, "content", str_n(text, n));
 		}
-		if (first && !cJSON_GetObjectItemCaseSensitive(d, "content") &&
-		    !cJSON_GetObjectItemCaseSensitive(d, "tool_calls"))
-			cJSON_AddStringToObject(d, "content", "");
-		if (!c->finish && cJSON_GetArraySize(d) == 0 &&
-		    !(c->lp && cJSON_GetArraySize(c->lp))) {
-			cJSON_Delete(o);
-			return true; /* nothing new: no event */
-		}
-	} else if (r->kind == SRV_CHAT) {
-		cJSON *d = cJSON_AddObjectToObject(ch, "delta");
-		if (first)
-			cJSON_AddStringToObject(d, "role", "assistant");
-		if (n || first)
-			cJSON_AddItemToObject(d, "content", str_n(text, n));
 	} else {
-		cJSON_AddItemToObject(ch, "text", str_n(text, n));
+		put(&ok, ch, "text", str_n(text, n));
 	}
-	cJSON_AddItemToObject(ch, "logprobs",
-			      c->lp && cJSON_GetArraySize(c->lp) ? logprobs_obj(r, c->lp, c->n_sent)
-								 : cJSON_CreateNull());
+	if (skip) {
+		cJSON_Delete(o);
+		return true; /* nothing new: no event */
+	}
+	put(&ok, ch, "logprobs",
+	    c->lp && cJSON_GetArraySize(c->lp) ? logprobs_obj(r, c->lp, c->n_sent, &ok)
+					       : cJSON_CreateNull());
 	if (c->finish)
-		cJSON_AddStringToObject(ch, "finish_reason",
-					r->kind == SRV_CHAT ? chat_finish(c->finish, n_calls)
-							    : finish_name(c->finish));
+		put(&ok, ch, "finish_reason",
+		    cJSON_CreateString(r->kind == SRV_CHAT ? chat_finish(c->finish, n_calls)
+							   : finish_name(c->finish)));
 	else
-		cJSON_AddNullToObject(ch, "finish_reason");
-	return sse_add(out, o);
+		put(&ok, ch, "finish_reason", cJSON_CreateNull());
+	return sse_add(out, o, ok);
 }
 
 bool srv_sse_end(const struct srv_req *r, struct srv_buf *out)
@@ -356,12 +390,11 @@ bool srv_sse_end(const struct srv_req *r, struct srv_buf *out)
 			return false;
 	}
 	if (r->g.include_usage) {
-		cJSON *o = envelope(r, true);
-		if (o) {
-			cJSON_AddArrayToObject(o, "choices");
-			cJSON_AddItemToObject(o, "usage", usage_obj(r));
-		}
-		if (!sse_add(out, o))
+		bool ok = true;
+		cJSON *o = envelope(r, true, &ok);
+		put(&ok, o, "choices", cJSON_CreateArray());
+		put(&ok, o, "usage", usage_obj(r, &ok));
+		if (!sse_add(out, o, ok))
 			return false;
 	}
 	return srv_buf_add(out, "data: [DONE]\n\n", 14);
@@ -369,16 +402,12 @@ bool srv_sse_end(const struct srv_req *r, struct srv_buf *out)
 
 char *srv_error_json(const struct srv_error *e)
 {
+	bool ok = true;
 	cJSON *o = cJSON_CreateObject();
-	cJSON *err = cJSON_AddObjectToObject(o, "error");
-	cJSON_AddItemToObject(err, "message", str_n(e->msg, strlen(e->msg)));
-	cJSON_AddStringToObject(err, "type", e->type ? e->type : "invalid_request_error");
-	if (e->param)
-		cJSON_AddStringToObject(err, "param", e->param);
-	else
-		cJSON_AddNullToObject(err, "param");
-	cJSON_AddNumberToObject(err, "code", e->status);
-	char *js = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	return js;
+	cJSON *err = put(&ok, o, "error", cJSON_CreateObject());
+	put(&ok, err, "message", str_n(e->msg, strlen(e->msg)));
+	put(&ok, err, "type", cJSON_CreateString(e->type ? e->type : "invalid_request_error"));
+	put(&ok, err, "param", e->param ? cJSON_CreateString(e->param) : cJSON_CreateNull());
+	put(&ok, err, "code", cJSON_CreateNumber(e->status));
+	return print_whole(o, ok);
 }

@@ -95,6 +95,12 @@ bool srv_constraint_parse(const cJSON *body, struct srv_gen *g, struct srv_error
 /* Optional boolean field key of body into *out (left as is when absent or
  * null); false with e filled (400) when it is not a boolean. */
 bool srv_json_bool(const cJSON *body, const char *key, bool *out, struct srv_error *e);
+/* cJSON_ParseWithLengthOpts(text, n) that tells bad JSON from a failed
+ * allocation (cJSON returns NULL for both): a failed parse is repeated
+ * once; bad JSON breaks at the same byte again (*oom false, *end that
+ * byte), anything else is memory (*oom true). *end: where the value ended
+ * on success. */
+cJSON *srv_json_parse(const char *text, size_t n, size_t *end, bool *oom);
 /* true when s[0..n) is well-formed UTF-8. */
 bool srv_utf8_valid(const char *s, size_t n);
 
@@ -235,6 +241,14 @@ bool srv_completion_prompt(struct srv *s, const cJSON *body, struct srv_req *r,
 bool srv_chat_prompt(struct srv *s, const cJSON *body, struct srv_req *r, struct srv_error *e);
 
 /* respond.c: JSON bodies */
+/* http.c: a completion (kind) request from its body text[0..n): parsed,
+ * its options read, its prompt rendered and tokenized, its choices
+ * allocated (one reference, the caller's; not queued). NULL with e filled:
+ * 400 naming the field, 500 when memory ran out. The HTTP handler's first
+ * half, callable without a connection (tests/test_request_oom.c). */
+struct srv_req *srv_request_build(struct srv *s, enum srv_kind kind, const char *text, size_t n,
+				  struct srv_error *e);
+
 /* The non-streaming body of a finished request (engine fields readable). */
 char *srv_final_json(const struct srv *s, const struct srv_req *r);
 /* Append SSE events for choice c: text delta (may be empty with a finish),

@@ -274,8 +274,11 @@ bool srvtool_fix_history(cJSON *msgs, struct srv_error *e)
 			}
 			if (cJSON_IsString(args)) {
 				const char *s = args->valuestring;
-				cJSON *obj = *s ? cJSON_Parse(s) : cJSON_CreateObject();
-				if (!cJSON_IsObject(obj)) {
+				bool oom = false;
+				cJSON *obj = *s ? srv_json_parse(s, strlen(s), NULL, &oom)
+						: cJSON_CreateObject();
+				oom |= !*s && !obj;
+				if (!oom && !cJSON_IsObject(obj)) {
 					cJSON_Delete(obj);
 					srv_error_set(e, 400, E_INV, "messages",
 						      "messages[%d].tool_calls[%d].function.arguments: not a JSON "
@@ -283,7 +286,14 @@ bool srvtool_fix_history(cJSON *msgs, struct srv_error *e)
 						      i, j);
 					return false;
 				}
-				cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj);
+				/* cJSON 1.7.15 replaces even when copying the key fails */
+				bool put = !oom && cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj);
+				if (!put || !obj->string) {
+					if (!put)
+						cJSON_Delete(obj);
+					srv_error_set(e, 500, "server_error", NULL, "out of memory");
+					return false;
+				}
 			}
 			j++;
 		}

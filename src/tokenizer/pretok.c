@@ -119,27 +119,54 @@ const struct pretok_def *pretok_find(const char *name, size_t n)
 	return NULL;
 }
 
+static void *re_malloc(PCRE2_SIZE n, void *arg)
+{
+	(void)arg;
+	return malloc(n);
+}
+
+static void re_free(void *p, void *arg)
+{
+	(void)arg;
+	free(p);
+}
+
 int pretok_compile(struct vocab *v, const struct pretok_def *def, struct fx_err *err)
 {
+	int rc = FX_OK;
+	pcre2_compile_context *cc = NULL;
 	v->n_re = 0;
+	if (!(v->re_mem = pcre2_general_context_create(re_malloc, re_free, NULL)) ||
+	    !(cc = pcre2_compile_context_create(v->re_mem))) {
+		rc = fx_fail(err, FX_E_NOMEM, "pre-tokenizer %s: out of memory", def->names[0]);
+		goto out;
+	}
 	for (int i = 0; i < PRETOK_MAX_RE && def->regex[i]; i++) {
 		int ec;
 		PCRE2_SIZE eo;
 		pcre2_code *re = pcre2_compile((PCRE2_SPTR)def->regex[i], PCRE2_ZERO_TERMINATED,
 					       PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &ec,
-					       &eo, NULL);
+					       &eo, cc);
+		if (!re && ec == PCRE2_ERROR_HEAP_FAILED) {
+			rc = fx_fail(err, FX_E_NOMEM, "pre-tokenizer %s: out of memory compiling "
+				     "regex %d", def->names[0], i);
+			goto out;
+		}
 		if (!re) {
 			PCRE2_UCHAR msg[128];
 
 			pcre2_get_error_message(ec, msg, sizeof(msg));
-			return fx_fail(err, FX_E_UNSUPPORTED,
-				       "pre-tokenizer %s: PCRE2 rejects regex %d at offset %zu: %s",
-				       def->names[0], i, (size_t)eo, (const char *)msg);
+			rc = fx_fail(err, FX_E_UNSUPPORTED,
+				     "pre-tokenizer %s: PCRE2 rejects regex %d at offset %zu: %s",
+				     def->names[0], i, (size_t)eo, (const char *)msg);
+			goto out;
 		}
 		pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
 		v->re[v->n_re++] = re;
 	}
-	return FX_OK;
+out:
+	pcre2_compile_context_free(cc);
+	return rc;
 }
 
 void pretok_free(struct vocab *v)
@@ -147,6 +174,8 @@ void pretok_free(struct vocab *v)
 	for (int i = 0; i < v->n_re; i++)
 		pcre2_code_free(v->re[i]);
 	v->n_re = 0;
+	pcre2_general_context_free(v->re_mem);
+	v->re_mem = NULL;
 }
 
 /* GPT-2's bytes_to_unicode (llama.cpp's unicode_byte_to_utf8_map): the
@@ -328,7 +357,7 @@ int pretok_split(const struct vocab *v, const char *text, size_t n,
 	*n_words = 0;
 	if ((rc = split_init(&s, text, n)))
 		goto out_fini;
-	if (!(md = pcre2_match_data_create(1, NULL))) {
+	if (!(md = pcre2_match_data_create(1, v->re_mem))) {
 		rc = FX_E_NOMEM;
 		goto out_fini;
 	}

@@ -94,6 +94,10 @@ struct vocab {
 	const struct pretok_def *pre;
 	pcre2_code *re[PRETOK_MAX_RE]; /* compiled once; shared read-only */
 	int n_re;
+	pcre2_general_context *re_mem; /* PCRE2's allocations (codes, match
+					* data) go through our malloc/free, so
+					* the fault tests reach them even with
+					* a shared libpcre2; NULL before compile */
 	char byte_utf8[256][2];  /* GPT-2 byte -> code point, as UTF-8 */
 	uint8_t byte_utf8_len[256];
 	int16_t cpt_byte[324];   /* inverse map: code point -> byte, -1 if none */
