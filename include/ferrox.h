@@ -224,6 +224,20 @@ FX_API int fx_seq_fork(struct fx_context *ctx, fx_seq src, fx_seq *out);
 /* Forget the sequence and release its blocks (sequence 0 is only emptied). */
 FX_API void fx_seq_free(struct fx_context *ctx, fx_seq seq);
 FX_API uint32_t fx_seq_n_past(const struct fx_context *ctx, fx_seq seq);
+/* Prefix caching for a caller that feeds a long prompt in chunks (a
+ * server's chunked prefill): an empty sequence takes the cached K/V of the
+ * longest prefix of tok[0..n) that whole cached blocks cover, at most
+ * n - 1 tokens (the last one is always computed, for its logits), and
+ * *n_reused says how many: the caller feeds tok[*n_reused..n) next. For
+ * sliding-window layers the cached blocks of the prefix's last window are
+ * enough. fx_batch_decode does the same by itself for a sequence's first
+ * batch, limited to that batch's rows. 0 tokens when the sequence is not
+ * empty, the layout is contiguous or nothing is cached (follows vLLM's
+ * scheduler asking its KV cache manager for computed blocks before
+ * scheduling a prefill). tok is borrowed. Errors: FX_E_INVALID (no such
+ * sequence; *n_reused is 0). */
+FX_API int fx_seq_reuse_prefix(struct fx_context *ctx, fx_seq seq, const int32_t *tok, uint32_t n,
+			       uint32_t *n_reused);
 /* Remove seq's tokens from position pos on (llama.cpp's
  * llama_memory_seq_rm): the next token goes to position pos, as if the
  * removed ones were never decoded; pos at or past fx_seq_n_past changes

@@ -454,6 +454,81 @@ def run_smol():
         srv.stop()
 
 
+# ------------------------------------------- prefix caching, sliding layers
+
+
+def shared_prefix(srv, n_tokens):
+    """Deterministic prose of at least n_tokens Gemma tokens (counted by the
+    server's /tokenize), varied so no block repeats another."""
+    words = ("river stone lantern harvest orbit meadow copper signal violet anchor "
+             "thunder pebble quiet maple falcon ember glacier whistle saddle ribbon").split()
+    out, i = [], 0
+    while True:
+        out.append(" ".join(words[(i * 7 + k * 3) % len(words)] for k in range(9)) + f" ({i}).")
+        i += 1
+        if i % 20 == 0:
+            st, _, d = srv.post("/tokenize", {"content": " ".join(out)})
+            assert st == 200, (st, d)
+            if len(json.loads(d)["tokens"]) >= n_tokens:
+                return " ".join(out)
+
+
+def stream_ttft(cl, prompt, n):
+    """(seconds to the first streamed text, the whole text) of a greedy
+    completion."""
+    t0, first, text = time.time(), None, ""
+    for c in cl.completions.create(model="m", prompt=prompt, max_tokens=n, temperature=0,
+                                   stream=True):
+        if c.choices and c.choices[0].text:
+            first = first or time.time() - t0
+            text += c.choices[0].text
+    return first, text
+
+
+def run_gemma_prefix():
+    """Gemma 3 has sliding-window layers (window 512): a second request that
+    shares a 1,000-token prefix is served from the cache (full layers: the
+    whole prefix; sliding layers: its last window), so its TTFT is a fraction
+    of the first's and its text equals a fresh server's."""
+    args = ("--parallel", "2", "--ctx-size", "2048")
+    qa, qb = "\n\nQuestion: which word comes first?", "\n\nQuestion: which word comes last?"
+    res = {}
+
+    with Server(GEMMA, *args) as srv:
+        T.server = srv
+        cl = srv.client()
+        prefix = shared_prefix(srv, 1000)
+
+        def reuse():
+            stream_ttft(cl, "Hello", 2)  # weights paged in, threads up
+            m0, _ = srv.metrics()
+            t_a, _ = stream_ttft(cl, prefix + qa, 8)
+            m1, _ = srv.metrics()
+            t_b, res["b"] = stream_ttft(cl, prefix + qb, 16)
+            m2, _ = srv.metrics()
+
+            def hits(x, y):
+                return metric(y, "vllm:gpu_prefix_cache_hits_total") - metric(x, "vllm:gpu_prefix_cache_hits_total")
+            print(f"     TTFT {t_a * 1000:.0f} ms cold, {t_b * 1000:.0f} ms sharing the prefix "
+                  f"({t_b / t_a:.2f}x); prefix hits {hits(m0, m1):.0f} then {hits(m1, m2):.0f}")
+            assert hits(m0, m1) == 0, hits(m0, m1)
+            assert hits(m1, m2) >= 900, hits(m1, m2)  # the prefix's full blocks
+            assert t_b < t_a / 3, (t_a, t_b)
+
+        check("Gemma 3 (sliding layers): a 1,000-token shared prefix is served from the cache",
+              reuse)
+    with Server(GEMMA, *args) as srv:
+        T.server = srv
+
+        def fresh():
+            assert "b" in res, "no reply from the cached run"
+            _, text = stream_ttft(srv.client(), prefix + qb, 16)
+            assert text == res["b"], (text, res["b"])
+            assert len(text) > 0
+
+        check("Gemma 3: the cached reply equals a fresh server's", fresh)
+
+
 if __name__ == "__main__":
     if not os.path.exists(BIN):
         print(f"test_server: no binary at {BIN}", file=sys.stderr)
@@ -461,6 +536,11 @@ if __name__ == "__main__":
     t0 = time.time()
     try:
         run_gemma()
+    except Exception:
+        T.failed += 1
+        traceback.print_exc()
+    try:
+        run_gemma_prefix()
     except Exception:
         T.failed += 1
         traceback.print_exc()

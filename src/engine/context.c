@@ -327,6 +327,21 @@ void fx_seq_free(struct fx_context *c, fx_seq s)
 	c->used[s] = s == 0;
 }
 
+int fx_seq_reuse_prefix(struct fx_context *c, fx_seq s, const int32_t *tok, uint32_t n,
+			uint32_t *n_reused)
+{
+	*n_reused = 0;
+	if (!seq_ok(c, s))
+		return fx_fail(&c->err, FX_E_INVALID, "seq_reuse_prefix: sequence %d does not exist", s);
+	if (kv_pos(c->kv, s) || n < 2 || !tok)
+		return FX_OK;
+	/* The last token is always computed: its logits are what the caller wants. */
+	int32_t rows = n > (uint32_t)INT32_MAX ? INT32_MAX : (int32_t)n;
+	int32_t got = kv_reuse(c->kv, s, tok, rows, rows - 1);
+	*n_reused = got > 0 ? (uint32_t)got : 0;
+	return FX_OK;
+}
+
 uint32_t fx_seq_n_past(const struct fx_context *c, fx_seq s)
 {
 	return seq_ok(c, s) ? (uint32_t)kv_pos(c->kv, s) : 0;

@@ -435,6 +435,11 @@ static int admit_locked(struct engine *E)
 			choice_end_locked(E, c, "error");
 			continue;
 		}
+		/* Cached prefix blocks before the first chunk: the batch's own reuse
+		 * sees only one chunk of a long prompt. */
+		uint32_t got = 0;
+		if (!fx_seq_reuse_prefix(s->ctx, seq, r->prompt, (uint32_t)r->n_prompt, &got))
+			c->n_fed = (int32_t)got;
 		running++;
 	}
 	s->met.blocks_used = fx_context_kv_blocks_used(s->ctx);
