@@ -270,8 +270,11 @@ int main(void)
 	}
 	struct srv *s = server(m);
 	long stride = getenv("FX_SANITIZE_RUN") ? 31 : 5;
+	const char *only = getenv("FX_OOM_CASE"); /* one case by name, to chase a finding */
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct case_ *c = &cases[i];
+		if (only && strcmp(only, c->name))
+			continue;
 		struct srv_req *ref = build(s, c);
 		if (!ref)
 			continue;

@@ -777,8 +777,10 @@ static const char *obj_rule(struct sc *c, struct obj *o, int k, int n)
 		}
 		if (!o->req[k] && alive(o, k + 1, n)) {
 			const char *next = obj_rule(c, o, k + 1, n);
-			if (!next)
+			if (!next) {
+				free(b.p);
 				return NULL;
+			}
 			conv_sb_printf(&b, "%s%s", first ? "" : " | ", next);
 		}
 	}

@@ -216,12 +216,12 @@ static bool message_fields(const struct srv_req *r, const struct srv_choice *c, 
 	bool ok = srvtool_parse(&r->tool->o, c->text.p, c->text.n, false, &m);
 	*n_calls = m.n_calls;
 	if (ok && m.content.n)
-		ok = cJSON_AddItemToObject(msg, "content", str_n(m.content.p, m.content.n));
+		put(&ok, msg, "content", str_n(m.content.p, m.content.n));
 	else if (ok)
 		ok = m.n_calls ? cJSON_AddNullToObject(msg, "content") != NULL
 			       : cJSON_AddStringToObject(msg, "content", "") != NULL;
 	if (ok && m.reasoning.n)
-		ok = cJSON_AddItemToObject(msg, "reasoning_content", str_n(m.reasoning.p, m.reasoning.n));
+		put(&ok, msg, "reasoning_content", str_n(m.reasoning.p, m.reasoning.n));
 	cJSON *tcs = ok && m.n_calls ? cJSON_AddArrayToObject(msg, "tool_calls") : NULL;
 	for (int i = 0; tcs && i < m.n_calls; i++) {
 		char id[64];

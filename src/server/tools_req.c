@@ -732,16 +732,20 @@ bool srvtool_delta(const struct srvtool_msg *m, const char *id_base, struct srvt
 	 * and the caller's tests check bytes. */
 	if (m->reasoning.n > st->reasoning) {
 		cJSON *v = cJSON_CreateString(m->reasoning.p + st->reasoning);
-		if (!v || !cJSON_AddItemToObject(delta, "reasoning_content", v))
+		if (!v || !cJSON_AddItemToObject(delta, "reasoning_content", v)) {
+			cJSON_Delete(v); /* not added: still ours */
 			return false;
+		}
 		st->reasoning = m->reasoning.n;
 	} else if (!extends(&m->reasoning, st->reasoning)) {
 		st->diverged = true;
 	}
 	if (m->content.n > st->content) {
 		cJSON *v = cJSON_CreateString(m->content.p + st->content);
-		if (!v || !cJSON_AddItemToObject(delta, "content", v))
+		if (!v || !cJSON_AddItemToObject(delta, "content", v)) {
+			cJSON_Delete(v); /* not added: still ours */
 			return false;
+		}
 		st->content = m->content.n;
 	} else if (!extends(&m->content, st->content)) {
 		st->diverged = true;
@@ -762,18 +766,24 @@ bool srvtool_delta(const struct srvtool_msg *m, const char *id_base, struct srvt
 		if (!tcs && !(tcs = cJSON_AddArrayToObject(delta, "tool_calls")))
 			return false;
 		cJSON *tc = cJSON_CreateObject();
-		if (!tc || !cJSON_AddItemToArray(tcs, tc))
+		if (!tc || !cJSON_AddItemToArray(tcs, tc)) {
+			cJSON_Delete(tc);
 			return false;
-		cJSON_AddNumberToObject(tc, "index", i);
+		}
+		/* a chunk is whole or refused: a call without its id or name
+		 * would be a different reply, not a shorter one */
+		if (!cJSON_AddNumberToObject(tc, "index", i))
+			return false;
 		cJSON *fn;
 		if (head) {
 			char id[64];
 			srvtool_call_id(m, i, id_base, id);
-			cJSON_AddStringToObject(tc, "id", id);
-			cJSON_AddStringToObject(tc, "type", "function");
+			if (!cJSON_AddStringToObject(tc, "id", id) ||
+			    !cJSON_AddStringToObject(tc, "type", "function"))
+				return false;
 			fn = cJSON_AddObjectToObject(tc, "function");
-			if (fn)
-				cJSON_AddStringToObject(fn, "name", c->name);
+			if (fn && !cJSON_AddStringToObject(fn, "name", c->name))
+				return false;
 		} else {
 			fn = cJSON_AddObjectToObject(tc, "function");
 		}
