@@ -7,6 +7,7 @@
 #
 #   bench/compare.sh [-t 2] [-p 512] [-n 128] [-r 3] [--rounds 2] [--batched | --batched-only]
 #                    [--models gemma3-270m,smollm2-135m,tinyllama-q4_k_m,tinyllama-q8_0]
+#                    [--against REV]
 #
 # llama.cpp: found or built by bench/llama.sh ($LLAMA_BIN, PATH, ../oracle,
 # else built from the llama-cpp-python sdist there, outside the repo).
@@ -14,9 +15,12 @@
 # ntg 128, npl 1 and 8), run --rounds times each, interleaved: the median
 # S_TG at 1 and 8 sequences, their ratio, each round's own ratio, and
 # ferrox over llama.cpp at 8 sequences. --batched-only: just that part.
+# --against REV: the peer is ferrox itself as of git revision REV (built
+# in a temporary worktree, Release), by the same method: a refactor's
+# before / after on the same machine in one interleaved run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-threads=2 np=512 ng=128 reps=3 rounds=2 batched=0 single=1
+threads=2 np=512 ng=128 reps=3 rounds=2 batched=0 single=1 against=
 models=gemma3-270m,smollm2-135m,tinyllama-q4_k_m,tinyllama-q8_0
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -28,15 +32,35 @@ while [ $# -gt 0 ]; do
 	--batched) batched=1; shift ;;
 	--batched-only) batched=1 single=0; shift ;;
 	--models) models=$2; shift 2 ;;
-	-h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+	--against) against=$2; shift 2 ;;
+	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 done
 [ "$rounds" -ge 1 ] 2>/dev/null || { echo "--rounds: a count of at least 1" >&2; exit 2; }
 
-. "$root/bench/llama.sh"
 ferrox="$root/build/bin/ferrox"
 [ -x "$ferrox" ] || { echo "build ferrox first (README)" >&2; exit 1; }
+tmp=$(mktemp -d)
+if [ -n "$against" ]; then
+	rev=$(git -C "$root" rev-parse --short "$against") || exit 2
+	trap 'git -C "$root" worktree remove --force "$tmp/rev" >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+	git -C "$root" worktree add --detach "$tmp/rev" "$rev" >/dev/null 2>&1
+	cmake -S "$tmp/rev" -B "$tmp/rev/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build "$tmp/rev/build" -j"$threads" --target ferrox >/dev/null
+	peer="ferrox $rev"
+	peer_bench() { "$tmp/rev/build/bin/ferrox" bench -m "$1" -p "$np" -n "$ng" -r "$reps" -t "$threads" -o json; }
+	peer_batched() { "$tmp/rev/build/bin/ferrox" batched-bench -m "$1" -npp 128 -ntg 128 -npl 1,8 -t "$threads"; }
+else
+	trap 'rm -rf "$tmp"' EXIT
+	. "$root/bench/llama.sh"
+	peer="llama.cpp ($(basename "$(dirname "$llama_bin")"))"
+	peer_bench() { "$llama_bin/llama-bench" -m "$1" -p "$np" -n "$ng" -r "$reps" -t "$threads" -o json; }
+	peer_batched() {
+		"$llama_bin/llama-batched-bench" -m "$1" -npp 128 -ntg 128 -npl 1,8 -t "$threads" \
+			-tb "$threads" -c 2560 -b 2048 -ub 512
+	}
+fi
 
 model_path() {
 	case "$1" in
@@ -48,19 +72,16 @@ model_path() {
 	esac
 }
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-echo "# ferrox vs llama.cpp ($(basename "$(dirname "$llama_bin")")), $threads threads, pp$np / tg$ng, $rounds rounds x $reps reps, $(date -u +%F)"
+echo "# ferrox vs $peer, $threads threads, pp$np / tg$ng, $rounds rounds x $reps reps, $(date -u +%F)"
 IFS=, read -ra list <<<"$models"
-[ "$single" = 1 ] && echo && echo "| model | test | ferrox t/s | llama.cpp t/s | ratio | ferrox roofline share |" &&
+[ "$single" = 1 ] && echo && echo "| model | test | ferrox t/s | $peer t/s | ratio | ferrox roofline share |" &&
 	echo "| --- | --- | ---: | ---: | ---: | ---: |"
 for name in "${list[@]}"; do
 	[ "$single" = 1 ] || break
 	m=$(model_path "$name")
 	for r in $(seq "$rounds"); do
 		"$ferrox" bench -m "$m" -p "$np" -n "$ng" -r "$reps" -t "$threads" -o json >"$tmp/fx.$r.json"
-		"$llama_bin/llama-bench" -m "$m" -p "$np" -n "$ng" -r "$reps" -t "$threads" -o json \
-			2>/dev/null >"$tmp/lc.$r.json"
+		peer_bench "$m" 2>/dev/null >"$tmp/lc.$r.json"
 	done
 	python3 - "$tmp" "$rounds" "$name" <<'PY'
 import json, sys
@@ -68,6 +89,8 @@ d, rounds, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 fx = [json.load(open(f"{d}/fx.{r}.json")) for r in range(1, rounds + 1)]
 lc = [json.load(open(f"{d}/lc.{r}.json")) for r in range(1, rounds + 1)]
 def lc_tps(runs, pp):
+    if isinstance(runs[0], dict):  # a ferrox peer (--against)
+        return sum(r["pp_tps" if pp else "tg_tps"] for r in runs) / len(runs)
     v = [t["avg_ts"] for run in runs for t in run if (t["n_prompt"] > 0) == pp]
     return sum(v) / len(v)
 for test, key, pp in (("pp", "pp_tps", True), ("tg", "tg_tps", False)):
@@ -80,19 +103,18 @@ PY
 done
 if [ "$batched" = 1 ]; then
 	echo
-	echo "| model | engine | S_TG B=1 | S_TG B=8 | B=8 / B=1 | per round | ferrox / llama.cpp at B=8 |"
+	echo "| model | engine | S_TG B=1 | S_TG B=8 | B=8 / B=1 | per round | ferrox / peer at B=8 |"
 	echo "| --- | --- | ---: | ---: | ---: | --- | ---: |"
 	for name in "${list[@]}"; do
 		m=$(model_path "$name")
 		for r in $(seq "$rounds"); do
 			"$ferrox" batched-bench -m "$m" -npp 128 -ntg 128 -npl 1,8 -t "$threads" \
 				>"$tmp/fxb.$r" 2>/dev/null
-			"$llama_bin/llama-batched-bench" -m "$m" -npp 128 -ntg 128 -npl 1,8 -t "$threads" \
-				-tb "$threads" -c 2560 -b 2048 -ub 512 2>/dev/null >"$tmp/lcb.$r"
+			peer_batched "$m" 2>/dev/null >"$tmp/lcb.$r"
 		done
-		python3 - "$name" "$rounds" "$tmp" <<'PY'
+		python3 - "$name" "$rounds" "$tmp" "$peer" <<'PY'
 import statistics, sys
-name, rounds, tmp = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+name, rounds, tmp, peer = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 def s_tg(path):
     out = {}
     for line in open(path):
@@ -104,11 +126,11 @@ res = {}
 for e in ("fxb", "lcb"):
     runs = [s_tg(f"{tmp}/{e}.{r}") for r in range(1, rounds + 1)]
     if any(set(r) != {1, 8} for r in runs):
-        sys.exit(f"{name}: a {'ferrox' if e == 'fxb' else 'llama.cpp'} batched-bench run "
+        sys.exit(f"{name}: a {'ferrox' if e == 'fxb' else peer} batched-bench run "
                  f"gave no B=1 or B=8 row (see {tmp}/{e}.*)")
     res[e] = runs
 b8 = {}
-for e, label in (("fxb", "ferrox"), ("lcb", "llama.cpp")):
+for e, label in (("fxb", "ferrox"), ("lcb", peer)):
     runs = res[e]
     m1 = statistics.median(r[1] for r in runs)
     m8 = statistics.median(r[8] for r in runs)

@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "core/threadpool.h"
-#include "kernels/dot.h"
+#include "kernels/kern.h"
 #include "kernels/ops.h"
 #include "kernels/repack.h"
 #include "quant/quant.h"
@@ -65,8 +65,9 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 	for (int64_t i = 0; i < k * n; i++)
 		x[i] = frand(&s);
 	/* As the model loader does: x8 groups where the set has a kernel. */
-	enum kern_isa isa = (enum kern_isa)fx_pool_kernels(pool);
-	if (repack && m % 8 == 0 && kern_x8_supported(type, isa)) {
+	const struct kern_set *ks = fx_pool_kernels(pool);
+	enum kern_isa isa = ks->isa;
+	if (repack && m % 8 == 0 && ks->gemm_x8[type]) {
 		void *tmp = malloc(8 * row);
 		for (int64_t r = 0; r < m; r += 8)
 			kern_x8_pack(type, k, w + (size_t)r * row, tmp);
@@ -85,10 +86,10 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 	const char *set = set_names[isa];
 	/* op_matmul's choice (kern_gemm_x8_for): the AVX-512 set's x8
 	 * kernels are 256-bit ones for few activation rows */
-	bool narrow = isa == KERN_AVX512 && wm.x8 && kern_gemm_x8_for(type, isa, n) != kern_gemm_x8_get(type, isa);
+	bool narrow = isa == KERN_AVX512 && wm.x8 && kern_gemm_x8_for(ks, type, n) != ks->gemm_x8[type];
 	char kind[16];
 	snprintf(kind, sizeof(kind), "%s%s%s", wm.x8 ? "x8-" : "",
-		 kern_dot_get(type, isa) || kern_gemm_get(type, isa) || wm.x8 ? set : "portable", narrow ? "/256" : "");
+		 ks->dot[type] || ks->gemm[type] || wm.x8 ? set : "portable", narrow ? "/256" : "");
 	if (isa == KERN_PORTABLE)
 		snprintf(kind, sizeof(kind), "portable");
 	printf("%-6s %-13s %6lld x %5lld x %5lld  %8.2f ms  %7.2f  %6.2f\n", tt->name, kind, (long long)m, (long long)k, (long long)n, best * 1e3, mac / best * 1e-9,
@@ -188,7 +189,9 @@ int main(int argc, char **argv)
 	enum kern_isa isa = portable ? KERN_PORTABLE : kern_isa_best();
 	if (force_set >= 0 && !portable)
 		isa = (enum kern_isa)force_set;
-	fx_pool_set_kernels(pool, isa);
+	struct kern_set ks;
+	kern_set_init(&ks, isa);
+	fx_pool_set_kernels(pool, &ks);
 	printf("type   kernel        n_out x  n_in x n_tok   time       GMAC/s    weight GB/s\n");
 	int rc = 0, shown = 0;
 	for (int t = 0; t < FX_TYPE_COUNT && !rc; t++) {

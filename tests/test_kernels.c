@@ -1,4 +1,6 @@
-/* ISA kernels (src/kernels/dot_*.c) against the portable oracle.
+/* ISA kernels (src/kernels/x86) against the portable oracle
+ * (src/kernels/generic and the type table), through the kernel-set tables
+ * kern_set_init fills (kernels/kern.h).
  *
  * For every weight type with a SIMD kernel, on random rows of several
  * block counts:
@@ -11,8 +13,9 @@
  * present for every listed type: the test fails, never skips, there.
  */
 #include "check.h"
+#include "ferrox.h"
 #include "core/alloc.h"
-#include "kernels/dot.h"
+#include "kernels/kern.h"
 #include "kernels/repack.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
@@ -45,16 +48,25 @@ static const int types[] = {
 	FX_TYPE_Q8_0, FX_TYPE_Q4_K, FX_TYPE_Q5_K, FX_TYPE_Q6_K,
 };
 
+/* Every set's table, filled once by main (check_tables) before any check
+ * reads it: a set the CPU cannot run holds the portable kernels. */
+static struct kern_set sets[KERN_AVX512 + 1];
+
+static const struct kern_set *set_of(enum kern_isa isa)
+{
+	return &sets[isa];
+}
+
 /* One type at n elements: weights and KERN_NT_MAX activation rows. */
 static void check_type(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 {
 	const struct fx_type_traits *tt = fx_type_get(type);
 	const struct fx_type_traits *vt = fx_type_get(tt->vec_dot_type);
-	kern_dot_fn k = kern_dot_get(type, isa);
+	kern_dot_fn k = set_of(isa)->dot[type];
 	CHECKF(k != NULL, "%s: no kernel", tt->name);
 	if (!k)
 		return;
-	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
+	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(set_of(isa), tt->vec_dot_type, n);
 	float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
 	float *wd = malloc((size_t)n * sizeof(float)), *ad = malloc((size_t)n * sizeof(float));
 	uint8_t *w = malloc(wb), *a = malloc(ab * KERN_NT_MAX);
@@ -66,7 +78,7 @@ static void check_type(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 	for (int t = 0; t < KERN_NT_MAX; t++) {
 		for (int64_t i = 0; i < n; i++)
 			af[i] = rng_f(rng) * (t + 1);
-		kern_act_quantize(tt->vec_dot_type, isa, af, a + (size_t)t * ab, n);
+		set_of(isa)->act_quant[tt->vec_dot_type](af, a + (size_t)t * ab, n);
 		vt->to_float(a + (size_t)t * ab, ad, n);
 		double mag = 0;
 		for (int64_t i = 0; i < n; i++)
@@ -102,7 +114,7 @@ static void random_rows(enum kern_isa isa, int t, int64_t n, uint8_t *w, int nw,
 			uint64_t *rng)
 {
 	const struct fx_type_traits *tt = fx_type_get(t);
-	size_t wb = fx_row_size(t, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
+	size_t wb = fx_row_size(t, n), ab = kern_act_row_bytes(set_of(isa), tt->vec_dot_type, n);
 	float *f = malloc((size_t)n * sizeof(float));
 	for (int r = 0; r < nw; r++) {
 		for (int64_t i = 0; i < n; i++)
@@ -112,7 +124,7 @@ static void random_rows(enum kern_isa isa, int t, int64_t n, uint8_t *w, int nw,
 	for (int r = 0; r < na; r++) {
 		for (int64_t i = 0; i < n; i++)
 			f[i] = rng_f(rng) * (float)(r + 1);
-		kern_act_quantize(tt->vec_dot_type, isa, f, a + (size_t)r * ab, n);
+		set_of(isa)->act_quant[tt->vec_dot_type](f, a + (size_t)r * ab, n);
 	}
 	free(f);
 }
@@ -133,24 +145,24 @@ static double sum_abs_terms(int type, int64_t n, const void *w, const void *a)
 	return mag;
 }
 
-/* Rows-in-lanes kernels (kern_gemm_get): for any row count 1..11, any
+/* Rows-in-lanes kernels (a set's gemm): for any row count 1..11, any
  * activation row count and start, every (row, activation row) result
- * equals the same kernel's one-row result (kern_dot_get) bit for bit, and
+ * equals the same kernel's one-row result (its dot) bit for bit, and
  * the portable vec_dot: bit for bit when exact, else within 2e-6 of the
  * sum of |terms| as check_type. */
 static void check_gemm(enum kern_isa isa, int type, int64_t n, bool exact, uint64_t *rng)
 {
 	enum { R = 11, T = 11 };
 	const struct fx_type_traits *tt = fx_type_get(type);
-	kern_gemm_fn g = kern_gemm_get(type, isa);
+	kern_gemm_fn g = set_of(isa)->gemm[type];
 	CHECKF(g != NULL, "%s: no rows-in-lanes kernel", tt->name);
 	if (!g)
 		return;
-	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
+	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(set_of(isa), tt->vec_dot_type, n);
 	uint8_t *w = malloc(wb * R), *a = malloc(ab * T);
 	random_rows(isa, type, n, w, R, a, T, rng);
 	float ref[T][R];
-	kern_dot_fn one = kern_dot_get(type, isa);
+	kern_dot_fn one = set_of(isa)->dot[type];
 	for (int t = 0; t < T; t++) {
 		for (int r = 0; r < R; r++) {
 			float port;
@@ -183,7 +195,7 @@ static void check_gemm(enum kern_isa isa, int type, int64_t n, bool exact, uint6
 	}
 	/* The x8 layout: rows 0..7 repacked give the same results through the
 	 * x8 kernel, and unpack back to the plain rows. */
-	if (kern_x8_supported(type, isa)) {
+	if (set_of(isa)->gemm_x8[type]) {
 		uint8_t *g = malloc(8 * wb), *tmp = malloc(8 * wb), *row = malloc(wb);
 		memcpy(g, w, 8 * wb);
 		kern_x8_pack(type, n, g, tmp);
@@ -192,7 +204,7 @@ static void check_gemm(enum kern_isa isa, int type, int64_t n, bool exact, uint6
 			CHECKF(memcmp(row, w + (size_t)r * wb, wb) == 0, "%s n=%lld: x8 row %d does not unpack",
 			       tt->name, (long long)n, r);
 		}
-		kern_gemm_fn gx = kern_gemm_x8_get(type, isa);
+		kern_gemm_fn gx = set_of(isa)->gemm_x8[type];
 		for (int nt = 1; nt <= T; nt += 2) {
 			float out[T][8];
 			gx(n, g, wb, 8, a, ab, nt, &out[0][0], 8);
@@ -219,11 +231,11 @@ static void check_x8_only(enum kern_isa isa, int type, int64_t n, uint64_t *rng)
 {
 	enum { T = 11 };
 	const struct fx_type_traits *tt = fx_type_get(type);
-	kern_gemm_fn gx = kern_gemm_x8_get(type, isa);
+	kern_gemm_fn gx = set_of(isa)->gemm_x8[type];
 	CHECKF(gx != NULL, "%s: no x8 kernel", tt->name);
 	if (!gx)
 		return;
-	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
+	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(set_of(isa), tt->vec_dot_type, n);
 	uint8_t *w = malloc(wb * 8), *g = malloc(wb * 8), *tmp = malloc(wb * 8), *a = malloc(ab * T);
 	random_rows(isa, type, n, w, 8, a, T, rng);
 	memcpy(g, w, 8 * wb);
@@ -261,28 +273,28 @@ static void check_sets_agree(enum kern_isa a, enum kern_isa b, int type, int64_t
 {
 	enum { T = 11, R = 24 };
 	const struct fx_type_traits *tt = fx_type_get(type);
-	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, a, n);
-	CHECK(ab == kern_act_row_bytes(tt->vec_dot_type, b, n));
+	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(set_of(a), tt->vec_dot_type, n);
+	CHECK(ab == kern_act_row_bytes(set_of(b), tt->vec_dot_type, n));
 	uint8_t *w = malloc(wb * R), *tmp = malloc(wb * 8), *act = malloc(ab * T);
 	random_rows(a, type, n, w, R, act, T, rng);
 	for (int x8 = 0; x8 < 2; x8++) {
 		if (x8)
 			for (int r = 0; r < R; r += 8)
 				kern_x8_pack(type, n, w + (size_t)r * wb, tmp);
-		kern_gemm_fn ga = x8 ? kern_gemm_x8_get(type, a) : kern_gemm_get(type, a);
-		kern_gemm_fn gb = x8 ? kern_gemm_x8_get(type, b) : kern_gemm_get(type, b);
+		kern_gemm_fn ga = x8 ? set_of(a)->gemm_x8[type] : set_of(a)->gemm[type];
+		kern_gemm_fn gb = x8 ? set_of(b)->gemm_x8[type] : set_of(b)->gemm[type];
 		CHECKF(!ga == !gb && (ga == NULL || ga != gb), "%s x8=%d: sets %d and %d", tt->name, x8,
 		       (int)a, (int)b);
 		if (!ga || !gb)
 			continue;
 		/* and b's kernel for calls of few activation rows (the
 		 * AVX-512 set's 256-bit ones) */
-		kern_gemm_fn gn = x8 ? kern_gemm_x8_for(type, b, 1) : gb;
+		kern_gemm_fn gn = x8 ? kern_gemm_x8_for(set_of(b), type, 1) : gb;
 		CHECKF(gn != NULL && (b != KERN_AVX512 || !x8 || gn != gb), "%s: set %d's x8 kernel for one row",
 		       tt->name, (int)b);
 		/* prefill-sized calls get the set's own x8 kernel (AVX-512: the
 		 * 512-bit one) */
-		CHECKF(!x8 || kern_gemm_x8_for(type, b, KERN_NT_MAX + 1) == gb, "%s: set %d's x8 kernel for %d rows",
+		CHECKF(!x8 || kern_gemm_x8_for(set_of(b), type, KERN_NT_MAX + 1) == gb, "%s: set %d's x8 kernel for %d rows",
 		       tt->name, (int)b, KERN_NT_MAX + 1);
 		for (int nt = 1; nt <= T && gn; nt++) {
 			for (int nr = 8; nr <= R; nr += 8) {
@@ -318,7 +330,7 @@ static void check_extremes(enum kern_isa isa, int type, int64_t n)
 {
 	enum { T = 9, R = 16 }; /* two x8 groups: one AVX-512 register */
 	const struct fx_type_traits *tt = fx_type_get(type);
-	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(tt->vec_dot_type, isa, n);
+	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(set_of(isa), tt->vec_dot_type, n);
 	size_t bs = tt->type_size;
 	uint8_t *w = malloc(R * wb), *g8 = malloc(R * wb), *tmp = malloc(8 * wb), *act = malloc(ab * T);
 	float *x = malloc((size_t)n * sizeof(float));
@@ -344,7 +356,7 @@ static void check_extremes(enum kern_isa isa, int type, int64_t n)
 	for (int t = 0; t < T; t++) {
 		for (int64_t i = 0; i < n; i++)
 			x[i] = t == 0 ? 1.0f : t == 1 ? -1.0f : ((i >> (t - 2)) & 1) ? -1.0f : 1.0f;
-		kern_act_quantize(tt->vec_dot_type, isa, x, act + (size_t)t * ab, n);
+		set_of(isa)->act_quant[tt->vec_dot_type](x, act + (size_t)t * ab, n);
 	}
 	float port[T][R];
 	for (int t = 0; t < T; t++)
@@ -354,13 +366,13 @@ static void check_extremes(enum kern_isa isa, int type, int64_t n)
 	for (int r = 0; r < R; r += 8)
 		kern_x8_pack(type, n, g8 + (size_t)r * wb, tmp);
 	for (int x8 = 0; x8 < 2; x8++) {
-		kern_gemm_fn k = x8 ? kern_gemm_x8_get(type, isa) : kern_gemm_get(type, isa);
+		kern_gemm_fn k = x8 ? set_of(isa)->gemm_x8[type] : set_of(isa)->gemm[type];
 		if (!k)
 			continue;
 		float out[T][R];
 		k(n, x8 ? g8 : w, wb, R, act, ab, T, &out[0][0], R);
 		if (isa > KERN_AVX2) { /* the same bits as the AVX2 set's */
-			kern_gemm_fn k2 = x8 ? kern_gemm_x8_get(type, KERN_AVX2) : kern_gemm_get(type, KERN_AVX2);
+			kern_gemm_fn k2 = x8 ? set_of(KERN_AVX2)->gemm_x8[type] : set_of(KERN_AVX2)->gemm[type];
 			float out2[T][R];
 			k2(n, x8 ? g8 : w, wb, R, act, ab, T, &out2[0][0], R);
 			CHECKF(memcmp(out, out2, sizeof(out)) == 0, "%s n=%lld extremes x8=%d: sets %d and %d differ",
@@ -392,8 +404,8 @@ static void check_glu(enum kern_isa isa, uint64_t *rng)
 {
 	enum { N = 77 };
 	for (int act = KERN_GLU_SILU; act <= KERN_GLU_GELU; act++) {
-		kern_glu_fn f = kern_glu_get((enum kern_glu)act, isa);
-		kern_glu_fn ref = kern_glu_get((enum kern_glu)act, KERN_PORTABLE);
+		kern_glu_fn f = set_of(isa)->glu[(enum kern_glu)act];
+		kern_glu_fn ref = set_of(KERN_PORTABLE)->glu[(enum kern_glu)act];
 		float g[N], u[N], a[N], b[N];
 		for (int i = 0; i < N; i++) {
 			g[i] = rng_f(rng) * (i < 20 ? 4.0f : i < 40 ? 20.0f : 1.0f);
@@ -421,7 +433,7 @@ static void check_glu(enum kern_isa isa, uint64_t *rng)
 	}
 }
 
-/* Activation quantizers of the set (kern_act_quantize): the same bytes as
+/* Activation quantizers of the set (act_quant): the same bytes as
  * the type table's reference quantizer, on random rows and on rows with
  * exact halves (roundf ties away from zero for q8_0/q8_1, nearest_int to
  * even for q8_K), zeros, and a largest magnitude that occurs twice. */
@@ -432,7 +444,7 @@ static void check_act_quant(enum kern_isa isa, uint64_t *rng)
 	float x[N];
 	for (size_t v = 0; v < sizeof(vdts) / sizeof(vdts[0]); v++) {
 		int vdt = vdts[v];
-		size_t rb = fx_row_size(vdt, N), kb = kern_act_row_bytes(vdt, isa, N);
+		size_t rb = fx_row_size(vdt, N), kb = kern_act_row_bytes(set_of(isa), vdt, N);
 		uint8_t *a = malloc(kb), *b = malloc(rb);
 		for (int pass = 0; pass < 4; pass++) {
 			for (int i = 0; i < N; i++)
@@ -448,7 +460,7 @@ static void check_act_quant(enum kern_isa isa, uint64_t *rng)
 				x[300] = -9.0f;
 				x[301] = 9.0f;
 			}
-			kern_act_quantize(vdt, isa, x, a, N);
+			set_of(isa)->act_quant[vdt](x, a, N);
 			fx_type_get(vdt)->from_float(x, b, N);
 			CHECKF(memcmp(a, b, rb) == 0, "%s pass %d: quantized bytes differ from the reference",
 			       fx_type_get(vdt)->name, pass);
@@ -488,7 +500,7 @@ static void check_pv(enum kern_isa isa, uint64_t *rng)
 				const void *v[K];
 				for (int r = 0; r < K; r++)
 					v[r] = f16 ? (const void *)v16[r] : (const void *)v32[r];
-				kern_pv_fn pv = kern_pv_get(f16 ? FX_TYPE_F16 : FX_TYPE_F32, isa);
+				kern_pv_fn pv = set_of(isa)->pv[f16 ? FX_TYPE_F16 : FX_TYPE_F32];
 				memcpy(out, ref, sizeof(out));
 				pv(n, nh, K, &w[0][0], K, v, &out[0][0], N, tmp);
 				for (int h = 0; h < nh; h++) {
@@ -527,7 +539,7 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 	for (int h = 0; h < H; h++) {
 		for (int i = 0; i < N; i++)
 			q[h][i] = rng_f(rng);
-		kern_round_f16(isa, q[h], qr[h], N - h); /* N - h: the tails too */
+		set_of(isa)->round_f16(q[h], qr[h], N - h); /* N - h: the tails too */
 		for (int i = N - h; i < N; i++)
 			qr[h][i] = fx_fp16_to_fp32(fx_fp32_to_fp16(q[h][i]));
 		for (int i = 0; i < N; i++) {
@@ -543,18 +555,18 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 	enum { NE = sizeof(edge) / sizeof(edge[0]) };
 	for (int set = 0; set < 2; set++) {
 		float er[NE];
-		kern_round_f16(set ? isa : KERN_PORTABLE, edge, er, NE);
+		set_of(set ? isa : KERN_PORTABLE)->round_f16(edge, er, NE);
 		for (int i = 0; i < NE; i++) {
 			float want = fx_fp16_to_fp32(fx_fp32_to_fp16(edge[i]));
 			CHECKF(memcmp(&er[i], &want, sizeof(want)) == 0, "kern_round_f16 set %d: %a -> %a, want %a",
 			       set, (double)edge[i], (double)er[i], (double)want);
 		}
 	}
-	CHECK(kern_qk_get(FX_TYPE_F16, isa, 60) == NULL); /* not a multiple of 8 */
-	CHECK(kern_qk_get(FX_TYPE_Q8_0, isa, N) == NULL);
+	CHECK(kern_qk_for(set_of(isa), FX_TYPE_F16, 60) == NULL); /* not a multiple of 8 */
+	CHECK(kern_qk_for(set_of(isa), FX_TYPE_Q8_0, N) == NULL);
 	for (int f16 = 0; f16 < 2; f16++) {
-		kern_qk_fn qk = kern_qk_get(f16 ? FX_TYPE_F16 : FX_TYPE_F32, isa, N);
-		if (!kern_isa_avx2(isa)) {
+		kern_qk_fn qk = kern_qk_for(set_of(isa), f16 ? FX_TYPE_F16 : FX_TYPE_F32, N);
+		if (set_of(isa)->isa < KERN_AVX2) {
 			CHECK(qk == NULL);
 			continue;
 		}
@@ -612,7 +624,7 @@ static void check_expsum(enum kern_isa isa, uint64_t *rng)
 {
 	enum { N = 40 };
 	float src[N], s[N];
-	kern_expsum_fn es = kern_expsum_get(isa);
+	kern_expsum_fn es = set_of(isa)->expsum;
 	for (int i = 0; i < N; i++)
 		src[i] = i == 5 ? -120.0f : i == 9 ? -95.0f : -12.0f * (rng_f(rng) + 1.0f) / 2.0f;
 	for (int n = 1; n <= N; n++) {
@@ -669,6 +681,39 @@ static void check_lines(void)
 	CHECK(fx_malloc_lines(SIZE_MAX / 2, 4) == NULL);
 }
 
+/* Fill every set's table and check what each holds: a set the CPU cannot
+ * run is refused (FX_E_UNSUPPORTED) and holds only the portable kernels;
+ * every set has a quantizer for every activation type, the attention value
+ * kernels of the three cache types, both GLUs, expsum and f16 rounding;
+ * an x86 set has a dot kernel for every listed weight type, x8 kernels
+ * exactly for the types with an x8 layout (few-row ones the same as the
+ * many-row ones except in the AVX-512 set), and score kernels for f32 and
+ * f16 caches; the portable set has no kernel of those forms. */
+static void check_tables(void)
+{
+	for (int set = 0; set <= KERN_AVX512; set++) {
+		struct kern_set *ks = &sets[set];
+		bool runs = kern_isa_runs((enum kern_isa)set);
+		int rc = kern_set_init(ks, (enum kern_isa)set);
+		CHECKF(runs ? rc == 0 : rc == FX_E_UNSUPPORTED, "set %d: kern_set_init %d (runs %d)", set, rc, runs);
+		CHECKF(ks->isa == (runs ? (enum kern_isa)set : KERN_PORTABLE), "set %d: table of set %d", set, ks->isa);
+		bool x86 = ks->isa >= KERN_AVX2;
+		CHECK(ks->act_arrays == x86);
+		for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+			int t = types[i], vdt = fx_type_get(t)->vec_dot_type;
+			CHECKF(ks->act_quant[vdt] != NULL, "set %d: no quantizer for %s", set, fx_type_get(vdt)->name);
+			CHECKF(!ks->dot[t] == !x86, "set %d: dot kernel of %s", set, fx_type_get(t)->name);
+			CHECKF(!ks->gemm_x8[t] == !(x86 && kern_x8_layout(t)) && !ks->gemm_x8_few[t] == !ks->gemm_x8[t] &&
+			       (ks->isa == KERN_AVX512 || ks->gemm_x8_few[t] == ks->gemm_x8[t]),
+			       "set %d: x8 kernels of %s", set, fx_type_get(t)->name);
+			CHECK(x86 || !ks->gemm[t]);
+		}
+		CHECK(ks->pv[FX_TYPE_F32] && ks->pv[FX_TYPE_F16] && ks->pv[FX_TYPE_Q8_0]);
+		CHECK(ks->glu[KERN_GLU_SILU] && ks->glu[KERN_GLU_GELU] && ks->expsum && ks->round_f16);
+		CHECK(!ks->qk[FX_TYPE_F32] == !x86 && !ks->qk[FX_TYPE_F16] == !x86 && !ks->qk[FX_TYPE_Q8_0]);
+	}
+}
+
 int main(void)
 {
 	check_lines();
@@ -695,15 +740,10 @@ int main(void)
 		       "AVX-512: the CPU %s it but the set is%s run (best %d)", has512 ? "has" : "lacks",
 		       kern_isa_runs(KERN_AVX512) ? "" : " not", (int)best);
 #endif
-	for (int set = KERN_AVXVNNI; set <= KERN_AVX512; set++) /* a set the CPU cannot run hands out nothing */
-		if (!kern_isa_runs((enum kern_isa)set))
-			CHECKF(kern_gemm_get(FX_TYPE_Q4_1, (enum kern_isa)set) == NULL &&
-			       kern_dot_get(FX_TYPE_Q8_0, (enum kern_isa)set) == NULL &&
-			       kern_gemm_x8_get(FX_TYPE_Q4_K, (enum kern_isa)set) == NULL &&
-			       !kern_isa_avx2((enum kern_isa)set), "set %d hands out kernels", set);
+	check_tables();
 	if (best == KERN_PORTABLE) {
 		fprintf(stderr, "note: no ISA kernel set on this CPU; only the portable path runs\n");
-		CHECK(kern_dot_get(FX_TYPE_Q8_0, KERN_PORTABLE) == NULL);
+		CHECK(set_of(KERN_PORTABLE)->dot[FX_TYPE_Q8_0] == NULL);
 		return check_exit();
 	}
 	/* Block counts with and without partial groups of 8 (32-element

@@ -22,7 +22,7 @@ struct fx_pool {
 	bool stop;
 	fx_pool_fn fn;
 	void *arg;
-	int kernels; /* kernel set the pool's callers use (kernels/dot.h) */
+	const struct kern_set *kernels; /* the set the pool's callers use (kernels/kern.h) */
 };
 
 struct worker_arg {
@@ -114,12 +114,12 @@ int fx_pool_n_threads(const struct fx_pool *p)
 	return p->n;
 }
 
-void fx_pool_set_kernels(struct fx_pool *p, int kernels)
+void fx_pool_set_kernels(struct fx_pool *p, const struct kern_set *kernels)
 {
 	p->kernels = kernels;
 }
 
-int fx_pool_kernels(const struct fx_pool *p)
+const struct kern_set *fx_pool_kernels(const struct fx_pool *p)
 {
 	return p->kernels;
 }

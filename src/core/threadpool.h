@@ -17,11 +17,13 @@ typedef void (*fx_pool_fn)(void *arg, int ith, int nth);
 int fx_pool_create(int n_threads, struct fx_pool **out);
 void fx_pool_free(struct fx_pool *p);
 int fx_pool_n_threads(const struct fx_pool *p);
-/* The kernel set (enum kern_isa of kernels/dot.h; 0, the portable C, by
- * default) that operators running on this pool use. Carried by the pool
- * because every operator already receives it. */
-void fx_pool_set_kernels(struct fx_pool *p, int kernels);
-int fx_pool_kernels(const struct fx_pool *p);
+/* The kernel set (struct kern_set of kernels/kern.h, borrowed: it must
+ * outlive the pool's use) that operators running on this pool use; NULL
+ * until set. Carried by the pool because every operator already receives
+ * it; core knows only the name. */
+struct kern_set;
+void fx_pool_set_kernels(struct fx_pool *p, const struct kern_set *kernels);
+const struct kern_set *fx_pool_kernels(const struct fx_pool *p);
 void fx_pool_run(struct fx_pool *p, fx_pool_fn fn, void *arg);
 
 /* Rows [*r0, *r1) of n that thread ith of nth takes (contiguous, balanced). */

@@ -12,7 +12,7 @@
 #include "core/alloc.h"
 #include "core/threadpool.h"
 #include "engine/context.h"
-#include "kernels/dot.h"
+#include "kernels/kern.h"
 #include "kv/backing.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -23,6 +23,7 @@ struct fx_context {
 	uint32_t n_ctx, n_ubatch, n_seq_max;
 	int k_type, v_type;
 	struct fx_pool *pool;
+	struct kern_set kernels;  /* the pool's kernel set (kernels/kern.h) */
 	struct kv_backing *kv;    /* every sequence's K/V and position */
 	bool *used;               /* [n_seq_max] live sequences */
 	struct fwd_scratch s;
@@ -129,7 +130,9 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 		rc = fx_fail(err, rc, "cannot start %d threads", p->n_threads);
 		goto fail;
 	}
-	fx_pool_set_kernels(c->pool, p->kernels == FX_KERNELS_PORTABLE ? KERN_PORTABLE : kern_isa_best());
+	/* the kernel set, chosen once: every operator reads this table */
+	kern_set_init(&c->kernels, p->kernels == FX_KERNELS_PORTABLE ? KERN_PORTABLE : kern_isa_best());
+	fx_pool_set_kernels(c->pool, &c->kernels);
 	if ((rc = kv_for(c, p, err)))
 		goto fail;
 	c->used = fx_calloc(n_seq, sizeof(*c->used));

@@ -5,14 +5,9 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "kernels/dot.h"
+#include "kernels/kern.h"
 #include "kernels/repack.h"
 #include "quant/quant.h"
-
-static size_t act_row_bytes(const struct wmat *w, enum kern_isa isa)
-{
-	return kern_act_row_bytes(fx_type_get(w->type)->vec_dot_type, isa, w->n_in);
-}
 
 size_t op_matmul_scratch(const struct wmat *w, int64_t n_tok)
 {
@@ -20,7 +15,7 @@ size_t op_matmul_scratch(const struct wmat *w, int64_t n_tok)
 	if (tt->vec_dot_type == FX_TYPE_F32)
 		return 0;
 	/* The largest layout any kernel set uses (AVX2 rows add scales). */
-	return act_row_bytes(w, KERN_AVX2) * (size_t)n_tok;
+	return kern_act_row_bytes_max(tt->vec_dot_type, w->n_in) * (size_t)n_tok;
 }
 
 /* Up to MM_MAX matrices sharing one input: their rows are concatenated and
@@ -131,8 +126,7 @@ struct quant_args {
 	void *xq;
 	int64_t n_in, n_tok;
 	size_t act_bytes;
-	int vdt;
-	enum kern_isa isa;
+	kern_act_fn quant;
 };
 
 static void quant_worker(void *arg, int ith, int nth)
@@ -141,8 +135,7 @@ static void quant_worker(void *arg, int ith, int nth)
 	long t0, t1;
 	fx_split((long)a->n_tok, ith, nth, &t0, &t1);
 	for (long t = t0; t < t1; t++)
-		kern_act_quantize(a->vdt, a->isa, a->x + t * a->n_in,
-				  (uint8_t *)a->xq + (size_t)t * a->act_bytes, a->n_in);
+		a->quant(a->x + t * a->n_in, (uint8_t *)a->xq + (size_t)t * a->act_bytes, a->n_in);
 }
 
 void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, const float *x,
@@ -164,23 +157,23 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 			op_matmul_n(pool, 1, &w[i], x, n_tok, &y[i], scratch);
 		return;
 	}
-	enum kern_isa isa = (enum kern_isa)fx_pool_kernels(pool);
+	const struct kern_set *ks = fx_pool_kernels(pool);
 	struct matmul_args a = { .n_w = n_w, .n_tok = n_tok };
 	for (int i = 0; i < n_w; i++) {
 		a.w[i] = w[i];
 		a.y[i] = y[i];
 		a.n_rows += (long)w[i]->n_out;
 		a.dot[i] = fx_type_get(w[i]->type)->vec_dot;
-		a.kern[i] = kern_dot_get(w[i]->type, isa);
-		a.gemm[i] = w[i]->x8 ? kern_gemm_x8_for(w[i]->type, isa, n_tok) : kern_gemm_get(w[i]->type, isa);
+		a.kern[i] = ks->dot[w[i]->type];
+		a.gemm[i] = w[i]->x8 ? kern_gemm_x8_for(ks, w[i]->type, n_tok) : ks->gemm[w[i]->type];
 	}
 	if (tt->vec_dot_type == FX_TYPE_F32) {
 		a.xq = x;
 		a.act_bytes = (size_t)w[0]->n_in * sizeof(float);
 	} else {
 		struct quant_args q = { .x = x, .xq = scratch, .n_in = w[0]->n_in, .n_tok = n_tok,
-					.act_bytes = act_row_bytes(w[0], isa),
-					.vdt = tt->vec_dot_type, .isa = isa };
+					.act_bytes = kern_act_row_bytes(ks, tt->vec_dot_type, w[0]->n_in),
+					.quant = ks->act_quant[tt->vec_dot_type] };
 		if (n_tok > 1)
 			fx_pool_run(pool, quant_worker, &q);
 		else
@@ -236,17 +229,6 @@ void op_softmax(float *x, int64_t n)
 	float inv = (float)(1.0 / sum);
 	for (int64_t i = 0; i < n; i++)
 		x[i] *= inv;
-}
-
-float op_gelu_tanh(float x)
-{
-	const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-	return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
-}
-
-float op_silu(float x)
-{
-	return x / (1.0f + expf(-x));
 }
 
 void op_rope_table(float *cs, int n_rot, float pos, const float *inv_freq, float mscale)

@@ -29,9 +29,10 @@ size_t op_matmul_scratch(const struct wmat *w, int64_t n_tok);
  * x: [n_tok, n_in] f32 row-major; y: [n_tok, n_out] f32 row-major.
  * Activations are first converted to the weight type's vec_dot_type
  * (Q8_0/Q8_1/Q8_K blocks, or f16), as llama.cpp does, into scratch
- * (op_matmul_scratch bytes). Output rows are split across the pool. An x8
- * matrix needs the pool's kernel set to have an x8 kernel for its type
- * (kern_x8_supported; the context checks this when it is created). */
+ * (op_matmul_scratch bytes). Output rows are split across the pool, whose
+ * kernel set (kernels/kern.h, set before any call) computes them. An x8
+ * matrix needs that set to have an x8 kernel for its type (gemm_x8; the
+ * context checks this when it is created). */
 void op_matmul(struct fx_pool *pool, const struct wmat *w, const float *x, int64_t n_tok,
 	       float *y, void *scratch);
 
@@ -48,11 +49,6 @@ void op_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *out
 
 /* In place: x = softmax(x) over n (max-subtracted, float accumulation). */
 void op_softmax(float *x, int64_t n);
-
-/* GELU, tanh approximation (Hendrycks & Gimpel 2016), as gelu_pytorch_tanh. */
-float op_gelu_tanh(float x);
-/* SiLU / swish: x * sigmoid(x) (Elfwing et al. 2017). */
-float op_silu(float x);
 
 /* RoPE (Su et al. 2021) in two steps so a token's angles are computed once
  * for all its heads. op_rope_table: cs[2i], cs[2i+1] = cos, sin of

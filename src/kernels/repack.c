@@ -38,9 +38,9 @@ static const struct x8_layout *layout_of(int t)
 	return NULL;
 }
 
-bool kern_x8_supported(int t, enum kern_isa isa)
+bool kern_x8_layout(int t)
 {
-	return layout_of(t) && kern_gemm_x8_get(t, isa);
+	return layout_of(t) != NULL;
 }
 
 /* Copy one field of one row between a plain block and a superblock.
@@ -92,30 +92,4 @@ void kern_x8_unpack_row(int t, int64_t n, const void *group, int r, void *out)
 			sb += 8 * (size_t)L->f[i].size;
 		}
 	}
-}
-
-kern_gemm_fn kern_gemm_x8_for(int t, enum kern_isa isa, int64_t n_tok)
-{
-#if defined(FX_HAVE_AVX512)
-	if (isa == KERN_AVX512 && n_tok <= KERN_NT_MAX && kern_isa_runs(isa) && layout_of(t))
-		return kern_gemm_x8_get_avx2_avx512(t);
-#endif
-	(void)n_tok;
-	return kern_gemm_x8_get(t, isa);
-}
-
-kern_gemm_fn kern_gemm_x8_get(int t, enum kern_isa isa)
-{
-#if defined(__x86_64__)
-#if defined(FX_HAVE_AVX512)
-	if (isa == KERN_AVX512 && kern_isa_runs(isa) && layout_of(t))
-		return kern_gemm_x8_get_avx512(t);
-#endif
-	if (kern_isa_avx2(isa) && layout_of(t))
-		return AVX2_SET_GET(kern_gemm_x8_get_avx2, isa, t);
-#else
-	(void)t;
-	(void)isa;
-#endif
-	return NULL;
 }

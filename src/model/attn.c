@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/dot.h"
+#include "kernels/kern.h"
 #include "model/forward.h"
 #include "quant/quant.h"
 
@@ -19,7 +19,7 @@ struct attn_args {
 	int il;
 	struct fwd_scratch *s;
 	const struct kv_view *kv;   /* [n]: each row's backing */
-	enum kern_isa isa;
+	const struct kern_set *ks;  /* the pool's kernels */
 	const int32_t *pos;
 	int32_t n;
 	atomic_int next;            /* attend_worker's next unclaimed token */
@@ -186,9 +186,10 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 	const struct kv_view *kv = &a->kv[t];
 	int kt = kv_k_type(kv), vt = kv_v_type(kv);
 	const struct fx_type_traits *ktt = fx_type_get(kt);
-	kern_dot_fn kd = kern_dot_get(kt, a->isa);
+	const struct kern_set *ks = a->ks;
+	kern_dot_fn kd = ks->dot[kt];
 	/* A kernel's activation rows may carry more than the cache's blocks
-	 * (kern_act_quantize's scale arrays): then the keys go in as the
+	 * (the set's act_arrays): then the keys go in as the
 	 * kernel's "weight" rows and the heads' queries as its activation
 	 * rows (the same products, so the same sums), q_stride bytes apart.
 	 * Otherwise each head's query is the weight row against runs of up
@@ -196,23 +197,23 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 	 * call per key for all heads (K rows are L1-resident anyway). */
 	size_t q_stride = ktt->vec_dot_type != FX_TYPE_F32 ? s->qconv_stride : (size_t)hd * sizeof(float);
 	bool key_as_weight = ktt->vec_dot_type != FX_TYPE_F32 &&
-			     kern_act_row_bytes(ktt->vec_dot_type, a->isa, hd) != fx_row_size(ktt->vec_dot_type, hd);
-	kern_pv_fn pv = kern_pv_get(vt, a->isa);
-	kern_expsum_fn es = kern_expsum_get(a->isa);
+			     kern_act_row_bytes(ks, ktt->vec_dot_type, hd) != fx_row_size(ktt->vec_dot_type, hd);
+	kern_pv_fn pv = ks->pv[vt];
+	kern_expsum_fn es = ks->expsum;
 	/* f32/f16 caches under AVX2: one call per chunk scores every head of
 	 * a KV head, each K row converted once. */
-	kern_qk_fn qk = kern_qk_get(kt, a->isa, hd);
+	kern_qk_fn qk = kern_qk_for(ks, kt, hd);
 	const void *qd[FX_MAX_HEADS];
 	for (int i = 0; i < nh; i++) {
 		const float *q = s->q + ((size_t)t * hp->n_head + h0 + i) * hd;
 		qd[i] = q;
 		if (qk && kt == FX_TYPE_F16) { /* rounded once for all chunks */
 			float *qc = (float *)((uint8_t *)s->qconv + ((size_t)ith * hp->n_head + i) * s->qconv_stride);
-			kern_round_f16(a->isa, q, qc, hd);
+			ks->round_f16(q, qc, hd);
 			qd[i] = qc;
 		} else if (!qk && ktt->vec_dot_type != FX_TYPE_F32) {
 			void *qc = (uint8_t *)s->qconv + ((size_t)ith * hp->n_head + i) * s->qconv_stride;
-			kern_act_quantize(ktt->vec_dot_type, a->isa, q, qc, hd);
+			ks->act_quant[ktt->vec_dot_type](q, qc, hd);
 			qd[i] = qc;
 		}
 		mx[i] = -INFINITY;
@@ -453,7 +454,7 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 		fx_type_get(kv_v_type(&kv[t]))->from_float(s->v + t * vw, kv_v_row(&kv[t], il, pos[t]), vw);
 	}
 	struct attn_args a = { .m = m, .il = il, .s = s, .kv = kv, .pos = pos, .n = n,
-			       .isa = (enum kern_isa)fx_pool_kernels(pool) };
+			       .ks = fx_pool_kernels(pool) };
 	atomic_init(&a.next, 0);
 	fx_pool_run(pool, attend_worker, &a);
 	op_matmul(pool, &L->wo, s->att, n, out, s->qbuf);

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/dot.h"
+#include "kernels/kern.h"
 #include "model/forward.h"
 
 static void add_bias(float *x, const float *b, int32_t n, int64_t width)
@@ -59,8 +59,8 @@ static void glu(const struct fx_model *m, struct fx_pool *pool, struct fwd_scrat
 		add_bias(s->up, b[1], n, up->n_out);
 	struct glu_args ga = { .act = m->arch->act, .lim = m->hp.swiglu_limit, .gate = s->gate,
 			       .up = s->up, .n = (long)n * (long)gate->n_out,
-			       .glu = kern_glu_get(m->arch->act == ACT_GELU_TANH ? KERN_GLU_GELU : KERN_GLU_SILU,
-						   (enum kern_isa)fx_pool_kernels(pool)) };
+			       .glu = fx_pool_kernels(pool)->glu[m->arch->act == ACT_GELU_TANH ? KERN_GLU_GELU
+												      : KERN_GLU_SILU] };
 	if (ga.n >= 4096)
 		fx_pool_run(pool, glu_worker, &ga);
 	else

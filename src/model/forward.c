@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "kernels/dot.h"
+#include "kernels/kern.h"
 #include "kernels/repack.h"
 #include "quant/quant.h"
 
@@ -74,7 +74,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	/* A query converted for the K cache: f32 at most, or q8_0/q8_1 with
 	 * the AVX2 kernels' scale arrays (q8_1's are the larger). */
 	s->qconv_stride = max_sz((size_t)hp->head_dim * sizeof(float),
-				 kern_act_row_bytes(FX_TYPE_Q8_1, KERN_AVX2, hp->head_dim));
+				 kern_act_row_bytes_max(FX_TYPE_Q8_1, hp->head_dim));
 	s->qconv_stride = (s->qconv_stride + 63) & ~(size_t)63;
 	s->qconv = scratch_alloc(s, (size_t)n_threads * (size_t)hp->n_head, s->qconv_stride);
 	s->erow = scratch_alloc(s, m->tok_embd.row_bytes, 1);

@@ -12,6 +12,7 @@
 #include "io/gguf_write.h"
 #include "io/hf.h"
 #include "io/mapfile.h"
+#include "kernels/kern.h"
 #include "kernels/repack.h"
 #include "model/bind.h"
 #include "quant/quant.h"
@@ -320,7 +321,7 @@ static void place_weights(struct fx_model *m)
 /* Where repack_weights is: the scratch for one x8 group (NULL while
  * sizing it) and its size. */
 struct repacking {
-	enum kern_isa isa;
+	struct kern_set ks; /* the set a context will use (the best) */
 	void *tmp;
 	size_t tmp_bytes;
 };
@@ -328,7 +329,7 @@ struct repacking {
 static void repack_one(struct fx_model *m, struct wmat *w, void *arg)
 {
 	struct repacking *rp = arg;
-	if (!w->data || w->x8 || w->n_out % 8 || !kern_x8_supported(w->type, rp->isa))
+	if (!w->data || w->x8 || w->n_out % 8 || !rp->ks.gemm_x8[w->type])
 		return;
 	if (!rp->tmp) {
 		rp->tmp_bytes = 8 * w->row_bytes > rp->tmp_bytes ? 8 * w->row_bytes : rp->tmp_bytes;
@@ -351,7 +352,8 @@ static void repack_one(struct fx_model *m, struct wmat *w, void *arg)
  * kern_x8_unpack_row). */
 static int repack_weights(struct fx_model *m, struct fx_err *err)
 {
-	struct repacking rp = { .isa = kern_isa_best() };
+	struct repacking rp = { 0 };
+	kern_set_init(&rp.ks, kern_isa_best());
 	each_step_matrix(m, repack_one, &rp);
 	if (!rp.tmp_bytes)
 		return FX_OK;

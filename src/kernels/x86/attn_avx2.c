@@ -1,5 +1,5 @@
-/* AVX2/FMA/F16C attention kernels (kern_qk_get, kern_pv_get in
- * kernels/dot.h): the scores of a chunk of K rows against the query heads
+/* AVX2/FMA/F16C attention kernels (qk, pv entries of
+ * kernels/kern.h): the scores of a chunk of K rows against the query heads
  * of one KV head, and the weighted sum of a chunk of V rows. Their own file
  * because they want other code generation than dot_avx2.c's matmul
  * bodies: built without GCC's pre-allocation scheduling
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/dot.h"
+#include "kernels/x86/x86.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 

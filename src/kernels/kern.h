@@ -1,5 +1,10 @@
-/* Dot-product kernels of weight rows with several activation rows,
- * chosen at run time by CPU features.
+/* The kernel set: one table of the forward pass's kernels (dot products,
+ * rows-in-lanes GEMMs, activation quantizers, attention score / value,
+ * GLU, softmax exponentials, f16 rounding), filled once when a context is
+ * created (kern_set_init) from kernels/generic/ (the portable C, the
+ * oracle) and, where the CPU runs them, kernels/x86/. Operators read the
+ * table they are handed (through the thread pool); nothing looks a kernel
+ * up per token, and a future backend fills the same table.
  *
  * The portable C dot products of the type table (quant/quant.h) are the
  * oracle. The 32-element block types' ISA kernels (rows in SIMD lanes,
@@ -12,12 +17,14 @@
  * reused, but each sum is bit-identical whatever the row counts, the
  * thread count or the batch composition.
  */
-#ifndef FX_KERNELS_DOT_H
-#define FX_KERNELS_DOT_H
+#ifndef FX_KERNELS_KERN_H
+#define FX_KERNELS_KERN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "quant/quant.h"
 
 /* Kernel sets, in order of preference. Every x86 set needs AVX2, FMA and
  * F16C and shares the AVX2 activation layout; AVX-VNNI and AVX-512 are
@@ -47,7 +54,7 @@ enum kern_isa {
 /* out[t * out_stride] = dot(w, act + t * act_stride) for t < nt
  * (1 <= nt <= KERN_NT_MAX). w: one row of n elements of the weight type;
  * act: rows of the type's vec_dot_type (q8_0/q8_1/q8_K blocks or
- * f32/f16/bf16) in the kernel set's activation layout (kern_act_quantize),
+ * f32/f16/bf16) in the kernel set's activation layout (act_quant),
  * act_stride bytes apart. n is a multiple of the block size. */
 typedef void (*kern_dot_fn)(int64_t n, const void *w, const void *act, size_t act_stride,
 			    int nt, float *out, size_t out_stride);
@@ -63,7 +70,6 @@ typedef void (*kern_dot_fn)(int64_t n, const void *w, const void *act, size_t ac
  * halves or summing bytes per block; they are the blocks' own values, so
  * no result changes, and the portable vec_dot reads such a row as a plain
  * one. */
-size_t kern_act_row_bytes(int vdt, enum kern_isa isa, int64_t n);
 
 /* Byte offsets in an AVX2 q8_0/q8_1 activation row whose nb blocks take
  * blocks_bytes: of the d array, and of the second array (s or sums). */
@@ -75,12 +81,13 @@ static inline size_t kern_act_s_off(size_t blocks_bytes, int64_t nb)
 {
 	return kern_act_d_off(blocks_bytes) + (((size_t)nb * sizeof(float) + 31) & ~(size_t)31);
 }
-void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, int64_t n);
+/* A set's activation quantizer: x[n] f32 -> one row in its layout. */
+typedef void (*kern_act_fn)(const float *x, void *row, int64_t n);
 
 /* out[t * out_stride + r] = dot(row r, act + t * act_stride) for r < nr
  * (any number of weight rows) and t < nt (any number of activation rows,
  * laid out as for kern_dot_fn). Plain rows: row r at w + r * w_stride.
- * x8 groups (kern_gemm_x8_get): nr a multiple of 8, group g (rows 8g..
+ * x8 groups (struct kern_set's gemm_x8): nr a multiple of 8, group g (rows 8g..
  * 8g+7) at w + 8 * g * w_stride, where its eight plain rows were. A
  * kernel of this form computes eight (AVX-512: sixteen) rows in SIMD
  * lanes; each (row, activation row) result is the same whatever nr, nt
@@ -88,27 +95,6 @@ void kern_act_quantize(int vdt, enum kern_isa isa, const float *x, void *row, in
 typedef void (*kern_gemm_fn)(int64_t n, const void *w, size_t w_stride, int nr, const void *act,
 			     size_t act_stride, int nt, float *out, size_t out_stride);
 
-/* The best kernel set this CPU runs and this build has: KERN_AVX512, then
- * KERN_AVXVNNI, then KERN_AVX2 (each needing its features, see above);
- * KERN_PORTABLE otherwise or on other architectures. */
-enum kern_isa kern_isa_best(void);
-
-/* Whether this CPU runs set isa (and the build has it). */
-bool kern_isa_runs(enum kern_isa isa);
-
-/* Whether isa is one of the x86 sets (KERN_AVX2 and later) and this CPU
- * runs it: the sets that share the AVX2 activation layout and
- * non-integer kernels. */
-bool kern_isa_avx2(enum kern_isa isa);
-
-/* The kernel of set isa for weight type t, or NULL when that set has none
- * for t (callers then use the type table's vec_dot) or the CPU cannot run
- * it. */
-kern_dot_fn kern_dot_get(int t, enum kern_isa isa);
-
-/* The rows-in-lanes kernel of set isa for weight type t, or NULL (then
- * use kern_dot_get's). */
-kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa);
 
 /* out[h * out_stride + e] += sum over r < nk of w[h * w_stride + r] * v[r][e]
  * for h < nh, e < n: attention's weighted sum of a chunk of V rows for the
@@ -116,41 +102,37 @@ kern_gemm_fn kern_gemm_get(int t, enum kern_isa isa);
  * f16 natively; q8_0 is converted through tmp[n] first). Per element the
  * rows are added in order r = 0, 1, ..., one update each, so every out row
  * receives the same operations whatever nh or the chunking of the keys. The
- * AVX2 set keeps the heads' sums in registers across the chunk. Resolve it
- * once with kern_pv_get. */
+ * AVX2 set keeps the heads' sums in registers across the chunk. */
 typedef void (*kern_pv_fn)(int64_t n, int nh, int nk, const float *w, size_t w_stride,
 			   const void *const *v, float *out, size_t out_stride, float *tmp);
-kern_pv_fn kern_pv_get(int t, enum kern_isa isa);
 
 /* out[h * out_stride + r] = dot(q + h * q_stride, k[r]) over n elements
  * for h < nh, r < nk (q_stride in floats): attention scores of the query
  * heads sharing one KV head against a chunk of K rows of cache type t (f32,
  * or f16 converted once for all heads). For an f16 cache the caller passes
- * Q already rounded to f16 values (kern_round_f16), as llama.cpp rounds Q
- * for its f16 K dot product: once per token, not once per chunk. Each
- * score's summation order depends only on n, not on nh, nk or the key's
- * place in the chunk. Only the AVX2 set has one, for n a multiple of 8 up
- * to KERN_QK_MAX_DIM: otherwise NULL (use kern_dot_get's kernels). */
+ * Q already rounded to f16 values (round_f16), as llama.cpp rounds Q for
+ * its f16 K dot product: once per token, not once per chunk. Each score's
+ * summation order depends only on n, not on nh, nk or the key's place in
+ * the chunk. Only the AVX2 set has them, for n a multiple of 8 up to
+ * KERN_QK_MAX_DIM (kern_qk_for); otherwise the dot kernels score keys. */
 enum { KERN_QK_MAX_DIM = 512 };
 typedef void (*kern_qk_fn)(int64_t n, int nh, const float *q, size_t q_stride, int nk,
 			   const void *const *k, float *out, size_t out_stride);
-kern_qk_fn kern_qk_get(int t, enum kern_isa isa, int64_t n);
 
 /* y[i] = x[i] rounded to the nearest binary16 value (ties to even, as
  * F16C's vcvtps2ph), back in binary32, for i < n; x == y allowed. The
  * AVX2 set converts with F16C, the portable one in integer steps
  * (quant/blocks.h): the same bits. */
-void kern_round_f16(enum kern_isa isa, const float *x, float *y, int64_t n);
+typedef void (*kern_round_fn)(const float *x, float *y, int64_t n);
 
 /* g[i] = act(g[i]) * u[i] for i < n: the GLU of a feed-forward block.
  * KERN_GLU_SILU: silu (x * sigmoid x); KERN_GLU_GELU: GELU's tanh form,
  * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). The portable forms call
- * libm (op_silu, op_gelu_tanh in kernels/ops.h); ISA forms use a vector exp
- * good to about 2e-7 relative, the same for every element whatever n or
- * the slice boundaries. */
-enum kern_glu { KERN_GLU_SILU, KERN_GLU_GELU };
+ * libm (kernels/generic); ISA forms use a vector exp good to about 2e-7
+ * relative, the same for every element whatever n or the slice
+ * boundaries. */
+enum kern_glu { KERN_GLU_SILU, KERN_GLU_GELU, KERN_GLU_COUNT };
 typedef void (*kern_glu_fn)(float *g, const float *u, long n);
-kern_glu_fn kern_glu_get(enum kern_glu act, enum kern_isa isa);
 
 /* s[i] = e^(s[i] - m) for i < n (every s[i] <= m): a chunk of attention's
  * softmax weights. Returns l plus their sum, added one by one in order.
@@ -160,48 +142,65 @@ kern_glu_fn kern_glu_get(enum kern_glu act, enum kern_isa isa);
  * the same weights bit for bit; with another libm they may differ by an
  * ulp (the AVX2 form stays within an ulp of e^x). */
 typedef float (*kern_expsum_fn)(float *s, int n, float m, float l);
-kern_expsum_fn kern_expsum_get(enum kern_isa isa);
 
-#if defined(__x86_64__)
-/* AVX2 rows of q8_0 / q8_1 (blocks and both arrays, see above). */
-void kern_quant_avx2_q8_0(const float *x, void *row, int64_t n);
-void kern_quant_avx2_q8_1(const float *x, void *row, int64_t n);
-void kern_quant_avx2_q8_K(const float *x, void *y, int64_t n);
-void kern_glu_avx2_silu(float *g, const float *u, long n);
-void kern_glu_avx2_gelu(float *g, const float *u, long n);
-float kern_expsum_avx2(float *s, int n, float m, float l);
-void kern_round_f16_avx2(const float *x, float *y, int64_t n);
-kern_dot_fn kern_dot_get_avx2(int t);
-kern_gemm_fn kern_gemm_get_avx2(int t);
-/* The AVX-VNNI build of dot_avx2.c (when FX_HAVE_AVXVNNI) and its EVEX
- * build for the AVX-512 set (when FX_HAVE_AVX512). */
-kern_dot_fn kern_dot_get_avx2_vnni(int t);
-kern_gemm_fn kern_gemm_get_avx2_vnni(int t);
-kern_dot_fn kern_dot_get_avx2_avx512(int t);
-kern_gemm_fn kern_gemm_get_avx2_avx512(int t);
-/* AVX2_SET_GET(getter, isa, t): for one of the x86 sets, getter's build
- * for that set (KERN_AVXVNNI: _vnni, KERN_AVX512: _avx512), else (or in a
- * build without it, where kern_isa_best never names that set) the AVX2
- * one. */
-#if defined(FX_HAVE_AVXVNNI)
-#define SET_GET_VNNI_(getter, isa, t) (isa) == KERN_AVXVNNI ? getter##_vnni(t) :
-#else
-#define SET_GET_VNNI_(getter, isa, t)
-#endif
-#if defined(FX_HAVE_AVX512)
-#define SET_GET_512_(getter, isa, t) (isa) == KERN_AVX512 ? getter##_avx512(t) :
-#else
-#define SET_GET_512_(getter, isa, t)
-#endif
-#define AVX2_SET_GET(getter, isa, t) (SET_GET_512_(getter, isa, t) SET_GET_VNNI_(getter, isa, t) getter(t))
-void kern_qk_avx2_f32(int64_t n, int nh, const float *q, size_t q_stride, int nk,
-		      const void *const *k, float *out, size_t out_stride);
-void kern_qk_avx2_f16(int64_t n, int nh, const float *q, size_t q_stride, int nk,
-		      const void *const *k, float *out, size_t out_stride);
-void kern_pv_avx2_f32(int64_t n, int nh, int nk, const float *w, size_t w_stride,
-		      const void *const *v, float *out, size_t out_stride, float *tmp);
-void kern_pv_avx2_f16(int64_t n, int nh, int nk, const float *w, size_t w_stride,
-		      const void *const *v, float *out, size_t out_stride, float *tmp);
-#endif
+/* One kernel set, by weight / cache / activation type (enum fx_type). A
+ * NULL dot / gemm / gemm_x8 / qk entry means the set has none for that
+ * type: matmul then uses the next form (gemm, then dot, then the type
+ * table's vec_dot, one row pair per call), attention the dot kernels.
+ * Every other entry is always set. Plain data: copy it, keep it anywhere
+ * (a context keeps its own). */
+struct kern_set {
+	enum kern_isa isa;
+	/* activation rows carry the AVX2 scale arrays (q8_0 / q8_1) */
+	bool act_arrays;
+	kern_act_fn act_quant[FX_TYPE_COUNT]; /* by vec_dot_type */
+	kern_dot_fn dot[FX_TYPE_COUNT];
+	kern_gemm_fn gemm[FX_TYPE_COUNT];
+	/* x8 groups (kernels/repack.h): for calls of many activation rows,
+	 * and for calls of at most KERN_NT_MAX (kern_gemm_x8_for) */
+	kern_gemm_fn gemm_x8[FX_TYPE_COUNT], gemm_x8_few[FX_TYPE_COUNT];
+	kern_qk_fn qk[FX_TYPE_COUNT];  /* by K cache type */
+	kern_pv_fn pv[FX_TYPE_COUNT];  /* by V cache type: f32, f16, q8_0 */
+	kern_glu_fn glu[KERN_GLU_COUNT];
+	kern_expsum_fn expsum;
+	kern_round_fn round_f16;
+};
+
+/* Fill *ks with set isa. Errors: FX_E_UNSUPPORTED when this CPU cannot
+ * run isa or this build lacks it: *ks is then the portable set (so a
+ * caller that goes on computes with the oracle). */
+int kern_set_init(struct kern_set *ks, enum kern_isa isa);
+
+/* The best kernel set this CPU runs and this build has: KERN_AVX512, then
+ * KERN_AVXVNNI, then KERN_AVX2 (each needing its features, see above);
+ * KERN_PORTABLE otherwise or on other architectures. Reads CPUID (tens of
+ * microseconds under a hypervisor): call it when setting up, not per token. */
+enum kern_isa kern_isa_best(void);
+
+/* Whether this CPU runs set isa (and the build has it). */
+bool kern_isa_runs(enum kern_isa isa);
+
+/* Bytes of one activation row of n elements of type vdt in ks's layout;
+ * kern_act_row_bytes_max: the largest any set uses (scratch sizing). */
+size_t kern_act_row_bytes(const struct kern_set *ks, int vdt, int64_t n);
+size_t kern_act_row_bytes_max(int vdt, int64_t n);
+
+/* ks's score kernel for K cache type t and head size n, or NULL. */
+static inline kern_qk_fn kern_qk_for(const struct kern_set *ks, int t, int64_t n)
+{
+	return n % 8 == 0 && n <= KERN_QK_MAX_DIM ? ks->qk[t] : NULL;
+}
+
+/* ks's x8 kernel for a call with n_tok activation rows. The AVX-512 set's
+ * few-row entry is its 256-bit kernel (dot_avx2.c's EVEX build, the same
+ * results): a decode step's call passes over each weight once, and
+ * measured on a Sapphire Rapids-class Xeon (docs/BENCHMARKS.md) the 512-bit
+ * kernels made SmolLM2's and Gemma 3's eight-sequence steps 10% and 6%
+ * slower there (while faster alone in bench_kernels, and for prefill,
+ * where a chunk's weights serve many token blocks from L2). */
+static inline kern_gemm_fn kern_gemm_x8_for(const struct kern_set *ks, int t, int64_t n_tok)
+{
+	return n_tok <= KERN_NT_MAX ? ks->gemm_x8_few[t] : ks->gemm_x8[t];
+}
 
 #endif

@@ -1,6 +1,6 @@
-/* AVX2/FMA/F16C activation kernels (see kernels/dot.h): the GLU's act(gate) *
- * up over a row (kern_glu_get), eight elements per step with a vector exp,
- * and the quantizers of matmul inputs (kern_act_quantize).
+/* AVX2/FMA/F16C activation kernels (see kernels/kern.h): the GLU's act(gate) *
+ * up over a row (a kernel set's glu), eight elements per step with a vector exp,
+ * and the quantizers of matmul inputs (act_quant).
  * Built with -mavx2 -mfma -mf16c like dot_avx2.c and handed out only when
  * the CPU has them. Every element goes through the same vector code, a partial
  * last step included (it is padded through a small buffer), so a value
@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/dot.h"
+#include "kernels/x86/x86.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
@@ -78,7 +78,7 @@ static inline __m256 gelu_glu8(__m256 g, __m256 u)
 GLU_ROW(kern_glu_avx2_silu, silu_glu8)
 GLU_ROW(kern_glu_avx2_gelu, gelu_glu8)
 
-/* Attention weights (kern_expsum_get). e^x for x <= 0 evaluated as
+/* Attention weights (expsum). e^x for x <= 0 evaluated as
  * glibc's expf (2.27 and later; the algorithm of Arm's optimized-routines)
  * does on an FMA machine, four lanes of binary64 at a time: k = round(x *
  * 32/ln2) through the 1.5 * 2^52 shift, r = x * 32/ln2 - k, 2^(k/32) from a

@@ -1,7 +1,7 @@
 /* AVX-512 rows-in-lanes kernels for x8 weight groups (kernels/repack.h),
- * the AVX-512 set's (kernels/dot.h, KERN_AVX512). Built with AVX-512 F,
+ * the AVX-512 set's (kernels/kern.h, KERN_AVX512). Built with AVX-512 F,
  * BW, VL and VNNI flags whatever the build's -march (CMakeLists.txt);
- * kern_gemm_x8_get() hands them out only when the CPU has those features.
+ * kern_set_init enters them only when the CPU has those features.
  *
  * Two consecutive x8 groups fill one 512-bit register: a superblock's
  * 32-byte column from the first group in lanes 0..7 and the same column
@@ -25,9 +25,9 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "kernels/dot.h"
+#include "kernels/x86/x86.h"
 #include "kernels/repack.h"
-#include "kernels/simd_x86.h"
+#include "kernels/x86/simd_x86.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 

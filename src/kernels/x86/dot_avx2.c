@@ -1,4 +1,4 @@
-/* AVX2/FMA/F16C dot-product kernels (see kernels/dot.h). Built with
+/* AVX2/FMA/F16C dot-product kernels (see kernels/kern.h). Built with
  * -mavx2 -mfma -mf16c whatever the build's -march; kern_dot_get() and
  * kern_gemm_get() hand them out only when the CPU has those features.
  *
@@ -29,9 +29,9 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "kernels/dot.h"
+#include "kernels/x86/x86.h"
 #include "kernels/repack.h"
-#include "kernels/simd_x86.h"
+#include "kernels/x86/simd_x86.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 

@@ -1,0 +1,102 @@
+/* Kernel-set selection: which sets this CPU runs, and a set's table
+ * filled from kernels/generic and kernels/x86 (kernels/kern.h). */
+#include "kernels/kern.h"
+
+#include <stdbool.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "ferrox.h"
+#include "kernels/generic/generic.h"
+#include "kernels/x86/x86.h"
+#include "quant/quant.h"
+
+#if defined(__x86_64__)
+/* Register reg (0 EAX .. 3 EDX) of CPUID leaf, subleaf (0 where the leaf
+ * is past the highest one the CPU has). */
+static unsigned cpuid_reg(unsigned leaf, unsigned sub, int reg)
+{
+	unsigned r[4] = { 0, 0, 0, 0 };
+	if ((unsigned)__get_cpuid_max(0, NULL) >= leaf)
+		__cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]);
+	return r[reg];
+}
+#endif
+
+/* The sets the CPU runs, as bit (1 << set); the portable set always
+ * runs. Asked only when setting up (a model's repacking, a context's
+ * kernel set), so it is read each time rather than cached in a global. */
+static unsigned isa_detect(void)
+{
+	unsigned m = 1u << KERN_PORTABLE;
+#if defined(__x86_64__)
+	/* AVX2 through libgcc/compiler-rt, which also checks that the OS
+	 * saves YMM state; the rest from CPUID (Intel SDM vol. 2, CPUID),
+	 * since clang 14's __builtin_cpu_supports knows neither "f16c" nor
+	 * "avxvnni": FMA (leaf 1 ECX bit 12), F16C (leaf 1 ECX bit 29),
+	 * AVX-VNNI (leaf 7 subleaf 1 EAX bit 4, present when leaf 7 subleaf 0
+	 * EAX >= 1); AVX512F, BW, VL (leaf 7 EBX bits 16, 30, 31) and
+	 * AVX512_VNNI (leaf 7 ECX bit 11), with the OS saving the SSE and
+	 * AVX state, the opmask and all 512-bit registers (XCR0 bits 1, 2
+	 * and 5-7, read by xgetbv once leaf 1 ECX bit 27, OSXSAVE, says it
+	 * may be). */
+	unsigned ecx1 = cpuid_reg(1, 0, 2);
+	if (!__builtin_cpu_supports("avx2") || !(ecx1 >> 12 & 1) || !(ecx1 >> 29 & 1))
+		return m;
+	m |= 1u << KERN_AVX2;
+#if defined(FX_HAVE_AVXVNNI)
+	if (cpuid_reg(7, 0, 0) >= 1 && (cpuid_reg(7, 1, 0) >> 4 & 1))
+		m |= 1u << KERN_AVXVNNI;
+#endif
+#if defined(FX_HAVE_AVX512)
+	unsigned lo = 0, hi = 0;
+	if (ecx1 >> 27 & 1)
+		__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	const unsigned ebx_need = 1u << 16 | 1u << 30 | 1u << 31;
+	if ((lo & 0xE6) == 0xE6 && (cpuid_reg(7, 0, 1) & ebx_need) == ebx_need && (cpuid_reg(7, 0, 2) >> 11 & 1))
+		m |= 1u << KERN_AVX512;
+#endif
+#endif
+	return m;
+}
+
+bool kern_isa_runs(enum kern_isa isa)
+{
+	return (unsigned)isa < 32 && (isa_detect() >> isa & 1);
+}
+
+enum kern_isa kern_isa_best(void)
+{
+	/* the highest bit: the enum lists the sets in order of preference */
+	return (enum kern_isa)(31 - __builtin_clz(isa_detect()));
+}
+
+size_t kern_act_row_bytes(const struct kern_set *ks, int vdt, int64_t n)
+{
+	size_t blocks = fx_row_size(vdt, n);
+	if (!ks->act_arrays || (vdt != FX_TYPE_Q8_0 && vdt != FX_TYPE_Q8_1))
+		return blocks;
+	/* blocks, then two arrays of the same padded size */
+	return 2 * kern_act_s_off(blocks, n / 32) - kern_act_d_off(blocks);
+}
+
+size_t kern_act_row_bytes_max(int vdt, int64_t n)
+{
+	/* the AVX2 layout is never smaller than the plain blocks */
+	return kern_act_row_bytes(&(struct kern_set){ .act_arrays = true }, vdt, n);
+}
+
+int kern_set_init(struct kern_set *ks, enum kern_isa isa)
+{
+	kern_generic_fill(ks);
+	if (isa == KERN_PORTABLE)
+		return FX_OK;
+	if (!kern_isa_runs(isa))
+		return FX_E_UNSUPPORTED;
+#if defined(__x86_64__)
+	ks->isa = isa;
+	kern_x86_fill(ks);
+#endif
+	return FX_OK;
+}
