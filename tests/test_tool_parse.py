@@ -17,8 +17,10 @@ A template that cannot render a case (Llama 3.x allows one call per
 message) skips that case, saying so; an absent template folder skips.
 Exit 77 (skip) without jinja2 or openai unless FX_REQUIRE_MODELS=1.
 """
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -221,7 +223,14 @@ def check_grammar(name, path, reply, calls):
         fx, lg = accepts(g["gbnf"], tail)
         check(f"{name}: grammar {label}: {'accepts' if want else 'refuses'} (ferrox, llguidance)",
               fx == want and lg in (want, None), f"ferrox {fx}, llguidance {lg}\n{tail!r}\n{g['gbnf'][:600]}")
-    # with the tools' schemas: the reply fits; a city that is a number does not
+    # with the tools' schemas: the reply fits; a city that is a number does not.
+    # Seed-OSS's template writes object parameters with Python's str(); the
+    # grammar has them written as JSON (which its parser, and vLLM's, read),
+    # so the reply is checked with those values as JSON.
+    if "<seed:tool_call>" in tail:
+        tail = re.sub(r"(<parameter=[^>]+>)([\[{].*?)(</parameter>)",
+                      lambda m: m.group(1) + json.dumps(ast.literal_eval(m.group(2))) + m.group(3),
+                      tail, flags=re.S)
     g = grammar_for(path, "required", tools=TOOLS_SCHEMA)
     if "error" in g:
         check(f"{name}: schema grammar builds", False, g["error"])

@@ -33,6 +33,8 @@ check = T.expect
 QWQ = template("Qwen-QwQ-32B.jinja")
 QWEN3 = template("Qwen-Qwen3-0.6B.jinja")
 QWEN25 = template("Qwen-Qwen2.5-7B-Instruct.jinja")
+MINIMAX = template("MiniMax-M2.jinja")
+SEED = template("ByteDance-Seed-OSS.jinja")
 
 
 def serve(fn, *extra):
@@ -58,6 +60,12 @@ def main():
         print("skip: Qwen 2.5's template is absent (the lazy-grammar checks)")
     if QWQ:
         serve(run_think, "--chat-template-file", QWQ)
+    for name, path, marker in (("minimax-m2", MINIMAX, "<minimax:tool_call>"),
+                               ("seed-oss", SEED, "<seed:tool_call>")):
+        if path:
+            serve(lambda c: run_xml(c, name, marker), "--chat-template-file", path)
+        else:
+            print(f"skip: the {name} template is absent (its XML call checks)")
     print(f"{T.passed} passed, {T.failed} failed")
     return 1 if T.failed else 0
 
@@ -179,6 +187,51 @@ def run_lazy(client, marker="<tool_call>", extra=None):
     log = T.server.logtext()
     check(f"lazy {marker}: no call left unconstrained", "does not fit its grammar" not in log,
           log[-2000:])
+
+
+# Parameters of every kind an XML call format writes: raw strings (free,
+# enum, bounded), an integer range, a boolean, an object, an optional one.
+BOOKING = {"type": "function", "function": {
+    "name": "book_room", "description": "Book a hotel room",
+    "parameters": {"type": "object", "required": ["city", "nights", "guest", "breakfast", "extras"],
+                   "properties": {
+                       "city": {"type": "string", "enum": ["Paris", "Tokyo", "Lima"]},
+                       "nights": {"type": "integer", "minimum": 1, "maximum": 14},
+                       "guest": {"type": "string", "minLength": 2, "maxLength": 40},
+                       "breakfast": {"type": "boolean"},
+                       "extras": {"type": "object", "required": ["view"],
+                                  "properties": {"view": {"enum": ["sea", "city"]}},
+                                  "additionalProperties": False},
+                       "note": {"type": "string", "description": "optional"}}}}}
+
+
+def run_xml(client, name, marker):
+    """An XML call format (MiniMax M2, Seed-OSS) on SmolLM2: tool_choice
+    "required" and a named function are enforced by the grammar of the
+    format (raw strings, JSON for the rest), so the parsed arguments
+    validate; the stream assembles the same calls; a string parameter with
+    a pattern (which raw text cannot enforce) is refused with a 400."""
+    msgs = [{"role": "user", "content": "Book two nights in Tokyo for Ada, breakfast included."}]
+    for choice in ("required", {"type": "function", "function": {"name": "book_room"}}):
+        kw = dict(model="m", messages=msgs, tools=[WEATHER, BOOKING], tool_choice=choice,
+                  temperature=0, max_tokens=200, parallel_tool_calls=False)
+        r = client.chat.completions.create(**kw)
+        calls = r.choices[0].message.tool_calls or []
+        tool = {c["function"]["name"]: c for c in (WEATHER, BOOKING)}
+        errs = [e for c in calls for e in schema_errors([c], tool.get(c.function.name, BOOKING))]
+        check(f"{name}: tool_choice {choice}: a call in {marker} whose arguments validate",
+              calls and r.choices[0].finish_reason == "tool_calls" and not errs and
+              (choice == "required" or all(c.function.name == "book_room" for c in calls)),
+              f"{r} {errs}")
+        with client.beta.chat.completions.stream(**kw) as st:
+            fm = st.get_final_completion().choices[0].message
+        check(f"{name}: tool_choice {choice}: the stream assembles the same calls",
+              [(c.function.name, c.function.arguments) for c in (fm.tool_calls or [])] ==
+              [(c.function.name, c.function.arguments) for c in calls], f"{fm}")
+    pat = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"}}}}}
+    bad(client, f"{name}: 400: a raw string's pattern cannot be enforced", "tools", tools=[pat],
+        tool_choice="required")
 
 
 def bad(client, name, param, **kw):

@@ -384,6 +384,212 @@ static void gobject(struct gb *g, const struct srvtool_format *f, const char *na
 	gput(g, r);
 }
 
+/* XML_PARAMS formats (MiniMax M2, Seed-OSS) write a parameter's value raw
+ * when its schema's type is "string" (the parser keeps the text verbatim)
+ * and as JSON otherwise (the parser reads JSON). Raw text never holds
+ * "</": the parser ends a value at the first param_close. */
+static const char XML_RULES[] = "xml-text ::= ( [^<] | \"<\" [^/<] )*\n"
+				"xml-key ::= [^<>\"=\\n]+\n";
+
+/* Keywords a raw string value honours (besides annotations). */
+static bool xml_string_keyword(const char *k)
+{
+	static const char *const ok[] = { "type", "enum", "const", "minLength", "maxLength", "title",
+					  "description", "default", "examples", "$comment",
+					  "deprecated", "readOnly", "writeOnly", "$schema", "$id" };
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (!strcmp(k, ok[i]))
+			return true;
+	return false;
+}
+
+static int xml_fail(struct fx_err *err, int rc, int i, const char *fmt, const char *a,
+		    const char *b)
+{
+	char m[sizeof(err->msg)];
+	snprintf(m, sizeof(m), fmt, a, b);
+	err->code = rc;
+	snprintf(err->msg, sizeof(err->msg), "tools[%d].function.parameters: %.400s", i, m);
+	return rc;
+}
+
+/* Rule r ::= a raw string value of schema s (type "string"): its enum or
+ * const literals, else text of minLength..maxLength characters. */
+static int xml_raw_value(struct gb *g, int i, const char *key, const cJSON *s, const char *r,
+			 struct fx_err *err)
+{
+	const cJSON *kw;
+	cJSON_ArrayForEach(kw, s)
+	{
+		if (!xml_string_keyword(kw->string))
+			return xml_fail(err, FX_E_UNSUPPORTED, i,
+					"property '%.100s': the call format writes strings raw, where "
+					"'%.60s' cannot be enforced", key, kw->string);
+	}
+	const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
+	const cJSON *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
+	const cJSON *lo = cJSON_GetObjectItemCaseSensitive(s, "minLength");
+	const cJSON *hi = cJSON_GetObjectItemCaseSensitive(s, "maxLength");
+	gput(g, r);
+	gput(g, " ::= ");
+	if (en || cn) {
+		/* const, or else the enum's strings (with both, const must be
+		 * one of them) */
+		int n = 0;
+		bool in_enum = !en;
+		const cJSON *v;
+		if (cn && !cJSON_IsString(cn))
+			return xml_fail(err, FX_E_INVALID, i, "property '%.100s': 'const' of a string "
+					"must be a string%s", key, "");
+		cJSON_ArrayForEach(v, en)
+		{
+			if (!cJSON_IsString(v))
+				return xml_fail(err, FX_E_INVALID, i, "property '%.100s': 'enum' of a "
+						"string must hold strings%s", key, "");
+			in_enum |= cn && !strcmp(v->valuestring, cn->valuestring);
+			if (!cn) {
+				gput(g, n++ ? " | " : "");
+				glit(g, v->valuestring);
+			}
+		}
+		if (cn && in_enum)
+			glit(g, cn->valuestring);
+		else if (!n)
+			return xml_fail(err, FX_E_INVALID, i, "property '%.100s': 'enum' / 'const' "
+					"leave no value%s", key, "");
+	} else if (lo || hi) {
+		double a = cJSON_IsNumber(lo) ? lo->valuedouble : 0, b = cJSON_IsNumber(hi) ? hi->valuedouble : -1;
+		char q[64];
+		if ((lo && !cJSON_IsNumber(lo)) || (hi && !cJSON_IsNumber(hi)) || a < 0 || a > 4096 ||
+		    b > 4096 || (hi && b < a))
+			return xml_fail(err, FX_E_INVALID, i, "property '%.100s': minLength / maxLength "
+					"must be counts (0..4096), minLength <= maxLength%s", key, "");
+		/* no newline inside: the parser trims one on each side (the
+		 * optional ones around every value), which would change the
+		 * length */
+		if (hi)
+			snprintf(q, sizeof(q), "[^<\\n]{%d,%d}", (int)a, (int)b);
+		else
+			snprintf(q, sizeof(q), "[^<\\n]{%d,}", (int)a);
+		gput(g, q);
+	} else {
+		gput(g, "xml-text");
+	}
+	gput(g, "\n");
+	return FX_OK;
+}
+
+/* Rule r ::= the JSON value of schema s, the tool's $defs / definitions
+ * beside it so that its $refs resolve. */
+static int xml_json_value(struct gb *g, int i, const cJSON *params, const cJSON *s,
+			  const char *r, struct fx_err *err)
+{
+	cJSON *d = cJSON_Duplicate(s, true);
+	static const char *const defs[] = { "$defs", "definitions" };
+	bool ok = d != NULL;
+	for (int k = 0; ok && k < 2; k++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, defs[k]);
+		if (!v || !cJSON_IsObject(d) || cJSON_GetObjectItemCaseSensitive(d, defs[k]))
+			continue;
+		cJSON *c = cJSON_Duplicate(v, true);
+		ok = c && cJSON_AddItemToObject(d, defs[k], c);
+		if (!ok)
+			cJSON_Delete(c);
+	}
+	char *js = ok ? cJSON_PrintUnformatted(d) : NULL, *gbnf = NULL;
+	cJSON_Delete(d);
+	int rc = js ? fx_json_schema_to_gbnf(js, r, &gbnf, err) : FX_E_NOMEM;
+	free(js);
+	if (rc == FX_OK) {
+		gput(g, gbnf);
+		gput(g, "\n");
+	} else if (rc != FX_E_NOMEM) {
+		char m[sizeof(err->msg)];
+		snprintf(m, sizeof(m), "tools[%d].function.parameters: %.400s", i, err->msg);
+		memcpy(err->msg, m, sizeof(m));
+	}
+	fx_string_free(gbnf);
+	return rc;
+}
+
+/* tool-i's arguments in an XML_PARAMS format: the properties of params in
+ * their order, the required ones always and the others optionally, each
+ * P_OPEN "key" P_END value P_CLOSE; without properties any keys with raw
+ * values (the parser's reading of a free object). Keywords that would
+ * make the object looser than this (minProperties, ...) are refused. */
+static int xml_args(struct gb *g, const struct srvtool_format *f, int i, const cJSON *params,
+		    struct fx_err *err)
+{
+	static const char *const refused[] = { "minProperties", "maxProperties", "patternProperties",
+					       "propertyNames", "dependentRequired", "dependentSchemas",
+					       "anyOf", "oneOf", "allOf", "not", "if", "then", "else",
+					       "unevaluatedProperties" };
+	char r[64];
+	const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
+	const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required");
+	for (size_t k = 0; params && k < sizeof(refused) / sizeof(refused[0]); k++)
+		if (cJSON_GetObjectItemCaseSensitive(params, refused[k]))
+			return xml_fail(err, FX_E_UNSUPPORTED, i, "'%.60s' cannot be enforced on the %s "
+					"call format's parameters", refused[k], f->name);
+	const cJSON *q;
+	cJSON_ArrayForEach(q, req)
+	{
+		if (!cJSON_IsString(q) || !cJSON_GetObjectItemCaseSensitive(props, q->valuestring))
+			return xml_fail(err, FX_E_UNSUPPORTED, i, "required '%.100s' is not one of the "
+					"properties%s", cJSON_IsString(q) ? q->valuestring : "?", "");
+	}
+	snprintf(r, sizeof(r), "tool%d-args ::= ", i);
+	gput(g, r);
+	if (!props || !cJSON_GetArraySize(props)) {
+		gput(g, "( tc-ws ");
+		glit(g, f->param_open);
+		gput(g, " xml-key ");
+		gmarker(g, f->param_name_end);
+		gput(g, " xml-text ");
+		gmarker(g, f->param_close);
+		gput(g, " )*\n");
+		return FX_OK;
+	}
+	int j = 0;
+	cJSON_ArrayForEach(q, props)
+	{
+		bool need = false;
+		const cJSON *n;
+		cJSON_ArrayForEach(n, req)
+			need |= !strcmp(n->valuestring, q->string);
+		snprintf(r, sizeof(r), "%stool%d-p%d%s", j ? " " : "", i, j, need ? "" : "?");
+		gput(g, r);
+		j++;
+	}
+	gput(g, "\n");
+	j = 0;
+	cJSON_ArrayForEach(q, props)
+	{
+		snprintf(r, sizeof(r), "tool%d-p%d ::= tc-ws ", i, j);
+		gput(g, r);
+		glit(g, f->param_open);
+		gput(g, " ");
+		glit(g, q->string);
+		gput(g, " ");
+		gmarker(g, f->param_name_end);
+		/* the templates' layout: a newline on each side of a value,
+		 * which the parser trims */
+		snprintf(r, sizeof(r), " \"\\n\"? tool%d-v%d \"\\n\"? ", i, j);
+		gput(g, r);
+		gmarker(g, f->param_close);
+		gput(g, "\n");
+		snprintf(r, sizeof(r), "tool%d-v%d", i, j);
+		const cJSON *ty = cJSON_GetObjectItemCaseSensitive(q, "type");
+		int rc = cJSON_IsString(ty) && !strcmp(ty->valuestring, "string")
+				 ? xml_raw_value(g, i, q->string, q, r, err)
+				 : xml_json_value(g, i, params, q, r, err);
+		if (rc)
+			return rc;
+		j++;
+	}
+	return FX_OK;
+}
+
 /* call-i in the format f. */
 static void gcall(struct gb *g, const struct srvtool_format *f, const char *name, int i)
 {
@@ -419,6 +625,16 @@ static void gcall(struct gb *g, const struct srvtool_format *f, const char *name
 			gput(g, " ");
 			gmarker(g, f->call_close);
 		}
+		break;
+	case SRVTOOL_XML_PARAMS: /* exact tags: "<invoke name=" keeps its blank */
+		glit(g, f->call_open);
+		gput(g, " ");
+		glit(g, name);
+		gput(g, " ");
+		gmarker(g, f->name_end);
+		snprintf(r, sizeof(r), " tool%d-args tc-ws ", i);
+		gput(g, r);
+		gmarker(g, f->call_close);
 		break;
 	case SRVTOOL_GPT_OSS:
 		/* the recipient after the channel, or before it (as the template
@@ -470,6 +686,20 @@ static void gcalls(struct gb *g, const struct srvtool_req *t)
 		if (t->parallel)
 			gput(g, " ( tc-ws \";\"? tc-ws call )*");
 		break;
+	case SRVTOOL_XML_PARAMS:
+		/* several calls in one section (MiniMax M2's template) or each
+		 * in its own (Seed-OSS's); the parser reads both */
+		gput(g, "xml-section");
+		if (t->parallel)
+			gput(g, " ( tc-ws xml-section )*");
+		gput(g, "\nxml-section ::= ");
+		glit(g, f->sect_open);
+		gput(g, " tc-ws call");
+		if (t->parallel)
+			gput(g, " ( tc-ws call )*");
+		gput(g, " tc-ws ");
+		glit(g, f->sect_close);
+		break;
 	default:
 		if (f->sect_open) {
 			gmarker(g, f->sect_open);
@@ -509,17 +739,18 @@ int srvtool_grammar(struct srvtool_req *t, struct fx_err *err)
 	const struct srvtool_format *f = t->o.fmt;
 	if (!t->tools || t->choice == SRVTOOL_CHOICE_NONE)
 		return FX_OK;
-	if (f->family == SRVTOOL_XML_PARAMS) {
-		err->code = FX_E_UNSUPPORTED;
-		snprintf(err->msg, sizeof(err->msg),
-			 "tool calls: no grammar for the %s format (calls are parsed, not constrained)",
-			 f->name);
-		return FX_E_UNSUPPORTED;
-	}
 	struct gb g = { 0 };
 	/* generic: the reply is always JSON, a call or a response */
 	bool lazy = t->choice == SRVTOOL_CHOICE_AUTO && f->family != SRVTOOL_GENERIC;
-	gput(&g, "root ::= calls");
+	gput(&g, "root ::= ");
+	if (t->o.in_reasoning && !lazy && f->think_close) {
+		/* the prompt opened the thinking block: a forced call comes
+		 * after its close (else the parser reads the call as thinking) */
+		gput(&g, "tc-ws ");
+		gmarker(&g, f->think_close);
+		gput(&g, " tc-ws ");
+	}
+	gput(&g, "calls");
 	if (t->choice == SRVTOOL_CHOICE_AUTO && f->family == SRVTOOL_GENERIC)
 		gput(&g, " | \"{\" tc-ws \"\\\"response\\\"\" tc-ws \":\" tc-ws tc-string tc-ws \"}\"");
 	gput(&g, "\ncalls ::= ");
@@ -551,7 +782,10 @@ int srvtool_grammar(struct srvtool_req *t, struct fx_err *err)
 		const cJSON *params = cJSON_GetObjectItemCaseSensitive(
 			cJSON_GetObjectItemCaseSensitive(tool, "function"), "parameters");
 		snprintf(r, sizeof(r), "tool%d-args", i);
-		if (!params || cJSON_IsNull(params)) {
+		if (f->family == SRVTOOL_XML_PARAMS) {
+			if ((rc = xml_args(&g, f, i, cJSON_IsObject(params) ? params : NULL, err)))
+				goto fail;
+		} else if (!params || cJSON_IsNull(params)) {
 			gput(&g, r);
 			gput(&g, " ::= tc-object\n");
 		} else {
@@ -578,6 +812,8 @@ int srvtool_grammar(struct srvtool_req *t, struct fx_err *err)
 		i++;
 	}
 	gput(&g, JSON_RULES);
+	if (f->family == SRVTOOL_XML_PARAMS)
+		gput(&g, XML_RULES);
 	if (g.oom)
 		goto nomem;
 	if (lazy) {
