@@ -47,7 +47,7 @@ if [ -n "$against" ]; then
 	trap 'git -C "$root" worktree remove --force "$tmp/rev" >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 	git -C "$root" worktree add --detach "$tmp/rev" "$rev" >/dev/null 2>&1
 	cmake -S "$tmp/rev" -B "$tmp/rev/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-	cmake --build "$tmp/rev/build" -j"$threads" --target ferrox >/dev/null
+	cmake --build "$tmp/rev/build" -j"$threads" --target ferrox-cli >/dev/null
 	peer="ferrox $rev"
 	peer_bench() { "$tmp/rev/build/bin/ferrox" bench -m "$1" -p "$np" -n "$ng" -r "$reps" -t "$threads" -o json; }
 	peer_batched() { "$tmp/rev/build/bin/ferrox" batched-bench -m "$1" -npp 128 -ntg 128 -npl 1,8 -t "$threads"; }
