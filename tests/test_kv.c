@@ -2,12 +2,14 @@
  * stands for in attention: every start position and run length up to two
  * attention chunks, paged pools of block sizes that do and do not divide
  * the chunk (1, 12, 16, 48), both layer groups, a block table out of
- * order, and the contiguous backings. */
+ * order, and the contiguous backings. Then which pool blocks the paged
+ * backing hands out (check_alloc_order). */
 #include <stdint.h>
 #include <stdio.h>
 
 #include "check.h"
 #include "core/alloc.h"
+#include "kv/backing.h"
 #include "kv/kv.h"
 #include "quant/quant.h"
 
@@ -76,6 +78,95 @@ static void check_contig(enum kv_kind kind)
 	kv_contig_fini(&c);
 }
 
+/* The paged pool is one allocation whose pages become resident when a
+ * block is first written, so the server's RSS follows how many distinct
+ * blocks were ever handed out. The policy pinned here: a freed (uncached)
+ * block is reused before an untouched one; a released prefix-cached block
+ * stays cached while untouched blocks remain (vLLM's: evict only when
+ * nothing is free, so the cache can grow to the pool), then goes least
+ * recently released first. Blocks ever written are therefore at most the
+ * most ever held at once (referenced plus cached), and never beyond the
+ * pool: RSS grows to the pool's size and stops. */
+enum { A_BS = 4, A_BLOCKS = 8, A_SEQ = 3 };
+
+static int32_t seq_block(struct kv_backing *b, int32_t seq, int32_t i)
+{
+	return kv_seq_view(b, seq).paged.blocks[0][i];
+}
+
+/* Tokens tok0, tok0 + 1, ... (n of them) appended to seq. */
+static void put(struct kv_backing *b, int32_t seq, int32_t tok0, int32_t n)
+{
+	int32_t tok[A_BLOCKS * A_BS];
+	for (int32_t i = 0; i < n; i++)
+		tok[i] = tok0 + i;
+	kv_begin(b);
+	CHECK(kv_admit(b, seq, n, n) == 0);
+	CHECK(kv_reserve(b, seq, n) == 0);
+	kv_commit(b, seq, tok, n);
+}
+
+static int32_t blocks_used(const struct kv_backing *b)
+{
+	struct kv_stats st;
+	kv_get_stats(b, &st);
+	return st.blocks_used;
+}
+
+static void check_alloc_order(void)
+{
+	static const int32_t window[1] = { 0 };
+	struct kv_geom g = { .n_layer = 1, .k_width = 32, .v_width = 32, .k_type = FX_TYPE_F16,
+			     .v_type = FX_TYPE_F16, .window = window };
+	struct kv_backing *b = NULL;
+	CHECK(kv_paged_create(&g, A_SEQ, A_BLOCKS * A_BS, A_BS, A_BLOCKS * A_BS, &b) == 0);
+	if (!b)
+		return;
+	/* A partial block is not cached: released, it is the next one out,
+	 * however often, before any untouched block. */
+	for (int i = 0; i < 100; i++) {
+		put(b, 0, 1000 * i, A_BS / 2);
+		CHECKF(seq_block(b, 0, 0) == 0, "round %d: block %d, not the freed 0", i,
+		       (int)seq_block(b, 0, 0));
+		kv_clear(b, 0);
+	}
+	/* A full block is cached when released; the next sequence gets an
+	 * untouched block, and a freed one before that. */
+	put(b, 0, 100, A_BS);
+	kv_clear(b, 0);
+	put(b, 1, 200, A_BS / 2);
+	CHECK(seq_block(b, 1, 0) == 1);
+	kv_clear(b, 1);
+	put(b, 1, 300, A_BS / 2);
+	CHECK(seq_block(b, 1, 0) == 1);
+	/* ... and the cached one still serves its prefix. */
+	int32_t tok[A_BS] = { 100, 101, 102, 103 };
+	CHECK(kv_reuse(b, 2, tok, A_BS, A_BS) == A_BS);
+	CHECK(seq_block(b, 2, 0) == 0);
+	kv_clear(b, 1);
+	kv_clear(b, 2);
+	CHECK(blocks_used(b) == 0);
+	/* Distinct full blocks, one at a time: the cache grows over the
+	 * untouched blocks (0 is still cached from above, 1 is free), then
+	 * evicts the least recently released: never a block past the pool,
+	 * and the newest prefixes stay. */
+	for (int i = 0; i < 3 * A_BLOCKS; i++) {
+		put(b, 0, 10000 + 1000 * i, A_BS);
+		int32_t want = i < A_BLOCKS - 1 ? i + 1 : (i - (A_BLOCKS - 1)) % A_BLOCKS;
+		CHECKF(seq_block(b, 0, 0) == want, "distinct block %d: got block %d, want %d", i,
+		       (int)seq_block(b, 0, 0), (int)want);
+		kv_clear(b, 0);
+	}
+	for (int i = 2 * A_BLOCKS; i < 3 * A_BLOCKS; i++) {
+		for (int32_t j = 0; j < A_BS; j++)
+			tok[j] = 10000 + 1000 * i + j;
+		CHECKF(kv_reuse(b, 1, tok, A_BS, A_BS) == A_BS, "prefix %d evicted", i);
+		kv_clear(b, 1);
+	}
+	CHECK(blocks_used(b) == 0);
+	kv_destroy(b);
+}
+
 int main(void)
 {
 	static const int32_t sizes[] = { 1, 12, 16, 48 };
@@ -83,5 +174,6 @@ int main(void)
 		check_paged(sizes[i]);
 	check_contig(KV_DECODE);
 	check_contig(KV_BATCHED);
+	check_alloc_order();
 	return check_exit();
 }
