@@ -26,7 +26,7 @@
 
 #include "check.h"
 #include "ferrox.h"
-#include "kernels/dot.h"
+#include "kernels/kern.h"
 
 #define FIX "tests/fixtures/hf-tiny"
 #define REF "tests/data/logits.digest"
