@@ -10,7 +10,7 @@ timings.predicted_per_second. Rounds alternate engines and modes (these
 machines are noisy); the table gives medians and the constrained /
 unconstrained ratio per engine.
 
-usage: bench/structured.py [--rounds 3] [-t 2] [MODEL.gguf ...]
+usage: bench/structured.py [--rounds 3] [-t 2] [--ferrox-only] [MODEL.gguf ...]
        (default: both default models; llama.cpp from bench/llama.sh)
 """
 import argparse
@@ -105,9 +105,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-t", type=int, default=2)
+    ap.add_argument("--ferrox-only", action="store_true",
+                    help="skip llama.cpp (finding or building it)")
     ap.add_argument("models", nargs="*", default=DEFAULT)
     a = ap.parse_args()
-    bindir = llama_bin(a.t)
+    bindir = None if a.ferrox_only else llama_bin(a.t)
     if not bindir:
         print("note: llama-server not found or built; ferrox only", file=sys.stderr)
     rows = []

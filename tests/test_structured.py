@@ -51,6 +51,13 @@ def prompt_for(name, schema):
     return f"Write one example of {desc} as JSON."
 
 
+def suite_prompt(name, schema):
+    """The suite's prompt: the schema in it, as applications send it (the
+    model then knows what the grammar will allow)."""
+    return (prompt_for(name, schema) + " Use this JSON Schema:\n" + json.dumps(schema) +
+            "\nKeep strings short.")
+
+
 def test_schema_suite(srv):
     suite = schemas()
     if len(suite) < 30:
@@ -62,7 +69,10 @@ def test_schema_suite(srv):
 
     def one(item, temp):
         name, d = item
-        r = chat(c, prompt_for(name, d["schema"]), temperature=temp, seed=7, max_tokens=SUITE_TOKENS,
+        # frequency_penalty 0.3: greedy SmolLM2 135M repeats itself (a
+        # string of digits, an array of nulls) until max_tokens otherwise
+        r = chat(c, suite_prompt(name, d["schema"]), temperature=temp, seed=7, max_tokens=SUITE_TOKENS,
+                 frequency_penalty=0.3,
                  response_format={"type": "json_schema",
                                   "json_schema": {"name": name, "schema": d["schema"], "strict": True}})
         ch = r.choices[0]
@@ -82,13 +92,19 @@ def test_schema_suite(srv):
             (bad if kind == "bad" else cut if kind == "length" else []).append(msg)
     n = 2 * len(suite)
     print(f"     {n - len(bad) - len(cut)} of {n} replies valid, {len(cut)} cut at max_tokens "
-          f"(SmolLM2 135M loops: recursion without end, strings that never close), {len(bad)} invalid")
+          f"(SmolLM2 135M at temperature 1: recursion without end, strings that never close), "
+          f"{len(bad)} invalid")
     for m in cut:
         print("     cut:", m)
-    # every reply that ended validates; the cut ones are the model's loops,
-    # which a grammar cannot end without refusing valid values
+    # Every reply that ended validates. The cut ones are the model's: 5 of 64
+    # here (2026-12-04), all at temperature 1 (random strings under a pattern
+    # or an email format, recursion that keeps opening); 0 at temperature 0.
+    # A grammar cannot end them without refusing valid values. Under ASan the
+    # suite stops at 256 tokens, so more are cut there.
     assert not bad, "\n".join(bad)
-    assert len(cut) <= n // 2, f"{len(cut)} of {n} replies cut at max_tokens"
+    t0 = [m for m in cut if " t=0.0:" in m]
+    assert SAN or len(t0) <= 1, f"{len(t0)} greedy replies cut at max_tokens"
+    assert len(cut) <= (n // 2 if SAN else n // 8), f"{len(cut)} of {n} replies cut at max_tokens"
 
 
 def test_pydantic_parse(srv):

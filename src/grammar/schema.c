@@ -152,7 +152,10 @@ static const char *add_sb(struct sc *c, const char *hint, struct conv_sb *b)
 	return name;
 }
 
-/* The fixed rules, created on first use. */
+/* The fixed rules, created on first use. Numbers have at most 16 integral
+ * and 16 fraction digits (llama.cpp's integral-part / decimal-part): more
+ * than an int64 or a double holds, and a small model cannot fill
+ * max_tokens with one endless number. */
 static const char *prim(struct sc *c, const char *what)
 {
 	static const struct {
@@ -162,8 +165,9 @@ static const char *prim(struct sc *c, const char *what)
 		{ "hex", "[0-9a-fA-F]" },
 		{ "char", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-Ce-fE-F] @hex{3} | [dD] [0-7] @hex{2} | [dD] [89abAB] @hex{2} \"\\\\u\" [dD] [c-fC-F] @hex{2}))" },
 		{ "string", "\"\\\"\" @char* \"\\\"\" @space" },
-		{ "number", "\"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)? @space" },
-		{ "integer", "\"-\"? (\"0\" | [1-9] [0-9]*) @space" },
+		{ "number", "\"-\"? @int (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,16})? @space" },
+		{ "integer", "\"-\"? @int @space" },
+		{ "int", "\"0\" | [1-9] [0-9]{0,15}" },
 		{ "boolean", "(\"true\" | \"false\") @space" },
 		{ "null", "\"null\" @space" },
 		{ "value", "@object | @array | @string | @number | @boolean | @null" },
@@ -412,8 +416,8 @@ static void nonneg(struct conv_sb *b, uint64_t a, uint64_t hi, bool inf)
 		conv_sb_puts(b, L == la ? "" : " |");
 		digits_eq(b, lo_s, hi_s, L);
 	}
-	if (inf)
-		conv_sb_printf(b, " | [1-9] [0-9]{%d,}", la);
+	if (inf) /* longer ones up to the primitives' 16 digits */
+		conv_sb_printf(b, " | [1-9] [0-9]{%d,%d}", la, la > 15 ? la : 15);
 	conv_sb_puts(b, ")");
 }
 
