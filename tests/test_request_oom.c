@@ -16,7 +16,9 @@
  *      output byte for byte; either way the same engine and context then
  *      serve it again with the clean output;
  *   3. srv_final_json over a finished request, every k: NULL (500) or the
- *      clean body.
+ *      clean body;
+ *   4. the /v1/models and /tokenize bodies (ids, and pieces: valid UTF-8
+ *      or bytes), every k: NULL (500) or the clean body.
  * Nothing leaks (the ASan build's LeakSanitizer). The engine thread makes
  * the calls of step 2 while this thread waits on the request, so the
  * counter is only ever touched by one thread at a time (ordered by the
@@ -255,6 +257,42 @@ static void sweep_json(struct srv *s, const struct case_ *c, const struct srv_re
 	CHECK(n_null > 0);
 }
 
+/* Step 4: GET /v1/models and POST /tokenize's bodies, every k: NULL (the
+ * handler's 500) or the clean body, never one missing a field. */
+static void sweep_other(struct srv *s)
+{
+	static const char *const text[] = { "Hello, world", "caf\xc3\xa9 \xe2\x82\xac", "" };
+	fx_token t[64];
+	for (int w = 0; w < 1 + 2 * 3; w++) {
+		size_t n = 0;
+		bool pieces = w > 3;
+		if (w)
+			CHECK(fx_tokenize(s->model, text[(w - 1) % 3], strlen(text[(w - 1) % 3]), false,
+					  false, t, 64, &n) == FX_OK);
+		char *want = w ? srv_tokenize_json(s, t, n, pieces) : srv_models_json(s);
+		CHECKF(want != NULL, "body %d: the clean build failed", w);
+		long k, n_null = 0;
+		for (k = 0; want; k++) {
+			calls = 0;
+			fail_at = k;
+			char *js = w ? srv_tokenize_json(s, t, n, pieces) : srv_models_json(s);
+			bool reached = calls > k;
+			fail_at = -1;
+			if (!js)
+				n_null++;
+			else
+				CHECKF(!strcmp(js, want), "body %d past failing call %ld:\n%s\nwant\n%s", w, k,
+				       js, want);
+			free(js);
+			if (!reached)
+				break;
+		}
+		printf("%s body %d: %ld heap calls: %ld refused\n", w ? "tokenize" : "models", w, k, n_null);
+		CHECK(!want || n_null > 0);
+		free(want);
+	}
+}
+
 int main(void)
 {
 	char buf[512];
@@ -270,7 +308,7 @@ int main(void)
 	}
 	struct srv *s = server(m);
 	long stride = getenv("FX_SANITIZE_RUN") ? 31 : 5;
-	const char *only = getenv("FX_OOM_CASE"); /* one case by name, to chase a finding */
+	const char *only = getenv("FX_OOM_CASE"); /* one case by name ("bodies": step 4) */
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct case_ *c = &cases[i];
 		if (only && strcmp(only, c->name))
@@ -291,6 +329,8 @@ int main(void)
 		free(want);
 		unref(s, ref);
 	}
+	if (!only || !strcmp(only, "bodies"))
+		sweep_other(s);
 	server_free(s);
 	fx_model_free(m);
 	return check_exit();

@@ -331,21 +331,10 @@ static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, s
 
 static enum MHD_Result do_models(struct srv *s, struct MHD_Connection *mc)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "object", "list");
-	cJSON *d = cJSON_AddArrayToObject(o, "data");
-	cJSON *m = cJSON_CreateObject();
-	cJSON_AddItemToArray(d, m);
-	cJSON_AddStringToObject(m, "id", s->model_name);
-	cJSON_AddStringToObject(m, "object", "model");
-	cJSON_AddNumberToObject(m, "created", 0);
-	cJSON_AddStringToObject(m, "owned_by", "ferrox");
-	cJSON *meta = cJSON_AddObjectToObject(m, "meta");
-	cJSON_AddNumberToObject(meta, "n_vocab", s->n_vocab);
-	cJSON_AddNumberToObject(meta, "n_ctx_train", fx_model_n_ctx_train(s->model));
-	cJSON_AddNumberToObject(meta, "n_ctx", s->n_ctx_seq);
-	cJSON_AddStringToObject(meta, "arch", fx_model_arch_name(s->model));
-	return send_json(mc, 200, o);
+	char *js = srv_models_json(s);
+	if (!js)
+		return fail(mc, 500, "server_error", NULL, "out of memory");
+	return send_body(mc, 200, js, "application/json", false);
 }
 
 /* llama.cpp server's shapes: {"content", "add_special", "parse_special",
@@ -367,31 +356,11 @@ static enum MHD_Result do_tokenize(struct srv *s, struct MHD_Connection *mc, con
 		free(t);
 		return fail(mc, 500, "server_error", NULL, "tokenization failed");
 	}
-	cJSON *o = cJSON_CreateObject();
-	cJSON *a = cJSON_AddArrayToObject(o, "tokens");
-	for (size_t i = 0; a && i < n; i++) {
-		if (!pieces) {
-			cJSON_AddItemToArray(a, cJSON_CreateNumber(t[i]));
-			continue;
-		}
-		char buf[256];
-		size_t pn = 0;
-		if (fx_token_to_piece(s->model, t[i], true, buf, sizeof(buf) - 1, &pn))
-			pn = 0;
-		buf[pn] = 0;
-		cJSON *p = cJSON_CreateObject();
-		cJSON_AddNumberToObject(p, "id", t[i]);
-		if (srv_utf8_valid(buf, pn)) {
-			cJSON_AddStringToObject(p, "piece", buf);
-		} else {
-			cJSON *bytes = cJSON_AddArrayToObject(p, "piece");
-			for (size_t k = 0; k < pn; k++)
-				cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)buf[k]));
-		}
-		cJSON_AddItemToArray(a, p);
-	}
+	char *js = srv_tokenize_json(s, t, n, pieces);
 	free(t);
-	return send_json(mc, 200, o);
+	if (!js)
+		return fail(mc, 500, "server_error", NULL, "out of memory");
+	return send_body(mc, 200, js, "application/json", false);
 }
 
 static enum MHD_Result do_detokenize(struct srv *s, struct MHD_Connection *mc, const cJSON *body)
@@ -404,6 +373,7 @@ static enum MHD_Result do_detokenize(struct srv *s, struct MHD_Connection *mc, c
 	const cJSON *it;
 	char buf[512];
 	size_t n;
+	bool ok = true;
 	cJSON_ArrayForEach(it, a)
 	{
 		if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= s->n_vocab ||
@@ -414,13 +384,19 @@ static enum MHD_Result do_detokenize(struct srv *s, struct MHD_Connection *mc, c
 		}
 		if (fx_detok_push(s->model, &dt, (fx_token)it->valuedouble, true, buf, sizeof(buf),
 				  &n) == FX_OK)
-			srv_buf_add(&out, buf, n);
+			ok &= srv_buf_add(&out, buf, n);
 	}
 	if (fx_detok_flush(&dt, buf, sizeof(buf), &n) == FX_OK)
-		srv_buf_add(&out, buf, n);
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "content", out.p ? out.p : "");
+		ok &= srv_buf_add(&out, buf, n);
+	/* a shorter text would be a wrong answer: out of memory is a 500 */
+	cJSON *o = ok ? cJSON_CreateObject() : NULL;
+	if (o && !cJSON_AddStringToObject(o, "content", out.p ? out.p : "")) {
+		cJSON_Delete(o);
+		o = NULL;
+	}
 	srv_buf_free(&out);
+	if (!o)
+		return fail(mc, 500, "server_error", NULL, "out of memory");
 	return send_json(mc, 200, o);
 }
 
@@ -472,7 +448,12 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 			return fail(mc, 503, "unavailable_error", NULL,
 				    !ready ? "loading model" : "shutting down");
 		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "status", "ok");
+		if (o && !cJSON_AddStringToObject(o, "status", "ok")) {
+			cJSON_Delete(o);
+			o = NULL;
+		}
+		if (!o)
+			return fail(mc, 500, "server_error", NULL, "out of memory");
 		return send_json(mc, 200, o);
 	}
 	enum { R_NONE, R_METRICS, R_MODELS, R_CMPL, R_CHAT, R_TOK, R_DETOK } r = R_NONE;

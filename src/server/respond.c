@@ -411,3 +411,45 @@ char *srv_error_json(const struct srv_error *e)
 	put(&ok, err, "code", cJSON_CreateNumber(e->status));
 	return print_whole(o, ok);
 }
+
+char *srv_models_json(const struct srv *s)
+{
+	bool ok = true;
+	cJSON *o = cJSON_CreateObject();
+	put(&ok, o, "object", cJSON_CreateString("list"));
+	cJSON *d = put(&ok, o, "data", cJSON_CreateArray());
+	cJSON *m = put(&ok, d, NULL, cJSON_CreateObject());
+	put(&ok, m, "id", cJSON_CreateString(s->model_name));
+	put(&ok, m, "object", cJSON_CreateString("model"));
+	put(&ok, m, "created", cJSON_CreateNumber(0));
+	put(&ok, m, "owned_by", cJSON_CreateString("ferrox"));
+	cJSON *meta = put(&ok, m, "meta", cJSON_CreateObject());
+	put(&ok, meta, "n_vocab", cJSON_CreateNumber(s->n_vocab));
+	put(&ok, meta, "n_ctx_train", cJSON_CreateNumber(fx_model_n_ctx_train(s->model)));
+	put(&ok, meta, "n_ctx", cJSON_CreateNumber(s->n_ctx_seq));
+	put(&ok, meta, "arch", cJSON_CreateString(fx_model_arch_name(s->model)));
+	return print_whole(o, ok);
+}
+
+char *srv_tokenize_json(const struct srv *s, const fx_token *t, size_t n, bool pieces)
+{
+	bool ok = true;
+	cJSON *o = cJSON_CreateObject();
+	cJSON *a = put(&ok, o, "tokens", cJSON_CreateArray());
+	for (size_t i = 0; ok && i < n; i++) {
+		if (!pieces) {
+			put(&ok, a, NULL, cJSON_CreateNumber(t[i]));
+			continue;
+		}
+		char buf[256];
+		size_t pn = 0;
+		if (fx_token_to_piece(s->model, t[i], true, buf, sizeof(buf) - 1, &pn))
+			pn = 0;
+		buf[pn] = 0;
+		cJSON *p = put(&ok, a, NULL, cJSON_CreateObject());
+		put(&ok, p, "id", cJSON_CreateNumber(t[i]));
+		/* a piece that is no valid UTF-8 goes as its bytes (llama.cpp) */
+		put(&ok, p, "piece", srv_utf8_valid(buf, pn) ? cJSON_CreateString(buf) : piece_bytes(buf, pn, &ok));
+	}
+	return print_whole(o, ok);
+}

@@ -260,6 +260,12 @@ bool srv_sse_chunk(const struct srv_req *r, const struct srv_choice *c, const ch
 bool srv_sse_end(const struct srv_req *r, struct srv_buf *out);
 /* {"error":{...}} for e. malloc'ed. */
 char *srv_error_json(const struct srv_error *e);
+/* The bodies of GET /v1/models and POST /tokenize (llama.cpp's shapes:
+ * {"tokens": [id, ...]}, or [{"id", "piece"}, ...] with pieces, a piece
+ * that is not valid UTF-8 as its bytes). malloc'ed; NULL when memory ran
+ * out (a 500), never a body missing a field. */
+char *srv_models_json(const struct srv *s);
+char *srv_tokenize_json(const struct srv *s, const fx_token *t, size_t n, bool pieces);
 /* A logprobs entry for token t chosen from logits (raw, [n_vocab]). */
 cJSON *srv_logprob_entry(const struct srv *s, const struct srv_req *r, const float *logits,
 			 fx_token t);
