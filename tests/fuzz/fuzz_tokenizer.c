@@ -38,8 +38,8 @@ static struct vocab_ent {
 } vocabs[N_VOCABS] = {
 	{ .file = "SmolLM2-135M-Instruct.Q4_1.gguf", .model = true, .byte_bpe = true },
 	{ .file = "gemma-3-270m-q4_k_m.gguf", .model = true },
-	{ .file = "tests/fuzz/corpus/gguf/vocab-bpe.gguf", .byte_bpe = true },
-	{ .file = "tests/fuzz/corpus/gguf/llama-spm-q4_1.gguf" },
+	{ .file = "tests/fuzz/corpus/gguf/vocab-bpe.seed", .byte_bpe = true },
+	{ .file = "tests/fuzz/corpus/gguf/llama-spm-q4_1.seed" },
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -256,9 +256,9 @@ def main():
         HERE, "..", "..", "..", "shared", "fixtures", "hf-tiny")
     d = os.path.join(HERE, "corpus", "gguf")
     os.makedirs(d, exist_ok=True)
-    llama(os.path.join(d, "llama-bpe-q8_0.gguf"), "bpe", Q.F16)
-    llama(os.path.join(d, "llama-spm-q4_1.gguf"), "spm", Q.Q4_1)
-    vocab_only(os.path.join(d, "vocab-bpe.gguf"))
+    llama(os.path.join(d, "llama-bpe-q8_0.seed"), "bpe", Q.F16)
+    llama(os.path.join(d, "llama-spm-q4_1.seed"), "spm", Q.Q4_1)
+    vocab_only(os.path.join(d, "vocab-bpe.seed"))
     d = os.path.join(HERE, "corpus", "hf")
     os.makedirs(d, exist_ok=True)
     # phi3 (partial rotary) and deepseek_v3 (split head dims) need even
