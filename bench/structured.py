@@ -67,10 +67,10 @@ def free_port():
 
 
 class LlamaServer:
-    def __init__(self, bindir, model, threads):
+    def __init__(self, bindir, model, threads, extra=("-c", "2048", "-np", "1")):
         self.port = free_port()
         self.proc = subprocess.Popen([os.path.join(bindir, "llama-server"), "-m", model, "--port", str(self.port),
-                                      "-t", str(threads), "-c", "2048", "-np", "1"],
+                                      "-t", str(threads), *extra],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(600):
             try:

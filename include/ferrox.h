@@ -527,6 +527,30 @@ FX_API void fx_chat_prompt_free(struct fx_chat_prompt *p);
  * NULL when the model has none. Borrowed: valid as long as m. */
 FX_API const char *fx_model_chat_template(const struct fx_model *m);
 
+/* Sampling fields a model's file may set (fx_model_sampling_defaults). */
+enum {
+	FX_SAMPLING_TEMP = 1 << 0,
+	FX_SAMPLING_TOP_K = 1 << 1,
+	FX_SAMPLING_TOP_P = 1 << 2,
+	FX_SAMPLING_MIN_P = 1 << 3,
+	FX_SAMPLING_REPEAT_PENALTY = 1 << 4,
+	FX_SAMPLING_REPEAT_LAST_N = 1 << 5,
+};
+
+/* The model's own sampling defaults: the GGUF keys general.sampling.temp,
+ * top_k, top_p, min_p, penalty_repeat and penalty_last_n (llama.cpp's
+ * names; its converter writes them from generation_config.json), or for a
+ * Hugging Face directory its generation_config.json (temperature, top_k,
+ * top_p, min_p, repetition_penalty, as vLLM's --generation-config auto).
+ * Writes into p each field the model sets whose FX_SAMPLING_* bit is not in
+ * keep (the fields the user gave: a flag wins over the model, which wins
+ * over fx_sampler_default_params) and returns the bits it wrote (0 when m
+ * or p is NULL). repeat_last_n may come back -1: the whole context, which
+ * the caller turns into its n_ctx (fx_sampler_create refuses -1). Values
+ * were range-checked at load (a bad one fails fx_model_load, named). */
+FX_API uint32_t fx_model_sampling_defaults(const struct fx_model *m, uint32_t keep,
+					   struct fx_sampler_params *p);
+
 /* Tokenize a rendered prompt as fx_tokenize(add_special, parse_special =
  * true) would, except that control-token texts (such as "<start_of_turn>";
  * llama.cpp's CONTROL and UNKNOWN tokens) are matched only where they lie
@@ -567,6 +591,11 @@ struct fx_server_params {
 	 * (llama-server's --reasoning-format): NULL or "auto" and "deepseek"
 	 * (message.reasoning_content), "none" (left in content). */
 	const char *reasoning_format;
+	/* true (vLLM's --generation-config auto): a request that leaves
+	 * temperature, top_k, top_p, min_p or repetition_penalty out gets the
+	 * model's own default (fx_model_sampling_defaults) instead of OpenAI's;
+	 * false: OpenAI's (temperature 1, the rest off). */
+	bool generation_config;
 };
 
 FX_API struct fx_server_params fx_server_default_params(void);

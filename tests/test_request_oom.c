@@ -98,6 +98,7 @@ static struct srv *server(struct fx_model *m)
 	s->model = m;
 	s->model_name = "smollm2";
 	s->n_vocab = fx_model_n_vocab(m);
+	srv_gen_defaults(m, &s->gen_defaults);
 	s->n_ctx_seq = 256;
 	s->n_parallel = 4;
 	s->max_queue = 16;

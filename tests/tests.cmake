@@ -153,3 +153,8 @@ foreach(kind shared static)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(api_smoke_${kind} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 endforeach()
+
+# test_sampling_defaults reads the server's request defaults in process.
+if(TARGET test_sampling_defaults)
+  target_link_libraries(test_sampling_defaults PRIVATE ferrox_server)
+endif()

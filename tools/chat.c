@@ -33,8 +33,7 @@ static void on_sigint(int sig)
 struct chat_opts {
 	const char *model, *tmpl_path, *system;
 	long long n_predict, n_ctx, n_threads;
-	bool seed_set;
-	struct fx_sampler_params sp;
+	struct cli_sampling samp;
 };
 
 static void usage(FILE *f)
@@ -45,6 +44,8 @@ static void usage(FILE *f)
 		   "  -t, --threads N    threads (default: one per core)\n"
 		   "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R,\n"
 		   "  --repeat-last-n N, --seed S          sampling (as ferrox run)\n"
+		   "  --generation-config auto|none        the model's own sampling defaults\n"
+		   "                     (generation_config.json / general.sampling.*) or not; flags win\n"
 		   "  --system TEXT      a system message first\n"
 		   "  --template FILE    a Jinja chat template instead of the model's\n"
 		   "Type a message and Enter; /reset starts over, /exit (or end of input) quits.\n");
@@ -52,13 +53,13 @@ static void usage(FILE *f)
 
 static int parse(int argc, char **argv, struct chat_opts *o)
 {
-	o->sp = fx_sampler_default_params();
+	cli_sampling_init(&o->samp);
 	o->n_predict = 1024;
 	o->n_ctx = 4096;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
-		int took = cli_sampler_opt(argc, argv, &i, &o->sp, &o->seed_set);
+		int took = cli_sampling_opt(argc, argv, &i, &o->samp);
 		if (took < 0)
 			return 2;
 		if (took)
@@ -296,10 +297,11 @@ int cmd_chat(int argc, char **argv)
 	if (cp.n_ctx == 0 || cp.n_ctx > (uint32_t)fx_model_n_ctx_train(s.m))
 		cp.n_ctx = (uint32_t)fx_model_n_ctx_train(s.m);
 	cp.n_threads = (int32_t)o.n_threads;
-	if (!o.seed_set)
-		o.sp.seed = ((uint64_t)time(NULL) * 1000000007ULL ^ ((uint64_t)getpid() << 32)) & INT64_MAX;
+	cli_sampling_apply(&o.samp, s.m, (int32_t)cp.n_ctx);
+	if (!o.samp.seed_set)
+		o.samp.sp.seed = ((uint64_t)time(NULL) * 1000000007ULL ^ ((uint64_t)getpid() << 32)) & INT64_MAX;
 	if (fx_context_create(s.m, &cp, &s.ctx, &err) ||
-	    fx_sampler_create(&o.sp, fx_model_n_vocab(s.m), &s.smp, &err)) {
+	    fx_sampler_create(&o.samp.sp, fx_model_n_vocab(s.m), &s.smp, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;
 	}

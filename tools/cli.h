@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ferrox.h"
+
 int cmd_run(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
@@ -30,13 +32,25 @@ double cli_now(void); /* monotonic seconds */
 /* "f16" or "f32" -> FX_KV_F16 / FX_KV_F32 (llama.cpp's --cache-type-k/v). */
 bool cli_cache_type(const char *opt, const char *s, int32_t *out);
 
-struct fx_sampler_params;
-/* The sampling options run and chat share (--temp, --top-k, --top-p,
- * --min-p, --repeat-penalty, --repeat-last-n, --seed/-s; llama.cpp's
- * names) at argv[*i], into sp (*seed_set when --seed is given). Returns 1
- * when it took the option (and its value, advancing *i), 0 when argv[*i]
- * is not one of them, -1 on a bad value (message printed). */
-int cli_sampler_opt(int argc, char **argv, int *i, struct fx_sampler_params *sp, bool *seed_set);
+/* The sampling options run and chat share, as the user gave them. */
+struct cli_sampling {
+	struct fx_sampler_params sp; /* fx_sampler_default_params + the flags */
+	uint32_t user;               /* FX_SAMPLING_* bits the flags set */
+	bool seed_set;               /* --seed given */
+	bool model_defaults;         /* --generation-config auto (the default) */
+};
+void cli_sampling_init(struct cli_sampling *s);
+/* --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
+ * --seed/-s (llama.cpp's names) and --generation-config auto|none (vLLM's)
+ * at argv[*i]. Returns 1 when it took the option (and its value, advancing
+ * *i), 0 when argv[*i] is not one of them, -1 on a bad value (message
+ * printed). */
+int cli_sampling_opt(int argc, char **argv, int *i, struct cli_sampling *s);
+/* After the model is loaded: its own sampling defaults (generation_config
+ * / general.sampling.*) under the flags (fx_model_sampling_defaults),
+ * unless --generation-config none; repeat_last_n -1 becomes n_ctx. Says on
+ * stderr which values came from the model. */
+void cli_sampling_apply(struct cli_sampling *s, const struct fx_model *m, int32_t n_ctx);
 
 /* A grammar named on the command line (tools/grammar.c). */
 enum { CLI_GRAMMAR_NONE, CLI_GRAMMAR_GBNF, CLI_GRAMMAR_SCHEMA, CLI_GRAMMAR_REGEX };

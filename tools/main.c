@@ -60,49 +60,96 @@ bool cli_cache_type(const char *opt, const char *s, int32_t *out)
 	return true;
 }
 
-int cli_sampler_opt(int argc, char **argv, int *i, struct fx_sampler_params *sp, bool *seed_set)
+void cli_sampling_init(struct cli_sampling *s)
 {
+	*s = (struct cli_sampling){ .sp = fx_sampler_default_params(), .model_defaults = true };
+}
+
+int cli_sampling_opt(int argc, char **argv, int *i, struct cli_sampling *s)
+{
+	static const struct {
+		const char *name;
+		uint32_t field; /* FX_SAMPLING_*, 0: --seed */
+	} opts[] = {
+		{ "--temp", FX_SAMPLING_TEMP }, { "--top-p", FX_SAMPLING_TOP_P },
+		{ "--min-p", FX_SAMPLING_MIN_P }, { "--repeat-penalty", FX_SAMPLING_REPEAT_PENALTY },
+		{ "--top-k", FX_SAMPLING_TOP_K }, { "--repeat-last-n", FX_SAMPLING_REPEAT_LAST_N },
+		{ "--seed", 0 }, { "-s", 0 },
+	};
 	const char *a = argv[*i], *v;
 	long long n;
 	double f;
-	enum { F_TEMP, F_TOP_P, F_MIN_P, F_REPEAT, I_TOP_K, I_LAST_N, I_SEED } k;
-
-	if (!strcmp(a, "--temp"))
-		k = F_TEMP;
-	else if (!strcmp(a, "--top-p"))
-		k = F_TOP_P;
-	else if (!strcmp(a, "--min-p"))
-		k = F_MIN_P;
-	else if (!strcmp(a, "--repeat-penalty"))
-		k = F_REPEAT;
-	else if (!strcmp(a, "--top-k"))
-		k = I_TOP_K;
-	else if (!strcmp(a, "--repeat-last-n"))
-		k = I_LAST_N;
-	else if (!strcmp(a, "--seed") || !strcmp(a, "-s"))
-		k = I_SEED;
-	else
+	struct fx_sampler_params *sp = &s->sp;
+	if (!strcmp(a, "--generation-config")) {
+		if (!(v = cli_value(argc, argv, i)))
+			return -1;
+		if (strcmp(v, "auto") && strcmp(v, "none")) {
+			fprintf(stderr, "error: --generation-config takes auto or none, not '%s'\n", v);
+			return -1;
+		}
+		s->model_defaults = !strcmp(v, "auto");
+		return 1;
+	}
+	size_t k = 0;
+	while (k < sizeof(opts) / sizeof(opts[0]) && strcmp(a, opts[k].name))
+		k++;
+	if (k == sizeof(opts) / sizeof(opts[0]))
 		return 0;
 	if (!(v = cli_value(argc, argv, i)))
 		return -1;
-	if (k <= F_REPEAT) {
+	uint32_t field = opts[k].field;
+	s->user |= field;
+	switch (field) {
+	case FX_SAMPLING_TEMP: case FX_SAMPLING_TOP_P: case FX_SAMPLING_MIN_P:
+	case FX_SAMPLING_REPEAT_PENALTY:
 		if (!cli_float(a, v, &f))
 			return -1;
-		float *dst[] = { &sp->temp, &sp->top_p, &sp->min_p, &sp->repeat_penalty };
-		*dst[k] = (float)f;
+		*(field == FX_SAMPLING_TEMP ? &sp->temp : field == FX_SAMPLING_TOP_P ? &sp->top_p :
+		  field == FX_SAMPLING_MIN_P ? &sp->min_p : &sp->repeat_penalty) = (float)f;
+		return 1;
+	case FX_SAMPLING_TOP_K:
+		if (!cli_int(a, v, -1, 1 << 30, &n))
+			return -1;
+		sp->top_k = (int32_t)n;
+		return 1;
+	case FX_SAMPLING_REPEAT_LAST_N: /* -1: the whole context (llama.cpp) */
+		if (!cli_int(a, v, -1, 1 << 20, &n))
+			return -1;
+		sp->repeat_last_n = (int32_t)n;
+		return 1;
+	default:
+		if (!cli_int(a, v, 0, INT64_MAX, &n))
+			return -1;
+		sp->seed = (uint64_t)n;
+		s->seed_set = true;
 		return 1;
 	}
-	if (!cli_int(a, v, k == I_TOP_K ? -1 : 0, k == I_SEED ? INT64_MAX : k == I_TOP_K ? 1 << 30 : 1 << 20, &n))
-		return -1;
-	if (k == I_TOP_K)
-		sp->top_k = (int32_t)n;
-	else if (k == I_LAST_N)
-		sp->repeat_last_n = (int32_t)n;
-	else {
-		sp->seed = (uint64_t)n;
-		*seed_set = true;
+}
+
+void cli_sampling_apply(struct cli_sampling *s, const struct fx_model *m, int32_t n_ctx)
+{
+	struct fx_sampler_params *sp = &s->sp;
+	uint32_t put = s->model_defaults ? fx_model_sampling_defaults(m, s->user, sp) : 0;
+	if (put) {
+		char buf[256];
+		int k = snprintf(buf, sizeof(buf), "ferrox: sampling defaults from the model:");
+		if (put & FX_SAMPLING_TEMP)
+			k += snprintf(buf + k, sizeof(buf) - (size_t)k, " temp %g", sp->temp);
+		if (put & FX_SAMPLING_TOP_K)
+			k += snprintf(buf + k, sizeof(buf) - (size_t)k, " top_k %d", sp->top_k);
+		if (put & FX_SAMPLING_TOP_P)
+			k += snprintf(buf + k, sizeof(buf) - (size_t)k, " top_p %g", sp->top_p);
+		if (put & FX_SAMPLING_MIN_P)
+			k += snprintf(buf + k, sizeof(buf) - (size_t)k, " min_p %g", sp->min_p);
+		if (put & FX_SAMPLING_REPEAT_PENALTY)
+			k += snprintf(buf + k, sizeof(buf) - (size_t)k, " repeat_penalty %g",
+				      sp->repeat_penalty);
+		if (put & FX_SAMPLING_REPEAT_LAST_N)
+			snprintf(buf + k, sizeof(buf) - (size_t)k, " repeat_last_n %d", sp->repeat_last_n);
+		fprintf(stderr, "%s (--generation-config none: without them)\n", buf);
 	}
-	return 1;
+	if (sp->repeat_last_n < 0)
+		sp->repeat_last_n = n_ctx;
 }
 
 char *cli_read_file(const char *path, size_t *n)

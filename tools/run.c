@@ -12,23 +12,22 @@
 struct run_opts {
 	const char *model, *prompt, *quant;
 	long long n_predict, n_ctx, n_threads, n_keep;
-	bool echo, seed_set, context_shift;
+	bool echo, context_shift;
 	int32_t type_k, type_v;
-	struct fx_sampler_params sp;
+	struct cli_sampling samp;
 	struct cli_grammar grammar;
 };
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
-	o->sp = fx_sampler_default_params();
+	cli_sampling_init(&o->samp);
 	o->n_predict = 128;
 	o->n_ctx = 4096;
 	o->type_k = o->type_v = FX_KV_DEFAULT;
-	o->seed_set = false;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
-		int took = cli_sampler_opt(argc, argv, &i, &o->sp, &o->seed_set);
+		int took = cli_sampling_opt(argc, argv, &i, &o->samp);
 		if (!took)
 			took = cli_grammar_opt(argc, argv, &i, &o->grammar);
 		if (took < 0)
@@ -67,7 +66,11 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "  --top-p P              (default 0.95; 1: off)\n"
 			       "  --min-p P              (default 0.05; 0: off)\n"
 			       "  --repeat-penalty R     (default 1.0: off)\n"
-			       "  --repeat-last-n N      tokens the penalty looks back (default 64)\n"
+			       "  --repeat-last-n N      tokens the penalty looks back (default 64, -1: the context)\n"
+			       "  --generation-config auto|none  auto (default): the model's own sampling\n"
+			       "                         defaults (generation_config.json, or the GGUF's\n"
+			       "                         general.sampling.* keys) replace the defaults above;\n"
+			       "                         a flag given here wins over both\n"
 			       "  -s, --seed S           sampling seed (same seed, same text; default: random,\n"
 			       "                         printed to stderr)\n"
 			       "  --cache-type-k/-v T    KV cache element type, f16, f32 or q8_0 (default: f16 for GGUF\n"
@@ -170,21 +173,22 @@ int cmd_run(int argc, char **argv)
 			cp.n_ctx, fx_model_n_ctx_train(m));
 	if (cp.n_ctx == 0 || cp.n_ctx > (uint32_t)fx_model_n_ctx_train(m))
 		cp.n_ctx = (uint32_t)fx_model_n_ctx_train(m);
-	if (!o.seed_set) {
+	cli_sampling_apply(&o.samp, m, (int32_t)cp.n_ctx);
+	if (!o.samp.seed_set) {
 		/* Like llama.cpp: a fresh seed per run unless one is given. */
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		o.sp.seed = ((uint64_t)ts.tv_sec * 1000000007ULL) ^ (uint64_t)ts.tv_nsec ^
+		o.samp.sp.seed = ((uint64_t)ts.tv_sec * 1000000007ULL) ^ (uint64_t)ts.tv_nsec ^
 			    ((uint64_t)getpid() << 32);
-		o.sp.seed &= INT64_MAX; /* so --seed can reproduce it */
+		o.samp.sp.seed &= INT64_MAX; /* so --seed can reproduce it */
 	}
-	if (o.sp.temp > 0)
-		fprintf(stderr, "ferrox: seed %llu\n", (unsigned long long)o.sp.seed);
+	if (o.samp.sp.temp > 0)
+		fprintf(stderr, "ferrox: seed %llu\n", (unsigned long long)o.samp.sp.seed);
 	cp.n_threads = (int32_t)o.n_threads;
 	cp.type_k = o.type_k;
 	cp.type_v = o.type_v;
 	if (fx_context_create(m, &cp, &ctx, &err) ||
-	    fx_sampler_create(&o.sp, fx_model_n_vocab(m), &smp, &err)) {
+	    fx_sampler_create(&o.samp.sp, fx_model_n_vocab(m), &smp, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;
 	}

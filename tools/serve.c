@@ -66,7 +66,7 @@ static void usage(FILE *f)
 		"usage: ferrox serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel 4]\n"
 		"                    [--ctx-size N] [--api-key K] [--timeout S] [--max-body 8MiB]\n"
 		"                    [--queue N] [-t N] [--chat-template-file F]\n"
-		"                    [--reasoning-format auto|none|deepseek]\n"
+		"                    [--reasoning-format auto|none|deepseek] [--generation-config auto|none]\n"
 		"OpenAI-compatible server: POST /v1/completions, /v1/chat/completions, /tokenize,\n"
 		"/detokenize; GET /v1/models, /health, /metrics. --parallel sequences are decoded\n"
 		"together; --ctx-size is the context of each (default: the model's, at most 4096);\n"
@@ -74,7 +74,10 @@ static void usage(FILE *f)
 		"an idle connection is kept (default 600). SIGTERM or Ctrl-C drains (a second one\n"
 		"quits at once). --chat-template-file: a Jinja chat template used instead of the\n"
 		"model's. --reasoning-format: where thinking goes unless a request says (auto,\n"
-		"deepseek: message.reasoning_content; none: left in content).\n");
+		"deepseek: message.reasoning_content; none: left in content). --generation-config\n"
+		"auto (default, as vLLM): sampling fields a request leaves out (temperature, top_k,\n"
+		"top_p, min_p, repetition_penalty) take the model's own defaults\n"
+		"(generation_config.json, or the GGUF's general.sampling.* keys); none: OpenAI's.\n");
 }
 
 int cmd_serve(int argc, char **argv)
@@ -115,6 +118,13 @@ int cmd_serve(int argc, char **argv)
 				return 2;
 			}
 			p.reasoning_format = v;
+		} else if (!strcmp(a, "--generation-config")) {
+			VAL();
+			if (strcmp(v, "auto") && strcmp(v, "none")) {
+				fprintf(stderr, "error: --generation-config wants auto or none, got '%s'\n", v);
+				return 2;
+			}
+			p.generation_config = !strcmp(v, "auto");
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
 			VAL(); if (!cli_int(a, v, 0, 256, &n)) return 2; p.n_threads = (int32_t)n;
 		} else {

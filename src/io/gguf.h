@@ -118,6 +118,7 @@ const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *g, const char
  * gguf_build_alloc. Free the view with gguf_close. */
 int gguf_build_new(struct gguf_file **out);
 int gguf_build_u32(struct gguf_file *g, const char *key, uint32_t v);
+int gguf_build_i32(struct gguf_file *g, const char *key, int32_t v);
 int gguf_build_f32(struct gguf_file *g, const char *key, float v);
 int gguf_build_bool(struct gguf_file *g, const char *key, bool v);
 int gguf_build_str(struct gguf_file *g, const char *key, const char *v);

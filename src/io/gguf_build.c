@@ -54,6 +54,11 @@ int gguf_build_u32(struct gguf_file *g, const char *key, uint32_t v)
 	return add_kv(g, key, GGUF_T_U32, 0, 1, &v, sizeof(v));
 }
 
+int gguf_build_i32(struct gguf_file *g, const char *key, int32_t v)
+{
+	return add_kv(g, key, GGUF_T_I32, 0, 1, &v, sizeof(v));
+}
+
 int gguf_build_f32(struct gguf_file *g, const char *key, float v)
 {
 	return add_kv(g, key, GGUF_T_F32, 0, 1, &v, sizeof(v));

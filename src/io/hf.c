@@ -166,6 +166,68 @@ static int read_text(const char *path, size_t max, char **out)
 	return FX_OK;
 }
 
+/* ---- generation_config.json -------------------------------------------- */
+
+/* generation_config.json (optional) as llama.cpp's general.sampling.* keys,
+ * the mapping of its converter (gguf-py's Metadata.load: top_k, top_p,
+ * min_p, temperature, penalty_last_n, repetition_penalty or
+ * penalty_repeat), so a checkpoint directory and the GGUF converted from it
+ * carry the same sampling defaults. Values are range-checked where the
+ * model reads them (model/sampling.c), for both formats alike. */
+static int map_generation_config(struct hf *h)
+{
+	static const struct {
+		const char *json, *key;
+		bool integer;
+	} map[] = {
+		{ "temperature", "general.sampling.temp", false },
+		{ "top_k", "general.sampling.top_k", true },
+		{ "top_p", "general.sampling.top_p", false },
+		{ "min_p", "general.sampling.min_p", false },
+		{ "repetition_penalty", "general.sampling.penalty_repeat", false },
+		{ "penalty_repeat", "general.sampling.penalty_repeat", false },
+		{ "penalty_last_n", "general.sampling.penalty_last_n", true },
+	};
+	char path[4096];
+	struct stat st;
+	char *text = NULL;
+	cJSON *j = NULL;
+	int rc;
+	snprintf(path, sizeof(path), "%s/generation_config.json", h->dir);
+	if (stat(path, &st) != 0)
+		return FX_OK;
+	if ((rc = read_text(path, 1 << 20, &text)))
+		return fx_fail(h->err, rc, "%s: %s", path,
+			       rc == FX_E_NOMEM ? "out of memory reading it" : "cannot read it (at most 1 MiB)");
+	rc = fx_json_parse(text, strlen(text), &j, NULL);
+	fx_free(text);
+	if (rc == FX_E_NOMEM)
+		return fx_fail(h->err, rc, "%s: out of memory parsing it", path);
+	if (!j || !cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		return fx_fail(h->err, FX_E_FORMAT, "%s: not a JSON object", path);
+	}
+	rc = FX_OK;
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]) && !rc; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, map[i].json);
+		if (!v || cJSON_IsNull(v))
+			continue;
+		/* both spellings: penalty_repeat wins, as in llama.cpp's converter */
+		if (!strcmp(map[i].json, "repetition_penalty") &&
+		    cJSON_GetObjectItemCaseSensitive(j, "penalty_repeat"))
+			continue;
+		double d = v->valuedouble;
+		if (!cJSON_IsNumber(v) || (map[i].integer && (d != floor(d) || fabs(d) > 1e9)))
+			rc = fx_fail(h->err, FX_E_FORMAT, "%s: '%s' is not %s", path, map[i].json,
+				     map[i].integer ? "an integer" : "a number");
+		else if (map[i].integer ? gguf_build_i32(h->g, map[i].key, (int32_t)d)
+					: gguf_build_f32(h->g, map[i].key, (float)d))
+			rc = fx_fail(h->err, FX_E_NOMEM, "no memory");
+	}
+	cJSON_Delete(j);
+	return rc;
+}
+
 /* ---- metadata ---------------------------------------------------------- */
 
 static int put_u32(struct hf *h, const char *suffix, uint32_t v)
@@ -715,6 +777,8 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 			fx_fail(err, rc, "no memory");
 		goto out;
 	}
+	if ((rc = map_generation_config(&h)) != FX_OK)
+		goto out;
 	if ((rc = st_set_open_dir(dir, &h.st, err)) != FX_OK)
 		goto out;
 	h.g->release = release_st;

@@ -425,6 +425,8 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	}
 	if ((rc = model_chat_template_load(m, path, hf, err)))
 		goto fail_path;
+	if ((rc = model_sampling_load(m, err)))
+		goto fail_path;
 	/* HF directories keep their tokenizer in tokenizer.json, which is not
 	 * read yet: such a model runs from token ids only (vocab NULL). */
 	/* A GGUF without tokenizer keys (ferrox convert of an HF directory)

@@ -104,6 +104,14 @@ static inline int layer_mats(const struct layer *L, const struct wmat *ws[LAYER_
 	return LAYER_MATS;
 }
 
+/* The sampling defaults the model's file gives (model/sampling.c). */
+struct model_sampling {
+	uint32_t set;            /* FX_SAMPLING_* bits of the fields present */
+	float temp, top_p, min_p, repeat_penalty;
+	int32_t top_k;
+	int32_t repeat_last_n;   /* -1: the whole context */
+};
+
 struct fx_model {
 	struct gguf_file *g;          /* owns the mapping the weights point into */
 	void *weights;                /* NULL, or the matrices moved out of the mapping
@@ -122,10 +130,14 @@ struct fx_model {
 	bool requantized;             /* --quant: float matrices were quantized on load */
 	bool repacked;                /* some matrices are x8 groups (kernels/repack.h) */
 	char *chat_template;          /* owned copy, or NULL (fx_model_chat_template) */
+	struct model_sampling sampling; /* fx_model_sampling_defaults */
 };
 
 /* Copy the chat template of the model at path (GGUF key, or an HF
  * directory's files) into m->chat_template (chat_template.c). */
 int model_chat_template_load(struct fx_model *m, const char *path, bool hf, struct fx_err *err);
+/* Read general.sampling.* from m->g into m->sampling (sampling.c).
+ * FX_E_FORMAT names a key of the wrong type or out of range. */
+int model_sampling_load(struct fx_model *m, struct fx_err *err);
 
 #endif

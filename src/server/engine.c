@@ -127,7 +127,8 @@ static int choice_start(struct engine *E, struct srv_choice *c)
 	sp.top_k = g->top_k;
 	sp.top_p = g->top_p;
 	sp.min_p = g->min_p;
-	sp.repeat_penalty = 1.0f;
+	sp.repeat_penalty = g->repeat_penalty;
+	sp.repeat_last_n = g->repeat_last_n < 0 ? (int32_t)s->n_ctx_seq : g->repeat_last_n;
 	if (g->has_seed) {
 		sp.seed = g->seed + (uint64_t)c->index;
 	} else {
@@ -139,6 +140,9 @@ static int choice_start(struct engine *E, struct srv_choice *c)
 	struct fx_err err;
 	if (fx_sampler_create(&sp, s->n_vocab, &c->smp, &err))
 		return FX_E_NOMEM;
+	/* the repetition penalty sees the prompt too (llama-server and vLLM) */
+	for (int32_t i = 0; sp.repeat_penalty != 1.0f && i < c->req->n_prompt; i++)
+		fx_sampler_accept(c->smp, c->req->prompt[i]);
 	if (g->grammar) {
 		/* the trie is built once, on the first request that needs it */
 		if (!s->gvocab && fx_grammar_vocab_create(s->model, &s->gvocab, &err)) {

@@ -220,7 +220,7 @@ struct srv_req *srv_request_build(struct srv *s, enum srv_kind kind, const char 
 		srv_error_set(e, 500, "server_error", NULL, "out of memory");
 		return NULL;
 	}
-	bool ok = srv_gen_parse(body, kind, s->n_vocab, &r->g, e) &&
+	bool ok = srv_gen_parse(body, kind, s->n_vocab, &s->gen_defaults, &r->g, e) &&
 		  (kind == SRV_CHAT ? srv_chat_prompt(s, body, r, e)
 				    : srv_completion_prompt(s, body, r, e));
 	cJSON_Delete(body);
@@ -564,7 +564,8 @@ struct fx_server_params fx_server_default_params(void)
 					  .port = 8080,
 					  .n_parallel = 4,
 					  .timeout_s = 600,
-					  .max_body = 8u << 20 };
+					  .max_body = 8u << 20,
+					  .generation_config = true };
 }
 
 static int set_err(struct fx_err *err, int code, const char *fmt, ...)
@@ -658,6 +659,7 @@ static int load(struct srv *s, struct fx_err *err)
 			       "%s has no tokenizer: the server needs a GGUF file with one",
 			       p->model_path);
 	s->n_vocab = fx_model_n_vocab(s->model);
+	srv_gen_defaults(p->generation_config ? s->model : NULL, &s->gen_defaults);
 	uint32_t train = (uint32_t)fx_model_n_ctx_train(s->model);
 	uint32_t nc = p->n_ctx_seq ? p->n_ctx_seq : (train && train < 4096 ? train : 4096);
 	nc = (nc + 15) / 16 * 16;

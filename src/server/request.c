@@ -243,13 +243,33 @@ static bool get_bias(const cJSON *body, int32_t n_vocab, struct srv_gen *g, stru
 	return true;
 }
 
-bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab, struct srv_gen *g,
-		   struct srv_error *e)
+void srv_gen_defaults(const struct fx_model *m, struct fx_sampler_params *d)
 {
-	double temp = 1.0, top_p = 1.0, min_p = 0.0, pres = 0, freq = 0;
-	int64_t max_tokens = kind == SRV_COMPLETION ? 16 : -1, top_k = 0, n = 1, seed = -1,
-		top_lp = 0;
+	*d = fx_sampler_default_params();
+	d->temp = 1.0f;
+	d->top_k = 0;
+	d->top_p = 1.0f;
+	d->min_p = 0.0f;
+	d->repeat_penalty = 1.0f;
+	fx_model_sampling_defaults(m, 0, d);
+}
+
+bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab,
+		   const struct fx_sampler_params *defaults, struct srv_gen *g, struct srv_error *e)
+{
+	struct fx_sampler_params d;
+	if (!defaults) {
+		srv_gen_defaults(NULL, &d);
+		defaults = &d;
+	}
+	double temp = defaults->temp, top_p = defaults->top_p, min_p = defaults->min_p, pres = 0,
+	       freq = 0, rep = defaults->repeat_penalty;
+	int64_t max_tokens = kind == SRV_COMPLETION ? 16 : -1, top_k = defaults->top_k, n = 1,
+		seed = -1, top_lp = 0, last_n = defaults->repeat_last_n;
 	if (!get_int(body, "max_tokens", 0, 1e9, &max_tokens, e) ||
+	    !get_num(body, "repetition_penalty", 0.01, 100, &rep, e) ||
+	    !get_num(body, "repeat_penalty", 0.01, 100, &rep, e) ||
+	    !get_int(body, "repeat_last_n", -1, 1 << 20, &last_n, e) ||
 	    !get_int(body, "max_completion_tokens", 0, 1e9, &max_tokens, e) ||
 	    !get_num(body, "temperature", 0, 2, &temp, e) ||
 	    !get_num(body, "top_p", 0, 1, &top_p, e) || !get_num(body, "min_p", 0, 1, &min_p, e) ||
@@ -288,6 +308,8 @@ bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab, struc
 	g->top_p = (float)top_p;
 	g->min_p = (float)min_p;
 	g->top_k = (int32_t)top_k;
+	g->repeat_penalty = (float)rep;
+	g->repeat_last_n = (int32_t)last_n;
 	g->presence = (float)pres;
 	g->frequency = (float)freq;
 	g->n = (int)n;

@@ -53,6 +53,8 @@ struct srv_gen {
 	float temperature;       /* 1.0 (OpenAI's default); 0: greedy */
 	float top_p, min_p;      /* 1.0 (off), 0 (off) */
 	int32_t top_k;           /* 0 (off) */
+	float repeat_penalty;    /* 1.0 (off); over the prompt and the output */
+	int32_t repeat_last_n;   /* 64; -1: the whole context */
 	uint64_t seed;
 	bool has_seed;
 	float presence, frequency;  /* penalties, OpenAI's definition */
@@ -82,11 +84,19 @@ struct srv_error {
 void srv_error_set(struct srv_error *e, int status, const char *type, const char *param,
 		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* A request's sampling defaults: OpenAI's (temperature 1, top_k / top_p /
+ * min_p / repetition penalty off, repeat_last_n 64), then model m's own
+ * (generation_config.json / general.sampling.*) when m is not NULL. */
+void srv_gen_defaults(const struct fx_model *m, struct fx_sampler_params *d);
 /* Read the generation options of a completion or chat request body into g
  * (zero-initialised by the caller; free with srv_gen_fini). n_vocab bounds
- * logit_bias ids. Returns false with e filled (400) on a wrong type or value. */
-bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab, struct srv_gen *g,
-		   struct srv_error *e);
+ * logit_bias ids; what the body leaves out comes from defaults
+ * (srv_gen_defaults; NULL: OpenAI's). Sampling fields: OpenAI's, plus
+ * top_k, min_p (both servers), repetition_penalty (vLLM), repeat_penalty and
+ * repeat_last_n (llama-server). Returns false with e filled (400) on a wrong
+ * type or value. */
+bool srv_gen_parse(const cJSON *body, enum srv_kind kind, int32_t n_vocab,
+		   const struct fx_sampler_params *defaults, struct srv_gen *g, struct srv_error *e);
 void srv_gen_fini(struct srv_gen *g);
 /* constrain.c: response_format, grammar, json_schema, structured_outputs
  * and guided_* into g->grammar (at most one of them); false with e filled
@@ -200,6 +210,8 @@ struct srv {
 	struct fx_grammar_vocab *gvocab; /* engine thread only: built on the first
 					  * constrained request */
 	int32_t n_vocab;
+	struct fx_sampler_params gen_defaults; /* a request's sampling defaults
+						* (srv_gen_defaults) */
 	uint32_t n_ctx_seq;            /* tokens per choice */
 	int32_t n_parallel, max_queue;
 	int32_t chunk;                 /* prompt tokens per step, all prefills together */

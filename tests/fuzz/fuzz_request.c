@@ -104,7 +104,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		cJSON_Delete(body);
 		return 0;
 	}
-	bool ok = srv_gen_parse(body, kind, srv.n_vocab, &r->g, &e) &&
+	bool ok = srv_gen_parse(body, kind, srv.n_vocab, NULL, &r->g, &e) &&
 		  (kind == SRV_CHAT ? srv_chat_prompt(&srv, body, r, &e)
 				    : srv_completion_prompt(&srv, body, r, &e));
 	for (int32_t i = 0; ok && i < r->n_prompt; i++)
