@@ -369,7 +369,6 @@ static int load_kind(struct vocab *v, const struct gguf_file *g, struct fx_err *
 	} else if (span_eq(&model, "bert")) {
 		v->type = VOCAB_WPM;
 		v->bos = 101; /* [CLS]; llama.cpp reads no cls_token_id */
-		v->add_bos = v->add_sep = true;
 		snprintf(v->kind, sizeof(v->kind), "bert (WordPiece)");
 	} else {
 		return fx_fail(err, FX_E_UNSUPPORTED,
