@@ -12,12 +12,7 @@ oracle=${ORACLE:-$(cd "$root/.." && pwd)/oracle}
 # build_llama DIR [C flags]: llama.cpp from the llama-cpp-python sdist.
 build_llama() {
 	echo "building llama.cpp from the llama-cpp-python sdist in $1 (10-20 min)" >&2
-	mkdir -p "$oracle/sdist"
-	ls "$oracle"/sdist/llama_cpp_python-*.tar.gz >/dev/null 2>&1 ||
-		python3 -m pip download --no-deps --no-binary :all: -d "$oracle/sdist" llama-cpp-python==0.3.36 >&2
-	[ -d "$(echo "$oracle"/sdist/llama_cpp_python-*/vendor/llama.cpp)" ] ||
-		tar -xzf "$oracle"/sdist/llama_cpp_python-*.tar.gz -C "$oracle/sdist"
-	src=$(echo "$oracle"/sdist/llama_cpp_python-*/vendor/llama.cpp)
+	src=$(ORACLE=$oracle "$root/scripts/get-llama-sdist.sh" | tail -n1)
 	cmake -S "$src" -B "$1" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
 		-DCMAKE_C_FLAGS="${2:-}" -DCMAKE_CXX_FLAGS="${2:-}" \
 		-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF >&2

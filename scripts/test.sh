@@ -10,6 +10,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 scripts/install-deps.sh
 scripts/get-model.sh gemma3-270m | tail -n1
 scripts/get-model.sh smollm2-135m | tail -n1
+# llama.cpp's test vocabularies (tests/test_vocab_corpus.c), from its sdist
+FX_LLAMA_VOCAB_DIR="$(scripts/get-llama-sdist.sh | tail -n1)/models"
+export FX_LLAMA_VOCAB_DIR
 export FX_REQUIRE_MODELS=1
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -18,8 +18,10 @@
 #include <string.h>
 
 #include "check.h"
+#include "core/alloc.h"
 #include "io/gguf.h"
 #include "tokenizer/vocab.h"
+#include "tokenizer/vocab_impl.h"
 
 /* ---- helpers --------------------------------------------------------- */
 
@@ -528,6 +530,22 @@ static void kv_arr32(struct gbuf *g, const char *key, enum gguf_vtype t, const v
 	put_bytes(g, vals, 4 * n);
 }
 
+static void kv_u32(struct gbuf *g, const char *key, uint32_t val)
+{
+	put_str(g, key);
+	put_u32(g, GGUF_T_U32);
+	put_u32(g, val);
+}
+
+static void kv_bool(struct gbuf *g, const char *key, bool val)
+{
+	uint8_t b = val;
+
+	put_str(g, key);
+	put_u32(g, GGUF_T_BOOL);
+	put_bytes(g, &b, 1);
+}
+
 static void gguf_header(struct gbuf *g, uint64_t n_kv)
 {
 	g->n = 0;
@@ -720,6 +738,197 @@ static void tiny_digits(void)
 	}
 }
 
+/* Is token t's piece (special shown or not) exactly want? */
+static bool piece_is(const struct vocab *v, fx_token t, bool special, const char *want)
+{
+	char out[64];
+	size_t n;
+
+	return vocab_token_to_piece(v, t, special, out, sizeof(out), &n) == FX_OK &&
+	       n == strlen(want) && !memcmp(out, want, n);
+}
+
+#define SP "\xe2\x96\x81" /* U+2581 */
+
+/* Load a tiny WordPiece vocab (the GGUF form llama.cpp's converter writes:
+ * word starts carry U+2581, "##" continuations are bare); lowercase < 0
+ * leaves the normalizer key out. */
+static int tiny_wpm_load(int lowercase, struct gbuf *b, struct gguf_file **g, struct vocab **v,
+			 struct fx_err *err)
+{
+	static const char *const toks[] = {
+		"[PAD]", "[UNK]", "[CLS]", "[SEP]", SP "hello", SP "world", SP "un", "aff",
+		"able", SP "!", SP "cafe", SP "\xe4\xb8\xad", "hello", SP "hel",
+	};
+	static const int32_t types[] = { 3, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+
+	gguf_header(b, lowercase < 0 ? 6 : 7);
+	kv_str(b, "tokenizer.ggml.model", "bert");
+	kv_strs(b, "tokenizer.ggml.tokens", toks, 14);
+	kv_arr32(b, "tokenizer.ggml.token_type", GGUF_T_I32, types, 14);
+	kv_u32(b, "tokenizer.ggml.bos_token_id", 2);
+	kv_u32(b, "tokenizer.ggml.seperator_token_id", 3);
+	kv_u32(b, "tokenizer.ggml.unknown_token_id", 1);
+	if (lowercase >= 0)
+		kv_bool(b, "tokenizer.ggml.normalizer.lowercase", lowercase);
+	return load_buf(b, g, v, err);
+}
+
+/* WordPiece as llama.cpp's llm_tokenizer_wpm: normalization, greedy
+ * longest match, [UNK] for a word with an unmatched position, [CLS]/[SEP]. */
+static void tiny_wpm(void)
+{
+	struct gbuf b;
+	struct gguf_file *g;
+	struct vocab *v;
+	struct fx_err err = { 0 };
+	char long_word[151];
+	fx_token want[31];
+
+	if (tiny_wpm_load(-1, &b, &g, &v, &err) != FX_OK) {
+		CHECKF(0, "tiny WordPiece vocab: %s", err.msg);
+		return;
+	}
+	/* lowercased by default; "!" is a word of its own */
+	expect_ids(v, "Hello World!", false, false, (const fx_token[]){ 4, 5, 9 }, 3);
+	/* longest match first: un + aff + able, not a shorter split */
+	expect_ids(v, "unaffable", false, false, (const fx_token[]){ 6, 7, 8 }, 3);
+	/* a word with no match at some position is [UNK] as a whole */
+	expect_ids(v, "xyz hello", false, false, (const fx_token[]){ 1, 4 }, 2);
+	expect_ids(v, "unaffablex", false, false, (const fx_token[]){ 1 }, 1);
+	/* accents stripped (NFD, marks dropped), control characters dropped */
+	expect_ids(v, "Caf\xc3\xa9 hel\x01lo", false, false, (const fx_token[]){ 10, 4 }, 2);
+	/* each CJK ideograph is a word: 中 known, 文 not */
+	expect_ids(v, "\xe4\xb8\xad\xe6\x96\x87", false, false, (const fx_token[]){ 11, 1 }, 2);
+	/* add_special: [CLS] ... [SEP]; parse_special: [SEP] in the text */
+	expect_ids(v, "hello", true, false, (const fx_token[]){ 2, 4, 3 }, 3);
+	expect_ids(v, "hello[SEP]", false, true, (const fx_token[]){ 4, 3 }, 2);
+	expect_ids(v, "", false, false, NULL, 0);
+	/* no cap on word length (Hugging Face's max_input_chars_per_word=100
+	 * has no counterpart in llama.cpp): 150 chars still match, the search
+	 * bounded by the longest token (8 bytes, "▁hello") */
+	CHECK(v->max_token_len == 8);
+	want[0] = 4;
+	for (int i = 0; i < 30; i++) {
+		memcpy(long_word + 5 * i, "hello", 5);
+		if (i)
+			want[i] = 12;
+	}
+	long_word[150] = 0;
+	expect_ids(v, long_word, false, false, want, 30);
+	/* pieces: U+2581 is a space, a continuation joins its word, control
+	 * tokens only when special (llama.cpp has no "##" rule) */
+	CHECK(piece_is(v, 4, false, " hello") && piece_is(v, 7, false, "aff"));
+	CHECK(piece_is(v, 2, false, "") && piece_is(v, 2, true, "[CLS]"));
+	vocab_free(v);
+	gguf_close(g);
+
+	/* tokenizer.ggml.normalizer.lowercase false: case and accents kept */
+	if (tiny_wpm_load(0, &b, &g, &v, &err) != FX_OK) {
+		CHECKF(0, "tiny WordPiece vocab: %s", err.msg);
+		return;
+	}
+	expect_ids(v, "Hello hello Caf\xc3\xa9", false, false, (const fx_token[]){ 1, 4, 1 }, 3);
+	vocab_free(v);
+	gguf_close(g);
+}
+
+/* Gemma 4's BPE: raw UTF-8 with spaces as U+2581, newline runs kept whole,
+ * <0xNN> byte fallback, BOS forced on. */
+static void tiny_gemma4(void)
+{
+	static const char *const toks[] = {
+		"<pad>", "<eos>", "<bos>", "\n", "\n\n", SP, "a", "b", SP "a", "<0x63>", "<0xC3>",
+		"<0xA9>", "c",
+	};
+	static const char *const merges[] = { SP " a", "a b" };
+	static const int32_t types[] = { 3, 3, 3, 1, 1, 1, 1, 1, 1, 6, 6, 6, 1 };
+	struct gbuf b;
+	struct gguf_file *g;
+	struct vocab *v;
+	struct fx_err err = { 0 };
+
+	gguf_header(&b, 6);
+	kv_str(&b, "tokenizer.ggml.model", "gemma4");
+	kv_strs(&b, "tokenizer.ggml.tokens", toks, 13);
+	kv_strs(&b, "tokenizer.ggml.merges", merges, 2);
+	kv_arr32(&b, "tokenizer.ggml.token_type", GGUF_T_I32, types, 13);
+	kv_u32(&b, "tokenizer.ggml.bos_token_id", 2);
+	kv_bool(&b, "tokenizer.ggml.add_bos_token", false);
+	if (load_buf(&b, &g, &v, &err) != FX_OK) {
+		CHECKF(0, "tiny gemma4 vocab: %s", err.msg);
+		return;
+	}
+	CHECK(vocab_add_bos(v));
+	/* "▁a" merges before "a b": ▁a + b */
+	expect_ids(v, " ab", true, false, (const fx_token[]){ 2, 8, 7 }, 3);
+	/* a run of newlines that is a token stays whole; "\n\n\n" is none */
+	expect_ids(v, "a\n\nb", false, false, (const fx_token[]){ 6, 4, 7 }, 3);
+	expect_ids(v, "\n\n\n", false, false, (const fx_token[]){ 3, 3, 3 }, 3);
+	/* "c" is a token of its own; é has none: <0xC3> <0xA9> (no one-byte texts) */
+	expect_ids(v, "ca\xc3\xa9", false, false, (const fx_token[]){ 12, 6, 10, 11 }, 4);
+	CHECK(piece_is(v, 8, false, " a") && piece_is(v, 10, false, "\xc3"));
+	vocab_free(v);
+	gguf_close(g);
+}
+
+/* Words of text under pre-tokenizer pre (a tiny gpt2 vocab), or -1. */
+static long count_words(const char *pre, const char *text)
+{
+	static const char *const toks[] = { "a", "b" };
+	struct gbuf b;
+	struct gguf_file *g;
+	struct vocab *v;
+	struct fx_err err = { 0 };
+	struct span *w;
+	size_t n = 0;
+	char *buf;
+	long r = -1;
+
+	gguf_header(&b, 4);
+	kv_str(&b, "tokenizer.ggml.model", "gpt2");
+	kv_str(&b, "tokenizer.ggml.pre", pre);
+	kv_strs(&b, "tokenizer.ggml.tokens", toks, 2);
+	kv_strs(&b, "tokenizer.ggml.merges", toks, 0);
+	if (load_buf(&b, &g, &v, &err) != FX_OK) {
+		CHECKF(0, "tiny %s vocab: %s", pre, err.msg);
+		return -1;
+	}
+	if (pretok_split(v, text, strlen(text), &buf, &w, &n) == FX_OK) {
+		r = (long)n;
+		fx_free(buf);
+		fx_free(w);
+	}
+	vocab_free(v);
+	gguf_close(g);
+	return r;
+}
+
+/* qwen35 keeps combining marks in words (qwen2 splits before them). */
+static void qwen35_marks(void)
+{
+	const char *text = "a\xcc\x81" "b c"; /* a, U+0301, b, space, c */
+
+	CHECK(count_words("qwen35", text) == 2); /* "áb", " c" */
+	CHECK(count_words("qwen2", text) == 3);  /* "a", "\u0301b", " c" */
+}
+
+/* The Unicode tables WordPiece reads (scripts/gen-unicode-tables.py). */
+static void unicode_tables(void)
+{
+	CHECK(ucd_class('A') == UCD_LETTER && ucd_class('7') == UCD_NUMBER);
+	CHECK(ucd_class('!') == UCD_PUNCT && ucd_class('$') == UCD_SYMBOL);
+	CHECK(ucd_class(0x301) == UCD_MARK && ucd_class(0x0a) == UCD_CONTROL);
+	CHECK(ucd_class(0x3000) == UCD_SEP && ucd_class(0x378) == UCD_UNDEF);
+	CHECK(ucd_class(0x10ffff) == UCD_UNDEF && ucd_class(0x110000) == UCD_UNDEF);
+	CHECK(ucd_class(0x4e2d) == UCD_LETTER && ucd_class(0x1f601) == UCD_SYMBOL);
+	CHECK(ucd_is_space(0x3000) && ucd_is_space('\t') && !ucd_is_space(0x200b));
+	CHECK(ucd_tolower('A') == 'a' && ucd_tolower(0x130) == 'i' && ucd_tolower(0x410) == 0x430);
+	CHECK(ucd_tolower('a') == 'a' && ucd_tolower(0x1e9e) == 0xdf);
+	CHECK(ucd_nfd_first(0xe9) == 'e' && ucd_nfd_first(0x1ec7) == 'e');
+	CHECK(ucd_nfd_first(0xac00) == 0x1100 && ucd_nfd_first('e') == 'e');
+}
+
 /* Unknown tokenizer.ggml.model / tokenizer.ggml.pre: FX_E_UNSUPPORTED naming it. */
 static void unsupported(void)
 {
@@ -755,6 +964,10 @@ int main(void)
 	tiny_spm();
 	tiny_bpe();
 	tiny_digits();
+	tiny_wpm();
+	tiny_gemma4();
+	qwen35_marks();
+	unicode_tables();
 	unsupported();
 	parity("gemma-3-270m-q4_k_m.gguf", NULL, "tests/data/tokenizer/gemma-3-270m.txt");
 	parity(SMOLLM, NULL, "tests/data/tokenizer/smollm2-135m.txt");

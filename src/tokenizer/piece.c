@@ -74,8 +74,11 @@ static void decode_bpe(const struct vocab *v, const struct span *t, struct byte_
 }
 
 /* token_to_piece: control/unknown tokens only when special; their and
- * user-defined texts verbatim; normal SPM text with U+2581 as space;
- * normal BPE text through GPT-2's byte map; byte tokens as the byte. */
+ * user-defined texts verbatim; normal SPM, WordPiece and raw-UTF-8 BPE
+ * (Gemma 4) text with U+2581 as space (a WordPiece continuation piece has
+ * none, so it joins the previous word; llama.cpp has no "##" rule);
+ * normal byte-level BPE text through GPT-2's byte map; byte tokens as the
+ * byte. */
 static void piece(const struct vocab *v, fx_token id, bool special, struct byte_out *o)
 {
 	const struct span text = strtab_get(&v->text, id), *t = &text;
@@ -86,7 +89,7 @@ static void piece(const struct vocab *v, fx_token id, bool special, struct byte_
 	if (attr & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED)) {
 		put(o, t->p, t->n);
 	} else if (attr & ATTR_NORMAL) {
-		if (v->type == VOCAB_BPE) {
+		if (v->type == VOCAB_BPE && !v->pre->raw_utf8) {
 			decode_bpe(v, t, o);
 			return;
 		}

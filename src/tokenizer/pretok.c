@@ -35,11 +35,14 @@
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|" \
 		RE_S "+(?!" RE_NS ")"
 /* Llama 3 / Qwen 2: contractions|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
- * ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ (Qwen 2: \p{N}) */
-#define RE_LLAMA3_(digits) RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}" digits \
-	"| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|" RE_S "*[\\r\\n]+|" RE_S "+(?!" RE_NS ")|" RE_S "+"
-#define RE_LLAMA3 RE_LLAMA3_("{1,3}")
-#define RE_QWEN2 RE_LLAMA3_("")
+ * ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ (Qwen 2: \p{N});
+ * Qwen 3.5 takes marks into words: [\p{L}\p{M}]+ and [^\s\p{L}\p{M}\p{N}]. */
+#define RE_LLAMA3_(letter, digits) RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[" letter "]+" \
+	"|\\p{N}" digits "| ?[^" WS letter "\\p{N}]+[\\r\\n]*|" RE_S "*[\\r\\n]+|" \
+	RE_S "+(?!" RE_NS ")|" RE_S "+"
+#define RE_LLAMA3 RE_LLAMA3_("\\p{L}", "{1,3}")
+#define RE_QWEN2 RE_LLAMA3_("\\p{L}", "")
+#define RE_QWEN35 RE_LLAMA3_("\\p{L}\\p{M}", "")
 /* CJK ranges of the DeepSeek patterns: U+4E00-9FA5, U+0800-4E00, U+AC00-D7FF. */
 #define RE_DEEPSEEK_CJK \
 	"(?:(?!" RE_S ")[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}])+"
@@ -62,6 +65,8 @@ static const char *const names_gpt2[] = {
 	"a.x-4.0", "mellum", "modern-bert", "mpt", "olmo", "jais", "trillion",
 	"granite-docling", "exaone4", NULL
 };
+static const char *const names_qwen35[] = { "qwen35", NULL };
+static const char *const names_gemma4[] = { "gemma4", "granite-embed-multi-311m", NULL };
 static const char *const names_falcon[] = { "falcon", NULL };
 static const char *const names_deepseek_llm[] = { "deepseek-llm", NULL };
 static const char *const names_deepseek_coder[] = { "deepseek-coder", NULL };
@@ -70,16 +75,20 @@ static const char *const names_deepseek_coder[] = { "deepseek-coder", NULL };
  * LLAMA_VOCAB_PRE_TYPE_*); the regexes run in order, each splitting the
  * words the previous one produced. */
 static const struct pretok_def pretok_defs[] = {
-	{ names_default,
-	  { "[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]" },
-	  false, false },
-	{ names_llama3, { RE_LLAMA3 }, true, true },
-	{ names_dbrx, { RE_LLAMA3 }, false, false },
-	{ names_qwen2, { RE_QWEN2 }, false, false },
-	{ names_smollm, { "\\p{N}", RE_GPT2 }, false, false },
-	{ names_gpt2, { RE_GPT2 }, false, false },
-	{ names_falcon, { "[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]" }, false, false },
-	{ names_deepseek_llm, {
+	{ .names = names_default,
+	  .regex = { "[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]" } },
+	{ .names = names_llama3, .regex = { RE_LLAMA3 }, .ignore_merges = true, .add_bos = true },
+	{ .names = names_dbrx, .regex = { RE_LLAMA3 } },
+	{ .names = names_qwen2, .regex = { RE_QWEN2 } },
+	{ .names = names_qwen35, .regex = { RE_QWEN35 } },
+	/* spaces are U+2581 by then; BPE runs on whole lines, newline runs apart */
+	{ .names = names_gemma4, .regex = { "[^\\n]+|[\\n]+" }, .force_bos = true, .raw_utf8 = true,
+	  .newline_words = true },
+	{ .names = names_smollm, .regex = { "\\p{N}", RE_GPT2 } },
+	{ .names = names_gpt2, .regex = { RE_GPT2 } },
+	{ .names = names_falcon,
+	  .regex = { "[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]" } },
+	{ .names = names_deepseek_llm, .regex = {
 		"[\\r\\n]",
 		RE_S "?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}"
 		"\\x{1C4}-\\x{293}\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}"
@@ -104,10 +113,9 @@ static const struct pretok_def pretok_defs[] = {
 		"\\x{3001}-\\x{3002}]+",
 		RE_S "+$",
 		RE_DEEPSEEK_CJK,
-		"\\p{N}+" }, false, false },
-	{ names_deepseek_coder, {
-		"[\\r\\n]", RE_S "?\\p{L}+", RE_S "?\\p{P}+", RE_DEEPSEEK_CJK, "\\p{N}" },
-	  false, false },
+		"\\p{N}+" } },
+	{ .names = names_deepseek_coder, .regex = {
+		"[\\r\\n]", RE_S "?\\p{L}+", RE_S "?\\p{P}+", RE_DEEPSEEK_CJK, "\\p{N}" } },
 };
 
 const struct pretok_def *pretok_find(const char *name, size_t n)
@@ -365,7 +373,8 @@ int pretok_split(const struct vocab *v, const char *text, size_t n,
 		if ((rc = split_by(&s, v->re[r], md)))
 			goto out_md;
 
-	/* Words back to UTF-8 (unicode_cpt_to_utf8), then GPT-2 byte-encoded. */
+	/* Words back to UTF-8 (unicode_cpt_to_utf8), then GPT-2 byte-encoded
+	 * unless the vocabulary holds raw UTF-8. */
 	out = fx_malloc_array(s.n_cpt ? s.n_cpt : 1, 8);
 	w = fx_malloc_array(s.n_cut ? s.n_cut : 1, sizeof(*w));
 	if (!out || !w) {
@@ -382,6 +391,10 @@ int pretok_split(const struct vocab *v, const char *text, size_t n,
 			for (size_t j = 0; j < len; j++) {
 				uint8_t b = (uint8_t)u[j];
 
+				if (v->pre->raw_utf8) {
+					out[o++] = (char)b;
+					continue;
+				}
 				memcpy(out + o, v->byte_utf8[b], v->byte_utf8_len[b]);
 				o += v->byte_utf8_len[b];
 			}

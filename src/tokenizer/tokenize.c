@@ -1,7 +1,8 @@
 /* Text -> token ids, following llama.cpp's llama_vocab::impl::tokenize
  * (src/llama-vocab.cpp): special-token partition first
- * (tokenizer_st_partition), then SentencePiece (llm_tokenizer_spm_session)
- * or byte-level BPE (llm_tokenizer_bpe_session) on each raw-text fragment.
+ * (tokenizer_st_partition), then SentencePiece (llm_tokenizer_spm_session),
+ * BPE (llm_tokenizer_bpe_session) or WordPiece (wpm.c) on each raw-text
+ * fragment.
  *
  * Everything allocated here lives for one call, so a vocab is read-only
  * and may tokenize on many threads at once.
@@ -199,6 +200,28 @@ static int bpe_try_add(const struct vocab *v, struct sym *s, struct heap *h,
 	return heap_push(h, (struct bigram){ left, right, (double)rank, s[left].n + s[right].n });
 }
 
+/* Is the word all '\n' (Gemma 4 keeps such a word whole when it is a token)? */
+static bool newlines_only(const struct span *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		if (w->p[i] != '\n')
+			return false;
+	return true;
+}
+
+/* Token for byte b of a symbol that is no token: the one-byte text under
+ * GPT-2's byte map, <0xNN> in a raw-UTF-8 vocabulary; -1 (dropped) if none. */
+static fx_token bpe_byte_token(const struct vocab *v, uint8_t b)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char buf[6] = { '<', '0', 'x', hex[b >> 4], hex[b & 15], '>' };
+
+	if (v->pre->raw_utf8)
+		return vocab_text_to_token(v, buf, sizeof(buf));
+	buf[0] = (char)b;
+	return vocab_text_to_token(v, buf, 1);
+}
+
 /* Merge one pre-tokenized word and emit its tokens. */
 static int bpe_word(const struct vocab *v, const struct span *w, struct heap *h, struct tok_out *o)
 {
@@ -206,7 +229,8 @@ static int bpe_word(const struct vocab *v, const struct span *w, struct heap *h,
 	int32_t n_sym;
 	int rc;
 
-	if (v->ignore_merges && vocab_text_to_token(v, w->p, w->n) >= 0) {
+	if ((v->ignore_merges || (v->pre->newline_words && newlines_only(w))) &&
+	    vocab_text_to_token(v, w->p, w->n) >= 0) {
 		tok_push(o, vocab_text_to_token(v, w->p, w->n));
 		return FX_OK;
 	}
@@ -238,7 +262,7 @@ static int bpe_word(const struct vocab *v, const struct span *w, struct heap *h,
 			continue;
 		}
 		for (size_t j = 0; j < s[i].n; j++) /* single bytes; unknown ones are dropped */
-			if ((t = vocab_text_to_token(v, s[i].text + j, 1)) >= 0)
+			if ((t = bpe_byte_token(v, (uint8_t)s[i].text[j])) >= 0)
 				tok_push(o, t);
 	}
 out:
@@ -424,9 +448,10 @@ static int partition(const struct vocab *v, const char *text, size_t n, bool par
 	return rc;
 }
 
-/* SPM fragment: optional space prefix, spaces escaped to U+2581. */
-static int spm_fragment(const struct vocab *v, const char *text, size_t n, bool prefix,
-			struct tok_out *o)
+/* SPM fragment, or BPE over raw UTF-8 (Gemma 4): optional space prefix,
+ * spaces escaped to U+2581 (llama_escape_whitespace). */
+static int escaped_fragment(const struct vocab *v, const char *text, size_t n, bool prefix,
+			    struct tok_out *o)
 {
 	char *buf = fx_malloc_array(n + 1, 3);
 	size_t k = 0;
@@ -446,9 +471,22 @@ static int spm_fragment(const struct vocab *v, const char *text, size_t n, bool 
 			buf[k++] = text[i];
 		}
 	}
-	rc = spm_tokenize(v, buf, k, o);
+	rc = v->type == VOCAB_SPM ? spm_tokenize(v, buf, k, o) : bpe_tokenize(v, buf, k, o);
 	fx_free(buf);
 	return rc;
+}
+
+/* One raw-text fragment through the vocabulary's tokenizer. */
+static int raw_fragment(const struct vocab *v, const char *text, size_t n, bool prev_special,
+			struct tok_out *o)
+{
+	if (v->type == VOCAB_SPM)
+		return escaped_fragment(v, text, n, v->add_space_prefix && prev_special, o);
+	if (v->type == VOCAB_WPM)
+		return wpm_tokenize(v, text, n, o);
+	if (v->pre->raw_utf8)
+		return escaped_fragment(v, text, n, false, o);
+	return bpe_tokenize(v, text, n, o);
 }
 
 static int tokenize_guarded(const struct vocab *v, const char *text, size_t len,
@@ -473,16 +511,15 @@ static int tokenize_guarded(const struct vocab *v, const char *text, size_t len,
 		if (fr->token >= 0) {
 			tok_push(&o, fr->token);
 			prev_special = true;
-		} else if (v->type == VOCAB_SPM) {
-			rc = spm_fragment(v, text + fr->off, fr->len,
-					  v->add_space_prefix && prev_special, &o);
-			prev_special = false;
 		} else {
-			rc = bpe_tokenize(v, text + fr->off, fr->len, &o);
+			rc = raw_fragment(v, text + fr->off, fr->len, prev_special, &o);
+			prev_special = false;
 		}
 	}
 	if (!rc && add_special && v->add_eos)
 		tok_push(&o, v->eos);
+	if (!rc && add_special && v->add_sep && v->type == VOCAB_WPM)
+		tok_push(&o, v->sep); /* [SEP]: only llama.cpp's WordPiece adds it */
 	if (!rc) {
 		*n_out = o.n;
 		if (o.n > cap)

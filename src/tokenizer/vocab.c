@@ -294,8 +294,13 @@ static int load_tokens(struct vocab *v, const struct gguf_file *g, struct fx_err
 
 	if ((rc = strmap_init(&v->tok_map, tk->n)))
 		return rc;
-	for (int32_t i = 0; i < v->n_tokens; i++)
+	for (int32_t i = 0; i < v->n_tokens; i++) {
+		int32_t len = (int32_t)strtab_get(&v->text, i).n;
+
 		strmap_put(&v->tok_map, &v->text, i, true);
+		if (len > v->max_token_len)
+			v->max_token_len = len;
+	}
 	return FX_OK;
 }
 
@@ -345,24 +350,46 @@ static int load_kind(struct vocab *v, const struct gguf_file *g, struct fx_err *
 		v->add_space_prefix = true;
 		v->add_bos = true;
 		snprintf(v->kind, sizeof(v->kind), "llama (SentencePiece)");
-	} else if (span_eq(&model, "gpt2")) {
+	} else if (span_eq(&model, "gpt2") || span_eq(&model, "gemma4")) {
+		bool gemma4 = span_eq(&model, "gemma4");
+
+		if (gemma4) /* llama.cpp: a gemma4 model is the gemma4 pre-tokenizer */
+			pre = (struct gguf_str){ "gemma4", 6 };
 		v->type = VOCAB_BPE;
-		v->bos = 11;
-		v->eos = 11;
+		v->bos = v->eos = gemma4 ? -1 : 11;
 		v->pre = pretok_find(pre.p, pre.n);
 		if (!v->pre)
 			return fx_fail(err, FX_E_UNSUPPORTED,
 				       "tokenizer.ggml.pre '%.*s' is not supported", (int)pre.n, pre.p);
 		v->add_bos = v->pre->add_bos;
 		v->ignore_merges = v->pre->ignore_merges;
-		snprintf(v->kind, sizeof(v->kind), "gpt2 (byte-level BPE, pre %.*s)",
-			 (int)(pre.n > 40 ? 40 : pre.n), pre.p);
+		snprintf(v->kind, sizeof(v->kind), "%s (%s BPE, pre %.*s)", gemma4 ? "gemma4" : "gpt2",
+			 v->pre->raw_utf8 ? "UTF-8" : "byte-level", (int)(pre.n > 40 ? 40 : pre.n),
+			 pre.p);
+	} else if (span_eq(&model, "bert")) {
+		v->type = VOCAB_WPM;
+		v->bos = 101; /* [CLS]; llama.cpp reads no cls_token_id */
+		snprintf(v->kind, sizeof(v->kind), "bert (WordPiece)");
 	} else {
 		return fx_fail(err, FX_E_UNSUPPORTED,
-			       "tokenizer.ggml.model '%.*s' is not supported (ferrox knows llama, gpt2)",
-			       (int)(model.n > 64 ? 64 : model.n), model.p);
+			       "tokenizer.ggml.model '%.*s' is not supported (ferrox knows llama, "
+			       "gpt2, gemma4, bert)", (int)(model.n > 64 ? 64 : model.n), model.p);
 	}
 	return get_bool(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err);
+}
+
+/* BertNormalizer options (used by WordPiece): lowercase unless the key
+ * says not, strip_accents as lowercase unless its own key says. */
+static int load_normalizer(struct vocab *v, const struct gguf_file *g, struct fx_err *err)
+{
+	const char *key = "tokenizer.ggml.normalizer.strip_accents";
+	int rc;
+
+	v->lowercase = true;
+	rc = get_bool(g, "tokenizer.ggml.normalizer.lowercase", &v->lowercase, err);
+
+	v->strip_accents = v->lowercase;
+	return rc ? rc : get_bool(g, key, &v->strip_accents, err);
 }
 
 /* Special-token ids from their keys, then add_bos/add_eos. */
@@ -396,12 +423,18 @@ static int load_special_ids(struct vocab *v, const struct gguf_file *g, struct f
 			return rc;
 	}
 	if ((rc = get_bool(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err)) ||
-	    (rc = get_bool(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err)))
+	    (rc = get_bool(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err)) ||
+	    (rc = get_bool(g, "tokenizer.ggml.add_sep_token", &v->add_sep, err)))
 		return rc;
+	if (v->pre && v->pre->force_bos) /* llama.cpp's Gemma 4 workaround */
+		v->add_bos = true;
+	if (v->type == VOCAB_WPM) /* llama.cpp's WordPiece adds both, whatever the keys say */
+		v->add_bos = v->add_sep = true;
 	/* llama.cpp asserts when it must add a BOS/EOS it does not have; ferrox
 	 * does not add one. */
 	v->add_bos = v->add_bos && v->bos >= 0;
 	v->add_eos = v->add_eos && v->eos >= 0;
+	v->add_sep = v->add_sep && v->sep >= 0;
 	return FX_OK;
 }
 
@@ -701,7 +734,8 @@ int vocab_load(const struct gguf_file *g, struct vocab **out, struct fx_err *err
 	*out = NULL;
 	if (!(v = fx_calloc(1, sizeof(*v))))
 		return fx_fail(err, FX_E_NOMEM, "out of memory loading the vocabulary");
-	if ((rc = load_kind(v, g, err)) || (rc = load_tokens(v, g, err)))
+	if ((rc = load_kind(v, g, err)) || (rc = load_normalizer(v, g, err)) ||
+	    (rc = load_tokens(v, g, err)))
 		goto out_free;
 	if (v->type == VOCAB_BPE) {
 		if ((rc = load_merges(v, g, err)) || (rc = pretok_compile(v, v->pre, err)))

@@ -29,7 +29,11 @@ enum {
 	ATTR_RSTRIP = 1 << 8,
 };
 
-enum vocab_type { VOCAB_SPM, VOCAB_BPE };
+enum vocab_type {
+	VOCAB_SPM, /* "llama": SentencePiece BPE over scores */
+	VOCAB_BPE, /* "gpt2", "gemma4": BPE over merges */
+	VOCAB_WPM, /* "bert": WordPiece, greedy longest match */
+};
 
 /* A byte string that is not NUL-terminated. */
 struct span {
@@ -78,6 +82,11 @@ struct pretok_def {
 	const char *regex[PRETOK_MAX_RE];
 	bool ignore_merges; /* a word that is a whole token skips the merges */
 	bool add_bos;       /* default for add_bos before the GGUF key */
+	bool force_bos;     /* add_bos even when the GGUF says false (Gemma 4) */
+	bool raw_utf8;      /* SentencePiece-style BPE (Gemma 4): spaces escaped
+			     * to U+2581 before the split, no GPT-2 byte map,
+			     * byte fallback through <0xNN> tokens */
+	bool newline_words; /* a word of newlines that is a token stays whole */
 };
 
 struct vocab {
@@ -113,7 +122,10 @@ struct vocab {
 	fx_token *eog; /* sorted ids that end generation */
 	int32_t n_eog;
 
-	bool add_bos, add_eos, add_space_prefix, ignore_merges;
+	bool add_bos, add_eos, add_sep, add_space_prefix, ignore_merges;
+	/* WordPiece (BertNormalizer options; max_token_len bounds the match) */
+	bool lowercase, strip_accents;
+	int32_t max_token_len; /* bytes of the longest token text */
 	char kind[96];
 };
 
@@ -140,6 +152,29 @@ uint32_t utf8_decode_lenient(const char *s, size_t n, size_t *off);
 /* Encode cpt (any value < 0x200000) into out[0..4); returns the length. */
 size_t utf8_encode(uint32_t cpt, char *out);
 
+/* ---- Unicode classes (ucd.c, tables from scripts/gen-unicode-tables.py) */
+
+/* General-category class bits, as llama.cpp's unicode_cpt_flags. */
+enum {
+	UCD_UNDEF = 1 << 0,   /* Cn, and anything past U+10FFFF */
+	UCD_NUMBER = 1 << 1,  /* N* */
+	UCD_LETTER = 1 << 2,  /* L* */
+	UCD_SEP = 1 << 3,     /* Z* */
+	UCD_MARK = 1 << 4,    /* M* */
+	UCD_PUNCT = 1 << 5,   /* P* */
+	UCD_SYMBOL = 1 << 6,  /* S* */
+	UCD_CONTROL = 1 << 7, /* Cc, Cf, Co, Cs */
+};
+
+/* Exactly one UCD_* bit: the class of code point cpt. */
+unsigned ucd_class(uint32_t cpt);
+/* llama.cpp's White_Space set (the WS class of pretok.c). */
+bool ucd_is_space(uint32_t cpt);
+/* Simple lowercase mapping (UnicodeData field 13); cpt when none. */
+uint32_t ucd_tolower(uint32_t cpt);
+/* First code point of cpt's NFD decomposition; cpt when it has none. */
+uint32_t ucd_nfd_first(uint32_t cpt);
+
 /* ---- output sink ---------------------------------------------------- */
 
 /* Tokens are counted past cap so the caller learns the size it needs. */
@@ -162,6 +197,9 @@ static inline void tok_push(struct tok_out *o, fx_token t)
 int spm_tokenize(const struct vocab *v, const char *text, size_t n, struct tok_out *o);
 /* Byte-level BPE of one raw-text fragment: pre-tokenize, byte-encode, merge. */
 int bpe_tokenize(const struct vocab *v, const char *text, size_t n, struct tok_out *o);
+/* WordPiece over one raw-text fragment (wpm.c): normalize, split into
+ * words, greedy longest match per word, [UNK] for a word that fails. */
+int wpm_tokenize(const struct vocab *v, const char *text, size_t n, struct tok_out *o);
 
 /* ---- pre-tokenizer (pretok.c) --------------------------------------- */
 
@@ -176,7 +214,7 @@ void pretok_init_bytemap(struct vocab *v);
 
 /* Split text[0..n) into words as llama.cpp's unicode_regex_split does.
  * On success *words holds *n_words spans into *buf (both owned by the
- * caller, fx_free), each word already byte-encoded when the vocab is. */
+ * caller, fx_free), each word GPT-2 byte-encoded unless v->pre->raw_utf8. */
 int pretok_split(const struct vocab *v, const char *text, size_t n,
 		 char **buf, struct span **words, size_t *n_words);
 
