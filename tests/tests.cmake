@@ -12,6 +12,12 @@ foreach(src ${FX_TEST_SOURCES})
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
 endforeach()
 
+# tok_dump (tests/tok_dump.c): ferrox's tokenizer for scripts, through
+# include/ferrox.h alone; tests/test_hf_tokenizer_oracle.py and
+# bench/tokenize_speed.py drive it.
+add_executable(tok_dump ${CMAKE_SOURCE_DIR}/tests/tok_dump.c)
+target_link_libraries(tok_dump PRIVATE ferrox_internal)
+
 # The include graph points one way (scripts/check-includes.sh).
 add_test(NAME include_graph COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check-includes.sh)
 
