@@ -43,6 +43,7 @@ packages give the same files.
 The module also gives corpus_text(), the mixed-language text generator the
 oracle test and the speed bench share.
 """
+import hashlib
 import os
 import random
 import struct
@@ -338,6 +339,57 @@ def build(name, outdir, retrain=False):
     return from_gguf(path, outdir) + ", from " + path
 
 
+def stamp_of(name, source):
+    """What a folder is built from: this script, the committed WordPiece,
+    the source file's path, size and mtime, the package versions."""
+    import tokenizers
+    import transformers
+    h = hashlib.sha256()
+    for p in (os.path.abspath(__file__), WORDPIECE_XZ):
+        with open(p, "rb") as f:
+            h.update(f.read())
+    if source:
+        st = os.stat(source)
+        h.update(("%s %d %d" % (source, st.st_size, int(st.st_mtime))).encode())
+    h.update(("%s %s %s" % (name, tokenizers.__version__, transformers.__version__)).encode())
+    return h.hexdigest()
+
+
+def ensure(out, names):
+    """[(name, folder, source GGUF or None)] for those of names whose source
+    exists, building under out the folders whose .stamp is missing or stale
+    (the tests and the bench call this; a build is about a minute for all)."""
+    sources = dict(gguf_sources())
+    found = []
+    for name in names:
+        src = sources.get(name)
+        if src is not None and not os.path.isfile(src):
+            print("%s: not available, %s is missing" % (name, src))
+            continue
+        d = os.path.join(out, name)
+        stamp = stamp_of(name, src)
+        try:
+            with open(os.path.join(d, ".stamp")) as f:
+                fresh = f.read() == stamp
+        except OSError:
+            fresh = False
+        if not fresh:
+            t0 = time.monotonic()
+            clear(d)
+            build(name, d)
+            with open(os.path.join(d, ".stamp"), "w") as f:
+                f.write(stamp)
+            print("%s: built %s in %.1f s" % (name, d, time.monotonic() - t0), flush=True)
+        found.append((name, d, src))
+    return found
+
+
+def clear(d):
+    if os.path.isdir(d):
+        for f in os.listdir(d):
+            os.remove(os.path.join(d, f))
+
+
 def main():
     if len([a for a in sys.argv[1:] if a != "--retrain-wordpiece"]) < 1:
         sys.exit(__doc__)
@@ -353,9 +405,7 @@ def main():
     lines = []
     for n in names:
         d = os.path.join(out, n)
-        if os.path.isdir(d):
-            for f in os.listdir(d):
-                os.remove(os.path.join(d, f))
+        clear(d)
         t0 = time.monotonic()
         how = build(n, d, retrain)
         if how is None:
