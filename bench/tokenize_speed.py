@@ -22,12 +22,13 @@ For each vocabulary, the best of --rounds encodings of the whole text
 Prints tokens, seconds and tokens/s for both, and ferrox / tokenizers.
 """
 import argparse
-import importlib.util
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
 import time
+import types
 
 os.environ["RAYON_NUM_THREADS"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -36,11 +37,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_maker():
-    spec = importlib.util.spec_from_file_location("make_hf_tokenizers",
-                                                  os.path.join(ROOT, "scripts", "make-hf-tokenizers.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """scripts/make-hf-tokenizers.py as a namespace (its name is no module name)."""
+    return types.SimpleNamespace(**runpy.run_path(os.path.join(ROOT, "scripts", "make-hf-tokenizers.py")))
 
 
 def hf_speed(folder, text, rounds):

@@ -48,9 +48,11 @@ vocabularies are used where found, see make-hf-tokenizers.py).
 import importlib.util
 import os
 import random
+import runpy
 import subprocess
 import sys
 import time
+import types
 import zlib
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
@@ -74,11 +76,8 @@ def skip(msg):
 
 
 def load_maker():
-    spec = importlib.util.spec_from_file_location("make_hf_tokenizers",
-                                                  os.path.join(ROOT, "scripts", "make-hf-tokenizers.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """scripts/make-hf-tokenizers.py as a namespace (its name is no module name)."""
+    return types.SimpleNamespace(**runpy.run_path(os.path.join(ROOT, "scripts", "make-hf-tokenizers.py")))
 
 
 # ---- strings ------------------------------------------------------------------------------------

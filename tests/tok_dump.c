@@ -15,6 +15,7 @@
  * Exit status: 0, 2 when the model does not load or the arguments are
  * wrong (the message on stderr). Uses only include/ferrox.h.
  * tests/test_hf_tokenizer_oracle.py and bench/tokenize_speed.py drive it. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,15 +45,12 @@ static int tokenize(const struct fx_model *m, const char *text, size_t len, bool
 	return fx_tokenize(m, text, len, add, parse, ids->v, ids->cap, n);
 }
 
+/* The value of hex digit c, or -1. */
 static int hexval(int c)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
+	static const char digits[] = "0123456789abcdef";
+	const char *d = c ? strchr(digits, tolower(c)) : NULL;
+	return d ? (int)(d - digits) : -1;
 }
 
 /* Parse "<hex> <0|1> <0|1>" in place: the text's bytes overwrite the hex.
