@@ -189,7 +189,7 @@ int main(int argc, char **argv)
 	struct fx_model *m = NULL;
 	struct fx_err err = { 0 };
 	if (fx_model_load(path, &p, &m, &err) != FX_OK) {
-		fprintf(stderr, "tok_dump: %s: %s\n", path, err.msg);
+		fprintf(stderr, "tok_dump: %s\n", err.msg[0] ? err.msg : path);
 		return 2;
 	}
 	if (!fx_model_has_vocab(m)) {
