@@ -42,8 +42,9 @@ proves the plumbing, and its floors catch a broken harness.
 
 Skips (77) without tokenizers / transformers / sentencepiece / protobuf or
 without any source file, unless FX_REQUIRE_MODELS=1 (then the packages
-and the two default models in $FX_MODELS_DIR are required; llama.cpp's
-vocabularies are used where found, see make-hf-tokenizers.py).
+and the two default models in $FX_MODELS_DIR are required, and llama.cpp's
+vocabularies too when FX_LLAMA_VOCAB_DIR is set, as scripts/test.sh sets
+it; otherwise they are used where found, see make-hf-tokenizers.py).
 """
 import importlib.util
 import os
@@ -320,6 +321,11 @@ def main():
     wanted = only or [n for n, _ in mk.gguf_sources()] + mk.TRAINED
     out = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tok_dump))), "hf-tokenizers")
     vocabs = mk.ensure(out, wanted)
+    if REQUIRE and os.environ.get("FX_LLAMA_VOCAB_DIR"):
+        missing = sorted(set(wanted) - {v[0] for v in vocabs})
+        if missing:
+            sys.exit("FX_REQUIRE_MODELS=1 and FX_LLAMA_VOCAB_DIR is set, but these are missing: "
+                     + " ".join(missing))
     if gguf_mode:
         vocabs = [v for v in vocabs if v[2]]
     if not vocabs:
