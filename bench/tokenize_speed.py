@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Tokenizer speed: ferrox against Hugging Face `tokenizers`, single thread.
 
-    python3 bench/tokenize_speed.py [--tok-dump build/bin/tok_dump] [--gguf] [--rounds 5] [NAME ...]
+    python3 bench/tokenize_speed.py [--tok-dump build/bin/tok_dump] [--gguf] [--rounds 5] [--bytes N] [NAME ...]
 
-The text: 1 MiB of mixed-language running text (make-hf-tokenizers.py's
+The text: 1 MiB (--bytes) of mixed-language running text (make-hf-tokenizers.py's
 corpus_text(seed=3): Latin, Cyrillic, Greek, Arabic, Hebrew, Devanagari,
 Thai, CJK, kana, Hangul words, numbers, punctuation, newlines and tabs),
 the same bytes every run. The vocabularies: the folders
@@ -68,13 +68,14 @@ def main():
     ap.add_argument("--tok-dump", default=os.path.join(ROOT, "build", "bin", "tok_dump"))
     ap.add_argument("--gguf", action="store_true", help="ferrox on the source GGUF instead of the folder")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--bytes", type=int, default=1 << 20, help="text size (default 1 MiB)")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
     mk = load_maker()
     names = a.names or [n for n, _ in mk.MODELS]
     out = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.tok_dump))), "hf-tokenizers")
     vocabs = mk.ensure(out, names)
-    text = mk.corpus_text(seed=3, n_bytes=1 << 20)
+    text = mk.corpus_text(seed=3, n_bytes=a.bytes)
     with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
         f.write(text.encode("utf-8"))
         path = f.name
