@@ -36,8 +36,13 @@ fi
 # and gguf (reads the models' embedded chat templates), the same way.
 # llguidance (the grammar oracle of tests/test_grammar.py; no dependencies)
 # and jsonschema (validates constrained output), the same way.
-for mod in jinja2 gguf llguidance jsonschema; do
-	if ! python3 -c "import $mod" >/dev/null 2>&1; then
+# tokenizers (the oracle of tests/test_hf_tokenizer_oracle.py), transformers
+# (its GGUF tokenizer converters, run without torch), sentencepiece and
+# protobuf (a trained Unigram and its conversion), the same way.
+for mod in jinja2 gguf llguidance jsonschema tokenizers transformers sentencepiece protobuf; do
+	imp=$mod
+	[ "$mod" = protobuf ] && imp=google.protobuf
+	if ! python3 -c "import $imp" >/dev/null 2>&1; then
 		echo "installing: $mod (pip --user)" >&2
 		python3 -m pip install --quiet --user "$mod" 2>/dev/null ||
 			python3 -m pip install --quiet --user --break-system-packages "$mod" ||

@@ -12,6 +12,12 @@ foreach(src ${FX_TEST_SOURCES})
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
 endforeach()
 
+# tok_dump (tests/tok_dump.c): ferrox's tokenizer for scripts, through
+# include/ferrox.h alone; tests/test_hf_tokenizer_oracle.py and
+# bench/tokenize_speed.py drive it.
+add_executable(tok_dump ${CMAKE_SOURCE_DIR}/tests/tok_dump.c)
+target_link_libraries(tok_dump PRIVATE ferrox_internal)
+
 # The include graph points one way (scripts/check-includes.sh).
 add_test(NAME include_graph COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check-includes.sh)
 
@@ -135,6 +141,26 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_context_shift COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_context_shift.py
            $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_context_shift PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
+
+# Hugging Face tokenizer.json against the `tokenizers` package
+# (tests/test_hf_tokenizer_oracle.py): 19 vocabularies that
+# scripts/make-hf-tokenizers.py writes into build/hf-tokenizers (converted
+# from llama.cpp's test GGUFs and the default models by transformers, plus
+# trained WordPiece / Unigram ones), each on ~10,000 strings x 4
+# add/parse_special combinations through tok_dump; its EXPECTED_EQUAL list
+# is asserted. The _gguf variant runs ferrox's GGUF tokenizer on the source
+# files against the converted JSON (agreement floors only: the plumbing).
+# Skip (77) without the packages or sources unless FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_hf_tokenizer_oracle COMMAND ${Python3_EXECUTABLE}
+           ${CMAKE_SOURCE_DIR}/tests/test_hf_tokenizer_oracle.py $<TARGET_FILE:tok_dump>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME test_hf_tokenizer_oracle_gguf COMMAND ${Python3_EXECUTABLE}
+           ${CMAKE_SOURCE_DIR}/tests/test_hf_tokenizer_oracle.py $<TARGET_FILE:tok_dump> --gguf
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_hf_tokenizer_oracle test_hf_tokenizer_oracle_gguf
+                       PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
 endif()
 
 # The public libraries (cmake/public-libs.cmake): libferrox.so and
