@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "tokenizer/vocab_impl.h"
+#include "tokenizer/hf_impl.h"
 
 /* ---- symbols and the bigram queue shared by SPM and BPE -------------- */
 
@@ -463,6 +463,10 @@ static int tokenize_guarded(const struct vocab *v, const char *text, size_t len,
 	if (!v || !n_out || (!text && len) || (!out && cap))
 		return FX_E_INVALID;
 	*n_out = 0;
+	if (v->type == VOCAB_HF) {
+		rc = hftok_encode(v, text, len, add_special, parse_special, ns->span, ns->n, &o);
+		goto done;
+	}
 	if ((rc = partition(v, text, len, parse_special, ns, &f)))
 		goto out;
 	if (add_special && v->add_bos)
@@ -483,6 +487,7 @@ static int tokenize_guarded(const struct vocab *v, const char *text, size_t len,
 	}
 	if (!rc && add_special && v->add_eos)
 		tok_push(&o, v->eos);
+done:
 	if (!rc) {
 		*n_out = o.n;
 		if (o.n > cap)
