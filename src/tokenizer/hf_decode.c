@@ -4,7 +4,8 @@
  * streaming detokenizer.
  *
  * tokenizers decodes a whole id list; a piece is decoded as a token that
- * is neither the first nor the last of the text: Metaspace keeps its
+ * is neither the first nor the last of the text: without a decoder it is
+ * the token after a space (tokenizers joins them with spaces), Metaspace keeps its
  * leading replacement as a space, and a Strip that follows Fuse (which
  * strips the ends of the whole text) strips nothing. ByteFallback gives
  * the raw byte: the streaming detokenizer assembles UTF-8 across tokens
@@ -146,7 +147,9 @@ size_t hftok_piece(const struct vocab *v, fx_token id, bool special, char *buf, 
 	*rc = FX_OK;
 	if (!special && (v->attr[id] & ATTR_CONTROL))
 		return 0;
-	if (!(*rc = sbuf_put(&a, text.p, text.n)) && v->hf->dec)
+	if (!v->hf->dec) /* tokenizers joins the tokens with spaces */
+		*rc = sbuf_put(&a, " ", 1);
+	if (!*rc && !(*rc = sbuf_put(&a, text.p, text.n)) && v->hf->dec)
 		*rc = dec_apply(v, v->hf->dec, &a, &b, &fused);
 	if (!*rc) {
 		n = a.n;

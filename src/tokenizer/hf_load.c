@@ -644,7 +644,9 @@ static int build_vocab_text(struct vocab *v, const struct hftok *h, int32_t n, s
 	for (int32_t i = 0; i < h->n_added; i++) {
 		const struct hf_added *a = &h->added[i];
 
-		str[a->id] = (struct gguf_str){ a->text.p, a->text.n };
+		/* tokenizers gives a normalized token's text normalized */
+		str[a->id] = a->normalized ? (struct gguf_str){ a->norm.p, a->norm.n }
+					   : (struct gguf_str){ a->text.p, a->text.n };
 		v->attr[a->id] = a->special ? ATTR_CONTROL : ATTR_USER_DEFINED;
 	}
 	v->n_tokens = n;
