@@ -267,14 +267,31 @@ static size_t char_before(const char *s, size_t end)
 	return i;
 }
 
-/* Is the character s[i..) a word character (Rust regex \w)? */
-static bool word_char(const struct hftok *h, pcre2_match_data *md, const char *s, size_t n, size_t i)
+/* Is the character s[i..) a word character (Rust regex \w)? 1 or 0, or
+ * FX_E_NOMEM when PCRE2 runs out of memory. */
+static int word_char(const struct hftok *h, pcre2_match_data *md, const char *s, size_t n, size_t i)
 {
 	size_t len = utf8_len((unsigned char)s[i]);
+	int r;
 
 	if (len > n - i)
 		len = n - i;
-	return pcre2_match(h->re_word, (PCRE2_SPTR)(s + i), len, 0, PCRE2_ANCHORED, md, NULL) >= 0;
+	r = pcre2_match(h->re_word, (PCRE2_SPTR)(s + i), len, 0, PCRE2_ANCHORED, md, NULL);
+	if (r == PCRE2_ERROR_NOMEMORY || r == PCRE2_ERROR_HEAPLIMIT)
+		return FX_E_NOMEM;
+	return r >= 0;
+}
+
+/* single_word: no word character touches [start, stop) of s[0..n)? 1 or
+ * 0, or FX_E_NOMEM. */
+static int alone(const struct hftok *h, pcre2_match_data *md, const char *s, size_t n,
+		 size_t start, size_t stop)
+{
+	int w = start > 0 ? word_char(h, md, s, n, char_before(s, start)) : 0;
+
+	if (w == 0 && stop < n)
+		w = word_char(h, md, s, n, stop);
+	return w < 0 ? w : !w;
 }
 
 /* May added token a match at buf range [o0, o1) of piece p? */
@@ -336,10 +353,11 @@ static int split_added(struct enc *e, const struct trie_node *t, bool raw, const
 		}
 		a = &e->h->added[k];
 		i = stop;
-		if (a->single_word &&
-		    ((start > 0 && word_char(e->h, md, s, n, char_before(s, start))) ||
-		     (stop < n && word_char(e->h, md, s, n, stop))))
+		if (a->single_word && (rc = alone(e->h, md, s, n, start, stop)) <= 0) {
+			if (rc < 0)
+				return rc;
 			continue;
+		}
 		if (a->lstrip) {
 			size_t ns = start, off;
 

@@ -7,6 +7,7 @@
  * A component or option value ferrox does not implement is refused with
  * FX_E_UNSUPPORTED naming it, never run differently.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -751,8 +752,12 @@ static int read_json(const char *dir, const char *name, cJSON **out, struct fx_e
 
 	*out = NULL;
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if (!(f = fopen(path, "rb")))
-		return FX_OK;
+	if (!(f = fopen(path, "rb"))) {
+		if (errno == ENOMEM)
+			return FX_E_NOMEM;
+		return errno == ENOENT || errno == ENOTDIR ? FX_OK
+			: fx_fail(err, FX_E_IO, "%s: %s", path, strerror(errno));
+	}
 	if (fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
 		rc = fx_fail(err, FX_E_IO, "%s: cannot read it", path);
 	else if (!(buf = fx_malloc_array((size_t)len + 1, 1)))
