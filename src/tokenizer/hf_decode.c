@@ -86,6 +86,56 @@ static int dec_metaspace(const struct hf_dec *d, const struct sbuf *a, struct sb
 	return rc;
 }
 
+/* Every s in a->p[0..a->n) replaced by r, in place through scratch t. */
+static int replace_all(struct sbuf *a, const char *s, const char *r, struct sbuf *t)
+{
+	size_t ns = strlen(s), i = 0;
+	struct sbuf x;
+	int rc = FX_OK;
+
+	t->n = 0;
+	while (i < a->n && !rc) {
+		if (a->n - i >= ns && !memcmp(a->p + i, s, ns)) {
+			rc = sbuf_put(t, r, strlen(r));
+			i += ns;
+		} else {
+			rc = sbuf_put(t, a->p + i++, 1);
+		}
+	}
+	x = *a;
+	*a = *t;
+	*t = x;
+	return rc;
+}
+
+/* WordPiece (not the first token): the prefix dropped, else a space
+ * before; then BERT's cleanup replacements, in decoders/wordpiece.rs's
+ * order. */
+static int dec_wordpiece(const struct hf_dec *d, struct sbuf *a, struct sbuf *b)
+{
+	static const char *const fix[][2] = {
+		{ " .", "." }, { " ?", "?" }, { " !", "!" }, { " ,", "," }, { " ' ", "'" },
+		{ " n't", "n't" }, { " 'm", "'m" }, { " do not", " don't" }, { " 's", "'s" },
+		{ " 've", "'ve" }, { " 're", "'re" },
+	};
+	struct sbuf t;
+	int rc;
+
+	if (a->n >= d->n_str && !memcmp(a->p, d->str, d->n_str))
+		rc = sbuf_put(b, a->p + d->n_str, a->n - d->n_str);
+	else if (!(rc = sbuf_put(b, " ", 1)))
+		rc = sbuf_put(b, a->p, a->n);
+	t = *a; /* the result in a, b scratch */
+	*a = *b;
+	*b = t;
+	for (size_t i = 0; d->cleanup && i < sizeof(fix) / sizeof(fix[0]) && !rc; i++)
+		rc = replace_all(a, fix[i][0], fix[i][1], b);
+	t = *a;
+	*a = *b;
+	*b = t;
+	return rc;
+}
+
 /* Decoder d on the text in *a, the result left in *a (*b is scratch).
  * *fused: the tokens are one string by now (Fuse, ByteLevel). */
 static int dec_apply(const struct vocab *v, const struct hf_dec *d, struct sbuf *a, struct sbuf *b,
@@ -119,6 +169,9 @@ static int dec_apply(const struct vocab *v, const struct hf_dec *d, struct sbuf 
 		break;
 	case HFD_METASPACE:
 		rc = dec_metaspace(d, a, b);
+		break;
+	case HFD_WORDPIECE:
+		rc = dec_wordpiece(d, a, b);
 		break;
 	case HFD_REPLACE: {
 		struct hf_norm r = { .kind = HFN_REPLACE, .pat = d->pat, .str = d->str,

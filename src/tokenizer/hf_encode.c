@@ -227,6 +227,8 @@ int hftok_normalize(const struct hftok *h, const struct hf_norm *nm, const char 
 				       : sbuf_put(out, s + sl.a[i].s, sl.a[i].e - sl.a[i].s);
 		fx_free(sl.a);
 		return rc;
+	default:
+		return hfnorm_unicode(nm, s, n, out);
 	case HFN_SEQUENCE:
 		if ((rc = sbuf_put(&a, s, n)))
 			break;
@@ -603,7 +605,7 @@ static int encode_sequence(struct enc *e, size_t n, struct tok_out *o)
 		if (l.a[i].tok >= 0)
 			tok_push(o, l.a[i].tok);
 		else
-			rc = hfbpe_word(e->h, e->buf.p + l.a[i].off, l.a[i].n, o);
+			rc = hftok_word(e->h, e->buf.p + l.a[i].off, l.a[i].n, o);
 	}
 	fx_free(l.a);
 	fx_free(tmp.a);

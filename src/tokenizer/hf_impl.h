@@ -42,7 +42,11 @@ struct hf_pattern {
 enum hf_behavior { HFB_REMOVED, HFB_ISOLATED, HFB_MERGED_PREV, HFB_MERGED_NEXT, HFB_CONTIGUOUS };
 enum hf_prepend { HF_PREPEND_ALWAYS, HF_PREPEND_FIRST, HF_PREPEND_NEVER };
 
-enum hf_norm_kind { HFN_SEQUENCE, HFN_PREPEND, HFN_REPLACE };
+enum hf_norm_kind {
+	HFN_SEQUENCE, HFN_PREPEND, HFN_REPLACE,
+	/* hf_norm.c, through utf8proc */
+	HFN_NFC, HFN_NFD, HFN_NFKC, HFN_NFKD, HFN_LOWERCASE, HFN_STRIP, HFN_STRIP_ACCENTS, HFN_BERT
+};
 
 struct hf_norm {
 	enum hf_norm_kind kind;
@@ -51,6 +55,8 @@ struct hf_norm {
 	struct hf_pattern pat; /* Replace */
 	char *str;             /* Prepend: the prefix; Replace: the content (owned) */
 	size_t n_str;
+	bool left, right;      /* Strip: which ends */
+	bool clean_text, chinese, strip_accents, lowercase; /* BertNormalizer */
 };
 
 enum hf_pre_kind { HFP_SEQUENCE, HFP_BYTELEVEL, HFP_SPLIT, HFP_METASPACE };
@@ -72,7 +78,7 @@ struct hf_pre {
 
 enum hf_dec_kind {
 	HFD_SEQUENCE, HFD_BYTELEVEL, HFD_REPLACE, HFD_BYTEFALLBACK, HFD_FUSE, HFD_STRIP,
-	HFD_METASPACE
+	HFD_METASPACE, HFD_WORDPIECE
 };
 
 struct hf_dec {
@@ -80,12 +86,14 @@ struct hf_dec {
 	struct hf_dec *item; /* [n_item] Sequence */
 	int n_item;
 	struct hf_pattern pat;   /* Replace */
-	char *str;               /* Replace: content; Strip: the character (owned) */
+	char *str;               /* Replace: content; Strip: the character;
+				  * WordPiece: the prefix (owned) */
 	size_t n_str;
 	int start, stop;         /* Strip: characters at most, each end */
 	char rep[4];             /* Metaspace */
 	size_t n_rep;
 	enum hf_prepend prepend; /* Metaspace */
+	bool cleanup;            /* WordPiece: BERT's detokenizing replacements */
 };
 
 /* One entry of the post-processor's "single" template: special-token ids
@@ -108,7 +116,10 @@ struct hf_pair {
 	int32_t left, right, rank, id;
 };
 
+enum hf_model_kind { HFM_BPE, HFM_WORDPIECE, HFM_UNIGRAM };
+
 struct hftok {
+	enum hf_model_kind model;
 	/* model vocabulary, by id (ids absent from "vocab" are empty and
 	 * not in model_map) */
 	struct strtab model_text; /* [n_model] */
@@ -122,6 +133,15 @@ struct hftok {
 	bool byte_fallback, ignore_merges, fuse_unk;
 	fx_token unk;           /* -1 when there is no unk_token */
 	fx_token byte_tok[256]; /* <0xNN> ids, -1 when absent */
+
+	/* WordPiece (models/wordpiece/mod.rs): prefix and unk above */
+	int max_chars; /* max_input_chars_per_word */
+
+	/* Unigram (models/unigram/model.rs): byte_fallback and unk above */
+	double *score;          /* [model_text.n] */
+	double unk_score;       /* the lowest score less 10 */
+	struct trie_node *piece_trie; /* over the pieces; `special` >= 0 ends one */
+	int32_t n_piece_trie;
 
 	struct hf_added *added; /* [n_added], tokenizers' order: specials first */
 	int32_t n_added;
@@ -165,6 +185,12 @@ int hftok_encode(const struct vocab *v, const char *text, size_t n, bool add_spe
 		 bool parse_special, const struct fx_chat_span *data, size_t n_data,
 		 struct tok_out *o);
 
+/* ---- hf_norm.c ---------------------------------------------------------- */
+
+/* The utf8proc normalizers (HFN_NFC .. HFN_BERT) on s[0..n) (valid
+ * UTF-8), appending to out. FX_E_NOMEM. */
+int hfnorm_unicode(const struct hf_norm *nm, const char *s, size_t n, struct sbuf *out);
+
 /* ---- hf_bpe.c ----------------------------------------------------------- */
 
 /* Build the BPE model of h from the "model" object m (vocab already
@@ -173,6 +199,16 @@ int hftok_encode(const struct vocab *v, const char *text, size_t n, bool add_spe
 int hfbpe_load(struct hftok *h, const cJSON *m, struct fx_err *err);
 /* The BPE tokens of one pre-tokenized word w[0..n) into o. FX_E_NOMEM. */
 int hfbpe_word(const struct hftok *h, const char *w, size_t n, struct tok_out *o);
+
+/* ---- hf_models.c --------------------------------------------------------- */
+
+/* WordPiece / Unigram from the "model" object m. FX_E_FORMAT (malformed,
+ * unk token or id missing, named), FX_E_NOMEM. */
+int hfwp_load(struct hftok *h, const cJSON *m, struct fx_err *err);
+int hfuni_load(struct hftok *h, const cJSON *m, struct fx_err *err);
+/* The tokens of one pre-tokenized word w[0..n) into o, by h's model.
+ * FX_E_NOMEM; FX_E_FORMAT when the word needs an unk the model lacks. */
+int hftok_word(const struct hftok *h, const char *w, size_t n, struct tok_out *o);
 
 /* ---- hf_decode.c -------------------------------------------------------- */
 

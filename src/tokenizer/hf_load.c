@@ -216,6 +216,31 @@ static void norm_fini(struct hf_norm *nm)
 	fx_free(nm->str);
 }
 
+/* The normalizers of hf_norm.c. */
+static int load_norm_unicode(const cJSON *o, const char *t, struct hf_norm *nm, struct fx_err *err)
+{
+	static const struct { const char *name; enum hf_norm_kind kind; } kinds[] = {
+		{ "NFC", HFN_NFC }, { "NFD", HFN_NFD }, { "NFKC", HFN_NFKC }, { "NFKD", HFN_NFKD },
+		{ "Lowercase", HFN_LOWERCASE }, { "Strip", HFN_STRIP },
+		{ "StripAccents", HFN_STRIP_ACCENTS }, { "BertNormalizer", HFN_BERT },
+	};
+	const cJSON *sa = item(o, "strip_accents");
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (!strcmp(t, kinds[i].name))
+			nm->kind = kinds[i].kind;
+	if (nm->kind == HFN_SEQUENCE) /* none of them */
+		return unsupported(err, "normalizer", t);
+	nm->left = get_flag(o, "strip_left", true);
+	nm->right = get_flag(o, "strip_right", true);
+	nm->clean_text = get_flag(o, "clean_text", true);
+	nm->chinese = get_flag(o, "handle_chinese_chars", true);
+	nm->lowercase = get_flag(o, "lowercase", true);
+	/* strip_accents: null follows lowercase, as BERT's uncased models */
+	nm->strip_accents = cJSON_IsBool(sa) ? cJSON_IsTrue(sa) : nm->lowercase;
+	return FX_OK;
+}
+
 static int load_norm(struct hftok *h, const cJSON *o, struct hf_norm *nm, struct fx_err *err)
 {
 	const char *t = type_of(o);
@@ -248,7 +273,7 @@ static int load_norm(struct hftok *h, const cJSON *o, struct hf_norm *nm, struct
 			return rc;
 		return load_pattern(h, item(o, "pattern"), "normalizer Replace", &nm->pat, err);
 	}
-	return unsupported(err, "normalizer", t);
+	return load_norm_unicode(o, t, nm, err);
 }
 
 /* ---- pre-tokenizers ----------------------------------------------------- */
@@ -274,6 +299,54 @@ static int load_behavior(const cJSON *o, enum hf_behavior *b, struct fx_err *err
 		}
 	return cJSON_IsString(j) ? unsupported(err, "Split behavior", j->valuestring)
 				 : fx_fail(err, FX_E_FORMAT, "tokenizer.json: Split has no behavior");
+}
+
+/* p as a Split on regex re (Oniguruma syntax). */
+static int split_on(struct hftok *h, struct hf_pre *p, const char *re, enum hf_behavior b,
+		    bool invert, struct fx_err *err)
+{
+	p->kind = HFP_SPLIT;
+	p->behavior = b;
+	p->invert = invert;
+	return hftok_regex(h, re, strlen(re), "pre_tokenizer", &p->pat.re, err);
+}
+
+/* Character classes of Rust's predicates: \w (Alphabetic, M, Nd, Pc,
+ * Join_Control), is_numeric (N), and BERT's punctuation (ASCII punctuation
+ * or P). \s is rewritten to White_Space by hftok_regex. */
+#define RE_WORD "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}"
+#define RE_PUNCT "[\\p{P}\\x21-\\x2F\\x3A-\\x40\\x5B-\\x60\\x7B-\\x7E]"
+
+/* The pre-tokenizers that are Splits on a character class:
+ * pre_tokenizers/digits.rs, punctuation.rs, whitespace.rs, bert.rs. */
+static int load_pre_split(struct hftok *h, const cJSON *o, const char *t, struct hf_pre *p,
+			  struct fx_err *err)
+{
+	enum hf_behavior b = HFB_ISOLATED;
+	int rc;
+
+	if (!strcmp(t, "Digits"))
+		return split_on(h, p, get_flag(o, "individual_digits", false) ? "\\p{N}" : "\\p{N}+",
+				HFB_ISOLATED, false, err);
+	if (!strcmp(t, "Punctuation")) {
+		if (item(o, "behavior") && (rc = load_behavior(o, &b, err)))
+			return rc;
+		return split_on(h, p, RE_PUNCT, b, false, err);
+	}
+	if (!strcmp(t, "Whitespace"))
+		return split_on(h, p, "[" RE_WORD "]+|[^" RE_WORD "\\s]+", HFB_REMOVED, true, err);
+	if (!strcmp(t, "WhitespaceSplit"))
+		return split_on(h, p, "\\s", HFB_REMOVED, false, err);
+	if (!strcmp(t, "BertPreTokenizer")) {
+		p->kind = HFP_SEQUENCE;
+		if (!(p->item = fx_calloc(2, sizeof(*p->item))))
+			return FX_E_NOMEM;
+		p->n_item = 2;
+		if ((rc = split_on(h, &p->item[0], "\\s", HFB_REMOVED, false, err)))
+			return rc;
+		return split_on(h, &p->item[1], RE_PUNCT, HFB_ISOLATED, false, err);
+	}
+	return unsupported(err, "pre_tokenizer", t);
 }
 
 static int load_pre(struct hftok *h, const cJSON *o, struct hf_pre *p, struct fx_err *err)
@@ -312,7 +385,7 @@ static int load_pre(struct hftok *h, const cJSON *o, struct hf_pre *p, struct fx
 		p->split = get_flag(o, "split", true);
 		return load_metaspace(o, "pre_tokenizer", p->rep, &p->n_rep, &p->prepend, err);
 	}
-	return unsupported(err, "pre_tokenizer", t);
+	return load_pre_split(h, o, t, p, err);
 }
 
 /* ---- decoders ----------------------------------------------------------- */
@@ -367,6 +440,15 @@ static int load_dec(struct hftok *h, const cJSON *o, struct hf_dec *d, struct fx
 		d->start = a->valueint;
 		d->stop = b->valueint;
 		return FX_OK;
+	}
+	if (!strcmp(t, "WordPiece")) {
+		const cJSON *pre = item(o, "prefix");
+
+		d->kind = HFD_WORDPIECE;
+		d->cleanup = get_flag(o, "cleanup", true);
+		d->n_str = cJSON_IsString(pre) ? strlen(pre->valuestring) : 2;
+		d->str = fx_strndup(cJSON_IsString(pre) ? pre->valuestring : "##", d->n_str);
+		return d->str ? FX_OK : FX_E_NOMEM;
 	}
 	if (!strcmp(t, "Metaspace")) {
 		d->kind = HFD_METASPACE;
@@ -670,7 +752,11 @@ static int load_json(struct vocab *v, struct hftok *h, const cJSON *j, struct fx
 
 	if (!cJSON_IsObject(model))
 		return fx_fail(err, FX_E_FORMAT, "tokenizer.json: no model");
-	if (strcmp(mt, "BPE") && !(!*mt && item(model, "merges")))
+	if (!strcmp(mt, "WordPiece"))
+		h->model = HFM_WORDPIECE;
+	else if (!strcmp(mt, "Unigram"))
+		h->model = HFM_UNIGRAM;
+	else if (strcmp(mt, "BPE") && !(!*mt && item(model, "merges")))
 		return unsupported(err, "model", *mt ? mt : "(untyped)");
 	if ((o = item(j, "normalizer")) && !cJSON_IsNull(o)) {
 		if (!(h->norm = fx_calloc(1, sizeof(*h->norm))))
@@ -690,7 +776,11 @@ static int load_json(struct vocab *v, struct hftok *h, const cJSON *j, struct fx
 		if ((rc = load_dec(h, o, h->dec, err)))
 			return rc;
 	}
-	if ((rc = load_model_vocab(h, item(model, "vocab"), err)) || (rc = hfbpe_load(h, model, err)))
+	if (h->model == HFM_UNIGRAM)
+		rc = hfuni_load(h, model, err);
+	else if (!(rc = load_model_vocab(h, item(model, "vocab"), err)))
+		rc = h->model == HFM_BPE ? hfbpe_load(h, model, err) : hfwp_load(h, model, err);
+	if (rc)
 		return rc;
 	o = item(j, "added_tokens");
 	if (o && !cJSON_IsArray(o) && !cJSON_IsNull(o))
@@ -705,7 +795,7 @@ static int load_json(struct vocab *v, struct hftok *h, const cJSON *j, struct fx
 		if ((rc = load_post(o, v->n_tokens, h, err)))
 			return rc;
 	}
-	snprintf(v->kind, sizeof(v->kind), "tokenizer.json (BPE%s%s)",
+	snprintf(v->kind, sizeof(v->kind), "tokenizer.json (%s%s%s)", *mt ? mt : "BPE",
 		 h->pre ? ", pre-tokenizer " : "", h->pre ? type_of(item(j, "pre_tokenizer")) : "");
 	return FX_OK;
 }
@@ -729,6 +819,8 @@ void hftok_free(struct hftok *h)
 	fx_free(h->added);
 	fx_free(h->added_buf);
 	fx_free(h->pair);
+	fx_free(h->score);
+	fx_free(h->piece_trie);
 	fx_free(h->prefix);
 	fx_free(h->suffix);
 	fx_free(h->model_map.slot);
@@ -893,7 +985,7 @@ static int compile_fixed(struct hftok *h, struct fx_err *err)
 {
 	static const char gpt2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|"
 				   "\\s+(?!\\S)|\\s+";
-	static const char word[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
+	static const char word[] = "[" RE_WORD "]";
 	int rc = hftok_regex(h, gpt2, sizeof(gpt2) - 1, "ByteLevel", &h->re_bytelevel, err);
 
 	return rc ? rc : hftok_regex(h, word, sizeof(word) - 1, "word", &h->re_word, err);
