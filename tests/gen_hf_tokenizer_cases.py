@@ -188,7 +188,66 @@ def main():
     t.post_processor = processors.Sequence([processors.ByteLevel(), processors.TemplateProcessing(
         single="[SEP] $A [SEP]", special_tokens=[("[SEP]", vocab["["])])])
     emit("ignore-merges-seqpost", t, TEXTS[:9], modes=((False, True), (True, True)))
+    unicode_parts()
     errors()
+
+
+UNI_TEXTS = TEXTS + ["ÉCOLE Straße İstanbul ΑΣ", "ﬁ ½ Ⅻ ｆｕｌｌ ①", "e\u0301 a\u0308 \u093e x\u20dd",
+                     "\u3000 x\u200by\ue000z\u0001 中文字 ㄱ  ", "Don't do not 'm 've 're ...?!",
+                     "3.14159 ٣٤ ²³ 12345", "tab\tnew\nline\r\nend", "hello!!! (world) [x] {y} $5 #tag @me"]
+
+
+def unicode_parts():
+    """Steps 3-4: Unicode normalizers, character-class pre-tokenizers,
+    WordPiece and Unigram."""
+    chars = sorted(set("".join(UNI_TEXTS + CORPUS)))
+    wp_train = CORPUS + UNI_TEXTS * 3
+    for name, norm in [("nfc", normalizers.NFC()), ("nfd", normalizers.NFD()), ("nfkc", normalizers.NFKC()),
+                       ("nfkd", normalizers.NFKD()), ("lowercase", normalizers.Lowercase()),
+                       ("strip", normalizers.Strip(left=True, right=False)),
+                       ("stripaccents", normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents()])),
+                       ("bert", normalizers.BertNormalizer()),
+                       ("bert-cased", normalizers.BertNormalizer(lowercase=False, strip_accents=None,
+                                                                 handle_chinese_chars=False))]:
+        t = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(chars)}, merges=[], byte_fallback=False))
+        t.normalizer = norm
+        t.add_tokens([AddedToken("école", normalized=True)])
+        emit("norm-" + name, t, UNI_TEXTS, modes=((False, True),))
+    for name, pre in [("digits", pre_tokenizers.Digits(individual_digits=False)),
+                      ("digits-individual", pre_tokenizers.Digits(individual_digits=True)),
+                      ("punct", pre_tokenizers.Punctuation()),
+                      ("punct-next", pre_tokenizers.Punctuation("merged_with_next")),
+                      ("whitespace", pre_tokenizers.Whitespace()),
+                      ("whitespacesplit", pre_tokenizers.WhitespaceSplit()),
+                      ("bertpre", pre_tokenizers.BertPreTokenizer())]:
+        t = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(chars)}, merges=[]))
+        t.pre_tokenizer = pre
+        emit("pre-" + name, t, UNI_TEXTS, modes=((False, True),))
+    # WordPiece (BERT uncased style) with its decoder and post-processor
+    t = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=12))
+    t.normalizer = normalizers.BertNormalizer()
+    t.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    t.train_from_iterator(wp_train, trainers.WordPieceTrainer(vocab_size=300, show_progress=False,
+                          special_tokens=["[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    t.post_processor = processors.BertProcessing(("[SEP]", t.token_to_id("[SEP]")), ("[CLS]", t.token_to_id("[CLS]")))
+    t.decoder = decoders.WordPiece()
+    emit("wordpiece", t, UNI_TEXTS + ["supercalifragilistic word", "x\u2603y"])
+    # Unigram, with and without byte fallback
+    for bf in (False, True):
+        t = Tokenizer(models.Unigram())
+        t.normalizer = normalizers.NFKC()
+        t.pre_tokenizer = pre_tokenizers.Metaspace()
+        t.decoder = decoders.Metaspace()
+        t.train_from_iterator(wp_train, trainers.UnigramTrainer(vocab_size=150, show_progress=False,
+                              unk_token="<unk>", special_tokens=["<unk>", "<s>", "</s>"]))
+        j = json.loads(t.to_str())
+        if bf:
+            j["model"]["byte_fallback"] = True
+            for b in range(256):
+                if b not in (0xE2, 0x98):  # so that some fall back to unk
+                    j["model"]["vocab"].append([f"<0x{b:02X}>", -20.0])
+        t = Tokenizer.from_str(json.dumps(j))
+        emit(f"unigram-bf{int(bf)}", t, UNI_TEXTS + ["x\u2603y ☃☃ zzqq"], anchor="▁")
 
 
 def errors():
@@ -236,6 +295,7 @@ def errors():
     err("dropout", -4, "model.dropout (BPE-dropout, random) is not supported", setp(["model", "dropout"], 0.1))
     err("split-behavior", -4, "Split behavior 'Sideways' is not supported",
         setp(["pre_tokenizer"], {"type": "Split", "pattern": {"String": " "}, "behavior": "Sideways", "invert": False}))
+    err("nul-token", -4, "a string with U+0000", setp(["model", "vocab", "x\0y"], 999))
     err("bad-regex", -4, "PCRE2 rejects it",
         setp(["pre_tokenizer"], {"type": "Split", "pattern": {"Regex": "(ab"}, "behavior": "Isolated", "invert": False}))
 

@@ -833,6 +833,21 @@ void hftok_free(struct hftok *h)
 
 /* ---- the files around it --------------------------------------------------- */
 
+/* Does the JSON text hold a \\u0000 escape? cJSON ends its strings there,
+ * so such a token would silently lose its tail. */
+static bool has_nul_escape(const char *s, size_t n)
+{
+	for (const char *p = s; (p = memmem(p, n - (size_t)(p - s), "\\u0000", 6)); p += 6) {
+		size_t k = 0;
+
+		while (p - k > s && p[-1 - (ptrdiff_t)k] == '\\')
+			k++;
+		if (k % 2 == 0) /* the backslash is not itself escaped */
+			return true;
+	}
+	return false;
+}
+
 /* dir/name parsed, or *out NULL when the file is absent. */
 static int read_json(const char *dir, const char *name, cJSON **out, struct fx_err *err)
 {
@@ -857,6 +872,9 @@ static int read_json(const char *dir, const char *name, cJSON **out, struct fx_e
 	else if (fread(buf, 1, (size_t)len, f) != (size_t)len)
 		rc = fx_fail(err, FX_E_IO, "%s: cannot read it", path);
 	fclose(f);
+	if (!rc && has_nul_escape(buf, (size_t)len))
+		rc = fx_fail(err, FX_E_UNSUPPORTED, "%s: a string with U+0000 (\\u0000) is not supported",
+			     path);
 	if (!rc) {
 		size_t end = 0;
 
