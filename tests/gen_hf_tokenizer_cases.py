@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/data/hf_tokenizer/cases.txt for tests/test_hf_tokenizer.c.
 
-The oracle is the `tokenizers` package (PyPI, 0.23.3 when written): each
+The oracle is the `tokenizers` package (PyPI, 0.23.3 when written; the
+Precompiled case's charsmap comes from `sentencepiece`'s trainer): each
 small tokenizer.json below is built with its Python API, and every expected
 id list and decoded piece stream is what that package gives. The C test
 needs no Python: it reads the committed output.
@@ -17,6 +18,8 @@ Format, one record a line:
   X code text                 loading must fail with status code and a
                               message containing text
 Run: python3 tests/gen_hf_tokenizer_cases.py > tests/data/hf_tokenizer/cases.txt
+(the WordPiece trainer breaks ties in hash order, so its vocabulary may
+differ between runs; the committed output is the test's data).
 """
 import json
 from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers,
@@ -248,6 +251,35 @@ def unicode_parts():
                     j["model"]["vocab"].append([f"<0x{b:02X}>", -20.0])
         t = Tokenizer.from_str(json.dumps(j))
         emit(f"unigram-bf{int(bf)}", t, UNI_TEXTS + ["x\u2603y ☃☃ zzqq"], anchor="▁")
+        if not bf:
+            t.normalizer = normalizers.Sequence([normalizers.Precompiled(charsmap()),
+                                                 normalizers.Replace(Regex(" {2,}"), " ")])
+            emit("unigram-precompiled", t, UNI_TEXTS + PRECOMPILED_TEXTS, anchor="▁")
+
+
+PRECOMPILED_TEXTS = ["ＡａＡａ ABCD abc", "e\u0301 e\u0301\u0301 caf\u00e9", "Ⅰ ﬁsh\u3000ﬁ", "ABC ABCABC AB"]
+
+
+def charsmap():
+    """A small SentencePiece charsmap (sentencepiece's trainer, custom
+    rules): one-to-one, one-to-many, many-to-one and grapheme rules."""
+    import io
+    import os
+    import tempfile
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    rules = "FF21\t41\nFF41\t61\n65 301\tE9\n2160\t49\nFB01\t66 69\n3000\t20\n41 42 43\t78\n"
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "rules.tsv")
+        with open(path, "w") as f:
+            f.write(rules)
+        m = io.BytesIO()
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(["Hello world this is a test of the precompiled charsmap"] * 50),
+                                       model_writer=m, vocab_size=20, model_type="unigram",
+                                       normalization_rule_tsv=path, minloglevel=2)
+    p = pb.ModelProto()
+    p.ParseFromString(m.getvalue())
+    return p.normalizer_spec.precompiled_charsmap
 
 
 def errors():

@@ -339,7 +339,7 @@ int main(void)
 		return 1;
 	}
 	n = run_cases();
-	CHECKF(n >= 40, "only %d tokenizers in %s", n, CASES);
+	CHECKF(n >= 66, "only %d tokenizers in %s", n, CASES);
 	dir_files();
 	model_load();
 	prompt_spans();

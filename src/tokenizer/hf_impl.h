@@ -45,7 +45,8 @@ enum hf_prepend { HF_PREPEND_ALWAYS, HF_PREPEND_FIRST, HF_PREPEND_NEVER };
 enum hf_norm_kind {
 	HFN_SEQUENCE, HFN_PREPEND, HFN_REPLACE,
 	/* hf_norm.c, through utf8proc */
-	HFN_NFC, HFN_NFD, HFN_NFKC, HFN_NFKD, HFN_LOWERCASE, HFN_STRIP, HFN_STRIP_ACCENTS, HFN_BERT
+	HFN_NFC, HFN_NFD, HFN_NFKC, HFN_NFKD, HFN_LOWERCASE, HFN_STRIP, HFN_STRIP_ACCENTS, HFN_BERT,
+	HFN_PRECOMPILED
 };
 
 struct hf_norm {
@@ -57,6 +58,12 @@ struct hf_norm {
 	size_t n_str;
 	bool left, right;      /* Strip: which ends */
 	bool clean_text, chinese, strip_accents, lowercase; /* BertNormalizer */
+	/* Precompiled: SentencePiece's charsmap, a darts-clone double array
+	 * ([n_units] 32-bit units) over the normalized strings' blob */
+	uint32_t *units;
+	size_t n_units;
+	char *blob; /* [n_blob] NUL-separated normalized strings (owned) */
+	size_t n_blob;
 };
 
 enum hf_pre_kind { HFP_SEQUENCE, HFP_BYTELEVEL, HFP_SPLIT, HFP_METASPACE };
@@ -190,6 +197,8 @@ int hftok_encode(const struct vocab *v, const char *text, size_t n, bool add_spe
 /* The utf8proc normalizers (HFN_NFC .. HFN_BERT) on s[0..n) (valid
  * UTF-8), appending to out. FX_E_NOMEM. */
 int hfnorm_unicode(const struct hf_norm *nm, const char *s, size_t n, struct sbuf *out);
+/* Precompiled's charsmap from its base64 text b64. FX_E_FORMAT, FX_E_NOMEM. */
+int hfnorm_precompiled_load(struct hf_norm *nm, const char *b64, struct fx_err *err);
 
 /* ---- hf_bpe.c ----------------------------------------------------------- */
 

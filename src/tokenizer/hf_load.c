@@ -214,6 +214,8 @@ static void norm_fini(struct hf_norm *nm)
 	fx_free(nm->item);
 	pattern_free(&nm->pat);
 	fx_free(nm->str);
+	fx_free(nm->units);
+	fx_free(nm->blob);
 }
 
 /* The normalizers of hf_norm.c. */
@@ -260,6 +262,17 @@ static int load_norm(struct hftok *h, const cJSON *o, struct hf_norm *nm, struct
 				return rc;
 		}
 		return FX_OK;
+	}
+	if (!strcmp(t, "Precompiled")) {
+		const cJSON *m = item(o, "precompiled_charsmap");
+
+		nm->kind = HFN_PRECOMPILED;
+		if (cJSON_IsNull(m) || (cJSON_IsString(m) && !*m->valuestring))
+			return FX_OK; /* an empty map changes nothing */
+		if (!cJSON_IsString(m))
+			return fx_fail(err, FX_E_FORMAT, "tokenizer.json: Precompiled has no "
+				       "precompiled_charsmap");
+		return hfnorm_precompiled_load(nm, m->valuestring, err);
 	}
 	if (!strcmp(t, "Prepend")) {
 		nm->kind = HFN_PREPEND;

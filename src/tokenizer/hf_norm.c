@@ -171,6 +171,8 @@ static int strip(const struct hf_norm *nm, const char *s, size_t n, struct sbuf 
 	return sbuf_put(out, s + a, b - a);
 }
 
+static int precompiled(const struct hf_norm *nm, const char *s, size_t n, struct sbuf *out);
+
 int hfnorm_unicode(const struct hf_norm *nm, const char *s, size_t n, struct sbuf *out)
 {
 	switch (nm->kind) {
@@ -184,7 +186,150 @@ int hfnorm_unicode(const struct hf_norm *nm, const char *s, size_t n, struct sbu
 		return unicode_form(s, n, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, out);
 	case HFN_STRIP:
 		return strip(nm, s, n, out);
+	case HFN_PRECOMPILED:
+		return precompiled(nm, s, n, out);
 	default:
 		return per_char(nm, s, n, out);
 	}
+}
+
+/* ---- Precompiled (normalizers/precompiled.rs, the spm_precompiled crate) */
+
+static int b64val(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+int hfnorm_precompiled_load(struct hf_norm *nm, const char *b64, struct fx_err *err)
+{
+	size_t n = strlen(b64), k = 0;
+	unsigned char *raw = fx_malloc_array(n / 4 * 3 + 3, 1);
+	uint32_t acc = 0, trie_bytes;
+	int bits = 0;
+
+	if (!raw)
+		return FX_E_NOMEM;
+	for (size_t i = 0; i < n && b64[i] != '='; i++) {
+		int v = b64val(b64[i]);
+
+		if (v < 0) {
+			fx_free(raw);
+			return fx_fail(err, FX_E_FORMAT, "tokenizer.json: precompiled_charsmap is not "
+				       "base64 (byte %zu)", i);
+		}
+		acc = acc << 6 | (uint32_t)v;
+		if ((bits += 6) >= 8) {
+			bits -= 8;
+			raw[k++] = (unsigned char)(acc >> bits);
+		}
+	}
+	trie_bytes = k >= 4 ? (uint32_t)raw[0] | (uint32_t)raw[1] << 8 | (uint32_t)raw[2] << 16 |
+			      (uint32_t)raw[3] << 24 : 0;
+	if (k < 4 || trie_bytes % 4 || trie_bytes < 4 || trie_bytes > k - 4) {
+		fx_free(raw);
+		return fx_fail(err, FX_E_FORMAT, "tokenizer.json: precompiled_charsmap is truncated");
+	}
+	nm->n_units = trie_bytes / 4;
+	nm->n_blob = k - 4 - trie_bytes;
+	nm->units = fx_malloc_array(nm->n_units, sizeof(*nm->units));
+	nm->blob = fx_malloc_array(nm->n_blob + 1, 1);
+	if (nm->units && nm->blob) {
+		for (size_t i = 0; i < nm->n_units; i++) {
+			const unsigned char *u = raw + 4 + 4 * i;
+
+			nm->units[i] = (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 |
+				       (uint32_t)u[3] << 24;
+		}
+		memcpy(nm->blob, raw + 4 + trie_bytes, nm->n_blob);
+	}
+	fx_free(raw);
+	return nm->units && nm->blob ? FX_OK : FX_E_NOMEM;
+}
+
+/* darts-clone's common prefix search, first (shortest) match only: the
+ * blob offset of its normalized string, or -1. A malformed array (an
+ * index past its end) matches nothing. */
+static long first_prefix(const struct hf_norm *nm, const char *s, size_t n)
+{
+	size_t pos = 0;
+	uint32_t unit = nm->units[0];
+
+	pos ^= (unit >> 10) << ((unit & (1u << 9)) >> 6);
+	for (size_t i = 0; i < n && s[i]; i++) {
+		uint8_t c = (uint8_t)s[i];
+
+		pos ^= c;
+		if (pos >= nm->n_units)
+			return -1;
+		unit = nm->units[pos];
+		if ((unit & ((1u << 31) | 0xff)) != c)
+			return -1;
+		pos ^= (unit >> 10) << ((unit & (1u << 9)) >> 6);
+		if (pos >= nm->n_units)
+			return -1;
+		if ((unit >> 8) & 1)
+			return (long)(nm->units[pos] & ((1u << 31) - 1));
+	}
+	return -1;
+}
+
+/* chunk s[0..n) through the map: 1 when replaced (appended to out). */
+static int transform(const struct hf_norm *nm, const char *s, size_t n, struct sbuf *out)
+{
+	long at = first_prefix(nm, s, n);
+	size_t end;
+	int rc;
+
+	if (at < 0 || (size_t)at >= nm->n_blob)
+		return 0;
+	end = (size_t)at;
+	while (end < nm->n_blob && nm->blob[end])
+		end++;
+	rc = sbuf_put(out, nm->blob + at, end - (size_t)at);
+	return rc ? rc : 1;
+}
+
+/* Grapheme by grapheme (under 6 bytes: as a whole), else character by
+ * character, each through the map when it matches. */
+static int precompiled(const struct hf_norm *nm, const char *s, size_t n, struct sbuf *out)
+{
+	size_t g = 0;
+	int rc = FX_OK;
+
+	if (!nm->units)
+		return sbuf_put(out, s, n);
+	while (g < n && !rc) {
+		utf8proc_int32_t state = 0;
+		size_t e = g, off;
+		uint32_t prev = utf8_decode_lenient(s, n, &e);
+
+		for (off = e; off < n; e = off) { /* the grapheme ends at e */
+			uint32_t c = utf8_decode_lenient(s, n, &off);
+
+			if (utf8proc_grapheme_break_stateful((utf8proc_int32_t)prev,
+							     (utf8proc_int32_t)c, &state))
+				break;
+			prev = c;
+		}
+		if (e - g < 6 && (rc = transform(nm, s + g, e - g, out)) != 0) {
+			rc = rc < 0 ? rc : FX_OK;
+			g = e;
+			continue;
+		}
+		for (off = g; off < e && !rc;) {
+			size_t c0 = off;
+
+			utf8_decode_lenient(s, n, &off);
+			rc = transform(nm, s + c0, off - c0, out);
+			rc = rc < 0 ? rc : rc ? FX_OK : sbuf_put(out, s + c0, off - c0);
+		}
+		g = e;
+	}
+	return rc;
 }
