@@ -203,61 +203,6 @@ struct bsym {
 	size_t len; /* bytes of the word it covers; 0 once merged away */
 };
 
-struct bmerge {
-	int32_t rank, pos, id;
-};
-
-struct bheap {
-	struct bmerge *a;
-	size_t n, cap;
-};
-
-static bool bm_before(const struct bmerge *x, const struct bmerge *y)
-{
-	return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos);
-}
-
-static int bh_push(struct bheap *h, struct bmerge m)
-{
-	size_t i;
-
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? 2 * h->cap : 32;
-		struct bmerge *a = fx_realloc_array(h->a, cap, sizeof(*a));
-
-		if (!a)
-			return FX_E_NOMEM;
-		h->a = a;
-		h->cap = cap;
-	}
-	for (i = h->n++; i > 0 && bm_before(&m, &h->a[(i - 1) / 2]); i = (i - 1) / 2)
-		h->a[i] = h->a[(i - 1) / 2];
-	h->a[i] = m;
-	return FX_OK;
-}
-
-static struct bmerge bh_pop(struct bheap *h)
-{
-	struct bmerge top = h->a[0], last = h->a[--h->n];
-	size_t i = 0;
-
-	for (;;) {
-		size_t c = 2 * i + 1;
-
-		if (c >= h->n)
-			break;
-		if (c + 1 < h->n && bm_before(&h->a[c + 1], &h->a[c]))
-			c++;
-		if (!bm_before(&h->a[c], &last))
-			break;
-		h->a[i] = h->a[c];
-		i = c;
-	}
-	if (h->n)
-		h->a[i] = last;
-	return top;
-}
-
 struct bword {
 	struct bsym *s;
 	int32_t n, cap;
@@ -360,44 +305,44 @@ static int make_word(const struct hftok *h, const char *s, size_t n, struct bwor
 }
 
 /* Queue the merge of s[pos] with its next symbol, if there is one. */
-static int queue_pair(const struct hftok *h, const struct bword *w, int32_t pos, struct bheap *q)
+static int queue_pair(const struct hftok *h, const struct bword *w, int32_t pos, struct heap *q)
 {
 	const struct hf_pair *p;
 
 	if (pos < 0 || w->s[pos].next < 0)
 		return FX_OK;
 	p = pair_find(h, w->s[pos].id, w->s[w->s[pos].next].id);
-	return p ? bh_push(q, (struct bmerge){ p->rank, pos, p->id }) : FX_OK;
+	return p ? heap_push(q, (struct bigram){ pos, p->id, (double)p->rank, 0 }) : FX_OK;
 }
 
 /* word.rs merge_all (without dropout). */
 static int merge_all(const struct hftok *h, struct bword *w)
 {
-	struct bheap q = { 0 };
+	struct heap q = { 0 };
 	int rc = FX_OK;
 
 	for (int32_t i = 0; i + 1 < w->n && !rc; i++)
 		rc = queue_pair(h, w, i, &q);
 	while (q.n && !rc) {
-		struct bmerge top = bh_pop(&q);
-		struct bsym *l = &w->s[top.pos], *r;
+		struct bigram top = heap_pop(&q); /* left: position, right: merged id */
+		struct bsym *l = &w->s[top.left], *r;
 		const struct hf_pair *p;
 
 		if (l->len == 0 || l->next < 0)
 			continue;
 		r = &w->s[l->next];
 		p = pair_find(h, l->id, r->id);
-		if (!p || p->id != top.id)
+		if (!p || p->id != top.right)
 			continue; /* an expired entry */
-		l->id = top.id;
+		l->id = top.right;
 		l->len += r->len;
 		r->len = 0;
 		l->next = r->next;
 		if (r->next >= 0)
-			w->s[r->next].prev = top.pos;
+			w->s[r->next].prev = top.left;
 		rc = queue_pair(h, w, l->prev, &q);
 		if (!rc)
-			rc = queue_pair(h, w, top.pos, &q);
+			rc = queue_pair(h, w, top.left, &q);
 	}
 	fx_free(q.a);
 	return rc;

@@ -924,26 +924,6 @@ static fx_token named_token(const struct vocab *v, const cJSON *cfg, const char 
 	return cJSON_IsString(t) ? token_id(v, v->hf, t->valuestring) : -1;
 }
 
-static int eog_push(struct vocab *v, fx_token id)
-{
-	fx_token *p;
-	int32_t i = 0;
-
-	if (id < 0 || id >= v->n_tokens)
-		return FX_OK;
-	while (i < v->n_eog && v->eog[i] < id)
-		i++;
-	if (i < v->n_eog && v->eog[i] == id)
-		return FX_OK;
-	if (!(p = fx_realloc_array(v->eog, (size_t)v->n_eog + 1, sizeof(*p))))
-		return FX_E_NOMEM;
-	v->eog = p;
-	memmove(p + i + 1, p + i, (size_t)(v->n_eog - i) * sizeof(*p));
-	p[i] = id;
-	v->n_eog++;
-	return FX_OK;
-}
-
 /* bos/eos/unk/pad from tokenizer_config.json, else special_tokens_map.json;
  * generation_config.json's ids; EOG = eos + generation_config eos ids. */
 static int load_dir_specials(struct vocab *v, const char *dir, struct fx_err *err)
@@ -973,13 +953,13 @@ static int load_dir_specials(struct vocab *v, const char *dir, struct fx_err *er
 	x = item(gen, "bos_token_id");
 	if (v->bos < 0 && cJSON_IsNumber(x) && x->valueint >= 0 && x->valueint < v->n_tokens)
 		v->bos = x->valueint;
-	if ((rc = eog_push(v, v->eos)))
+	if ((rc = vocab_eog_add(v, v->eos)))
 		goto out;
 	x = item(gen, "eos_token_id");
 	if (cJSON_IsNumber(x)) {
 		if (v->eos < 0 && x->valueint >= 0 && x->valueint < v->n_tokens)
 			v->eos = x->valueint;
-		rc = eog_push(v, x->valueint);
+		rc = vocab_eog_add(v, x->valueint);
 	}
 	if (!cJSON_IsArray(x))
 		x = NULL;
@@ -988,7 +968,7 @@ static int load_dir_specials(struct vocab *v, const char *dir, struct fx_err *er
 			continue;
 		if (v->eos < 0 && e->valueint >= 0 && e->valueint < v->n_tokens)
 			v->eos = e->valueint;
-		if ((rc = eog_push(v, e->valueint)))
+		if ((rc = vocab_eog_add(v, e->valueint)))
 			break;
 	}
 out:

@@ -19,28 +19,13 @@ struct sym {
 	size_t n;           /* bytes; 0 once merged into the left neighbour */
 };
 
-/* A candidate merge of symbols left and right (adjacent when queued).
- * SPM ranks by score (higher first), BPE by merge rank (lower first);
- * ties go to the leftmost pair, as llama.cpp's comparators do. */
-struct bigram {
-	int32_t left, right;
-	double key;  /* SPM: -score, BPE: rank; smaller pops first */
-	size_t size; /* bytes of the merged text when queued */
-};
-
-struct heap {
-	struct bigram *a;
-	size_t n, cap;
-};
-
 /* Priority order: x pops before y. */
 static bool bg_before(const struct bigram *x, const struct bigram *y)
 {
 	return x->key < y->key || (x->key == y->key && x->left < y->left);
 }
 
-/* Binary min-heap on bg_before (std::priority_queue in llama.cpp). */
-static int heap_push(struct heap *h, struct bigram b)
+int heap_push(struct heap *h, struct bigram b)
 {
 	size_t i;
 
@@ -59,8 +44,7 @@ static int heap_push(struct heap *h, struct bigram b)
 	return FX_OK;
 }
 
-/* Remove and return the first bigram; h must not be empty. */
-static struct bigram heap_pop(struct heap *h)
+struct bigram heap_pop(struct heap *h)
 {
 	struct bigram top = h->a[0], last = h->a[--h->n];
 	size_t i = 0;

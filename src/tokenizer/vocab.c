@@ -461,7 +461,7 @@ static const char *const eog_texts[] = {
 };
 
 /* Insert id (when in range) into the sorted EOG set (std::set in llama.cpp). */
-static int eog_add(struct vocab *v, fx_token id)
+int vocab_eog_add(struct vocab *v, fx_token id)
 {
 	int32_t i = 0;
 	fx_token *p;
@@ -525,22 +525,22 @@ static int detect_special(struct vocab *v)
 		}
 	}
 
-	if ((rc = eog_add(v, v->fim_pad)) || (rc = eog_add(v, v->fim_rep)) ||
-	    (rc = eog_add(v, v->fim_sep)))
+	if ((rc = vocab_eog_add(v, v->fim_pad)) || (rc = vocab_eog_add(v, v->fim_rep)) ||
+	    (rc = vocab_eog_add(v, v->fim_sep)))
 		return rc;
 	for (const char *const *t = eog_texts; *t; t++) {
 		fx_token id = find_text(v, *t);
 
 		if (id < 0)
 			continue;
-		if ((rc = eog_add(v, id)))
+		if ((rc = vocab_eog_add(v, id)))
 			return rc;
 		v->attr[id] |= ATTR_CONTROL;
 	}
 	for (const char *const *t = harmony; *t; t++) /* gpt-oss: always rendered */
 		if (find_text(v, *t) >= 0)
 			v->attr[find_text(v, *t)] = ATTR_USER_DEFINED;
-	if ((rc = eog_add(v, v->eos)) || (rc = eog_add(v, v->eot)) || (rc = eog_add(v, v->eom)))
+	if ((rc = vocab_eog_add(v, v->eos)) || (rc = vocab_eog_add(v, v->eot)) || (rc = vocab_eog_add(v, v->eom)))
 		return rc;
 
 	/* o200k_harmony / solar-open: "<|end|>" is not EOG there. */

@@ -144,6 +144,8 @@ int strmap_init(struct strmap *m, size_t n);
 void strmap_put(struct strmap *m, const struct strtab *keys, int32_t idx, bool replace);
 /* Add s to the trie (*trie: *n nodes of *cap, node 0 the root; grown as
  * needed), its end node tagged idx unless already tagged. FX_E_NOMEM. */
+/* Insert id (when in range) into the sorted EOG set. FX_E_NOMEM. */
+int vocab_eog_add(struct vocab *v, fx_token id);
 int trie_add(struct trie_node **trie, int32_t *n, int32_t *cap, const struct span *s, int32_t idx);
 
 /* ---- UTF-8 (utf8.c) ------------------------------------------------- */
@@ -173,6 +175,28 @@ static inline void tok_push(struct tok_out *o, fx_token t)
 		o->out[o->n] = t;
 	o->n++;
 }
+
+/* ---- the bigram queue (tokenize.c) ------------------------------------ */
+
+/* A candidate merge of symbols left and right (adjacent when queued).
+ * SPM ranks by score (higher first), BPE by merge rank (lower first);
+ * ties go to the leftmost pair, as llama.cpp's comparators do (and as
+ * tokenizers' BPE, whose entries carry their merged id in `right`). */
+struct bigram {
+	int32_t left, right;
+	double key;  /* SPM: -score, BPE: rank; smaller pops first */
+	size_t size; /* bytes of the merged text when queued */
+};
+
+/* Binary min-heap on (key, left) (std::priority_queue in llama.cpp). */
+struct heap {
+	struct bigram *a;
+	size_t n, cap;
+};
+
+int heap_push(struct heap *h, struct bigram b); /* FX_E_NOMEM */
+/* Remove and return the first bigram; h must not be empty. */
+struct bigram heap_pop(struct heap *h);
 
 /* ---- tokenizers ----------------------------------------------------- */
 
