@@ -46,36 +46,44 @@ struct enc {
 	size_t n_data;
 };
 
+/* Room for element n of the array *a (*cap elements of size bytes). */
+static int grow(void **a, size_t n, size_t *cap, size_t size)
+{
+	size_t c = *cap ? 2 * *cap : 16;
+	void *p;
+
+	if (n < *cap)
+		return FX_OK;
+	if (!(p = fx_realloc_array(*a, c, size)))
+		return FX_E_NOMEM;
+	*a = p;
+	*cap = c;
+	return FX_OK;
+}
+
 static int plist_push(struct plist *l, struct piece p)
 {
+	void *a = l->a;
+	int rc;
+
 	if (p.tok < 0 && !p.n)
 		return FX_OK; /* PreTokenizedString drops empty splits */
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 16;
-		struct piece *a = fx_realloc_array(l->a, cap, sizeof(*a));
-
-		if (!a)
-			return FX_E_NOMEM;
-		l->a = a;
-		l->cap = cap;
-	}
-	l->a[l->n++] = p;
-	return FX_OK;
+	rc = grow(&a, l->n, &l->cap, sizeof(*l->a));
+	l->a = a;
+	if (!rc)
+		l->a[l->n++] = p;
+	return rc;
 }
 
 static int slist_push(struct slist *l, size_t s, size_t e, bool m)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 16;
-		struct seg *a = fx_realloc_array(l->a, cap, sizeof(*a));
+	void *a = l->a;
+	int rc = grow(&a, l->n, &l->cap, sizeof(*l->a));
 
-		if (!a)
-			return FX_E_NOMEM;
-		l->a = a;
-		l->cap = cap;
-	}
-	l->a[l->n++] = (struct seg){ s, e, m };
-	return FX_OK;
+	l->a = a;
+	if (!rc)
+		l->a[l->n++] = (struct seg){ s, e, m };
+	return rc;
 }
 
 /* Append buf[off..off + n) to buf itself (the source moves when the
