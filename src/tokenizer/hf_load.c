@@ -985,9 +985,10 @@ static void post_flags(struct vocab *v)
 
 	if (!h->post)
 		return;
-	v->add_bos = v->bos >= 0 && h->post[0].ids && h->post[0].ids[0] == v->bos;
-	v->add_eos = v->eos >= 0 && h->post[h->n_post - 1].ids &&
-		     h->post[h->n_post - 1].ids[h->post[h->n_post - 1].n_ids - 1] == v->eos;
+	const struct hf_post_piece *first = &h->post[0], *last = &h->post[h->n_post - 1];
+
+	v->add_bos = v->bos >= 0 && first->n_ids && first->ids[0] == v->bos;
+	v->add_eos = v->eos >= 0 && last->n_ids && last->ids[last->n_ids - 1] == v->eos;
 }
 
 /* Regexes every tokenizer may need: GPT-2's (ByteLevel) and one word
