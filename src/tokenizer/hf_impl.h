@@ -10,6 +10,15 @@
  * vocab_token_to_piece and the streaming detokenizer) runs the decoder
  * chain on that token as a token that is not the first of the text.
  *
+ * Supported: models BPE, WordPiece, Unigram; normalizers Sequence,
+ * Prepend, Replace, NFC/NFD/NFKC/NFKD, Lowercase, Strip, StripAccents,
+ * BertNormalizer, Precompiled; pre-tokenizers Sequence, ByteLevel, Split,
+ * Metaspace, Digits, Punctuation, Whitespace, WhitespaceSplit,
+ * BertPreTokenizer; post-processors TemplateProcessing (single), Roberta,
+ * Bert, ByteLevel, Sequence; decoders Sequence, ByteLevel, Replace,
+ * ByteFallback, Fuse, Strip, Metaspace, WordPiece. Anything else is
+ * FX_E_UNSUPPORTED by name at load.
+ *
  * Input that is not valid UTF-8 (tokenizers only takes str): each maximal
  * ill-formed subpart is read as U+FFFD first, as Python's
  * bytes.decode("utf-8", "replace") does; then it tokenizes as `tokenizers`

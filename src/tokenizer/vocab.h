@@ -1,6 +1,7 @@
-/* Vocabulary and tokenizers read from GGUF metadata (tokenizer.ggml.*).
+/* Vocabulary and tokenizers read from GGUF metadata (tokenizer.ggml.*),
+ * or from a Hugging Face tokenizer.json (vocab_load_hf; hf_impl.h).
  *
- * Two models: "llama" (SentencePiece BPE over scores, byte fallback
+ * GGUF: two models, "llama" (SentencePiece BPE over scores, byte fallback
  * <0xNN>, U+2581 for spaces) and "gpt2" (byte-level BPE over merges, with
  * the pre-tokenizer regex chosen by tokenizer.ggml.pre, run with PCRE2).
  * Behaviour follows llama.cpp's llama-vocab.cpp, the parity oracle.
