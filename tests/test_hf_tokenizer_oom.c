@@ -1,7 +1,8 @@
 /* tokenizer.json under allocation failure: loading some tokenizers of
  * tests/data/hf_tokenizer/cases.txt (byte-level with added tokens and a
  * template; SentencePiece-style with normalizers, byte fallback and
- * decoders; Metaspace; a Split regex), then encoding and streaming pieces,
+ * decoders; Metaspace; a Split regex; WordPiece with BERT's parts; Unigram
+ * with a Precompiled map; BertNormalizer), then encoding and streaming pieces,
  * with heap call k failing for every k: each step gives FX_OK with the
  * right result or FX_E_NOMEM, and (under ASan) leaks nothing.
  */
@@ -16,6 +17,7 @@
 #include "tokenizer/vocab.h"
 
 static const char *const names[] = { "bytelevel", "spm-llama2-fuse1", "metaspace-first-1",
+				      "wordpiece", "unigram-precompiled", "norm-bert",
 				      "split-llama3" };
 static const char text[] = "<s>Hello  wor\xffld, it's <mask> 日本語 hello,</s> zzz\n";
 

@@ -86,11 +86,34 @@ static int wordpiece(const struct hftok *h, const char *s, size_t n, struct tok_
 
 /* ---- Unigram ------------------------------------------------------------- */
 
+/* The text -> id map (the last of equal pieces wins, as tokenizers'
+ * token_to_ids) and the trie over the n pieces. */
+static int index_pieces(struct hftok *h, int32_t n)
+{
+	int32_t cap = 256;
+	int rc;
+
+	if ((rc = strmap_init(&h->model_map, (size_t)n)))
+		return rc;
+	if (!(h->piece_trie = fx_malloc_array((size_t)cap, sizeof(*h->piece_trie))))
+		return FX_E_NOMEM;
+	h->piece_trie[0] = (struct trie_node){ -1, -1, -1, 0 };
+	h->n_piece_trie = 1;
+	for (int32_t i = 0; i < n; i++) {
+		struct span t = strtab_get(&h->model_text, i);
+
+		strmap_put(&h->model_map, &h->model_text, i, true);
+		if (t.n && (rc = trie_add(&h->piece_trie, &h->n_piece_trie, &cap, &t, i)))
+			return rc;
+	}
+	return FX_OK;
+}
+
 int hfuni_load(struct hftok *h, const cJSON *m, struct fx_err *err)
 {
 	const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab");
 	const cJSON *unk = cJSON_GetObjectItemCaseSensitive(m, "unk_id"), *e;
-	int32_t n = cJSON_GetArraySize(vocab), i = 0, cap = 256;
+	int32_t n = cJSON_GetArraySize(vocab), i = 0;
 	struct gguf_str *str;
 	double min = 0;
 	int rc;
@@ -118,19 +141,8 @@ int hfuni_load(struct hftok *h, const cJSON *m, struct fx_err *err)
 	h->unk_score = min - 10.0;
 	rc = strtab_build(&h->model_text, str, n, false, "tokenizer.json vocab", err);
 	fx_free(str);
-	if (rc || (rc = strmap_init(&h->model_map, (size_t)n)))
+	if (rc || (rc = index_pieces(h, n)))
 		return rc;
-	if (!(h->piece_trie = fx_malloc_array((size_t)cap, sizeof(*h->piece_trie))))
-		return FX_E_NOMEM;
-	h->piece_trie[0] = (struct trie_node){ -1, -1, -1, 0 };
-	h->n_piece_trie = 1;
-	for (i = 0; i < n; i++) {
-		struct span t = strtab_get(&h->model_text, i);
-
-		strmap_put(&h->model_map, &h->model_text, i, true); /* the last id wins */
-		if (t.n && (rc = trie_add(&h->piece_trie, &h->n_piece_trie, &cap, &t, i)))
-			return rc;
-	}
 	h->unk = -1;
 	if (unk && !cJSON_IsNull(unk)) {
 		if (!cJSON_IsNumber(unk) || unk->valuedouble < 0 || unk->valuedouble >= n)
