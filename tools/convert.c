@@ -19,7 +19,8 @@ static void convert_usage(FILE *f)
 		"             norms and biases stay f32; default: keep each tensor's type\n"
 		"  --vocab-from FILE.gguf  copy FILE's tokenizer (tokenizer.* keys) into OUT\n"
 		"Without --vocab-from the output carries no tokenizer for a checkpoint\n"
-		"directory (tokenizer.json is not read yet): run it from token ids.\n");
+		"directory (its tokenizer.json is not converted to GGUF keys): run the\n"
+		"directory itself for text, or the GGUF from token ids.\n");
 }
 
 int cmd_convert(int argc, char **argv)

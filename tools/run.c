@@ -158,9 +158,9 @@ int cmd_run(int argc, char **argv)
 	}
 	double t_load = cli_now() - t0;
 	if (!fx_model_has_vocab(m)) {
-		fprintf(stderr, "error: %s has no tokenizer ferrox can read (a Hugging Face checkpoint, "
-			"whose tokenizer.json is not supported yet, or a GGUF converted from one), so it "
-			"cannot run from text. Use `ferrox logits --ids`, or a GGUF with a tokenizer.\n",
+		fprintf(stderr, "error: %s has no tokenizer (a Hugging Face checkpoint without "
+			"tokenizer.json, or a GGUF converted from one), so it cannot run from text. "
+			"Use `ferrox logits --ids`, or add the tokenizer files.\n",
 			o.model);
 		fx_model_free(m);
 		return 1;

@@ -11,6 +11,7 @@
 #include "io/hf.h"
 #include "model/arch.h"
 #include "quant/quant.h"
+#include "tokenizer/vocab.h"
 
 /* A growing string; on allocation failure it latches `failed`. */
 struct sbuf {
@@ -131,7 +132,15 @@ int fx_inspect(const char *path, char **report, struct fx_err *err)
 	gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_T_STRING, &toks, &n_tok);
 	const char *kind = tok.n == 5 && !memcmp(tok.p, "llama", 5) ? "SentencePiece"
 			 : tok.n == 4 && !memcmp(tok.p, "gpt2", 4) ? "byte-level BPE" : "unknown to ferrox";
-	if (!n_tok)
+	struct vocab *hv = NULL;
+	if (hf && (rc = vocab_load_hf(path, &hv, err))) {
+		gguf_close(g);
+		free(b.p);
+		return rc;
+	}
+	if (hv)
+		sb_printf(&b, "tokenizer:     %s, %d tokens\n", vocab_kind(hv), vocab_n_tokens(hv));
+	else if (!n_tok)
 		sb_printf(&b, "tokenizer:     absent (runs from token ids only)\n");
 	else
 		sb_printf(&b, "tokenizer:     %.*s (%s), pre %.*s, %llu tokens\n", (int)tok.n, tok.p,
@@ -141,6 +150,7 @@ int fx_inspect(const char *path, char **report, struct fx_err *err)
 		sb_printf(&b, "chat template: present (%llu bytes)\n", (unsigned long long)tmpl.n);
 	else
 		sb_printf(&b, "chat template: absent\n");
+	vocab_free(hv);
 	gguf_close(g);
 	if (b.failed) {
 		free(b.p);

@@ -433,7 +433,9 @@ static int bind_globals(struct model_loader *ld)
 	if (!te)
 		return missing(ld, "token_embd.weight");
 	hp->n_vocab = (int32_t)te->ne[1];
-	if (m->vocab && vocab_n_tokens(m->vocab) != hp->n_vocab)
+	/* checkpoints pad the embeddings past tokenizer.json's ids */
+	if (m->vocab && (vocab_n_tokens(m->vocab) > hp->n_vocab ||
+			 (!vocab_is_hf(m->vocab) && vocab_n_tokens(m->vocab) != hp->n_vocab)))
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: token_embd has %d rows but the vocabulary %d tokens",
 			       hp->n_vocab, vocab_n_tokens(m->vocab));
 	if ((rc = bind_mat(ld, "token_embd.weight", hp->n_embd, hp->n_vocab, true, &m->tok_embd)) ||

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 
 #include "core/alloc.h"
@@ -399,6 +400,18 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		m->requantized = true;
 	}
 	bool hf;
+	struct stat st;
+	if (p->vocab_only && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		/* A tokenizer folder needs no config.json nor weights. */
+		if ((rc = vocab_load_hf(path, &m->vocab, err)) ||
+		    (rc = model_chat_template_load(m, path, true, err)))
+			goto fail_path;
+		if (!m->vocab) {
+			rc = fx_fail(err, FX_E_IO, "%s: no tokenizer.json in this directory", path);
+			goto fail;
+		}
+		goto done;
+	}
 	if ((rc = hf_open_any(path, &arch_hf, &m->g, &hf, err)))
 		goto fail;
 	if (gguf_find(m->g, "general.architecture") &&
@@ -427,18 +440,14 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		goto fail_path;
 	if ((rc = model_sampling_load(m, err)))
 		goto fail_path;
-	/* HF directories keep their tokenizer in tokenizer.json, which is not
-	 * read yet: such a model runs from token ids only (vocab NULL). */
-	/* A GGUF without tokenizer keys (ferrox convert of an HF directory)
-	 * runs from token ids, like an HF directory. */
+	/* HF directories keep their tokenizer in tokenizer.json; one without
+	 * it runs from token ids only (vocab NULL), as does a GGUF without
+	 * tokenizer keys (ferrox convert of such a directory). */
+	if (hf && (rc = vocab_load_hf(path, &m->vocab, err)))
+		goto fail_path;
 	if (!hf && (p->vocab_only || gguf_find(m->g, "tokenizer.ggml.model")) &&
 	    (rc = vocab_load(m->g, &m->vocab, err)))
 		goto fail_path;
-	if (hf && p->vocab_only) {
-		rc = fx_fail(err, FX_E_UNSUPPORTED,
-			     "%s: tokenizer.json (Hugging Face tokenizers) is not supported yet", path);
-		goto fail;
-	}
 	if (p->vocab_only) {
 		gguf_release_meta(m->g);
 		goto done;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "tokenizer/vocab_impl.h"
+#include "tokenizer/hf_impl.h"
 
 /* Bytes are counted past cap so the caller learns the size it needs. */
 struct byte_out {
@@ -79,19 +79,26 @@ static void decode_bpe(const struct vocab *v, const struct span *t, struct byte_
  * none, so it joins the previous word; llama.cpp has no "##" rule);
  * normal byte-level BPE text through GPT-2's byte map; byte tokens as the
  * byte. */
-static void piece(const struct vocab *v, fx_token id, bool special, struct byte_out *o)
+static int piece(const struct vocab *v, fx_token id, bool special, struct byte_out *o)
 {
 	const struct span text = strtab_get(&v->text, id), *t = &text;
 	uint32_t attr = v->attr[id];
 
+	if (v->type == VOCAB_HF) {
+		size_t room = o->n < o->cap ? o->cap - o->n : 0;
+		int rc;
+
+		o->n += hftok_piece(v, id, special, room ? o->p + o->n : NULL, room, &rc);
+		return rc;
+	}
 	if (!special && (attr & (ATTR_UNKNOWN | ATTR_CONTROL)))
-		return;
+		return FX_OK;
 	if (attr & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED)) {
 		put(o, t->p, t->n);
 	} else if (attr & ATTR_NORMAL) {
 		if (v->type == VOCAB_BPE && !v->pre->raw_utf8) {
 			decode_bpe(v, t, o);
-			return;
+			return FX_OK;
 		}
 		for (size_t i = 0; i < t->n; i++) { /* U+2581 -> space */
 			if (i + 2 < t->n && !memcmp(t->p + i, "\xe2\x96\x81", 3)) {
@@ -107,6 +114,7 @@ static void piece(const struct vocab *v, fx_token id, bool special, struct byte_
 		put(o, &b, 1);
 	}
 	/* UNUSED or UNDEFINED alone: no text */
+	return FX_OK;
 }
 
 int vocab_token_to_piece(const struct vocab *v, fx_token t, bool special,
@@ -114,9 +122,12 @@ int vocab_token_to_piece(const struct vocab *v, fx_token t, bool special,
 {
 	struct byte_out o = { buf, buf ? cap : 0, 0 };
 
+	int rc;
+
 	if (!v || !n_out || t < 0 || t >= v->n_tokens)
 		return FX_E_INVALID;
-	piece(v, t, special, &o);
+	if ((rc = piece(v, t, special, &o)))
+		return rc;
 	*n_out = o.n;
 	return o.n > cap || (!buf && o.n) ? FX_E_INVALID : FX_OK;
 }
@@ -211,15 +222,20 @@ int vocab_detok_push(const struct vocab *v, struct fx_detok *st, fx_token t,
 	char small[256], *buf = small;
 	struct byte_out pc = { small, sizeof(small), 0 }, o = { out, out ? cap : 0, 0 };
 	struct fx_detok next;
+	int rc;
 
 	if (!v || !n_out || !detok_state_ok(st) || t < 0 || t >= v->n_tokens)
 		return FX_E_INVALID;
-	piece(v, t, special, &pc);
+	if ((rc = piece(v, t, special, &pc)))
+		return rc;
 	if (pc.n > sizeof(small)) {
 		if (!(buf = fx_malloc_array(pc.n, 1)))
 			return FX_E_NOMEM;
 		pc = (struct byte_out){ buf, pc.n, 0 };
-		piece(v, t, special, &pc);
+		if ((rc = piece(v, t, special, &pc))) {
+			fx_free(buf);
+			return rc;
+		}
 	}
 	next = *st;
 	feed(&next, (const unsigned char *)buf, pc.n, &o);

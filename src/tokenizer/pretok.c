@@ -25,8 +25,7 @@
 #include "core/status.h"
 #include "tokenizer/vocab_impl.h"
 
-#define WS "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
-	   "\\x{202F}\\x{205F}\\x{3000}"
+#define WS PRETOK_WS
 #define RE_S "[" WS "]"
 #define RE_NS "[^" WS "]"
 #define RE_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
@@ -139,12 +138,17 @@ static void re_free(void *p, void *arg)
 	free(p);
 }
 
+pcre2_general_context *pretok_re_context(void)
+{
+	return pcre2_general_context_create(re_malloc, re_free, NULL);
+}
+
 int pretok_compile(struct vocab *v, const struct pretok_def *def, struct fx_err *err)
 {
 	int rc = FX_OK;
 	pcre2_compile_context *cc = NULL;
 	v->n_re = 0;
-	if (!(v->re_mem = pcre2_general_context_create(re_malloc, re_free, NULL)) ||
+	if (!(v->re_mem = pretok_re_context()) ||
 	    !(cc = pcre2_compile_context_create(v->re_mem))) {
 		rc = fx_fail(err, FX_E_NOMEM, "pre-tokenizer %s: out of memory", def->names[0]);
 		goto out;

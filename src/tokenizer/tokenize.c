@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "tokenizer/vocab_impl.h"
+#include "tokenizer/hf_impl.h"
 
 /* ---- symbols and the bigram queue shared by SPM and BPE -------------- */
 
@@ -20,28 +20,13 @@ struct sym {
 	size_t n;           /* bytes; 0 once merged into the left neighbour */
 };
 
-/* A candidate merge of symbols left and right (adjacent when queued).
- * SPM ranks by score (higher first), BPE by merge rank (lower first);
- * ties go to the leftmost pair, as llama.cpp's comparators do. */
-struct bigram {
-	int32_t left, right;
-	double key;  /* SPM: -score, BPE: rank; smaller pops first */
-	size_t size; /* bytes of the merged text when queued */
-};
-
-struct heap {
-	struct bigram *a;
-	size_t n, cap;
-};
-
 /* Priority order: x pops before y. */
 static bool bg_before(const struct bigram *x, const struct bigram *y)
 {
 	return x->key < y->key || (x->key == y->key && x->left < y->left);
 }
 
-/* Binary min-heap on bg_before (std::priority_queue in llama.cpp). */
-static int heap_push(struct heap *h, struct bigram b)
+int heap_push(struct heap *h, struct bigram b)
 {
 	size_t i;
 
@@ -60,8 +45,7 @@ static int heap_push(struct heap *h, struct bigram b)
 	return FX_OK;
 }
 
-/* Remove and return the first bigram; h must not be empty. */
-static struct bigram heap_pop(struct heap *h)
+struct bigram heap_pop(struct heap *h)
 {
 	struct bigram top = h->a[0], last = h->a[--h->n];
 	size_t i = 0;
@@ -501,6 +485,10 @@ static int tokenize_guarded(const struct vocab *v, const char *text, size_t len,
 	if (!v || !n_out || (!text && len) || (!out && cap))
 		return FX_E_INVALID;
 	*n_out = 0;
+	if (v->type == VOCAB_HF) {
+		rc = hftok_encode(v, text, len, add_special, parse_special, ns->span, ns->n, &o);
+		goto done;
+	}
 	if ((rc = partition(v, text, len, parse_special, ns, &f)))
 		goto out;
 	if (add_special && v->add_bos)
@@ -520,6 +508,7 @@ static int tokenize_guarded(const struct vocab *v, const char *text, size_t len,
 		tok_push(&o, v->eos);
 	if (!rc && add_special && v->add_sep && v->type == VOCAB_WPM)
 		tok_push(&o, v->sep); /* [SEP]: only llama.cpp's WordPiece adds it */
+done:
 	if (!rc) {
 		*n_out = o.n;
 		if (o.n > cap)

@@ -13,7 +13,7 @@
 
 #include "core/alloc.h"
 #include "core/status.h"
-#include "tokenizer/vocab_impl.h"
+#include "tokenizer/hf_impl.h"
 
 /* ---- string map ------------------------------------------------------ */
 
@@ -45,7 +45,7 @@ static bool segs_equal(const struct span *key, const struct span *seg, int nseg)
 
 /* Size m for n keys (load factor <= 3/4: linear probing stays short, and
  * the table is a quarter of a small model's vocabulary memory). */
-static int strmap_init(struct strmap *m, size_t n)
+int strmap_init(struct strmap *m, size_t n)
 {
 	size_t cap = 16;
 
@@ -61,7 +61,7 @@ static int strmap_init(struct strmap *m, size_t n)
 
 /* Insert keys[idx]; when an equal key is present keep the old index unless
  * replace (std::unordered_map's operator[] vs emplace). */
-static void strmap_put(struct strmap *m, const struct strtab *keys, int32_t idx, bool replace)
+void strmap_put(struct strmap *m, const struct strtab *keys, int32_t idx, bool replace)
 {
 	struct span key = strtab_get(keys, idx);
 	size_t i = hash_segs(&key, 1) & m->mask;
@@ -202,8 +202,8 @@ static bool span_eq(const struct gguf_str *s, const char *c)
 
 /* Pack str[0..n) into t, an empty string i becoming "[EMPTY_i]" when
  * name_empty (llama.cpp renames empty tokens). */
-static int strtab_build(struct strtab *t, const struct gguf_str *str, int32_t n, bool name_empty,
-			const char *what, struct fx_err *err)
+int strtab_build(struct strtab *t, const struct gguf_str *str, int32_t n, bool name_empty,
+		 const char *what, struct fx_err *err)
 {
 	uint64_t total = 0;
 	char name[24];
@@ -239,7 +239,7 @@ static int strtab_build(struct strtab *t, const struct gguf_str *str, int32_t n,
 	return FX_OK;
 }
 
-static void strtab_free(struct strtab *t)
+void strtab_free(struct strtab *t)
 {
 	fx_free(t->buf);
 	fx_free(t->off);
@@ -494,7 +494,7 @@ static const char *const eog_texts[] = {
 };
 
 /* Insert id (when in range) into the sorted EOG set (std::set in llama.cpp). */
-static int eog_add(struct vocab *v, fx_token id)
+int vocab_eog_add(struct vocab *v, fx_token id)
 {
 	int32_t i = 0;
 	fx_token *p;
@@ -558,22 +558,22 @@ static int detect_special(struct vocab *v)
 		}
 	}
 
-	if ((rc = eog_add(v, v->fim_pad)) || (rc = eog_add(v, v->fim_rep)) ||
-	    (rc = eog_add(v, v->fim_sep)))
+	if ((rc = vocab_eog_add(v, v->fim_pad)) || (rc = vocab_eog_add(v, v->fim_rep)) ||
+	    (rc = vocab_eog_add(v, v->fim_sep)))
 		return rc;
 	for (const char *const *t = eog_texts; *t; t++) {
 		fx_token id = find_text(v, *t);
 
 		if (id < 0)
 			continue;
-		if ((rc = eog_add(v, id)))
+		if ((rc = vocab_eog_add(v, id)))
 			return rc;
 		v->attr[id] |= ATTR_CONTROL;
 	}
 	for (const char *const *t = harmony; *t; t++) /* gpt-oss: always rendered */
 		if (find_text(v, *t) >= 0)
 			v->attr[find_text(v, *t)] = ATTR_USER_DEFINED;
-	if ((rc = eog_add(v, v->eos)) || (rc = eog_add(v, v->eot)) || (rc = eog_add(v, v->eom)))
+	if ((rc = vocab_eog_add(v, v->eos)) || (rc = vocab_eog_add(v, v->eot)) || (rc = vocab_eog_add(v, v->eom)))
 		return rc;
 
 	/* o200k_harmony / solar-open: "<|end|>" is not EOG there. */
@@ -608,35 +608,33 @@ static int cmp_special(const void *a, const void *b, void *ctx)
 	return x < y ? -1 : x > y;
 }
 
-/* Add special token text s (cache index special) to the trie, growing the
- * node array (capacity *cap) as needed. */
-static int trie_insert(struct vocab *v, const struct span *s, int32_t special, int32_t *cap)
+int trie_add(struct trie_node **trie, int32_t *n, int32_t *cap, const struct span *s, int32_t idx)
 {
 	int32_t node = 0;
 
 	for (size_t i = 0; i < s->n; i++) {
 		uint8_t c = (uint8_t)s->p[i];
-		int32_t ch = v->trie[node].child;
+		int32_t ch = (*trie)[node].child;
 
-		while (ch >= 0 && v->trie[ch].byte != c)
-			ch = v->trie[ch].sibling;
+		while (ch >= 0 && (*trie)[ch].byte != c)
+			ch = (*trie)[ch].sibling;
 		if (ch < 0) {
-			if (v->n_trie == *cap) {
-				struct trie_node *t = fx_realloc_array(v->trie, (size_t)*cap * 2,
+			if (*n == *cap) {
+				struct trie_node *t = fx_realloc_array(*trie, (size_t)*cap * 2,
 								       sizeof(*t));
 				if (!t)
 					return FX_E_NOMEM;
-				v->trie = t;
+				*trie = t;
 				*cap *= 2;
 			}
-			ch = v->n_trie++;
-			v->trie[ch] = (struct trie_node){ -1, v->trie[node].child, -1, c };
-			v->trie[node].child = ch;
+			ch = (*n)++;
+			(*trie)[ch] = (struct trie_node){ -1, (*trie)[node].child, -1, c };
+			(*trie)[node].child = ch;
 		}
 		node = ch;
 	}
-	if (v->trie[node].special < 0)
-		v->trie[node].special = special;
+	if ((*trie)[node].special < 0)
+		(*trie)[node].special = idx;
 	return FX_OK;
 }
 
@@ -666,7 +664,7 @@ static int build_specials(struct vocab *v)
 	for (int32_t i = 0; i < v->n_special; i++) {
 		struct span t = strtab_get(&v->text, v->special[i]);
 
-		if ((rc = trie_insert(v, &t, i, &cap)))
+		if ((rc = trie_add(&v->trie, &v->n_trie, &cap, &t, i)))
 			return rc;
 	}
 	return FX_OK;
@@ -761,6 +759,7 @@ void vocab_free(struct vocab *v)
 	if (!v)
 		return;
 	pretok_free(v);
+	hftok_free(v->hf);
 	fx_free(v->trie);
 	fx_free(v->special);
 	fx_free(v->eog);
@@ -771,6 +770,11 @@ void vocab_free(struct vocab *v)
 	fx_free(v->score);
 	strtab_free(&v->text);
 	fx_free(v);
+}
+
+bool vocab_is_hf(const struct vocab *v)
+{
+	return v->type == VOCAB_HF;
 }
 
 int32_t vocab_n_tokens(const struct vocab *v)

@@ -1,6 +1,7 @@
-/* Vocabulary and tokenizers read from GGUF metadata (tokenizer.ggml.*).
+/* Vocabulary and tokenizers read from GGUF metadata (tokenizer.ggml.*),
+ * or from a Hugging Face tokenizer.json (vocab_load_hf; hf_impl.h).
  *
- * Two models: "llama" (SentencePiece BPE over scores, byte fallback
+ * GGUF: two models, "llama" (SentencePiece BPE over scores, byte fallback
  * <0xNN>, U+2581 for spaces) and "gpt2" (byte-level BPE over merges, with
  * the pre-tokenizer regex chosen by tokenizer.ggml.pre, run with PCRE2).
  * Behaviour follows llama.cpp's llama-vocab.cpp, the parity oracle.
@@ -22,6 +23,17 @@ struct vocab;
  * (tokenizer model or pre-tokenizer ferrox does not know, named), FX_E_NOMEM. */
 int vocab_load(const struct gguf_file *g, struct vocab **out, struct fx_err *err);
 void vocab_free(struct vocab *v);
+/* Build the vocabulary from a Hugging Face tokenizer directory: dir/
+ * tokenizer.json (tokenizers' format; hf_impl.h says how it runs), with
+ * bos/eos from tokenizer_config.json or special_tokens_map.json and the
+ * end-of-generation ids from generation_config.json. *out is NULL (and
+ * FX_OK) when dir has no tokenizer.json. Errors: FX_E_FORMAT (malformed
+ * JSON or tokenizer, named), FX_E_UNSUPPORTED (a component or option
+ * ferrox does not implement, named), FX_E_IO, FX_E_NOMEM. */
+int vocab_load_hf(const char *dir, struct vocab **out, struct fx_err *err);
+/* Was v read from tokenizer.json (ids may stop short of the model's
+ * embedding rows, which checkpoints pad)? */
+bool vocab_is_hf(const struct vocab *v);
 
 int32_t vocab_n_tokens(const struct vocab *v);
 fx_token vocab_bos(const struct vocab *v);

@@ -29,11 +29,16 @@ enum {
 	ATTR_RSTRIP = 1 << 8,
 };
 
+/* VOCAB_HF: a Hugging Face tokenizer.json, run by the hf_*.c pipeline
+ * (hf_impl.h) behind the same entry points; the others follow llama.cpp. */
 enum vocab_type {
 	VOCAB_SPM, /* "llama": SentencePiece BPE over scores */
 	VOCAB_BPE, /* "gpt2", "gemma4": BPE over merges */
 	VOCAB_WPM, /* "bert": WordPiece, greedy longest match */
+	VOCAB_HF,  /* tokenizer.json */
 };
+
+struct hftok;
 
 /* A byte string that is not NUL-terminated. */
 struct span {
@@ -127,6 +132,8 @@ struct vocab {
 	bool lowercase, strip_accents;
 	int32_t max_token_len; /* bytes of the longest token text */
 	char kind[96];
+
+	struct hftok *hf; /* VOCAB_HF: the tokenizer.json pipeline (owned) */
 };
 
 /* ---- lookups (vocab.c) --------------------------------------------- */
@@ -139,6 +146,20 @@ fx_token vocab_text_to_token(const struct vocab *v, const char *p, size_t n);
 /* Id of the byte-fallback token for byte b: <0xNN>, else the one-byte
  * token, else -1 (llama.cpp's byte_to_token for SPM). */
 fx_token vocab_byte_token(const struct vocab *v, uint8_t b);
+
+/* Build/free a string table and map (vocab.c); what names the strings in
+ * an error message. strmap_put keeps the old index on an equal key unless
+ * replace. */
+int strtab_build(struct strtab *t, const struct gguf_str *str, int32_t n, bool name_empty,
+		 const char *what, struct fx_err *err);
+void strtab_free(struct strtab *t);
+int strmap_init(struct strmap *m, size_t n);
+void strmap_put(struct strmap *m, const struct strtab *keys, int32_t idx, bool replace);
+/* Add s to the trie (*trie: *n nodes of *cap, node 0 the root; grown as
+ * needed), its end node tagged idx unless already tagged. FX_E_NOMEM. */
+/* Insert id (when in range) into the sorted EOG set. FX_E_NOMEM. */
+int vocab_eog_add(struct vocab *v, fx_token id);
+int trie_add(struct trie_node **trie, int32_t *n, int32_t *cap, const struct span *s, int32_t idx);
 
 /* ---- UTF-8 (utf8.c) ------------------------------------------------- */
 
@@ -191,6 +212,28 @@ static inline void tok_push(struct tok_out *o, fx_token t)
 	o->n++;
 }
 
+/* ---- the bigram queue (tokenize.c) ------------------------------------ */
+
+/* A candidate merge of symbols left and right (adjacent when queued).
+ * SPM ranks by score (higher first), BPE by merge rank (lower first);
+ * ties go to the leftmost pair, as llama.cpp's comparators do (and as
+ * tokenizers' BPE, whose entries carry their merged id in `right`). */
+struct bigram {
+	int32_t left, right;
+	double key;  /* SPM: -score, BPE: rank; smaller pops first */
+	size_t size; /* bytes of the merged text when queued */
+};
+
+/* Binary min-heap on (key, left) (std::priority_queue in llama.cpp). */
+struct heap {
+	struct bigram *a;
+	size_t n, cap;
+};
+
+int heap_push(struct heap *h, struct bigram b); /* FX_E_NOMEM */
+/* Remove and return the first bigram; h must not be empty. */
+struct bigram heap_pop(struct heap *h);
+
 /* ---- tokenizers ----------------------------------------------------- */
 
 /* SentencePiece over text[0..n) (spaces already escaped to U+2581). */
@@ -202,6 +245,16 @@ int bpe_tokenize(const struct vocab *v, const char *text, size_t n, struct tok_o
 int wpm_tokenize(const struct vocab *v, const char *text, size_t n, struct tok_out *o);
 
 /* ---- pre-tokenizer (pretok.c) --------------------------------------- */
+
+/* White space as llama.cpp and Oniguruma's \\s see it (Unicode
+ * White_Space), spelled out for PCRE2 whose \\s is another set: the body
+ * of a character class. */
+#define PRETOK_WS "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
+		  "\\x{202F}\\x{205F}\\x{3000}"
+
+/* A PCRE2 general context whose allocations go through malloc/free (so
+ * the fault tests reach them); NULL when out of memory. */
+pcre2_general_context *pretok_re_context(void);
 
 /* The definition for a tokenizer.ggml.pre value, or NULL when unknown. */
 const struct pretok_def *pretok_find(const char *name, size_t n);

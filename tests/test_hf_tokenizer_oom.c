@@ -1,0 +1,109 @@
+/* tokenizer.json under allocation failure: loading some tokenizers of
+ * tests/data/hf_tokenizer/cases.txt (byte-level with added tokens and a
+ * template; SentencePiece-style with normalizers, byte fallback and
+ * decoders; Metaspace; a Split regex; WordPiece with BERT's parts; Unigram
+ * with a Precompiled map; BertNormalizer), then encoding and streaming pieces,
+ * with heap call k failing for every k: each step gives FX_OK with the
+ * right result or FX_E_NOMEM, and (under ASan) leaks nothing.
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "oom_wrap.h"
+#include "tokenizer/vocab.h"
+
+static const char *const names[] = { "bytelevel", "spm-llama2-fuse1", "metaspace-first-1",
+				      "wordpiece", "unigram-precompiled", "norm-bert",
+				      "split-llama3" };
+static const char text[] = "<s>Hello  wor\xffld, it's <mask> 日本語 hello,</s> zzz\n";
+
+/* Encode text and stream its pieces; FX_OK or the first error. */
+static int run(const struct vocab *v, fx_token *ids, size_t *n, char *out, size_t *n_out)
+{
+	struct fx_detok st = { 0 };
+	size_t k = 0, m;
+	int rc = vocab_tokenize(v, text, sizeof(text) - 1, true, true, ids, 256, n);
+
+	for (size_t i = 0; !rc && i < *n; i++) {
+		rc = vocab_detok_push(v, &st, ids[i], true, out + k, 4096 - k, &m);
+		k += m;
+	}
+	*n_out = k;
+	return rc;
+}
+
+static void sweep(const char *dir, const char *name)
+{
+	struct vocab *v = NULL;
+	struct fx_err err;
+	fx_token want[256], got[256];
+	char want_s[4096], got_s[4096];
+	size_t n_want = 0, n_got, ns_want = 0, ns_got;
+	long k;
+
+	fail_at = -1;
+	CHECKF(vocab_load_hf(dir, &v, &err) == FX_OK && v, "%s: %s", name, err.msg);
+	if (!v)
+		return;
+	CHECK(run(v, want, &n_want, want_s, &ns_want) == FX_OK);
+	vocab_free(v);
+	for (k = 0;; k++) {
+		int rc;
+
+		calls = 0;
+		fail_at = k;
+		v = NULL;
+		rc = vocab_load_hf(dir, &v, &err);
+		if (!rc)
+			rc = run(v, got, &n_got, got_s, &ns_got);
+		CHECKF(rc == FX_OK || rc == FX_E_NOMEM, "%s: heap call %ld failing gave %d", name, k, rc);
+		if (rc == FX_OK)
+			CHECKF(n_got == n_want && !memcmp(got, want, n_want * sizeof(*got)) &&
+			       ns_got == ns_want && !memcmp(got_s, want_s, ns_want),
+			       "%s: heap call %ld failing changed the result", name, k);
+		vocab_free(v);
+		if (calls <= k) /* nothing failed: every call was reached */
+			break;
+	}
+	fail_at = -1;
+	fprintf(stderr, "%s: %ld heap calls, each failed once\n", name, k);
+}
+
+int main(void)
+{
+	size_t size = 0;
+	char *data = check_read_file("tests/data/hf_tokenizer/cases.txt", &size), *line, *save = NULL;
+	char dir[256], path[300], name[128] = "";
+	const char *tmp = getenv("TMPDIR");
+
+	oom_hook_cjson();
+	snprintf(dir, sizeof(dir), "%s/fx_hf_oom_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!data || !mkdtemp(dir))
+		return 1;
+	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+	data = realloc(data, size + 1);
+	data[size] = 0;
+	for (line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "T ", 2))
+			snprintf(name, sizeof(name), "%s", line + 2);
+		if (strncmp(line, "J ", 2))
+			continue;
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+			FILE *f;
+
+			if (strcmp(name, names[i]) || !(f = fopen(path, "wb")))
+				continue;
+			fputs(line + 2, f);
+			fclose(f);
+			sweep(dir, name);
+		}
+	}
+	remove(path);
+	rmdir(dir);
+	free(data);
+	return check_exit();
+}
