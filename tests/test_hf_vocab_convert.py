@@ -52,9 +52,15 @@ COMPARE = {
 }
 DEFAULTS = {"smollm2-135m": ("SmolLM2-135M-Instruct.Q4_1.gguf", DIGITS_BYTELEVEL),
             "gemma-3-270m": ("gemma-3-270m-q4_k_m.gguf", None)}
-# made by transformers with a pre-tokenizer llama.cpp has no name for
-REFUSED = {"bert-bge": "WordPiece", "wordpiece-trained": "WordPiece",
-           "unigram-trained": "Unigram"}
+# convert must refuse these, naming what it cannot map:
+# name -> (tokenizer folder, patch, text the message must hold)
+THREE_DIGITS = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+REFUSED = {"bert-bge": ("bert-bge", None, "WordPiece"),
+           "wordpiece-trained": ("wordpiece-trained", None, "WordPiece"),
+           "unigram-trained": ("unigram-trained", None, "Unigram"),
+           "three-digits": ("gpt-2", THREE_DIGITS, "/\\p{N}{1,3}/ then /'s|'t")}
 EXTRA = ["<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
          "<start_of_turn>user\nHello, world!<end_of_turn>\n<start_of_turn>model\n",
          "Numbers: 1234567890 and 3.14159, dates 2024-06-01.",
@@ -74,7 +80,7 @@ def tokenizer_dirs(tmp):
     if not os.path.exists(maker):
         skip("no $FX_HF_TOKENIZERS and no scripts/make-hf-tokenizers.py")
     out = os.path.join(tmp, "tok")
-    names = list(COMPARE) + list(DEFAULTS) + list(REFUSED)
+    names = list(COMPARE) + list(DEFAULTS) + [v[0] for v in REFUSED.values()]
     r = subprocess.run([sys.executable, maker, out] + names, capture_output=True, text=True)
     if r.returncode:
         skip("make-hf-tokenizers.py failed (transformers missing?): " + r.stderr[-400:])
@@ -156,17 +162,18 @@ def main():
             same = sum(tokenize(ferrox, orig, t) == tokenize(ferrox, conv, t) for t in texts)
             print(f"{name:15} {same} of {len(texts)} (converted GGUF == {DEFAULTS[name][0]})")
             bad += same != len(texts)
-        for name, kind in REFUSED.items():
-            src = os.path.join(toks, name)
+        for name, (folder, patch, kind) in REFUSED.items():
+            src = os.path.join(toks, folder)
             if not os.path.isdir(src):
                 continue
             ck = os.path.join(tmp, "ck-" + name)
-            checkpoint(src, ck, None)
+            checkpoint(src, ck, patch)
             r = subprocess.run([ferrox, "convert", ck, "-o", os.path.join(out, name + ".gguf")],
                                capture_output=True, text=True)
             ok = r.returncode != 0 and kind in r.stderr
-            print(f"{name:15} refused: {r.stderr.strip()[:160]}" if ok else
-                  f"FAIL {name}: convert should refuse naming {kind}: rc {r.returncode}")
+            print(f"{name:15} refused: {r.stderr.strip()[-200:]}" if ok else
+                  f"FAIL {name}: convert should refuse naming {kind}: rc {r.returncode} "
+                  f"{r.stderr.strip()[-300:]}")
             bad += not ok
     print("ok" if not bad else f"{bad} failures")
     return 1 if bad else 0
