@@ -290,6 +290,8 @@ static bool remake(const char *dir, const struct edit *ed, int n_ed, const char 
 		if (j < n_ed) {
 			used[j] = true;
 			rc = put_edit(v, &ed[j]);
+		} else if (kv->type == GGUF_T_ARRAY && kv->arr_type == GGUF_T_STRING) {
+			rc = gguf_build_str_arr(v, k, kv->data, kv->n); /* tokenizer.json's */
 		} else if (kv->type == GGUF_T_ARRAY) {
 			rc = gguf_build_arr(v, k, kv->arr_type, kv->data, kv->n);
 		} else if (kv->type == GGUF_T_STRING) {

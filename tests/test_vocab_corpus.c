@@ -10,6 +10,10 @@
  * $FX_LLAMA_VOCAB_DIR, else ../oracle/sdist/llama_cpp_python-0.3.36/
  * vendor/llama.cpp/models (the script's default cache). Skipped (77) when
  * absent, a failure with FX_REQUIRE_MODELS=1.
+ *
+ * test_vocab_corpus GGUF_DIR NAME...: the named vocabularies from
+ * GGUF_DIR/NAME.gguf instead (tests/test_hf_vocab_convert.py: GGUFs that
+ * `ferrox convert` wrote from tokenizer.json), against the same .inp/.out.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +102,7 @@ static bool check_case(const struct fx_model *m, const char *inp, size_t n, cons
 }
 
 /* One vocabulary: 0 when every case passed. */
-static int run_vocab(const char *dir, const char *name)
+static int run_vocab(const char *dir, const char *name, const char *gguf_dir)
 {
 	char path[1024], inp_path[1100], out_path[1100];
 	size_t n_inp = 0, n_out = 0, total = 0, pass = 0;
@@ -110,6 +114,8 @@ static int run_vocab(const char *dir, const char *name)
 	snprintf(path, sizeof(path), "%s/ggml-vocab-%s.gguf", dir, name);
 	snprintf(inp_path, sizeof(inp_path), "%s.inp", path);
 	snprintf(out_path, sizeof(out_path), "%s.out", path);
+	if (gguf_dir)
+		snprintf(path, sizeof(path), "%s/%s.gguf", gguf_dir, name);
 	inp = slurp(inp_path, &n_inp);
 	out = slurp(out_path, &n_out);
 	mp.vocab_only = true;
@@ -141,7 +147,7 @@ static int run_vocab(const char *dir, const char *name)
 	return m && pass == total ? 0 : 1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const char *dir = getenv("FX_LLAMA_VOCAB_DIR"), *req = getenv("FX_REQUIRE_MODELS");
 	char probe[1024];
@@ -157,9 +163,9 @@ int main(void)
 		return req && req[0] == '1' ? 1 : 77;
 	}
 	fclose(f);
-	for (size_t i = 0; i < sizeof(vocabs) / sizeof(vocabs[0]); i++)
-		bad += run_vocab(dir, vocabs[i]);
-	printf("%zu of %zu vocabularies match llama.cpp\n",
-	       sizeof(vocabs) / sizeof(vocabs[0]) - (size_t)bad, sizeof(vocabs) / sizeof(vocabs[0]));
+	size_t n = argc > 2 ? (size_t)argc - 2 : sizeof(vocabs) / sizeof(vocabs[0]);
+	for (size_t i = 0; i < n; i++)
+		bad += argc > 2 ? run_vocab(dir, argv[i + 2], argv[1]) : run_vocab(dir, vocabs[i], NULL);
+	printf("%zu of %zu vocabularies match llama.cpp\n", n - (size_t)bad, n);
 	return check_exit();
 }

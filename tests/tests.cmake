@@ -184,3 +184,25 @@ endforeach()
 if(TARGET test_sampling_defaults)
   target_link_libraries(test_sampling_defaults PRIVATE ferrox_server)
 endif()
+
+# tokenizer.json -> `ferrox convert` -> GGUF tokenizes as llama.cpp
+# (tests/test_hf_vocab_convert.py, io/hf_vocab.c): llama.cpp's test
+# vocabularies against their .out ids, the default models against their
+# GGUFs. Tokenizer folders from $FX_HF_TOKENIZERS or
+# scripts/make-hf-tokenizers.py; skips (77) without them unless
+# FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_hf_vocab_convert COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_hf_vocab_convert.py
+           $<TARGET_FILE:ferrox-cli> $<TARGET_FILE:test_vocab_corpus> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_hf_vocab_convert PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+endif()
+
+# A Hugging Face checkpoint made from SmolLM2 (scripts/make-hf-checkpoint.py,
+# gguf + numpy) through `ferrox convert`: the directory and its f32 GGUF give
+# the same logits and greedy path (tests/test_hf_checkpoint.py, ~15 s).
+# Skips (77) without the model or packages unless FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_hf_checkpoint COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_hf_checkpoint.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_hf_checkpoint PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()

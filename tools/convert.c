@@ -18,9 +18,9 @@ static void convert_usage(FILE *f)
 		"             q2_k, q3_k, q4_k, q5_k, q6_k, or q4_k_m (llama-quantize's mix);\n"
 		"             norms and biases stay f32; default: keep each tensor's type\n"
 		"  --vocab-from FILE.gguf  copy FILE's tokenizer (tokenizer.* keys) into OUT\n"
-		"Without --vocab-from the output carries no tokenizer for a checkpoint\n"
-		"directory (its tokenizer.json is not converted to GGUF keys): run the\n"
-		"directory itself for text, or the GGUF from token ids.\n");
+		"A checkpoint directory's tokenizer.json (BPE: byte-level, or SentencePiece-\n"
+		"style) becomes llama.cpp's tokenizer.ggml.* keys; one llama.cpp has no\n"
+		"name for is refused, naming it (--vocab-from takes one from a GGUF).\n");
 }
 
 int cmd_convert(int argc, char **argv)

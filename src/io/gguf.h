@@ -125,6 +125,8 @@ int gguf_build_str(struct gguf_file *g, const char *key, const char *v);
 /* A numeric array (elements of type et, n of them, copied). */
 int gguf_build_arr(struct gguf_file *g, const char *key, enum gguf_vtype et, const void *data,
 		   uint64_t n);
+/* An array of n strings (s[i].p need not be NUL-terminated; all copied). */
+int gguf_build_str_arr(struct gguf_file *g, const char *key, const struct gguf_str *s, uint64_t n);
 int gguf_build_tensor(struct gguf_file *g, const char *name, int type, uint32_t n_dims,
 		      const int64_t ne[4], const void *data);
 /* size bytes owned by g (zeroed), e.g. for converted tensor data. */

@@ -109,3 +109,30 @@ int gguf_build_tensor(struct gguf_file *g, const char *name, int type, uint32_t 
 	x->nbytes = fx_row_size(type, x->ne[0]) * (size_t)(x->ne[1] * x->ne[2] * x->ne[3]);
 	return FX_OK;
 }
+
+int gguf_build_str_arr(struct gguf_file *g, const char *key, const struct gguf_str *s, uint64_t n)
+{
+	size_t bytes = 0, kn = strlen(key);
+	for (uint64_t i = 0; i < n; i++)
+		bytes += s[i].n;
+	/* the gguf_str array is freed by gguf_close with every string array */
+	struct gguf_str *arr = fx_malloc_array(n ? (size_t)n : 1, sizeof(*arr));
+	struct gguf_kv *kv = arr ? fx_realloc_array(g->kv, g->n_kv + 1, sizeof(*kv)) : NULL;
+	if (kv)
+		g->kv = kv;
+	char *text = kv ? gguf_build_alloc(g, bytes) : NULL;
+	char *k = text ? gguf_build_alloc(g, kn + 1) : NULL;
+	if (!k) {
+		fx_free(arr);
+		return FX_E_NOMEM;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		memcpy(text, s[i].p, s[i].n);
+		arr[i] = (struct gguf_str){ text, s[i].n };
+		text += s[i].n;
+	}
+	memcpy(k, key, kn);
+	g->kv[g->n_kv++] = (struct gguf_kv){ .key = { k, kn }, .type = GGUF_T_ARRAY,
+					     .arr_type = GGUF_T_STRING, .n = n, .data = arr };
+	return FX_OK;
+}

@@ -497,6 +497,13 @@ int gguf_convert(const char *src, const struct hf_registry *reg, const char *dst
 		}
 		opt.vocab = vg;
 	}
+	struct gguf_str why;
+	if (!vocab_from && gguf_get_str(g, HF_TOKENIZER_ERROR, &why)) {
+		rc = fx_fail(err, FX_E_UNSUPPORTED, "%.*s (--vocab-from FILE.gguf takes the tokenizer "
+			     "from a GGUF instead)", (int)(why.n > 900 ? 900 : why.n), why.p);
+		gguf_close(g);
+		return rc;
+	}
 	if (q4_k_m) {
 		const struct gguf_kv *arch = gguf_find(g, "general.architecture");
 		char key[96];

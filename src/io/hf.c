@@ -21,6 +21,7 @@
 
 #include "core/alloc.h"
 #include "core/json.h"
+#include "io/hf_vocab.h"
 #include "io/safetensors.h"
 #include "quant/quant.h"
 
@@ -779,6 +780,12 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 	}
 	if ((rc = map_generation_config(&h)) != FX_OK)
 		goto out;
+	if ((rc = hf_vocab_map(h.g, dir, h.cfg, err)) == FX_E_NOMEM)
+		goto out;
+	if (rc && (rc = gguf_build_str(h.g, HF_TOKENIZER_ERROR, err ? err->msg : "tokenizer.json: not mapped")) != FX_OK) {
+		rc = fx_fail(err, rc, "no memory");
+		goto out;
+	}
 	if ((rc = st_set_open_dir(dir, &h.st, err)) != FX_OK)
 		goto out;
 	h.g->release = release_st;

@@ -38,6 +38,11 @@ struct hf_registry {
 int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **out,
 	    struct fx_err *err);
 
+/* The view's key holding why tokenizer.json could not become tokenizer.ggml.*
+ * keys (a string; absent when it could, or there is none): loading a
+ * directory does not need them, ferrox convert refuses to write without. */
+#define HF_TOKENIZER_ERROR "tokenizer.ferrox.error"
+
 /* path as a gguf_file: a Hugging Face directory through hf_open(reg), or
  * else a GGUF file (gguf_open); *is_dir (may be NULL) says which. */
 int hf_open_any(const char *path, const struct hf_registry *reg, struct gguf_file **out,
