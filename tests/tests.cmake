@@ -148,19 +148,16 @@ endif()
 # scripts/make-hf-tokenizers.py writes into build/hf-tokenizers (converted
 # from llama.cpp's test GGUFs and the default models by transformers, plus
 # trained WordPiece / Unigram ones), each on ~10,000 strings x 4
-# add/parse_special combinations through tok_dump; its EXPECTED_EQUAL list
-# is asserted. The _gguf variant runs ferrox's GGUF tokenizer on the source
-# files against the converted JSON (agreement floors only: the plumbing).
-# Skip (77) without the packages or sources unless FX_REQUIRE_MODELS=1.
+# add/parse_special combinations through tok_dump (500 under ASan); its
+# EXPECTED_EQUAL list (all 19) is asserted. Skip (77) without the packages or sources unless FX_REQUIRE_MODELS=1.
 if(Python3_Interpreter_FOUND)
   add_test(NAME test_hf_tokenizer_oracle COMMAND ${Python3_EXECUTABLE}
            ${CMAKE_SOURCE_DIR}/tests/test_hf_tokenizer_oracle.py $<TARGET_FILE:tok_dump>
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  add_test(NAME test_hf_tokenizer_oracle_gguf COMMAND ${Python3_EXECUTABLE}
-           ${CMAKE_SOURCE_DIR}/tests/test_hf_tokenizer_oracle.py $<TARGET_FILE:tok_dump> --gguf
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(test_hf_tokenizer_oracle test_hf_tokenizer_oracle_gguf
-                       PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
+  # (--gguf, ferrox's GGUF path against tokenizers on transformers'
+  # conversions, is a manual mode: 3.5 min, and test_vocab_corpus already
+  # holds that path to llama.cpp's own ids)
+  set_tests_properties(test_hf_tokenizer_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
 endif()
 
 # The public libraries (cmake/public-libs.cmake): libferrox.so and

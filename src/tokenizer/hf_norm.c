@@ -75,13 +75,16 @@ static bool bert_chinese(uint32_t c)
 	       (c >= 0xf900 && c <= 0xfaff) || (c >= 0x2f800 && c <= 0x2fa1f);
 }
 
-/* Rust's is_other: Cc, Cf, Cs, Co, Cn. */
+/* bert.rs's is_control through the unicode_categories crate's is_other:
+ * Cc, Cf, Cs and Co. Unassigned code points (Cn) are NOT in its tables, so
+ * they stay (checked against tokenizers 0.23.3: U+038B, U+0378, U+2065
+ * kept; U+E000, U+00AD, U+E0001 removed). */
 static bool is_other(uint32_t c)
 {
 	utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
 
 	return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF || k == UTF8PROC_CATEGORY_CS ||
-	       k == UTF8PROC_CATEGORY_CO || k == UTF8PROC_CATEGORY_CN;
+	       k == UTF8PROC_CATEGORY_CO;
 }
 
 /* BertNormalizer's clean_text and handle_chinese_chars, character by
@@ -93,7 +96,9 @@ static int bert_chars(const struct hf_norm *nm, uint32_t c, struct sbuf *b)
 	if (nm->clean_text) {
 		bool ws = c == '\t' || c == '\n' || c == '\r' || white_space(c);
 
-		if (c == 0 || c == 0xfffd || (!ws && is_other(c)))
+		/* removal first (bert.rs filters, then maps whitespace): U+0085
+		 * is both Cc and white space, and goes */
+		if (c == 0 || c == 0xfffd || (c != '\t' && c != '\n' && c != '\r' && is_other(c)))
 			return FX_OK;
 		if (ws)
 			c = ' ';
