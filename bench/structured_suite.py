@@ -17,7 +17,8 @@ Settings (each at temperature 0 once, and at temperature 1 with each
   llama     llama-server's default samplers sent explicitly to both
             (top_k 40, top_p 0.95, min_p 0.05)
 
-usage: bench/structured_suite.py [--seeds 7,8] [-t 2] [--parallel 4] [MODEL.gguf]
+usage: bench/structured_suite.py [--seeds 7,8] [-t 2] [--parallel 4] [--ferrox-only | --llama-only]
+                                 [MODEL.gguf]
        (default: SmolLM2-135M-Instruct; llama.cpp from bench/llama.sh)
 """
 import argparse
@@ -61,7 +62,10 @@ def one(client, jsonschema, name, schema, temp, seed, extra):
                 seed=seed, max_tokens=MAX_TOKENS, frequency_penalty=0.3,
                 response_format={"type": "json_schema",
                                  "json_schema": {"name": name, "schema": schema, "strict": True}})
-    r = client.chat.completions.create(**body, extra_body=extra)
+    try:
+        r = client.chat.completions.create(**body, extra_body=extra)
+    except Exception as e:  # noqa: BLE001 - a refused schema is counted, not fatal
+        return "refused", f"{name} t={temp} seed={seed}: {str(e)[:160]}"
     ch = r.choices[0]
     if ch.finish_reason == "length":
         return "cut", f"{name} t={temp} seed={seed}: ...{ch.message.content[-60:]!r}"
@@ -81,8 +85,9 @@ def run_engine(label, client, jsonschema, suite, seeds, parallel):
             res = list(ex.map(lambda j: (j[2],) + one(client, jsonschema, j[0], j[1], j[2], j[3], extra), jobs))
         for temp in (0.0, 1.0):
             got = [r for r in res if r[0] == temp]
-            count = {k: sum(1 for r in got if r[1] == k) for k in ("ok", "cut", "invalid")}
-            rows.append((label, sname, temp, len(got), count["ok"], count["cut"], count["invalid"]))
+            count = {k: sum(1 for r in got if r[1] == k) for k in ("ok", "cut", "invalid", "refused")}
+            rows.append((label, sname, temp, len(got), count["ok"], count["cut"], count["invalid"],
+                         count["refused"]))
             for r in got:
                 if r[1] != "ok":
                     print(f"  {label} {sname}: {r[1]} {r[2]}", flush=True)
@@ -96,6 +101,7 @@ def main():
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--ferrox-only", action="store_true")
+    ap.add_argument("--llama-only", action="store_true")
     ap.add_argument("model", nargs="?",
                     default=os.path.join(os.environ.get("FX_MODELS_DIR", os.path.join(ROOT, "models")),
                                          "SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -106,8 +112,9 @@ def main():
     seeds = [int(s) for s in a.seeds.split(",")]
     suite = schemas()
     rows = []
-    with Server(a.model, "--parallel", str(a.parallel), "--ctx-size", "2048") as srv:
-        rows += run_engine("ferrox", srv.client(timeout=900), jsonschema, suite, seeds, a.parallel)
+    if not a.llama_only:
+        with Server(a.model, "--parallel", str(a.parallel), "--ctx-size", "2048") as srv:
+            rows += run_engine("ferrox", srv.client(timeout=900), jsonschema, suite, seeds, a.parallel)
     bindir = None if a.ferrox_only else llama_bin(a.t)
     if bindir:
         ll = LlamaServer(bindir, a.model, a.t, ["-np", str(a.parallel), "-c", str(2048 * a.parallel)])
@@ -121,8 +128,8 @@ def main():
     ver = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     print(f"\n{os.path.basename(a.model)}, {len(suite)} schemas, seeds {a.seeds}, max_tokens {MAX_TOKENS}, "
           f"ferrox {ver.stdout.strip()}")
-    print("| engine | samplers | temperature | replies | valid | cut at max_tokens | invalid |")
-    print("|---|---|---|---|---|---|---|")
+    print("| engine | samplers | temperature | replies | valid | cut at max_tokens | invalid | schema refused |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print("| " + " | ".join(str(x) for x in r) + " |")
 

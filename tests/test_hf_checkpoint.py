@@ -9,6 +9,9 @@ scripts/make-hf-checkpoint.py turns SmolLM2-135M-Instruct.Q4_1.gguf
 (io/hf_vocab.c). Checked:
 - the converted GGUF tokenizes the prompt as the original GGUF does;
 - greedy text from the converted GGUF (`ferrox run --temp 0 -n 32`);
+- the directory tokenizes the prompt as the original GGUF does, generates
+  greedily the same text as the converted GGUF (f32 KV cache both), and
+  `ferrox chat DIR` answers with its template;
 - the directory and the converted GGUF give the same logits over the
   prompt + that text (`ferrox logits --ids`, both with an f32 KV cache),
   the same argmax on every row, and that argmax is the greedy path. The
@@ -102,6 +105,22 @@ def main():
               f"argmax equal on {same_top} of {len(seq)} rows, directory's argmax follows the "
               f"greedy text on {greedy} of {len(path)} steps")
         bad += diff > 1e-3 or same_top != len(seq) or greedy != len(path)
+        # the directory itself, through its tokenizer.json: the same prompt
+        # ids as the GGUF's vocabulary, the same greedy text as the converted
+        # GGUF (both with an f32 KV cache, the directory's default)
+        dir_ids = ids_of(ferrox, d, PROMPT)
+        print(f"prompt ids: directory {dir_ids}")
+        bad += dir_ids != want
+        kv32 = ("--cache-type-k", "f32", "--cache-type-v", "f32")
+        t_dir = run(ferrox, "run", "-m", d, "-p", PROMPT, "--temp", "0", "-n", str(N_GEN))
+        t_g32 = run(ferrox, "run", "-m", g, "-p", PROMPT, "--temp", "0", "-n", str(N_GEN), *kv32)
+        print(f"greedy, directory: {t_dir!r}; converted GGUF (f32 KV): {t_g32!r}")
+        bad += t_dir != t_g32 or not t_dir.strip()
+        # chat with the directory's own template (tokenizer_config.json)
+        r = subprocess.run([ferrox, "chat", "-m", d, "-n", "8", "--temp", "0"], input="Hello!\n/exit\n",
+                           capture_output=True, text=True, timeout=300)
+        print(f"ferrox chat DIR: exit {r.returncode}, reply {r.stdout.strip()[:80]!r}")
+        bad += r.returncode != 0 or not r.stdout.strip()
     print("ok" if not bad else "FAIL")
     return 1 if bad else 0
 
