@@ -203,3 +203,14 @@ if(Python3_Interpreter_FOUND)
            $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_hf_checkpoint PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
+
+# The tiny checkpoints of tests/fixtures run from text: their
+# tokenizer.json against the tokenizers package, `ferrox run` on each
+# (tests/test_fixture_tokenizers.py). Skips (77) without tokenizers unless
+# FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_fixture_tokenizers COMMAND ${Python3_EXECUTABLE}
+           ${CMAKE_SOURCE_DIR}/tests/test_fixture_tokenizers.py $<TARGET_FILE:ferrox-cli> $<TARGET_FILE:tok_dump>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_fixture_tokenizers PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
