@@ -136,7 +136,10 @@ FX_API bool fx_token_is_eog(const struct fx_model *m, fx_token t);
  * "<start_of_turn>" in the text (llama.cpp's parse_special); otherwise they
  * are tokenized as plain text.
  * Writes at most cap ids to out and the full count to *n_out; returns
- * FX_E_INVALID (with *n_out the needed count) when cap is too small. */
+ * FX_E_INVALID (with *n_out the needed count) when cap is too small,
+ * FX_E_NOMEM, and FX_E_FORMAT when a tokenizer.json vocabulary cannot
+ * spell the text and names no unknown token (tokenizers' MissingUnkId:
+ * e.g. a Unigram without unk_id meeting a character it lacks). */
 FX_API int fx_tokenize(const struct fx_model *m, const char *text, size_t len,
 		       bool add_special, bool parse_special, fx_token *out, size_t cap,
 		       size_t *n_out);

@@ -19,6 +19,12 @@ corpus/request: request bodies of the kinds tests/test_server.py,
 test_structured.py and test_tool_server.py send (completions, chat,
 structured output, tools).
 
+corpus/hf_tokenizer: tokenizer.json, NUL, a text: the fixtures'
+SentencePiece-style and byte-level BPE (tests/fixtures/hf-tiny/llama and
+qwen2), and small WordPiece (Bert normalizer, pre-tokenizer and
+post-processor) and Unigram (Metaspace, NFKC) ones built here with the
+`tokenizers` package.
+
 corpus/tokenizer: a few texts (ASCII, accents, CJK, emoji, control-token
 texts, whitespace runs, a broken UTF-8 sequence).
 
@@ -251,6 +257,33 @@ TEXTS = {
 }
 
 
+def hf_tokenizer_seeds(d):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    text = "Hello w\u00f6rld, \u65e5\u672c [CLS] <s> 12345  \t\n\xe4\xbd ok".encode("utf-8", "surrogatepass")
+    text = text.replace(b"\xc3\xa4\xc2\xbd", b"\xe4\xbd")  # a broken UTF-8 sequence
+    for name in ("llama", "qwen2"):
+        with open(os.path.join(HERE, "..", "fixtures", "hf-tiny", name, "tokenizer.json"), "rb") as f:
+            js = f.read()
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(js + b"\0" + text)
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", "w",
+                                         "##or", "##ld", ",", "1", "##2", "##345", "ok"])}
+    wp = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    wp.normalizer = normalizers.BertNormalizer(lowercase=True)
+    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    wp.post_processor = processors.BertProcessing(("[SEP]", 3), ("[CLS]", 2))
+    wp.decoder = decoders.WordPiece()
+    pieces = [("<unk>", 0.0), ("\u2581", -1.0), ("\u2581hello", -2.0), ("o", -3.0), ("l", -3.5),
+              ("w", -4.0), ("rld", -4.5), ("1", -5.0), ("2", -5.0), ("ok", -2.5)]
+    ug = Tokenizer(models.Unigram(pieces, unk_id=0, byte_fallback=False))
+    ug.normalizer = normalizers.NFKC()
+    ug.pre_tokenizer = pre_tokenizers.Metaspace()
+    ug.decoder = decoders.Metaspace()
+    for name, tok in (("wordpiece", wp), ("unigram", ug)):
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(tok.to_str().encode() + b"\0" + text)
+
+
 def main():
     fixtures = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         HERE, "..", "..", "..", "shared", "fixtures", "hf-tiny")
@@ -267,6 +300,9 @@ def main():
                     ("qwen2_moe", 8), ("deepseek_v3", 4)):
         if os.path.isdir(os.path.join(fixtures, name)):
             hf_seed(os.path.join(fixtures, name), os.path.join(d, name), f)
+    d = os.path.join(HERE, "corpus", "hf_tokenizer")
+    os.makedirs(d, exist_ok=True)
+    hf_tokenizer_seeds(d)
     for sub, items in (("request", {k: json.dumps(v).encode() for k, v in REQUESTS.items()}),
                        ("tokenizer", TEXTS)):
         d = os.path.join(HERE, "corpus", sub)
