@@ -89,32 +89,25 @@ def cases(src, out):
 def malformed(tok_dump, out, gpt2):
     """(folder, expected text in the error) for each broken folder."""
     bad = []
-    d = os.path.join(out, "bad-vocab")
-    write_folder(d, gpt2, None)
-    open(os.path.join(d, "vocab.json"), "w").write('["a", "b"]')
-    bad.append((d, "vocab.json: not a JSON object"))
-    d = os.path.join(out, "bad-merge")
-    write_folder(d, gpt2, None)
-    with open(os.path.join(d, "merges.txt"), "a", encoding="utf-8") as f:
-        f.write("Ġzzqx Ġqqzy\n")
-    bad.append((d, "merges.txt line 50002: 'Ġzzqx' is not in vocab.json"))
-    d = os.path.join(out, "bad-merged")
-    write_folder(d, gpt2, None)
-    with open(os.path.join(d, "merges.txt"), "a", encoding="utf-8") as f:
-        f.write("Ġthe Ġthe\n")
-    bad.append((d, "merges.txt line 50002: the merge makes 'ĠtheĠthe', which is not in vocab.json"))
-    d = os.path.join(out, "bad-line")
-    write_folder(d, gpt2, None)
-    with open(os.path.join(d, "merges.txt"), "a", encoding="utf-8") as f:
-        f.write("a b c\n")
-    bad.append((d, "merges.txt line 50002: 'a b c' is not two tokens"))
-    d = os.path.join(out, "no-merges")
-    write_folder(d, gpt2, None)
-    os.remove(os.path.join(d, "merges.txt"))
-    bad.append((d, "vocab.json without merges.txt"))
-    d = os.path.join(out, "roberta")
-    write_folder(d, gpt2, {"tokenizer_class": "RobertaTokenizer"})
-    bad.append((d, "tokenizer_class RobertaTokenizer"))
+    for name, cfg, merge_line, want in [
+        ("bad-merge", None, "Ġzzqx Ġqqzy", "merges.txt line 50002: 'Ġzzqx' is not in vocab.json"),
+        ("bad-merged", None, "Ġthe Ġthe",
+         "merges.txt line 50002: the merge makes 'ĠtheĠthe', which is not in vocab.json"),
+        ("bad-line", None, "a b c", "merges.txt line 50002: 'a b c' is not two tokens"),
+        ("bad-vocab", None, None, "vocab.json: not a JSON object"),
+        ("no-merges", None, None, "vocab.json without merges.txt"),
+        ("roberta", {"tokenizer_class": "RobertaTokenizer"}, None, "tokenizer_class RobertaTokenizer"),
+    ]:
+        d = os.path.join(out, name)
+        write_folder(d, gpt2, cfg)
+        if merge_line:
+            with open(os.path.join(d, "merges.txt"), "a", encoding="utf-8") as f:
+                f.write(merge_line + "\n")
+        if name == "bad-vocab":
+            open(os.path.join(d, "vocab.json"), "w").write('["a", "b"]')
+        if name == "no-merges":
+            os.remove(os.path.join(d, "merges.txt"))
+        bad.append((d, want))
     fails = []
     for d, want in bad:
         r = subprocess.run([tok_dump, d], input=b"", capture_output=True)
