@@ -2,7 +2,8 @@
  * tests/data/hf_tokenizer/cases.txt (byte-level with added tokens and a
  * template; SentencePiece-style with normalizers, byte fallback and
  * decoders; Metaspace; a Split regex; WordPiece with BERT's parts; Unigram
- * with a Precompiled map; BertNormalizer), then encoding and streaming pieces,
+ * with a Precompiled map; BertNormalizer) and a GPT-2-style vocab.json +
+ * merges.txt folder (hf_legacy.c), then encoding and streaming pieces,
  * with heap call k failing for every k: each step gives FX_OK with the
  * right result or FX_E_NOMEM, and (under ASan) leaks nothing.
  */
@@ -73,6 +74,108 @@ static void sweep(const char *dir, const char *name)
 	fprintf(stderr, "%s: %ld heap calls, each failed once\n", name, k);
 }
 
+/* GPT-2's bytes_to_unicode character of byte b, UTF-8, into out. */
+static size_t byte_char(int b, char out[3])
+{
+	int cp = b, extra = 0;
+
+	if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174)) {
+		for (int i = 0; i < b; i++)
+			extra += !((i >= 33 && i <= 126) || (i >= 161 && i <= 172) || i >= 174);
+		cp = 256 + extra;
+	}
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	out[0] = (char)(0xC0 | (cp >> 6));
+	out[1] = (char)(0x80 | (cp & 0x3F));
+	return 2;
+}
+
+/* A small byte-level vocab.json + merges.txt + tokenizer_config.json in
+ * dir: the 256 byte characters, a few merges, an added token and a pad
+ * token vocab.json lacks, bos added. */
+static void write_legacy(const char *dir)
+{
+	static const char *const merges[][3] = {
+		{ "h", "e", "he" }, { "l", "l", "ll" }, { "he", "ll", "hell" }, { "hell", "o", "hello" },
+		{ "\xc4\xa0", "w", "\xc4\xa0w" }, { "o", "r", "or" }, { "\xc4\xa0w", "or", "\xc4\xa0wor" },
+	};
+	char path[300], c[3];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/vocab.json", dir);
+	if (!(f = fopen(path, "wb")))
+		return;
+	fputc('{', f);
+	for (int b = 0; b < 256; b++) {
+		size_t n = byte_char(b, c);
+
+		fputs(b ? ",\"" : "\"", f);
+		if (c[0] == '"' || c[0] == '\\')
+			fputc('\\', f);
+		fwrite(c, 1, n, f);
+		fprintf(f, "\":%d", b);
+	}
+	for (size_t i = 0; i < sizeof(merges) / sizeof(*merges); i++)
+		fprintf(f, ",\"%s\":%zu", merges[i][2], 256 + i);
+	fputs(",\"<|endoftext|>\":263}", f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/merges.txt", dir);
+	if (!(f = fopen(path, "wb")))
+		return;
+	fputs("#version: 0.2\n", f);
+	for (size_t i = 0; i < sizeof(merges) / sizeof(*merges); i++)
+		fprintf(f, "%s %s\n", merges[i][0], merges[i][1]);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
+	if (!(f = fopen(path, "wb")))
+		return;
+	fputs("{\"add_bos_token\": true, \"pad_token\": \"<pad>\", \"added_tokens_decoder\": "
+	      "{\"264\": {\"content\": \"<mask>\", \"special\": false}}}", f);
+	fclose(f);
+}
+
+/* The legacy folder's ids, worked by hand from write_legacy's files. */
+static void check_legacy(const char *dir)
+{
+	static const char in[] = "<mask>g<|endoftext|>hello wor";
+	/* bos, <mask>, 'g', <|endoftext|>, hello, \u0120wor; transformers
+	 * 5.23's AutoTokenizer gives the same on these files */
+	static const fx_token want[] = { 263, 264, 'g', 263, 256 + 3, 256 + 6 };
+	struct vocab *v = NULL;
+	struct fx_err err;
+	fx_token ids[16];
+	size_t n = 0;
+
+	CHECKF(vocab_load_hf(dir, &v, &err) == FX_OK && v, "legacy: %s", err.msg);
+	if (!v)
+		return;
+	CHECK(vocab_tokenize(v, in, sizeof(in) - 1, true, true, ids, 16, &n) == FX_OK);
+	CHECKF(n == 6 && !memcmp(ids, want, sizeof(want)), "legacy: %zu ids, first %d", n, n ? ids[0] : -1);
+	CHECK(vocab_n_tokens(v) == 266); /* <pad> appended as 265 */
+	vocab_free(v);
+}
+
+static void sweep_legacy(const char *tmp)
+{
+	char dir[256], path[300];
+	static const char *const files[] = { "vocab.json", "merges.txt", "tokenizer_config.json" };
+
+	snprintf(dir, sizeof(dir), "%s/fx_hf_legacy_oom_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir))
+		return;
+	write_legacy(dir);
+	sweep(dir, "vocab.json + merges.txt");
+	check_legacy(dir);
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		remove(path);
+	}
+	rmdir(dir);
+}
+
 int main(void)
 {
 	size_t size = 0;
@@ -105,5 +208,6 @@ int main(void)
 	remove(path);
 	rmdir(dir);
 	free(data);
+	sweep_legacy(tmp);
 	return check_exit();
 }

@@ -160,6 +160,19 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(test_hf_tokenizer_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
 endif()
 
+# Folders without tokenizer.json (tests/test_hf_legacy_oracle.py,
+# src/tokenizer/hf_legacy.c): vocab.json + merges.txt made from the gpt-2
+# and smollm2-135m vocabularies above, 4 tokenizer_config.json variants,
+# each on 350 strings x 4 combinations against transformers'
+# AutoTokenizer, all equal; 6 malformed folders refused naming the file.
+# Skip (77) as test_hf_tokenizer_oracle.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_hf_legacy_oracle COMMAND ${Python3_EXECUTABLE}
+           ${CMAKE_SOURCE_DIR}/tests/test_hf_legacy_oracle.py $<TARGET_FILE:tok_dump>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_hf_legacy_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
+
 # The public libraries (cmake/public-libs.cmake): libferrox.so and
 # libferrox.a define only ferrox.h's FX_API names (nm; fx_serve and its
 # params live in ferrox_server), and each is usable alone: tests/api_smoke.c

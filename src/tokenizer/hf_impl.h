@@ -186,6 +186,21 @@ struct hftok {
 int hftok_regex(struct hftok *h, const char *pattern, size_t n, const char *what,
 		pcre2_code **out, struct fx_err *err);
 void hftok_free(struct hftok *h);
+/* dir/name's bytes into *out (fx_malloc'ed, NUL after the *n bytes), or
+ * *out NULL when the file is absent. FX_E_IO, FX_E_NOMEM. */
+int hftok_read_file(const char *dir, const char *name, char **out, size_t *n, struct fx_err *err);
+/* dir/name parsed into *out (cJSON_Delete), or *out NULL when absent.
+ * FX_E_FORMAT (not JSON), FX_E_UNSUPPORTED (a \u0000), FX_E_IO, FX_E_NOMEM. */
+int hftok_read_json(const char *dir, const char *name, cJSON **out, struct fx_err *err);
+
+/* ---- hf_legacy.c -------------------------------------------------------- */
+
+/* The tokenizer.json tree transformers builds for dir's vocab.json +
+ * merges.txt (GPT-2 byte-level BPE) into *out (cJSON_Delete), or *out
+ * NULL when there is no vocab.json. FX_E_FORMAT naming the file and line,
+ * FX_E_UNSUPPORTED (a tokenizer_class other than GPT-2's), FX_E_IO,
+ * FX_E_NOMEM. */
+int hflegacy_bpe_json(const char *dir, cJSON **out, struct fx_err *err);
 
 /* ---- hf_encode.c -------------------------------------------------------- */
 

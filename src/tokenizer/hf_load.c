@@ -861,8 +861,7 @@ static bool has_nul_escape(const char *s, size_t n)
 	return false;
 }
 
-/* dir/name parsed, or *out NULL when the file is absent. */
-static int read_json(const char *dir, const char *name, cJSON **out, struct fx_err *err)
+int hftok_read_file(const char *dir, const char *name, char **out, size_t *n, struct fx_err *err)
 {
 	char path[4096];
 	FILE *f;
@@ -871,6 +870,7 @@ static int read_json(const char *dir, const char *name, cJSON **out, struct fx_e
 	int rc = FX_OK;
 
 	*out = NULL;
+	*n = 0;
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	if (!(f = fopen(path, "rb"))) {
 		if (errno == ENOMEM)
@@ -885,16 +885,30 @@ static int read_json(const char *dir, const char *name, cJSON **out, struct fx_e
 	else if (fread(buf, 1, (size_t)len, f) != (size_t)len)
 		rc = fx_fail(err, FX_E_IO, "%s: cannot read it", path);
 	fclose(f);
-	if (!rc && has_nul_escape(buf, (size_t)len))
-		rc = fx_fail(err, FX_E_UNSUPPORTED, "%s: a string with U+0000 (\\u0000) is not supported",
-			     path);
-	if (!rc) {
-		size_t end = 0;
-
-		rc = fx_json_parse(buf, (size_t)len, out, &end);
-		if (rc == FX_E_FORMAT)
-			fx_fail(err, rc, "%s: not valid JSON (near byte %zu)", path, end);
+	if (rc) {
+		fx_free(buf);
+		return rc;
 	}
+	buf[len] = '\0';
+	*out = buf;
+	*n = (size_t)len;
+	return FX_OK;
+}
+
+int hftok_read_json(const char *dir, const char *name, cJSON **out, struct fx_err *err)
+{
+	char *buf;
+	size_t len, end = 0;
+	int rc;
+
+	*out = NULL;
+	if ((rc = hftok_read_file(dir, name, &buf, &len, err)) || !buf)
+		return rc;
+	if (has_nul_escape(buf, len))
+		rc = fx_fail(err, FX_E_UNSUPPORTED, "%s/%s: a string with U+0000 (\\u0000) is not "
+			     "supported", dir, name);
+	else if ((rc = fx_json_parse(buf, len, out, &end)) == FX_E_FORMAT)
+		fx_fail(err, rc, "%s/%s: not valid JSON (near byte %zu)", dir, name, end);
 	fx_free(buf);
 	return rc;
 }
@@ -934,9 +948,9 @@ static int load_dir_specials(struct vocab *v, const char *dir, struct fx_err *er
 
 	v->bos = v->eos = v->eot = v->eom = v->unk = v->sep = v->pad = v->mask = -1;
 	v->fim_pre = v->fim_suf = v->fim_mid = v->fim_pad = v->fim_rep = v->fim_sep = -1;
-	if ((rc = read_json(dir, "tokenizer_config.json", &cfg, err)) ||
-	    (rc = read_json(dir, "special_tokens_map.json", &map, err)) ||
-	    (rc = read_json(dir, "generation_config.json", &gen, err)))
+	if ((rc = hftok_read_json(dir, "tokenizer_config.json", &cfg, err)) ||
+	    (rc = hftok_read_json(dir, "special_tokens_map.json", &map, err)) ||
+	    (rc = hftok_read_json(dir, "generation_config.json", &gen, err)))
 		goto out;
 	for (int k = 0; k < 2; k++) {
 		const cJSON *c = k ? map : cfg;
@@ -1005,13 +1019,18 @@ static int compile_fixed(struct hftok *h, struct fx_err *err)
 
 int vocab_load_hf(const char *dir, struct vocab **out, struct fx_err *err)
 {
+	const char *legacy = "tokenizer.json";
 	struct vocab *v;
 	cJSON *j = NULL;
 	int rc;
 
 	*out = NULL;
-	if ((rc = read_json(dir, "tokenizer.json", &j, err)) || !j)
-		return rc == FX_E_NOMEM ? fx_fail(err, rc, "out of memory reading tokenizer.json") : rc;
+	if (!(rc = hftok_read_json(dir, "tokenizer.json", &j, err)) && !j) {
+		legacy = "vocab.json + merges.txt";
+		rc = hflegacy_bpe_json(dir, &j, err);
+	}
+	if (rc || !j)
+		return rc == FX_E_NOMEM ? fx_fail(err, rc, "out of memory reading %s", legacy) : rc;
 	if (!(v = fx_calloc(1, sizeof(*v))) || !(v->hf = fx_calloc(1, sizeof(*v->hf))) ||
 	    !(v->hf->re_mem = pretok_re_context())) {
 		rc = FX_E_NOMEM;
@@ -1023,12 +1042,14 @@ int vocab_load_hf(const char *dir, struct vocab **out, struct fx_err *err)
 	    (rc = load_dir_specials(v, dir, err)))
 		goto out;
 	post_flags(v);
+	if (strcmp(legacy, "tokenizer.json"))
+		snprintf(v->kind, sizeof(v->kind), "%s (BPE, pre-tokenizer ByteLevel)", legacy);
 	*out = v;
 	v = NULL;
 out:
 	cJSON_Delete(j);
 	vocab_free(v);
 	if (rc == FX_E_NOMEM)
-		return fx_fail(err, rc, "out of memory loading tokenizer.json");
+		return fx_fail(err, rc, "out of memory loading %s", legacy);
 	return rc;
 }

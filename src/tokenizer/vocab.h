@@ -27,7 +27,9 @@ void vocab_free(struct vocab *v);
  * tokenizer.json (tokenizers' format; hf_impl.h says how it runs), with
  * bos/eos from tokenizer_config.json or special_tokens_map.json and the
  * end-of-generation ids from generation_config.json. *out is NULL (and
- * FX_OK) when dir has no tokenizer.json. Errors: FX_E_FORMAT (malformed
+ * FX_OK) when dir has no tokenizer.json. Without one, GPT-2-style
+ * vocab.json + merges.txt are read as transformers converts them
+ * (hf_legacy.c). Errors: FX_E_FORMAT (malformed
  * JSON or tokenizer, named), FX_E_UNSUPPORTED (a component or option
  * ferrox does not implement, named), FX_E_IO, FX_E_NOMEM. */
 int vocab_load_hf(const char *dir, struct vocab **out, struct fx_err *err);
