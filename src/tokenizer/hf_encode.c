@@ -101,6 +101,21 @@ static int buf_copy(struct sbuf *b, size_t off, size_t n)
 
 /* ---- pattern matching ---------------------------------------------------- */
 
+/* One pcre2_match of re on s[0..n) from start. The subject's UTF-8 is
+ * validated by the first call only (checked is false): validating on
+ * every call would make a loop over a long subject quadratic. A run too
+ * long for the JIT stack falls back to the interpreter. */
+static int match_at(const pcre2_code *re, const char *s, size_t n, size_t start, bool checked,
+		    pcre2_match_data *md)
+{
+	uint32_t opt = checked ? PCRE2_NO_UTF_CHECK : 0;
+	int r = pcre2_match(re, (PCRE2_SPTR)s, n, start, opt, md, NULL);
+
+	if (r == PCRE2_ERROR_JIT_STACKLIMIT)
+		r = pcre2_match(re, (PCRE2_SPTR)s, n, start, opt | PCRE2_NO_JIT, md, NULL);
+	return r;
+}
+
 /* Pattern::find_matches: segments covering s[0..n), matches flagged.
  * Regex matches are iterated as the onig crate does: an empty match right
  * at the end of the previous match is skipped. */
@@ -129,8 +144,8 @@ static int find_matches(const struct hftok *h, const struct hf_pattern *p, const
 	}
 	if (!(md = pcre2_match_data_create_from_pattern(p->re, h->re_mem)))
 		return FX_E_NOMEM;
-	while (last <= n && !rc) {
-		int r = pcre2_match(p->re, (PCRE2_SPTR)s, n, last, 0, md, NULL);
+	for (bool checked = false; last <= n && !rc; checked = true) {
+		int r = match_at(p->re, s, n, last, checked, md);
 		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
 
 		if (r == PCRE2_ERROR_NOMEMORY || r == PCRE2_ERROR_HEAPLIMIT) {
