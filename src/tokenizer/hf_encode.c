@@ -101,6 +101,21 @@ static int buf_copy(struct sbuf *b, size_t off, size_t n)
 
 /* ---- pattern matching ---------------------------------------------------- */
 
+/* One pcre2_match of re on s[0..n) from start. The subject's UTF-8 is
+ * validated by the first call only (checked is false): validating on
+ * every call would make a loop over a long subject quadratic. A run too
+ * long for the JIT stack falls back to the interpreter. */
+static int match_at(const pcre2_code *re, const char *s, size_t n, size_t start, bool checked,
+		    pcre2_match_data *md)
+{
+	uint32_t opt = checked ? PCRE2_NO_UTF_CHECK : 0;
+	int r = pcre2_match(re, (PCRE2_SPTR)s, n, start, opt, md, NULL);
+
+	if (r == PCRE2_ERROR_JIT_STACKLIMIT)
+		r = pcre2_match(re, (PCRE2_SPTR)s, n, start, opt | PCRE2_NO_JIT, md, NULL);
+	return r;
+}
+
 /* Pattern::find_matches: segments covering s[0..n), matches flagged.
  * Regex matches are iterated as the onig crate does: an empty match right
  * at the end of the previous match is skipped. */
@@ -129,8 +144,8 @@ static int find_matches(const struct hftok *h, const struct hf_pattern *p, const
 	}
 	if (!(md = pcre2_match_data_create_from_pattern(p->re, h->re_mem)))
 		return FX_E_NOMEM;
-	while (last <= n && !rc) {
-		int r = pcre2_match(p->re, (PCRE2_SPTR)s, n, last, 0, md, NULL);
+	for (bool checked = false; last <= n && !rc; checked = true) {
+		int r = match_at(p->re, s, n, last, checked, md);
 		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
 
 		if (r == PCRE2_ERROR_NOMEMORY || r == PCRE2_ERROR_HEAPLIMIT) {
@@ -598,23 +613,123 @@ static int take_text(struct enc *e, const char *text, size_t n, const struct fx_
 	return rc;
 }
 
+/* ---- the word cache -------------------------------------------------------- */
+
+/* Word -> model ids for one encode, as tokenizers' BPE cache: running
+ * text repeats its words, and the model (merges, Viterbi, greedy match)
+ * costs more than finding a word again. Per call, so threads share
+ * nothing. Keys are byte ranges of enc.buf (offsets: buf may move). */
+struct wslot {
+	size_t off, n;  /* the word, buf[off..off + n); n == 0: empty slot */
+	size_t ids;     /* its ids, wcache.ids[ids..ids + n_ids) */
+	size_t n_ids;
+};
+
+struct wcache {
+	struct wslot *slot; /* [mask + 1], open addressing */
+	size_t mask, used;
+	fx_token *ids;
+	size_t n_ids, cap_ids;
+};
+
+enum { WCACHE_MAX_WORD = 256, WCACHE_MAX_SLOTS = 1 << 17 };
+
+/* Slots for a text of n bytes: about one per 4 bytes, a power of two. */
+static int wcache_init(struct wcache *c, size_t n)
+{
+	size_t slots = 64;
+
+	while (slots < n / 4 && slots < WCACHE_MAX_SLOTS)
+		slots *= 2;
+	*c = (struct wcache){ .mask = slots - 1 };
+	return (c->slot = fx_calloc(slots, sizeof(*c->slot))) ? FX_OK : FX_E_NOMEM;
+}
+
+static size_t word_hash(const char *w, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)w[i]) * 0x100000001b3ull;
+	return (size_t)(h ^ (h >> 29));
+}
+
+/* The slot holding buf[off..off + n), or the empty slot where it would
+ * go; NULL when the word is too long to cache. */
+static struct wslot *wcache_find(const struct wcache *c, const char *buf, size_t off, size_t n)
+{
+	size_t i;
+
+	if (n > WCACHE_MAX_WORD)
+		return NULL;
+	for (i = word_hash(buf + off, n) & c->mask; c->slot[i].n; i = (i + 1) & c->mask)
+		if (c->slot[i].n == n && !memcmp(buf + c->slot[i].off, buf + off, n))
+			break;
+	return &c->slot[i];
+}
+
+/* Fill empty slot s with the word and its ids[0..k), while the table is
+ * under three quarters full. FX_E_NOMEM. */
+static int wcache_put(struct wcache *c, struct wslot *s, size_t off, size_t n, const fx_token *ids,
+		      size_t k)
+{
+	void *a = c->ids;
+	int rc = FX_OK;
+
+	if (c->used >= (c->mask + 1) / 4 * 3)
+		return FX_OK;
+	while (c->n_ids + k > c->cap_ids && !rc)
+		rc = grow(&a, c->cap_ids, &c->cap_ids, sizeof(*c->ids));
+	c->ids = a;
+	if (rc)
+		return rc;
+	memcpy(c->ids + c->n_ids, ids, k * sizeof(*ids));
+	*s = (struct wslot){ off, n, c->n_ids, k };
+	c->n_ids += k;
+	c->used++;
+	return FX_OK;
+}
+
+/* The model's ids of word p into o, through the cache. */
+static int model_word(struct enc *e, struct wcache *c, const struct piece *p, struct tok_out *o)
+{
+	struct wslot *s = wcache_find(c, e->buf.p, p->off, p->n);
+	size_t mark = o->n;
+	int rc;
+
+	if (s && s->n) {
+		for (size_t k = 0; k < s->n_ids; k++)
+			tok_push(o, c->ids[s->ids + k]);
+		return FX_OK;
+	}
+	rc = hftok_word(e->h, e->buf.p + p->off, p->n, o);
+	if (rc || !s || o->n > o->cap) /* past cap the ids were not kept */
+		return rc;
+	return wcache_put(c, s, p->off, p->n, o->out + mark, o->n - mark);
+}
+
 /* The pieces of the text through added tokens, normalizer, pre-tokenizer
  * and model, into o. */
 static int encode_sequence(struct enc *e, size_t n, struct tok_out *o)
 {
 	struct plist l = { 0 }, tmp = { 0 };
+	struct wcache c = { 0 };
 	int rc = plist_push(&l, (struct piece){ 0, n, -1, 0, n, true });
 
 	if (!rc)
 		rc = extract_added(e, &l, &tmp);
 	if (!rc && e->h->pre)
 		rc = pre_tokenize(e, e->h->pre, &l, &tmp);
+	if (!rc)
+		rc = wcache_init(&c, n);
 	for (size_t i = 0; i < l.n && !rc; i++) {
 		if (l.a[i].tok >= 0)
 			tok_push(o, l.a[i].tok);
 		else
-			rc = hftok_word(e->h, e->buf.p + l.a[i].off, l.a[i].n, o);
+			rc = model_word(e, &c, &l.a[i], o);
 	}
+	fx_free(c.slot);
+	fx_free(c.ids);
 	fx_free(l.a);
 	fx_free(tmp.a);
 	return rc;
