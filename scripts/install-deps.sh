@@ -39,14 +39,21 @@ fi
 # and jsonschema (validates constrained output), the same way.
 # tokenizers (the oracle of tests/test_hf_tokenizer_oracle.py), transformers
 # (its GGUF tokenizer converters, run without torch), sentencepiece and
-# protobuf (a trained Unigram and its conversion), the same way.
-for mod in jinja2 gguf llguidance jsonschema tokenizers transformers sentencepiece protobuf; do
+# protobuf (a trained Unigram and its conversion), the same way. The two
+# oracles are pinned to the versions the tests were measured against (a
+# newer tokenizers or converter may change ids); the check is by version.
+for spec in jinja2 gguf llguidance jsonschema tokenizers==0.23.3 transformers==5.23.0 sentencepiece \
+	protobuf; do
+	mod=${spec%%==*}
 	imp=$mod
 	[ "$mod" = protobuf ] && imp=google.protobuf
-	if ! python3 -c "import $imp" >/dev/null 2>&1; then
-		echo "installing: $mod (pip --user)" >&2
-		python3 -m pip install --quiet --user "$mod" 2>/dev/null ||
-			python3 -m pip install --quiet --user --break-system-packages "$mod" ||
-			echo "warning: could not install $mod; the tests that use it will skip" >&2
+	want=""
+	[ "$spec" != "$mod" ] && want=${spec#*==}
+	have=$(python3 -c "import importlib.metadata as m, $imp; print(m.version('$mod'))" 2>/dev/null || true)
+	if [ -z "$have" ] || { [ -n "$want" ] && [ "$have" != "$want" ]; }; then
+		echo "installing: $spec (pip --user)" >&2
+		python3 -m pip install --quiet --user "$spec" 2>/dev/null ||
+			python3 -m pip install --quiet --user --break-system-packages "$spec" ||
+			echo "warning: could not install $spec; the tests that use it will skip" >&2
 	fi
 done
