@@ -683,7 +683,8 @@ static int wcache_put(struct wcache *c, struct wslot *s, size_t off, size_t n, c
 	c->ids = a;
 	if (rc)
 		return rc;
-	memcpy(c->ids + c->n_ids, ids, k * sizeof(*ids));
+	if (k) /* a word may give no ids (and the buffers be NULL then) */
+		memcpy(c->ids + c->n_ids, ids, k * sizeof(*ids));
 	*s = (struct wslot){ off, n, c->n_ids, k };
 	c->n_ids += k;
 	c->used++;
