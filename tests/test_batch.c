@@ -358,10 +358,16 @@ int main(void)
 	} fixtures[] = {
 		{ "llama", true, 0 }, { "mistral_swa", false, 11 }, { "gemma2", false, 15 + 11 },
 		{ "gpt_oss", false, 0 }, { "mixtral", true, 0 }, { "deepseek_v3", true, 0 },
+		/* hybrid: short-convolution layers keep a recurrent state */
+		{ "next/lfm2", false, 0 },
 	};
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		char dir[256];
-		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny/%s", fixtures[i].name);
+		const char *nm = fixtures[i].name;
+		if (!strncmp(nm, "next/", 5))
+			snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", nm + 5);
+		else
+			snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny/%s", nm);
 		check_model(fixtures[i].name, dir, fixtures[i].prefix, fixtures[i].window_blocks);
 	}
 	check_huge_context();

@@ -340,6 +340,23 @@ int main(void)
 	}
 	CHECKF(n_v4 >= 4, "only %d transformers-4 config variants found", n_v4);
 
+	/* The 2025-2026 families (tests/fixtures/hf-tiny-next, made by
+	 * scripts/make-next-fixtures.py with transformers 5.23): hybrid models
+	 * whose recurrent layers keep a per-sequence state. */
+	static const char *const next[] = { "lfm2" };
+	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
+		char dir[256];
+		static struct ref r;
+		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", next[i]);
+		bool ok = load_ref(dir, &r);
+		CHECKF(ok, "%s: cannot read its references", next[i]);
+		if (!ok)
+			continue;
+		double w = check_dir(next[i], dir, &r, true);
+		printf("%-18s max rel err %.2e (prefill, hidden states, decode, greedy)\n", next[i], w);
+		st_close(r.st);
+	}
+
 	/* F16 and BF16 checkpoints: the same model with rounded weights. */
 	static const char *const dtypes[][2] = {
 		{ "llama-f16", "llama" }, { "llama-bf16", "llama" }, { "gemma2-bf16", "gemma2" },

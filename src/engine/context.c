@@ -58,20 +58,26 @@ struct fx_context_params fx_context_default_params(void)
 					   .block_size = 16 };
 }
 
-/* The per-layer facts a backing needs: row widths and types, and each
- * layer's attention window (sliding layers' rows before it may go). */
+/* The per-layer facts a backing needs: for each layer with K/V (an
+ * attention mixer: struct layer's kv_il), its row widths and types and its
+ * attention window (sliding layers' rows before it may go); and the
+ * recurrent state a sequence carries for the other layers. */
 static int kv_for(struct fx_context *c, const struct fx_context_params *p, struct fx_err *err)
 {
 	const struct hparams *hp = &c->m->hp;
-	int32_t *window = fx_calloc((size_t)hp->n_layer, sizeof(*window));
+	int32_t *window = fx_calloc((size_t)(hp->n_layer_kv > 0 ? hp->n_layer_kv : 1), sizeof(*window));
 	if (!window)
 		return fx_fail(err, FX_E_NOMEM, "no memory for a KV cache");
-	for (int il = 0; il < hp->n_layer; il++)
-		window[il] = c->m->layers[il].swa && hp->n_swa > 0 ? hp->n_swa : 0;
-	struct kv_geom g = { .n_layer = hp->n_layer,
+	for (int il = 0; il < hp->n_layer; il++) {
+		const struct layer *L = &c->m->layers[il];
+		if (L->kv_il >= 0)
+			window[L->kv_il] = L->swa && hp->n_swa > 0 ? hp->n_swa : 0;
+	}
+	struct kv_geom g = { .n_layer = hp->n_layer_kv,
 			     .k_width = (int64_t)hp->n_head_kv * hp->head_dim,
 			     .v_width = (int64_t)hp->n_head_kv * hp->head_dim_v,
-			     .k_type = c->k_type, .v_type = c->v_type, .window = window };
+			     .k_type = c->k_type, .v_type = c->v_type, .window = window,
+			     .rs_floats = hp->rs_floats };
 	struct kv_shape sh = { .n_seq = (int32_t)c->n_seq_max, .n_ctx = (int32_t)c->n_ctx,
 			       .n_ubatch = (int32_t)c->n_ubatch, .block_size = (int32_t)p->block_size };
 	int rc = kv_backing_create(p->kv_layout, &g, &sh, &c->kv, err);
@@ -245,6 +251,10 @@ int fx_seq_rm(struct fx_context *c, fx_seq s, uint32_t pos)
 		return fx_fail(&c->err, FX_E_INVALID, "seq_rm: sequence %d does not exist", s);
 	int32_t p = pos > (uint32_t)INT32_MAX ? INT32_MAX : (int32_t)pos;
 	int rc = kv_rm(c->kv, s, p);
+	if (rc && c->m->hp.rs_floats > 0)
+		return fx_fail(&c->err, rc, "seq_rm: sequence %d cannot go back to position %u: its "
+			       "recurrent layers keep only the state after its last token (remove "
+			       "everything, from position 0, instead)", s, pos);
 	if (rc)
 		return fx_fail(&c->err, rc, "seq_rm: sequence %d cannot go back to position %u: its "
 			       "sliding-window layers already released the rows before it", s, pos);
@@ -283,8 +293,12 @@ static int shift_kv(struct fx_context *c, fx_seq s, int32_t p0, int32_t delta)
 	r.cs = fx_malloc_array((size_t)hp->n_layer * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1),
 			       sizeof(*r.cs));
 	int rc = r.rope && r.cs ? FX_OK : FX_E_NOMEM;
-	for (int il = 0; !rc && il < hp->n_layer; il++)
-		r.rope[il] = attn_k_shift_table(c->m, il, delta, r.cs + (size_t)il * hp->n_rot);
+	/* The backing's layers are the K/V layers (struct layer's kv_il). */
+	for (int il = 0; !rc && il < hp->n_layer; il++) {
+		int32_t kl = c->m->layers[il].kv_il;
+		if (kl >= 0)
+			r.rope[kl] = attn_k_shift_table(c->m, il, delta, r.cs + (size_t)kl * hp->n_rot);
+	}
 	struct kv_rerot rr = { .fn = shift_rot_row, .ctx = &r };
 	if (!rc)
 		rc = kv_shift(c->kv, s, p0, delta, &rr);
@@ -311,6 +325,9 @@ int fx_seq_shift(struct fx_context *c, fx_seq s, int32_t p0, int32_t p1, int32_t
 	if (p0 == n)
 		return fx_seq_rm(c, s, (uint32_t)(n + delta));
 	int rc = shift_kv(c, s, p0, delta);
+	if (rc == FX_E_UNSUPPORTED && c->m->hp.rs_floats > 0)
+		return fx_fail(&c->err, rc, "seq_shift: sequence %d has recurrent layers, whose state "
+			       "cannot forget tokens: no context shift for this model", s);
 	if (rc == FX_E_UNSUPPORTED)
 		return fx_fail(&c->err, rc, "seq_shift: sequence %d's sliding-window layers already "
 			       "released rows they would need with %d tokens left (paged layout: shift by "

@@ -67,6 +67,17 @@ static const struct {
 	{ "mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight" },
 	{ "mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight" },
 	{ "mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight" },
+	{ "operator_norm.weight", "attn_norm.weight" }, /* LFM2 */
+	{ "ffn_norm.weight", "ffn_norm.weight" },
+	{ "feed_forward.w1.weight", "ffn_gate.weight" },
+	{ "feed_forward.w3.weight", "ffn_up.weight" },
+	{ "feed_forward.w2.weight", "ffn_down.weight" },
+	{ "self_attn.out_proj.weight", "attn_output.weight" },
+	{ "self_attn.q_layernorm.weight", "attn_q_norm.weight" },
+	{ "self_attn.k_layernorm.weight", "attn_k_norm.weight" },
+	{ "conv.in_proj.weight", "shortconv.in_proj.weight" },
+	{ "conv.out_proj.weight", "shortconv.out_proj.weight" },
+	{ "conv.conv.weight", "shortconv.conv.weight" }, /* [n_embd, 1, K] -> [n_embd][K] */
 };
 
 /* Per-expert HF tensors (%d: expert) -> the stacked GGUF tensor kind. */
@@ -100,6 +111,7 @@ static const struct {
 	{ "model.embed_tokens.weight", "token_embd.weight" },
 	{ "model.norm.weight", "output_norm.weight" },
 	{ "lm_head.weight", "output.weight" },
+	{ "model.embedding_norm.weight", "token_embd_norm.weight" }, /* LFM2's final norm */
 };
 
 struct hf {
@@ -111,6 +123,7 @@ struct hf {
 	struct fx_err *err;
 	const char *dir;
 	int n_head, n_head_kv, head_dim, head_dim_v, n_rot, n_layer, n_expert;
+	bool per_layer_kv;            /* attention.head_count_kv is an array (map_mixers) */
 	struct stack *stacks;
 	int n_stacks;
 };
@@ -366,6 +379,69 @@ static int map_window(struct hf *h)
 	return FX_OK;
 }
 
+/* LFM2's MLP width (Lfm2MLP): with block_auto_adjust_ff_dim, 2/3 of
+ * intermediate_size, and with block_ffn_dim_multiplier that times the
+ * multiplier, rounded up to block_multiple_of. */
+static int lfm2_ff(struct hf *h, int *n_ff)
+{
+	const cJSON *adj = cfg_get(h->cfg, "block_auto_adjust_ff_dim");
+	if (!adj || !cJSON_IsTrue(adj))
+		return FX_OK;
+	int ff = (int)(2.0 * *n_ff / 3.0);
+	const cJSON *mul = cfg_get(h->cfg, "block_ffn_dim_multiplier");
+	if (mul && cJSON_IsNumber(mul)) {
+		double of = 256;
+		cfg_num(h->cfg, "block_multiple_of", &of);
+		if (of < 1 || mul->valuedouble <= 0)
+			return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: block_multiple_of %g / "
+				       "block_ffn_dim_multiplier %g", h->dir, of, mul->valuedouble);
+		ff = (int)(mul->valuedouble * ff);
+		ff = (int)of * ((ff + (int)of - 1) / (int)of);
+	}
+	*n_ff = ff;
+	return FX_OK;
+}
+
+/* Layers that do not attend (layer_types entries "conv": LFM2's short
+ * convolutions) get 0 in a per-layer attention.head_count_kv, as
+ * llama.cpp's converter writes hybrid models; conv_L_cache is the width
+ * of their convolution. A layer type ferrox does not know is refused. */
+static int map_mixers(struct hf *h)
+{
+	const cJSON *lt = cfg_get(h->cfg, "layer_types");
+	bool any = false;
+	for (int il = 0; lt && il < h->n_layer; il++) {
+		const cJSON *e = cJSON_GetArrayItem(lt, il);
+		if (!e || !cJSON_IsString(e))
+			return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: layer_types has no entry %d",
+				       h->dir, il);
+		const char *t = e->valuestring;
+		if (!strcmp(t, "conv"))
+			any = true;
+		else if (strcmp(t, "full_attention") && strcmp(t, "sliding_attention") &&
+			 strcmp(t, "attention"))
+			return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: layer_types[%d] is "
+				       "'%.40s'; ferrox knows full_attention, sliding_attention and "
+				       "conv", h->dir, il, t);
+	}
+	h->per_layer_kv = any; /* map_metadata then writes no scalar count */
+	if (!any)
+		return FX_OK;
+	uint32_t *kv = gguf_build_alloc(h->g, (size_t)h->n_layer * sizeof(uint32_t));
+	if (!kv)
+		return FX_E_NOMEM;
+	for (int il = 0; il < h->n_layer; il++)
+		kv[il] = strcmp(cJSON_GetArrayItem(lt, il)->valuestring, "conv") ? (uint32_t)h->n_head_kv : 0;
+	char k[128];
+	snprintf(k, sizeof(k), "%s.attention.head_count_kv", h->arch);
+	double lc = 3;
+	cfg_num(h->cfg, "conv_L_cache", &lc);
+	if (gguf_build_arr(h->g, k, GGUF_T_U32, kv, (uint64_t)h->n_layer) ||
+	    put_u32(h, "shortconv.l_cache", (uint32_t)lc))
+		return FX_E_NOMEM;
+	return FX_OK;
+}
+
 static int map_metadata(struct hf *h)
 {
 	const cJSON *cfg = h->cfg;
@@ -393,9 +469,13 @@ static int map_metadata(struct hf *h)
 	if (cfg_num(cfg, "max_position_embeddings", &d))
 		ctx = (int)d;
 	double eps = 1e-6;
-	if (!cfg_num(cfg, "rms_norm_eps", &eps))
+	if (!cfg_num(cfg, "rms_norm_eps", &eps) && !cfg_num(cfg, "norm_eps", &eps))
 		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: required key 'rms_norm_eps' is missing",
 			       h->dir);
+	if ((rc = lfm2_ff(h, &n_ff)))
+		return rc;
+	if ((rc = map_mixers(h)))
+		return rc;
 	if (gguf_build_str(h->g, "general.architecture", h->arch) ||
 	    gguf_build_str(h->g, "general.source", "huggingface") ||
 	    put_u32(h, "context_length", (uint32_t)ctx) ||
@@ -403,7 +483,7 @@ static int map_metadata(struct hf *h)
 	    put_u32(h, "block_count", (uint32_t)h->n_layer) ||
 	    put_u32(h, "feed_forward_length", (uint32_t)n_ff) ||
 	    put_u32(h, "attention.head_count", (uint32_t)h->n_head) ||
-	    put_u32(h, "attention.head_count_kv", (uint32_t)h->n_head_kv) ||
+	    (!h->per_layer_kv && put_u32(h, "attention.head_count_kv", (uint32_t)h->n_head_kv)) ||
 	    put_u32(h, "attention.key_length", (uint32_t)h->head_dim) ||
 	    put_u32(h, "attention.value_length", (uint32_t)h->head_dim_v) ||
 	    put_f32(h, "attention.layer_norm_rms_epsilon", (float)eps))
@@ -725,6 +805,11 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 	if (!data)
 		return fx_fail(h->err, FX_E_NOMEM, "%s: out of memory converting tensor '%s'",
 			       h->dir, t->name);
+	if (ends_with(name, "shortconv.conv.weight") && t->n_dims == 3 && t->ne[1] == 1) {
+		/* nn.Conv1d's [channels, 1, taps]: llama.cpp keeps [channels][taps] */
+		int64_t ne[4] = { t->ne[0], t->ne[2], 1, 1 };
+		return gguf_build_tensor(h->g, name, type, 2, ne, data);
+	}
 	return gguf_build_tensor(h->g, name, type, (uint32_t)t->n_dims, t->ne, data);
 }
 

@@ -46,8 +46,18 @@ int kv_backing_create(int32_t layout, const struct kv_geom *g, const struct kv_s
 		      struct kv_backing **out, struct fx_err *err)
 {
 	*out = NULL;
-	for (size_t i = 0; i < sizeof(backings) / sizeof(backings[0]); i++)
-		if (backings[i].layout == layout)
-			return backings[i].make(g, s, out, err);
+	for (size_t i = 0; i < sizeof(backings) / sizeof(backings[0]); i++) {
+		if (backings[i].layout != layout)
+			continue;
+		int rc = backings[i].make(g, s, out, err);
+		if (rc || g->rs_floats <= 0)
+			return rc;
+		struct kv_backing *inner = *out;
+		*out = NULL;
+		if ((rc = kv_recurrent_wrap(inner, s->n_seq, g->rs_floats, out)))
+			return fx_fail(err, rc, "no memory for %d recurrent states of %lld floats",
+				       s->n_seq, (long long)g->rs_floats);
+		return FX_OK;
+	}
 	return fx_fail(err, FX_E_INVALID, "kv_layout %d: use FX_KV_CONTIGUOUS or FX_KV_PAGED", layout);
 }

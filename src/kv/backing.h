@@ -34,6 +34,9 @@ struct kv_geom {
 	int64_t k_width, v_width;
 	int k_type, v_type;
 	const int32_t *window; /* [n_layer], borrowed during creation */
+	int64_t rs_floats;     /* recurrent state per sequence (floats, all recurrent
+				* layers together); > 0 wraps the K/V backing in the
+				* recurrent one (kv_recurrent_wrap) */
 };
 
 /* Counters for reports (fx_context_kv_blocks_used etc.). */
@@ -107,6 +110,19 @@ int kv_contig_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx,
  * cache keyed by their tokens. Errors as kv_contig_create. */
 int kv_paged_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx, int32_t block_size,
 		    int32_t n_ubatch, struct kv_backing **out);
+
+/* Recurrent (src/kv/recurrent.c): inner keeps the attention layers' K/V
+ * and every sequence's position; each of n_seq sequences also owns a slot
+ * of rs_floats floats (the conv windows and SSM / delta-rule states of the
+ * recurrent layers of hybrid models: LFM2, Mamba-2, Gated DeltaNet),
+ * zeroed when the sequence is empty, copied on fork, handed to the forward
+ * pass in kv_view.rs. A state holds no history, so it cannot go back:
+ * kv_rm to a position other than 0 or the current one, and kv_shift, are
+ * FX_E_UNSUPPORTED; the prefix cache is not used (kv_reuse gives 0).
+ * Takes inner (destroyed with the result, or here on failure). Errors:
+ * FX_E_NOMEM. */
+int kv_recurrent_wrap(struct kv_backing *inner, int32_t n_seq, int64_t rs_floats,
+		      struct kv_backing **out);
 
 /* ---- the operations (thin wrappers, one per kv_ops entry) ------------- */
 

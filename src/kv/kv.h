@@ -80,6 +80,10 @@ enum kv_kind {
 
 struct kv_view {
 	enum kv_kind kind;
+	/* The sequence's recurrent state (kv/recurrent.c): the floats of every
+	 * recurrent layer, each at its layer's offset (struct layer's rs_off),
+	 * updated in place token by token; NULL for attention-only models. */
+	float *rs;
 	union {
 		struct kv_contig *decode;
 		struct kv_contig *batched;

@@ -69,6 +69,12 @@ enum arch_group {
 	AT_SHEXP_GATE = 1u << 12, /* ffn_gate_inp_shexp: sigmoid gate on the shared expert */
 	AT_ROPE_FREQS = 1u << 13, /* rope_freqs: per-pair RoPE frequency factors (llama.cpp's
 				   * Llama 3 scaling) */
+	AT_SHORTCONV = 1u << 14,  /* shortconv.conv, shortconv.in_proj, shortconv.out_proj: gated
+				   * short-convolution mixers in the layers whose
+				   * attention.head_count_kv entry is 0 (LFM2) */
+	AT_EMBD_NORM = 1u << 15,  /* token_embd_norm: the final norm under LFM2's name in
+				   * llama.cpp (LLM_TENSOR_OUTPUT_NORM_LFM2), instead of
+				   * output_norm */
 };
 
 /* Most HF model_types one row maps (llama: llama, mistral, mixtral). */
@@ -95,6 +101,8 @@ struct arch_desc {
 				 * ({arch}.expert_weights_norm) */
 	const char *ffn_norm_name; /* the pre-MLP norm's tensor suffix; NULL: "ffn_norm"
 				    * (gpt-oss in llama.cpp: "post_attention_norm") */
+	const char *output_norm_name; /* the final norm's tensor; NULL: "output_norm.weight"
+				       * (LFM2: "token_embd_norm.weight") */
 	unsigned tensors;       /* AT_* groups a file may hold beyond those implied */
 	struct hf_family hf[ARCH_MAX_HF]; /* the config.json model_types it maps */
 };

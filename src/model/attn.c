@@ -17,6 +17,7 @@
 struct attn_args {
 	const struct fx_model *m;
 	int il;
+	int kvl;                    /* the layer's index among the backing's K/V layers */
 	struct fwd_scratch *s;
 	const struct kv_view *kv;   /* [n]: each row's backing */
 	const struct kern_set *ks;  /* the pool's kernels */
@@ -235,7 +236,7 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 	 * the prefetch a chunk ahead, then the chunk itself). */
 	const uint8_t *krow[KCHUNK], *vrow[KCHUNK], *knext[KCHUNK], *vnext[KCHUNK];
 	const uint8_t *kg[KCHUNK], *vg[KCHUNK];
-	kv_rows(kv, a->il, lo, nk0, krow, vrow);
+	kv_rows(kv, a->kvl, lo, nk0, krow, vrow);
 	/* Prefetch: each KV head's K (V) rows of the next chunk before its
 	 * scores (weighted sum) of this one, spread so that the requests do
 	 * not queue all at once; after a token's last chunk, the next token's
@@ -249,10 +250,10 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 		int32_t j1 = j0 + KCHUNK, nk1 = 0;
 		if (j1 <= p) {
 			nk1 = p - j1 + 1 < KCHUNK ? p - j1 + 1 : KCHUNK;
-			kv_rows(kv, a->il, j1, nk1, knext, vnext);
+			kv_rows(kv, a->kvl, j1, nk1, knext, vnext);
 		} else if (t_next >= 0) {
 			nk1 = first_chunk(a, t_next, &j1);
-			kv_rows(&a->kv[t_next], a->il, j1, nk1, knext, vnext);
+			kv_rows(&a->kv[t_next], a->kvl, j1, nk1, knext, vnext);
 		}
 		for (int g = g0; g <= g1; g++) {
 			int hs = h0 > g * G ? h0 : g * G, he = h0 + nh < (g + 1) * G ? h0 + nh : (g + 1) * G;
@@ -450,10 +451,10 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 	if (L->bv)
 		add_bias(s->v, L->bv, n, vw);
 	for (int32_t t = 0; t < n; t++) {
-		fx_type_get(kv_k_type(&kv[t]))->from_float(s->k + t * kw, kv_k_row(&kv[t], il, pos[t]), kw);
-		fx_type_get(kv_v_type(&kv[t]))->from_float(s->v + t * vw, kv_v_row(&kv[t], il, pos[t]), vw);
+		fx_type_get(kv_k_type(&kv[t]))->from_float(s->k + t * kw, kv_k_row(&kv[t], L->kv_il, pos[t]), kw);
+		fx_type_get(kv_v_type(&kv[t]))->from_float(s->v + t * vw, kv_v_row(&kv[t], L->kv_il, pos[t]), vw);
 	}
-	struct attn_args a = { .m = m, .il = il, .s = s, .kv = kv, .pos = pos, .n = n,
+	struct attn_args a = { .m = m, .il = il, .kvl = L->kv_il, .s = s, .kv = kv, .pos = pos, .n = n,
 			       .ks = fx_pool_kernels(pool) };
 	atomic_init(&a.next, 0);
 	fx_pool_run(pool, attend_worker, &a);

@@ -154,6 +154,24 @@ static int bind_vec(struct model_loader *ld, const char *name, int64_t n, bool r
 	return FX_OK;
 }
 
+/* Like bind_vec, for a required tensor of n elements of any shape. */
+static int bind_vec_n(struct model_loader *ld, const char *name, int64_t n, const float **out)
+{
+	const struct gguf_tensor *t = take(ld, name);
+	*out = NULL;
+	if (!t)
+		return missing(ld, name);
+	if (t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != n)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s has %lld elements, want %lld",
+			       name, (long long)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]), (long long)n);
+	float *buf = own(ld, fx_malloc_array((size_t)n, sizeof(float)));
+	if (!buf)
+		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %s", name);
+	fx_type_get(t->type)->to_float(t->data, buf, n);
+	*out = buf;
+	return FX_OK;
+}
+
 /* A view of rows [r0, r0 + n) of matrix w. */
 static struct wmat mat_rows(const struct wmat *w, int64_t r0, int64_t n)
 {
@@ -326,21 +344,20 @@ static int bind_ffn(struct model_loader *ld, int il, struct layer *L)
 	return bind_mat(ld, n, hp->n_ff, hp->n_embd, true, &L->ffn_down);
 }
 
-static int bind_layer(struct model_loader *ld, int il)
+/* The attention mixer's tensors (Q/K/V/O, biases, Q/K norms, sinks). */
+static int bind_attn(struct model_loader *ld, int il, struct layer *L)
 {
 	const struct hparams *hp = &ld->m->hp;
 	const struct arch_desc *a = ld->m->arch;
-	struct layer *L = &ld->m->layers[il];
 	int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim;
 	int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
 	int64_t qn = a->qk_norm == QK_NORM_FULL ? q : hp->head_dim;
 	int64_t kn = a->qk_norm == QK_NORM_FULL ? kd : hp->head_dim;
-	bool pre = !a->no_pre_norms, qk = a->qk_norm != QK_NORM_NONE;
+	bool qk = a->qk_norm != QK_NORM_NONE;
 	char n[96];
 	int rc;
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
-	if ((rc = bind_vec(ld, NAME("attn_norm.weight"), e, pre, &L->attn_norm)) ||
-	    (rc = bind_qkv(ld, il, L, e, q, kd, vd)) ||
+	if ((rc = bind_qkv(ld, il, L, e, q, kd, vd)) ||
 	    (rc = bind_mat(ld, NAME("attn_output.weight"), (int64_t)hp->n_head * hp->head_dim_v, e,
 			   true, &L->wo)) ||
 	    (rc = bind_vec(ld, NAME("attn_q.bias"), q, false, &L->bq)) ||
@@ -349,17 +366,97 @@ static int bind_layer(struct model_loader *ld, int il)
 	    (rc = bind_vec(ld, NAME("attn_output.bias"), e, false, &L->bo)) ||
 	    (qk && (rc = bind_vec(ld, NAME("attn_q_norm.weight"), qn, true, &L->q_norm))) ||
 	    (qk && (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, true, &L->k_norm))) ||
+	    (rc = bind_vec(ld, NAME("attn_sinks.weight"), hp->n_head, false, &L->sinks)))
+		return rc;
+#undef NAME
+	return FX_OK;
+}
+
+/* A 2-D float tensor [rows][cols] converted once into an owned f32 buffer
+ * (as bind_vec; the short convolution's taps). */
+static int bind_taps(struct model_loader *ld, const char *name, int64_t rows, int64_t cols,
+		     const float **out)
+{
+	const struct gguf_tensor *t = gguf_find_tensor(ld->m->g, name);
+	if (t && (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows))
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s is [%lld, %lld], want [%lld, %lld]",
+			       name, (long long)t->ne[0], (long long)t->ne[1], (long long)cols,
+			       (long long)rows);
+	return bind_vec_n(ld, name, rows * cols, out);
+}
+
+/* The gated short convolution's tensors (LFM2; llama.cpp's shortconv.*). */
+static int bind_shortconv(struct model_loader *ld, int il, struct layer *L)
+{
+	int64_t e = ld->m->hp.n_embd;
+	char n[96];
+	int rc;
+#define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
+	if ((rc = bind_mat(ld, NAME("shortconv.in_proj.weight"), e, 3 * e, true, &L->sc_in)) ||
+	    (rc = bind_mat(ld, NAME("shortconv.out_proj.weight"), e, e, true, &L->sc_out)) ||
+	    (rc = bind_taps(ld, NAME("shortconv.conv.weight"), e, ld->m->hp.conv_kernel, &L->sc_conv)))
+		return rc;
+#undef NAME
+	return FX_OK;
+}
+
+static int bind_layer(struct model_loader *ld, int il)
+{
+	const struct hparams *hp = &ld->m->hp;
+	const struct arch_desc *a = ld->m->arch;
+	struct layer *L = &ld->m->layers[il];
+	int64_t e = hp->n_embd;
+	bool pre = !a->no_pre_norms;
+	char n[96];
+	int rc;
+#define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
+	if ((rc = bind_vec(ld, NAME("attn_norm.weight"), e, pre, &L->attn_norm)) ||
+	    (rc = L->mixer == MIX_SHORTCONV ? bind_shortconv(ld, il, L) : bind_attn(ld, il, L)) ||
 	    (a->post_norms &&
 	     (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, true, &L->post_attn_norm))) ||
 	    (rc = bind_vec(ld, (snprintf(n, sizeof(n), "blk.%d.%s.weight", il,
 					 a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm"), n),
 			   e, pre, &L->ffn_norm)) ||
-	    (rc = bind_vec(ld, NAME("attn_sinks.weight"), hp->n_head, false, &L->sinks)) ||
 	    (rc = bind_ffn(ld, il, L)) ||
 	    (a->post_norms &&
 	     (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, true, &L->post_ffn_norm))))
 		return rc;
 #undef NAME
+	return FX_OK;
+}
+
+/* Each layer's mixer, its index among the K/V layers and its offset in the
+ * recurrent state: a layer whose attention.head_count_kv entry is 0 (the
+ * per-layer array llama.cpp writes for hybrid models) has a recurrent
+ * mixer, told by its tensors; every other layer attends. */
+static int read_mixers(struct model_loader *ld)
+{
+	struct fx_model *m = ld->m;
+	struct hparams *hp = &m->hp;
+	char k[128], n[96];
+	const struct gguf_kv *kv = gguf_find(m->g, model_key(ld, k, sizeof(k), "attention.head_count_kv"));
+	bool per_layer = kv && kv->type == GGUF_T_ARRAY; /* checked by model.c's get_head_count_kv */
+	hp->n_layer_kv = 0;
+	hp->rs_floats = 0;
+	for (int il = 0; il < hp->n_layer; il++) {
+		struct layer *L = &m->layers[il];
+		*L = (struct layer){ .mixer = MIX_ATTN, .kv_il = -1, .rs_off = -1 };
+		if (!per_layer || gguf_arr_num(kv, (uint64_t)il) != 0) {
+			L->kv_il = hp->n_layer_kv++;
+			continue;
+		}
+		snprintf(n, sizeof(n), "blk.%d.shortconv.in_proj.weight", il);
+		if (!gguf_find_tensor(m->g, n))
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d has no attention (%s[%d] "
+				       "is 0) and none of the recurrent mixers ferrox knows (%s)", il,
+				       k, il, "shortconv");
+		if (hp->conv_kernel < 1 || hp->conv_kernel > 64)
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d is a short convolution but "
+				       "%s.shortconv.l_cache is %d (1..64)", il, ld->arch, hp->conv_kernel);
+		L->mixer = MIX_SHORTCONV;
+		L->rs_off = hp->rs_floats;
+		hp->rs_floats += (int64_t)(hp->conv_kernel - 1) * hp->n_embd;
+	}
 	return FX_OK;
 }
 
@@ -439,7 +536,9 @@ static int bind_globals(struct model_loader *ld)
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: token_embd has %d rows but the vocabulary %d tokens",
 			       hp->n_vocab, vocab_n_tokens(m->vocab));
 	if ((rc = bind_mat(ld, "token_embd.weight", hp->n_embd, hp->n_vocab, true, &m->tok_embd)) ||
-	    (rc = bind_vec(ld, "output_norm.weight", hp->n_embd, true, &m->output_norm)) ||
+	    (rc = bind_vec(ld, m->arch->output_norm_name ? m->arch->output_norm_name
+							 : "output_norm.weight",
+			   hp->n_embd, true, &m->output_norm)) ||
 	    (rc = bind_mat(ld, "output.weight", hp->n_embd, hp->n_vocab, false, &m->output)))
 		return rc;
 	if (!fx_type_get(m->tok_embd.type)->to_float)
@@ -484,7 +583,7 @@ int model_bind_weights(struct model_loader *ld)
 	if (!(ld->used = fx_calloc(m->g->n_tensors ? m->g->n_tensors : 1, sizeof(*ld->used))))
 		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %llu tensors",
 			       (unsigned long long)m->g->n_tensors);
-	if ((rc = check_tensors(ld, false)) || (rc = bind_globals(ld)) ||
+	if ((rc = check_tensors(ld, false)) || (rc = bind_globals(ld)) || (rc = read_mixers(ld)) ||
 	    (rc = read_swa_layers(ld)) || (rc = read_rope_layers(ld)) || (rc = bind_rope(ld)))
 		goto out;
 	for (int il = 0; il < m->hp.n_layer && !rc; il++)

@@ -78,6 +78,13 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	s->qconv_stride = (s->qconv_stride + 63) & ~(size_t)63;
 	s->qconv = scratch_alloc(s, (size_t)n_threads * (size_t)hp->n_head, s->qconv_stride);
 	s->erow = scratch_alloc(s, m->tok_embd.row_bytes, 1);
+	bool conv = false;
+	for (int il = 0; il < hp->n_layer; il++)
+		conv |= m->layers[il].mixer == MIX_SHORTCONV;
+	if (conv && !(s->rs = scratch_alloc(s, n * 4 * (size_t)hp->n_embd, sizeof(float)))) {
+		fwd_scratch_fini(s);
+		return FX_E_NOMEM;
+	}
 	s->rope_cs = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1),
 				   sizeof(float));
 	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
@@ -91,7 +98,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 void fwd_scratch_fini(struct fwd_scratch *s)
 {
 	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
-			  s->vrow, s->router, s->exp_out, s->mla, s->rope_cs };
+			  s->vrow, s->router, s->exp_out, s->mla, s->rope_cs, s->rs };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
 	fx_free(s->qbuf);
@@ -187,6 +194,16 @@ static void rows_step(struct fx_pool *pool, const struct fx_model *m, struct fwd
 		rows_worker(&a, 0, 1);
 }
 
+/* Each layer's token mixer by its kind (struct layer's mixer): one body,
+ * the mixer a field of the layer. */
+typedef void (*mixer_fn)(const struct fx_model *m, int il, struct fx_pool *pool,
+			 struct fwd_scratch *s, const struct kv_view *kv, const int32_t *pos,
+			 int32_t n, const float *h, float *out);
+static const mixer_fn mixers[] = {
+	[MIX_ATTN] = attn_forward,
+	[MIX_SHORTCONV] = shortconv_forward,
+};
+
 void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
 		   const struct kv_view *kv, const fx_token *tok, const int32_t *pos, int32_t n,
 		   const bool *want, float *logits)
@@ -201,7 +218,7 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct layer *L = &m->layers[il];
 		bool more = il + 1 < hp->n_layer;
-		attn_forward(m, il, pool, s, kv, pos, n, s->h, s->o);
+		mixers[L->mixer](m, il, pool, s, kv, pos, n, s->h, s->o);
 		rows_step(pool, m, s, s->o, L->post_attn_norm, true, L->ffn_norm, n);
 		ffn_forward(m, il, pool, s, n, s->h, s->o);
 		rows_step(pool, m, s, s->o, L->post_ffn_norm, more, more ? m->layers[il + 1].attn_norm : NULL,

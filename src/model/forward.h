@@ -45,6 +45,8 @@ struct fwd_scratch {
 	size_t qconv_stride; /* bytes per thread in qconv */
 	void *erow;          /* one token_embd row unpacked from x8 groups */
 	void *qbuf;          /* activations quantized for op_matmul */
+	float *rs;           /* recurrent mixers (recur.c): [n_max, 4 n_embd] for a
+			      * short convolution's [B; C; x] and its output, or NULL */
 	size_t bytes;        /* all of the above together */
 	float *capture;      /* NULL, or [n_layer + 1][n][n_embd] hidden states of the
 			      * last call, HF's convention: embeddings, each layer's
@@ -74,6 +76,18 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
  * f32 row k [n_head_kv * head_dim] in place. */
 bool attn_k_shift_table(const struct fx_model *m, int il, int32_t delta, float *cs);
 void attn_k_shift_row(const struct fx_model *m, const float *cs, float *k);
+
+/* Gated short-convolution mixer of layer il (MIX_SHORTCONV, LFM2) on h
+ * [n, n_embd] (already normed), into out [n, n_embd]: [B; C; x] = sc_in h,
+ * then per row in order z = B * x, y = C * (taps . [window, z]) with the
+ * window (the sequence's previous conv_kernel - 1 values of z, kept in
+ * kv[t].rs at the layer's rs_off) shifted by one, out = sc_out y. Rows of
+ * different sequences are independent; rows of one sequence must be in
+ * position order. pos is unused (the state is the position). Follows
+ * HF modeling_lfm2.py Lfm2ShortConv (slow path). */
+void shortconv_forward(const struct fx_model *m, int il, struct fx_pool *pool,
+		       struct fwd_scratch *s, const struct kv_view *kv, const int32_t *pos,
+		       int32_t n, const float *h, float *out);
 
 /* Gated MLP sublayer: out [n, n_embd] = down(act(gate h) * up h). */
 void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,

@@ -44,6 +44,32 @@ static int get_int(struct model_loader *ld, const char *suffix, int32_t *v, bool
 	return FX_OK;
 }
 
+/* attention.head_count_kv: one value, or one per layer (hybrid models, as
+ * llama.cpp writes them: 0 for a layer without attention, which
+ * model_bind_weights gives a recurrent mixer); ferrox's attention layers
+ * share one count. *v keeps its default when the key is absent. */
+static int get_head_count_kv(struct model_loader *ld, int32_t *v)
+{
+	char k[128];
+	const struct gguf_kv *kv = gguf_find(ld->m->g, model_key(ld, k, sizeof(k), "attention.head_count_kv"));
+	if (!kv || kv->type != GGUF_T_ARRAY)
+		return get_int(ld, "attention.head_count_kv", v, false);
+	int32_t n_layer = ld->m->hp.n_layer, got = 0;
+	if (kv->n != (uint64_t)n_layer || kv->arr_type == GGUF_T_STRING ||
+	    kv->arr_type == GGUF_T_ARRAY || !kv->data)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s has %llu entries for %d layers", k,
+			       (unsigned long long)kv->n, n_layer);
+	for (int32_t il = 0; il < n_layer; il++) {
+		double x = gguf_arr_num(kv, (uint64_t)il);
+		if (x < 0 || x > FX_MAX_HEADS || x != (int32_t)x || (x && got && x != got))
+			return fx_fail(ld->err, FX_E_UNSUPPORTED, "GGUF: %s[%d] is %g; ferrox needs "
+				       "one K/V head count (or 0) for every layer", k, il, x);
+		got = x ? (int32_t)x : got;
+	}
+	*v = got ? got : *v; /* no attention layer at all: the count is not used */
+	return FX_OK;
+}
+
 static int get_float(struct model_loader *ld, const char *suffix, float *v)
 {
 	char k[128];
@@ -168,8 +194,9 @@ static int read_hparams(struct model_loader *ld)
 			       hp->n_embd, hp->n_layer, hp->n_head, hp->n_ff);
 	hp->n_head_kv = hp->n_head;
 	hp->head_dim = hp->n_embd / hp->n_head;
-	if ((rc = get_int(ld, "attention.head_count_kv", &hp->n_head_kv, false)) ||
-	    (rc = get_int(ld, "attention.key_length", &hp->head_dim, false)))
+	if ((rc = get_head_count_kv(ld, &hp->n_head_kv)) ||
+	    (rc = get_int(ld, "attention.key_length", &hp->head_dim, false)) ||
+	    (rc = get_int(ld, "shortconv.l_cache", &hp->conv_kernel, false)))
 		return rc;
 	hp->head_dim_v = hp->head_dim;
 	hp->n_rot = hp->head_dim;

@@ -50,11 +50,26 @@ struct hparams {
 	float embd_mul;      /* extra embedding multiplier (Granite embedding_scale; 1) */
 	float residual_mul;  /* sublayer outputs scaled before each residual add (1) */
 	float logit_div;     /* logits divided by it (Granite logit_scale; 1) */
+	int32_t n_layer_kv;  /* layers with K/V in the backing (attention mixers) */
+	int32_t conv_kernel; /* short-convolution width ({arch}.shortconv.l_cache; LFM2: 3) */
+	int64_t rs_floats;   /* recurrent state per sequence, all recurrent layers */
 	int kv_type;         /* default KV element type: f16 for GGUF (llama.cpp's
 			      * default), f32 for HF checkpoints (transformers') */
 };
 
+/* What mixes tokens in a layer (its first sublayer): attention over the
+ * K/V backing, or a recurrent block with a per-sequence state. */
+enum layer_mixer {
+	MIX_ATTN,      /* self-attention (attn.c) */
+	MIX_SHORTCONV, /* gated short convolution (LFM2, Liquid AI 2025; recur.c) */
+};
+
 struct layer {
+	enum layer_mixer mixer;
+	int32_t kv_il;               /* this layer's index among the backing's K/V
+				      * layers (attention mixers), or -1 */
+	int64_t rs_off;              /* floats into the sequence's recurrent state
+				      * (kv_view.rs) where this layer's starts, or -1 */
 	const float *attn_norm;      /* [n_embd], NULL without pre norms */
 	struct wmat wq;              /* n_embd -> n_head * head_dim */
 	struct wmat wk;              /* n_embd -> n_head_kv * head_dim */
@@ -88,17 +103,22 @@ struct layer {
 	bool swa;                           /* sliding-window layer */
 	bool rope;                          /* RoPE applies (false: NoPE layer) */
 	const float *inv_freq;              /* [n_rot / 2] RoPE frequencies of this layer */
+	/* Gated short convolution (MIX_SHORTCONV): y = out(C * conv(B * x)),
+	 * [B; C; x] = in h, conv depthwise and causal over conv_kernel tokens. */
+	struct wmat sc_in;                  /* n_embd -> 3 n_embd, rows B, C, x */
+	struct wmat sc_out;                 /* n_embd -> n_embd */
+	const float *sc_conv;               /* [n_embd][conv_kernel], oldest tap first */
 };
 
 /* The dense matrices of layer L, in a fixed order (NULL data where the
  * layer has none); MoE experts are in L->exp. Returns the count (LAYER_MATS). */
-#define LAYER_MATS 15
+#define LAYER_MATS 17
 static inline int layer_mats(const struct layer *L, const struct wmat *ws[LAYER_MATS])
 {
 	const struct wmat *all[LAYER_MATS] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate,
 					       &L->ffn_up, &L->ffn_down, &L->router, &L->sh_gate,
 					       &L->sh_up, &L->sh_down, &L->wq_a, &L->wq_b,
-					       &L->wkv_a, &L->wkv_b };
+					       &L->wkv_a, &L->wkv_b, &L->sc_in, &L->sc_out };
 	for (int i = 0; i < LAYER_MATS; i++)
 		ws[i] = all[i];
 	return LAYER_MATS;

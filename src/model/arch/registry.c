@@ -9,12 +9,12 @@
 
 extern const struct arch_desc arch_llama, arch_granite, arch_smollm3, arch_qwen2, arch_qwen3,
 	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2, arch_qwen2moe, arch_qwen3moe,
-	arch_gpt_oss, arch_deepseek2;
+	arch_gpt_oss, arch_deepseek2, arch_lfm2;
 
 static const struct arch_desc *const archs[] = {
 	&arch_llama, &arch_granite, &arch_smollm3, &arch_qwen2, &arch_qwen3, &arch_phi3,
 	&arch_gemma, &arch_gemma2, &arch_gemma3, &arch_olmo2, &arch_qwen2moe, &arch_qwen3moe,
-	&arch_gpt_oss, &arch_deepseek2,
+	&arch_gpt_oss, &arch_deepseek2, &arch_lfm2,
 };
 
 #define N_ARCHS (sizeof(archs) / sizeof(archs[0]))
@@ -85,6 +85,8 @@ static const struct {
 	{ AT_SHEXP, "a shared expert", { "ffn_gate_shexp.weight", "ffn_up_shexp.weight",
 		"ffn_down_shexp.weight" } },
 	{ AT_SHEXP_GATE, "a shared-expert gate", { "ffn_gate_inp_shexp.weight" } },
+	{ AT_SHORTCONV, "a short-convolution mixer", { "shortconv.conv.weight",
+		"shortconv.in_proj.weight", "shortconv.out_proj.weight" } },
 };
 
 static const struct {
@@ -95,6 +97,7 @@ static const struct {
 	{ 0, "a base tensor", "output_norm.weight" },
 	{ 0, "a base tensor", "output.weight" },
 	{ AT_ROPE_FREQS, "RoPE frequency factors", "rope_freqs.weight" },
+	{ AT_EMBD_NORM, "LFM2's final norm", "token_embd_norm.weight" },
 };
 
 static bool span_is(const char *p, size_t n, const char *s)

@@ -1,0 +1,141 @@
+/* The recurrent backing's lifecycle on a hybrid model (the LFM2 fixture:
+ * three short-convolution layers, one attention layer), with both K/V
+ * layouts:
+ *   - a state cannot go back: fx_seq_rm to a middle position and
+ *     fx_seq_shift are refused, naming the recurrent layers, and the
+ *     sequence is unchanged (its next logits equal an untouched run's);
+ *   - fx_seq_rm to 0 empties it: the same prompt again gives the same
+ *     logits, bit for bit (the state was zeroed with the K/V);
+ *   - the prefix cache gives nothing (no state snapshot behind its blocks);
+ *   - a config whose layer pattern disagrees with the tensors, or a conv
+ *     width that disagrees with the conv tensor, is a clear error.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ferrox.h"
+
+#define DIR "tests/fixtures/hf-tiny-next/lfm2"
+#define N 20
+
+static struct fx_context *ctx(const struct fx_model *m, int layout)
+{
+	struct fx_err err = { 0 };
+	struct fx_context *c = NULL;
+	struct fx_context_params p = fx_context_default_params();
+	p.n_ctx = 64;
+	p.n_threads = 2;
+	p.kv_layout = layout;
+	p.block_size = 4;
+	p.n_seq_max = 2;
+	if (fx_context_create(m, &p, &c, &err))
+		CHECKF(false, "context: %s", err.msg);
+	return c;
+}
+
+/* Logits after ids[0..n) then one more token, from a fresh context. */
+static void fresh(const struct fx_model *m, int layout, const fx_token *ids, int n, fx_token next,
+		  float *out, int32_t nv)
+{
+	struct fx_context *c = ctx(m, layout);
+	if (!c)
+		return;
+	CHECK(fx_decode(c, ids, n, false) == FX_OK);
+	CHECK(fx_decode(c, &next, 1, false) == FX_OK);
+	memcpy(out, fx_get_logits(c, NULL), (size_t)nv * sizeof(float));
+	fx_context_free(c);
+}
+
+static void check_lifecycle(const struct fx_model *m, int layout, const char *label)
+{
+	int32_t nv = fx_model_n_vocab(m);
+	fx_token ids[N], next = 7;
+	for (int i = 0; i < N; i++)
+		ids[i] = (fx_token)((i * 29 + 3) % nv);
+	float *want = malloc((size_t)nv * sizeof(float)), *first = malloc((size_t)nv * sizeof(float));
+	fresh(m, layout, ids, N, next, want, nv);
+	struct fx_context *c = ctx(m, layout);
+	if (!c || !want || !first)
+		goto out;
+	CHECK(fx_decode(c, ids, N, false) == FX_OK);
+	memcpy(first, fx_get_logits(c, NULL), (size_t)nv * sizeof(float));
+	/* back to the middle: refused, nothing changes */
+	int rc = fx_seq_rm(c, 0, N / 2);
+	CHECKF(rc == FX_E_UNSUPPORTED && strstr(fx_context_errmsg(c), "recurrent"),
+	       "%s: seq_rm to %d: rc %d '%s'", label, N / 2, rc, fx_context_errmsg(c));
+	CHECK(fx_seq_n_past(c, 0) == N);
+	rc = fx_seq_shift(c, 0, 8, -1, -4);
+	CHECKF(rc == FX_E_UNSUPPORTED && strstr(fx_context_errmsg(c), "recurrent"),
+	       "%s: seq_shift: rc %d '%s'", label, rc, fx_context_errmsg(c));
+	CHECK(fx_seq_n_past(c, 0) == N);
+	CHECK(fx_decode(c, &next, 1, false) == FX_OK);
+	CHECKF(!memcmp(fx_get_logits(c, NULL), want, (size_t)nv * sizeof(float)),
+	       "%s: a refused roll-back changed the sequence", label);
+	/* removing a future position changes nothing either */
+	CHECK(fx_seq_rm(c, 0, N + 5) == FX_OK && fx_seq_n_past(c, 0) == N + 1);
+	/* back to 0: empty, and the same prompt gives the same logits */
+	CHECK(fx_seq_rm(c, 0, 0) == FX_OK && fx_seq_n_past(c, 0) == 0);
+	CHECK(fx_decode(c, ids, N, false) == FX_OK);
+	CHECKF(!memcmp(fx_get_logits(c, NULL), first, (size_t)nv * sizeof(float)),
+	       "%s: after seq_rm to 0 the prompt gives other logits (state not zeroed?)", label);
+	/* a second sequence with the same prompt reuses nothing */
+	uint32_t reused = 99;
+	fx_seq s1 = -1;
+	CHECK(fx_seq_add(c, &s1) == FX_OK);
+	CHECK(fx_seq_reuse_prefix(c, s1, (const int32_t *)ids, N, &reused) == FX_OK);
+	CHECKF(reused == 0, "%s: %u prefix tokens reused without a state behind them", label,
+	       reused);
+	printf("%-10s roll-back refused and harmless, rm to 0 exact, no prefix reuse\n", label);
+out:
+	fx_context_free(c);
+	free(want);
+	free(first);
+}
+
+/* A copy of the fixture with one sed edit of config.json must fail to
+ * load with rc and a message holding needle. */
+static void check_bad(const char *edit, int want_rc, const char *needle)
+{
+	char tmp[64] = "/tmp/fx_rec_XXXXXX", cmd[1024];
+	if (!mkdtemp(tmp)) {
+		CHECK(false);
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "sed '%s' %s/config.json > %s/config.json && cp %s/model.safetensors %s/",
+		 edit, DIR, tmp, DIR, tmp);
+	CHECK(system(cmd) == 0);
+	struct fx_err err = { 0 };
+	struct fx_model *m = NULL;
+	int rc = fx_model_load(tmp, NULL, &m, &err);
+	CHECKF(rc == want_rc && strstr(err.msg, needle), "config edit '%s': rc %d '%s'", edit, rc,
+	       err.msg);
+	if (!rc)
+		fx_model_free(m);
+	printf("bad config (%s): %s\n", edit, err.msg);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	CHECK(system(cmd) == 0);
+}
+
+int main(void)
+{
+	struct fx_err err = { 0 };
+	struct fx_model *m = NULL;
+	if (fx_model_load(DIR, NULL, &m, &err)) {
+		CHECKF(false, "%s: %s", DIR, err.msg);
+		return check_exit();
+	}
+	check_lifecycle(m, FX_KV_CONTIGUOUS, "contiguous");
+	check_lifecycle(m, FX_KV_PAGED, "paged");
+	fx_model_free(m);
+	/* layer 0 said to attend, but its tensors are a convolution's */
+	check_bad("0,/\"conv\"/s//\"full_attention\"/", FX_E_FORMAT, "attn_q");
+	/* the attention layer said to be a convolution */
+	check_bad("s/\"full_attention\"/\"conv\"/", FX_E_FORMAT, "recurrent mixers");
+	/* a conv width the conv tensors do not have */
+	check_bad("s/\"conv_L_cache\": 3/\"conv_L_cache\": 4/", FX_E_FORMAT, "shortconv.conv");
+	/* a layer type ferrox does not know */
+	check_bad("0,/\"conv\"/s//\"mamba\"/", FX_E_UNSUPPORTED, "mamba");
+	return check_exit();
+}
