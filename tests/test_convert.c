@@ -505,6 +505,14 @@ int main(void)
 		skipped += !check_fixture(fixtures[i], dir, tmp);
 		check_roundtrip(fixtures[i], dir, tmp);
 	}
+	/* hybrid and recurrent families: per-layer head counts, ssm_* tensors */
+	static const char *const next[] = { "lfm2", "mamba2" };
+	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
+		char dir[256];
+		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", next[i]);
+		skipped += !check_fixture(next[i], dir, tmp);
+		check_roundtrip(next[i], dir, tmp);
+	}
 	check_types(tmp);
 	check_wide_rows(tmp);
 	check_real_gguf(tmp);

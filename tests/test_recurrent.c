@@ -1,6 +1,6 @@
 /* The recurrent backing's lifecycle on a hybrid model (the LFM2 fixture:
- * three short-convolution layers, one attention layer), with both K/V
- * layouts:
+ * three short-convolution layers, one attention layer) and a pure one
+ * (the Mamba-2 fixture), with both K/V layouts:
  *   - a state cannot go back: fx_seq_rm to a middle position and
  *     fx_seq_shift are refused, naming the recurrent layers, and the
  *     sequence is unchanged (its next logits equal an untouched run's);
@@ -120,15 +120,21 @@ static void check_bad(const char *edit, int want_rc, const char *needle)
 
 int main(void)
 {
-	struct fx_err err = { 0 };
-	struct fx_model *m = NULL;
-	if (fx_model_load(DIR, NULL, &m, &err)) {
-		CHECKF(false, "%s: %s", DIR, err.msg);
-		return check_exit();
+	/* LFM2 (attention beside the convolutions) and Mamba-2 (no attention:
+	 * the backing keeps positions only) */
+	static const char *const dirs[] = { DIR, "tests/fixtures/hf-tiny-next/mamba2" };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		struct fx_err err = { 0 };
+		struct fx_model *m = NULL;
+		if (fx_model_load(dirs[i], NULL, &m, &err)) {
+			CHECKF(false, "%s: %s", dirs[i], err.msg);
+			continue;
+		}
+		printf("%s:\n", dirs[i]);
+		check_lifecycle(m, FX_KV_CONTIGUOUS, "contiguous");
+		check_lifecycle(m, FX_KV_PAGED, "paged");
+		fx_model_free(m);
 	}
-	check_lifecycle(m, FX_KV_CONTIGUOUS, "contiguous");
-	check_lifecycle(m, FX_KV_PAGED, "paged");
-	fx_model_free(m);
 	/* layer 0 said to attend, but its tensors are a convolution's */
 	check_bad("0,/\"conv\"/s//\"full_attention\"/", FX_E_FORMAT, "attn_q");
 	/* the attention layer said to be a convolution */

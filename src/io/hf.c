@@ -78,6 +78,15 @@ static const struct {
 	{ "conv.in_proj.weight", "shortconv.in_proj.weight" },
 	{ "conv.out_proj.weight", "shortconv.out_proj.weight" },
 	{ "conv.conv.weight", "shortconv.conv.weight" }, /* [n_embd, 1, K] -> [n_embd][K] */
+	{ "norm.weight", "attn_norm.weight" }, /* Mamba-2 */
+	{ "mixer.in_proj.weight", "ssm_in.weight" },
+	{ "mixer.conv1d.weight", "ssm_conv1d.weight" },
+	{ "mixer.conv1d.bias", "ssm_conv1d.bias" },
+	{ "mixer.dt_bias", "ssm_dt.bias" },
+	{ "mixer.A_log", "ssm_a" }, /* stored as A = -exp(A_log) */
+	{ "mixer.D", "ssm_d" },
+	{ "mixer.norm.weight", "ssm_norm.weight" },
+	{ "mixer.out_proj.weight", "ssm_out.weight" },
 };
 
 /* Per-expert HF tensors (%d: expert) -> the stacked GGUF tensor kind. */
@@ -112,6 +121,9 @@ static const struct {
 	{ "model.norm.weight", "output_norm.weight" },
 	{ "lm_head.weight", "output.weight" },
 	{ "model.embedding_norm.weight", "token_embd_norm.weight" }, /* LFM2's final norm */
+	{ "backbone.embeddings.weight", "token_embd.weight" }, /* Mamba-2 */
+	{ "backbone.embedding.weight", "token_embd.weight" },
+	{ "backbone.norm_f.weight", "output_norm.weight" },
 };
 
 struct hf {
@@ -124,6 +136,7 @@ struct hf {
 	const char *dir;
 	int n_head, n_head_kv, head_dim, head_dim_v, n_rot, n_layer, n_expert;
 	bool per_layer_kv;            /* attention.head_count_kv is an array (map_mixers) */
+	int ssm_groups;               /* Mamba-2 n_groups (map_ssm), 0: none */
 	struct stack *stacks;
 	int n_stacks;
 };
@@ -442,19 +455,56 @@ static int map_mixers(struct hf *h)
 	return FX_OK;
 }
 
+/* Mamba-2's sizes as llama.cpp's ssm.* keys (convert_hf_to_gguf.py's
+ * Mamba2Model): d_inner = expand x hidden (or intermediate_size), heads,
+ * groups, state size, conv width. time_step_limit other than (0, inf) is
+ * refused: transformers clamps dt with it in prefill but not in decode. */
+static int map_ssm(struct hf *h, int n_embd)
+{
+	double expand = 2, inner, heads, groups = 1, state, conv = 4;
+	if (!cfg_num(h->cfg, "intermediate_size", &inner)) {
+		cfg_num(h->cfg, "expand", &expand);
+		inner = expand * n_embd;
+	}
+	if (!cfg_num(h->cfg, "num_heads", &heads) || !cfg_num(h->cfg, "state_size", &state))
+		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: a Mamba-2 config needs num_heads "
+			       "and state_size", h->dir);
+	cfg_num(h->cfg, "n_groups", &groups);
+	cfg_num(h->cfg, "conv_kernel", &conv);
+	const cJSON *lim = cfg_get(h->cfg, "time_step_limit");
+	const cJSON *lo = lim ? cJSON_GetArrayItem(lim, 0) : NULL, *hi = lim ? cJSON_GetArrayItem(lim, 1) : NULL;
+	if (lim && (!lo || !cJSON_IsNumber(lo) || lo->valuedouble != 0 || (hi && cJSON_IsNumber(hi))))
+		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: time_step_limit other than "
+			       "(0, inf) is not supported", h->dir);
+	if (put_u32(h, "ssm.inner_size", (uint32_t)inner) || put_u32(h, "ssm.state_size", (uint32_t)state) ||
+	    put_u32(h, "ssm.time_step_rank", (uint32_t)heads) ||
+	    put_u32(h, "ssm.group_count", (uint32_t)groups) || put_u32(h, "ssm.conv_kernel", (uint32_t)conv))
+		return FX_E_NOMEM;
+	h->ssm_groups = (int)groups;
+	return FX_OK;
+}
+
 static int map_metadata(struct hf *h)
 {
 	const cJSON *cfg = h->cfg;
 	int n_embd, n_ff, ctx = 4096, rc;
 	double d;
-	if ((rc = cfg_int(h, "hidden_size", &n_embd)) || (rc = cfg_int(h, "num_hidden_layers", &h->n_layer)) ||
-	    (rc = cfg_int(h, "intermediate_size", &n_ff)) ||
-	    (rc = cfg_int(h, "num_attention_heads", &h->n_head)))
+	/* A Mamba-2 model (state_size, no attention heads) has no attention
+	 * and no MLP: head_count and feed_forward_length 0, as llama.cpp's
+	 * converter writes them. */
+	bool ssm_only = cfg_get(cfg, "state_size") && !cfg_get(cfg, "num_attention_heads");
+	if ((rc = cfg_int(h, "hidden_size", &n_embd)) || (rc = cfg_int(h, "num_hidden_layers", &h->n_layer)))
+		return rc;
+	n_ff = h->n_head = 0;
+	if (!ssm_only && ((rc = cfg_int(h, "intermediate_size", &n_ff)) ||
+			  (rc = cfg_int(h, "num_attention_heads", &h->n_head))))
+		return rc;
+	if (ssm_only && (rc = map_ssm(h, n_embd)))
 		return rc;
 	h->n_head_kv = h->n_head;
 	if (cfg_num(cfg, "num_key_value_heads", &d))
 		h->n_head_kv = (int)d;
-	h->head_dim = n_embd / h->n_head;
+	h->head_dim = h->n_head ? n_embd / h->n_head : 0;
 	if (cfg_num(cfg, "head_dim", &d))
 		h->head_dim = (int)d;
 	h->head_dim_v = h->head_dim;
@@ -469,7 +519,8 @@ static int map_metadata(struct hf *h)
 	if (cfg_num(cfg, "max_position_embeddings", &d))
 		ctx = (int)d;
 	double eps = 1e-6;
-	if (!cfg_num(cfg, "rms_norm_eps", &eps) && !cfg_num(cfg, "norm_eps", &eps))
+	if (!cfg_num(cfg, "rms_norm_eps", &eps) && !cfg_num(cfg, "norm_eps", &eps) &&
+	    !cfg_num(cfg, "layer_norm_epsilon", &eps))
 		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: required key 'rms_norm_eps' is missing",
 			       h->dir);
 	if ((rc = lfm2_ff(h, &n_ff)))
@@ -583,7 +634,8 @@ static const char *gguf_name(struct hf *h, const char *name, char *buf, size_t n
 		if (!strcmp(name, global_names[i].hf))
 			return global_names[i].gguf;
 	int il, off = 0;
-	if (sscanf(name, "model.layers.%d.%n", &il, &off) == 1 && off > 0 && il >= 0 &&
+	if ((sscanf(name, "model.layers.%d.%n", &il, &off) == 1 ||
+	     sscanf(name, "backbone.layers.%d.%n", &il, &off) == 1) && off > 0 && il >= 0 &&
 	    il < h->n_layer) {
 		const char *rest = name + off;
 		if (strstr(rest, "rotary_emb.inv_freq")) {
@@ -768,6 +820,30 @@ static int map_fused_experts(struct hf *h, const struct st_tensor *t, int il, co
 	return rc;
 }
 
+/* Mamba-2's per-head vectors in llama.cpp's shapes: ssm_a = -exp(A_log) and
+ * ssm_d as [n_head, 1] (ne {1, n_head}), ssm_norm as [n_group][d_inner /
+ * n_group]; f32. */
+static int map_ssm_vec(struct hf *h, const struct st_tensor *t, const char *name)
+{
+	int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+	float *v = gguf_build_alloc(h->g, (size_t)n * sizeof(float));
+	if (!v)
+		return FX_E_NOMEM;
+	fx_type_get(t->type)->to_float(t->data, v, n);
+	int64_t ne[4] = { 1, n, 1, 1 };
+	if (ends_with(name, ".ssm_a"))
+		for (int64_t i = 0; i < n; i++)
+			v[i] = -expf(v[i]);
+	if (ends_with(name, ".ssm_norm.weight")) {
+		int g = h->ssm_groups > 0 ? h->ssm_groups : 1;
+		if (n % g)
+			return fx_fail(h->err, FX_E_FORMAT, "%s: '%s' has %lld values, not a multiple of "
+				       "%d groups", h->dir, t->name, (long long)n, g);
+		ne[0] = n / g, ne[1] = g;
+	}
+	return gguf_build_tensor(h->g, name, FX_TYPE_F32, 2, ne, v);
+}
+
 static int map_tensor(struct hf *h, const struct st_tensor *t)
 {
 	char buf[160];
@@ -805,7 +881,10 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 	if (!data)
 		return fx_fail(h->err, FX_E_NOMEM, "%s: out of memory converting tensor '%s'",
 			       h->dir, t->name);
-	if (ends_with(name, "shortconv.conv.weight") && t->n_dims == 3 && t->ne[1] == 1) {
+	if (ends_with(name, ".ssm_a") || ends_with(name, ".ssm_d") || ends_with(name, ".ssm_norm.weight"))
+		return map_ssm_vec(h, t, name);
+	if ((ends_with(name, "shortconv.conv.weight") || ends_with(name, "ssm_conv1d.weight")) &&
+	    t->n_dims == 3 && t->ne[1] == 1) {
 		/* nn.Conv1d's [channels, 1, taps]: llama.cpp keeps [channels][taps] */
 		int64_t ne[4] = { t->ne[0], t->ne[2], 1, 1 };
 		return gguf_build_tensor(h->g, name, type, 2, ne, data);

@@ -46,6 +46,10 @@ int kv_backing_create(int32_t layout, const struct kv_geom *g, const struct kv_s
 		      struct kv_backing **out, struct fx_err *err)
 {
 	*out = NULL;
+	/* No layer keeps K/V (a pure recurrent model): the contiguous backing
+	 * with no rows keeps the positions; blocks would hold nothing. */
+	if (g->n_layer == 0 && (layout == FX_KV_CONTIGUOUS || layout == FX_KV_PAGED))
+		layout = FX_KV_CONTIGUOUS;
 	for (size_t i = 0; i < sizeof(backings) / sizeof(backings[0]); i++) {
 		if (backings[i].layout != layout)
 			continue;

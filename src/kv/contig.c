@@ -18,6 +18,8 @@ int kv_contig_init(struct kv_contig *c, int32_t n_layer, int32_t n_ctx, int64_t 
 {
 	*c = (struct kv_contig){ .n_layer = n_layer, .n_ctx = n_ctx, .k_width = k_width,
 				 .v_width = v_width, .k_type = k_type, .v_type = v_type };
+	if (n_layer == 0 && n_ctx > 0)
+		return FX_OK; /* no attention layer (Mamba-2): positions only */
 	if (n_layer <= 0 || n_ctx <= 0 || k_width <= 0 || v_width <= 0 ||
 	    !kv_type_ok(k_type, k_width) || !kv_type_ok(v_type, v_width))
 		return FX_E_INVALID;

@@ -75,6 +75,8 @@ enum arch_group {
 	AT_EMBD_NORM = 1u << 15,  /* token_embd_norm: the final norm under LFM2's name in
 				   * llama.cpp (LLM_TENSOR_OUTPUT_NORM_LFM2), instead of
 				   * output_norm */
+	AT_SSM = 1u << 16,        /* ssm_in, ssm_conv1d, ssm_dt, ssm_a, ssm_d, ssm_norm, ssm_out:
+				   * Mamba-2 mixers (llama.cpp's names) */
 };
 
 /* Most HF model_types one row maps (llama: llama, mistral, mixtral). */
@@ -103,6 +105,7 @@ struct arch_desc {
 				    * (gpt-oss in llama.cpp: "post_attention_norm") */
 	const char *output_norm_name; /* the final norm's tensor; NULL: "output_norm.weight"
 				       * (LFM2: "token_embd_norm.weight") */
+	bool ffn_optional;      /* a layer may have no MLP (Mamba-2: the mixer is all) */
 	unsigned tensors;       /* AT_* groups a file may hold beyond those implied */
 	struct hf_family hf[ARCH_MAX_HF]; /* the config.json model_types it maps */
 };

@@ -400,6 +400,44 @@ static int bind_shortconv(struct model_loader *ld, int il, struct layer *L)
 	return FX_OK;
 }
 
+/* The Mamba-2 mixer's tensors (llama.cpp's ssm_*; A already -exp(A_log)). */
+static int bind_mamba2(struct model_loader *ld, int il, struct layer *L)
+{
+	const struct hparams *hp = &ld->m->hp;
+	int64_t e = hp->n_embd, di = hp->ssm_inner, nh = hp->n_ssm_head;
+	int64_t cd = di + 2 * (int64_t)hp->n_ssm_group * hp->ssm_state;
+	char n[96];
+	int rc;
+#define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
+	if ((rc = bind_mat(ld, NAME("ssm_in.weight"), e, di + cd + nh, true, &L->ssm_in)) ||
+	    (rc = bind_taps(ld, NAME("ssm_conv1d.weight"), cd, hp->conv_kernel, &L->ssm_conv)) ||
+	    (rc = bind_vec_n(ld, NAME("ssm_conv1d.bias"), cd, &L->ssm_conv_b)) ||
+	    (rc = bind_vec_n(ld, NAME("ssm_dt.bias"), nh, &L->ssm_dt_b)) ||
+	    (rc = bind_vec_n(ld, NAME("ssm_a"), nh, &L->ssm_a)) ||
+	    (rc = bind_vec_n(ld, NAME("ssm_d"), nh, &L->ssm_d)) ||
+	    (rc = bind_vec_n(ld, NAME("ssm_norm.weight"), di, &L->ssm_norm)) ||
+	    (rc = bind_mat(ld, NAME("ssm_out.weight"), di, e, true, &L->ssm_out)))
+		return rc;
+#undef NAME
+	return FX_OK;
+}
+
+/* Whether layer il has an MLP: always, unless the row allows none and the
+ * file has none of its tensors. */
+static bool layer_has_ffn(const struct model_loader *ld, int il)
+{
+	static const char *const names[] = { "ffn_down.weight", "ffn_up.weight", "ffn_gate_inp.weight" };
+	if (!ld->m->arch->ffn_optional)
+		return true;
+	char n[96];
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(n, sizeof(n), "blk.%d.%s", il, names[i]);
+		if (gguf_find_tensor(ld->m->g, n))
+			return true;
+	}
+	return false;
+}
+
 static int bind_layer(struct model_loader *ld, int il)
 {
 	const struct hparams *hp = &ld->m->hp;
@@ -410,14 +448,19 @@ static int bind_layer(struct model_loader *ld, int il)
 	char n[96];
 	int rc;
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
+	static int (*const bind_mixer[])(struct model_loader *, int, struct layer *) = {
+		[MIX_ATTN] = bind_attn, [MIX_SHORTCONV] = bind_shortconv, [MIX_MAMBA2] = bind_mamba2,
+	};
+	L->has_ffn = layer_has_ffn(ld, il);
 	if ((rc = bind_vec(ld, NAME("attn_norm.weight"), e, pre, &L->attn_norm)) ||
-	    (rc = L->mixer == MIX_SHORTCONV ? bind_shortconv(ld, il, L) : bind_attn(ld, il, L)) ||
+	    (rc = bind_mixer[L->mixer](ld, il, L)) ||
 	    (a->post_norms &&
 	     (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, true, &L->post_attn_norm))) ||
-	    (rc = bind_vec(ld, (snprintf(n, sizeof(n), "blk.%d.%s.weight", il,
-					 a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm"), n),
-			   e, pre, &L->ffn_norm)) ||
-	    (rc = bind_ffn(ld, il, L)) ||
+	    (L->has_ffn &&
+	     (rc = bind_vec(ld, (snprintf(n, sizeof(n), "blk.%d.%s.weight", il,
+					  a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm"), n),
+			    e, pre, &L->ffn_norm))) ||
+	    (L->has_ffn && (rc = bind_ffn(ld, il, L))) ||
 	    (a->post_norms &&
 	     (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, true, &L->post_ffn_norm))))
 		return rc;
@@ -426,13 +469,16 @@ static int bind_layer(struct model_loader *ld, int il)
 }
 
 /* Each layer's mixer, its index among the K/V layers and its offset in the
- * recurrent state: a layer whose attention.head_count_kv entry is 0 (the
- * per-layer array llama.cpp writes for hybrid models) has a recurrent
- * mixer, told by its tensors; every other layer attends. */
+ * recurrent state. A layer attends unless the file says it has no K/V
+ * heads (a 0 in the per-layer attention.head_count_kv llama.cpp writes for
+ * hybrids, or attention.head_count 0 for a model with no attention at
+ * all); such a layer's mixer is the recurrent one whose tensors it holds,
+ * if the row allows it. */
 static int read_mixers(struct model_loader *ld)
 {
 	struct fx_model *m = ld->m;
 	struct hparams *hp = &m->hp;
+	unsigned groups = arch_groups(m->arch);
 	char k[128], n[96];
 	const struct gguf_kv *kv = gguf_find(m->g, model_key(ld, k, sizeof(k), "attention.head_count_kv"));
 	bool per_layer = kv && kv->type == GGUF_T_ARRAY; /* checked by model.c's get_head_count_kv */
@@ -441,21 +487,39 @@ static int read_mixers(struct model_loader *ld)
 	for (int il = 0; il < hp->n_layer; il++) {
 		struct layer *L = &m->layers[il];
 		*L = (struct layer){ .mixer = MIX_ATTN, .kv_il = -1, .rs_off = -1 };
-		if (!per_layer || gguf_arr_num(kv, (uint64_t)il) != 0) {
+		if (per_layer ? gguf_arr_num(kv, (uint64_t)il) != 0 : hp->n_head > 0) {
 			L->kv_il = hp->n_layer_kv++;
 			continue;
 		}
-		snprintf(n, sizeof(n), "blk.%d.shortconv.in_proj.weight", il);
-		if (!gguf_find_tensor(m->g, n))
-			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d has no attention (%s[%d] "
-				       "is 0) and none of the recurrent mixers ferrox knows (%s)", il,
-				       k, il, "shortconv");
+#define HAS(s) (snprintf(n, sizeof(n), "blk.%d." s, il), gguf_find_tensor(m->g, n))
+		if ((groups & AT_SHORTCONV) && HAS("shortconv.in_proj.weight"))
+			L->mixer = MIX_SHORTCONV;
+		else if ((groups & AT_SSM) && HAS("ssm_in.weight"))
+			L->mixer = MIX_MAMBA2;
+		else
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d has no attention (no K/V "
+				       "heads) and none of the recurrent mixers architecture %s allows",
+				       il, ld->arch);
+#undef HAS
 		if (hp->conv_kernel < 1 || hp->conv_kernel > 64)
-			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d is a short convolution but "
-				       "%s.shortconv.l_cache is %d (1..64)", il, ld->arch, hp->conv_kernel);
-		L->mixer = MIX_SHORTCONV;
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d is recurrent but its conv "
+				       "width (%s.shortconv.l_cache or ssm.conv_kernel) is %d, not 1..64",
+				       il, ld->arch, hp->conv_kernel);
 		L->rs_off = hp->rs_floats;
-		hp->rs_floats += (int64_t)(hp->conv_kernel - 1) * hp->n_embd;
+		int64_t taps = hp->conv_kernel - 1;
+		if (L->mixer == MIX_SHORTCONV) {
+			hp->rs_floats += taps * hp->n_embd;
+			continue;
+		}
+		int64_t di = hp->ssm_inner, nh = hp->n_ssm_head, ng = hp->n_ssm_group, ns = hp->ssm_state;
+		if (di <= 0 || nh <= 0 || ng <= 0 || ns <= 0 || di % nh || nh % ng || di % ng ||
+		    di > (1 << 20) || ns > 4096)
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: Mamba-2 sizes do not fit together "
+				       "(%s.ssm.inner_size %lld, time_step_rank %lld heads, group_count "
+				       "%lld, state_size %lld)", ld->arch, (long long)di, (long long)nh,
+				       (long long)ng, (long long)ns);
+		/* conv window over x, B, C, then the state [head][head_dim][N] */
+		hp->rs_floats += taps * (di + 2 * ng * ns) + di * ns;
 	}
 	return FX_OK;
 }

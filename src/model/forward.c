@@ -78,10 +78,16 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	s->qconv_stride = (s->qconv_stride + 63) & ~(size_t)63;
 	s->qconv = scratch_alloc(s, (size_t)n_threads * (size_t)hp->n_head, s->qconv_stride);
 	s->erow = scratch_alloc(s, m->tok_embd.row_bytes, 1);
-	bool conv = false;
-	for (int il = 0; il < hp->n_layer; il++)
-		conv |= m->layers[il].mixer == MIX_SHORTCONV;
-	if (conv && !(s->rs = scratch_alloc(s, n * 4 * (size_t)hp->n_embd, sizeof(float)))) {
+	/* recur.c's per-row widths: a short convolution's [B; C; x] and y; a
+	 * Mamba-2 mixer's in_proj output, conv output and y */
+	size_t rw = 0, cd = (size_t)hp->ssm_inner + 2 * (size_t)hp->n_ssm_group * hp->ssm_state;
+	for (int il = 0; il < hp->n_layer; il++) {
+		if (m->layers[il].mixer == MIX_SHORTCONV)
+			rw = max_sz(rw, 4 * (size_t)hp->n_embd);
+		if (m->layers[il].mixer == MIX_MAMBA2)
+			rw = max_sz(rw, 2 * (size_t)hp->ssm_inner + 2 * cd + (size_t)hp->n_ssm_head);
+	}
+	if (rw && !(s->rs = scratch_alloc(s, n * rw, sizeof(float)))) {
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
 	}
@@ -202,6 +208,7 @@ typedef void (*mixer_fn)(const struct fx_model *m, int il, struct fx_pool *pool,
 static const mixer_fn mixers[] = {
 	[MIX_ATTN] = attn_forward,
 	[MIX_SHORTCONV] = shortconv_forward,
+	[MIX_MAMBA2] = mamba2_forward,
 };
 
 void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
@@ -218,11 +225,15 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct layer *L = &m->layers[il];
 		bool more = il + 1 < hp->n_layer;
+		const float *next_norm = more ? m->layers[il + 1].attn_norm : NULL;
 		mixers[L->mixer](m, il, pool, s, kv, pos, n, s->h, s->o);
-		rows_step(pool, m, s, s->o, L->post_attn_norm, true, L->ffn_norm, n);
-		ffn_forward(m, il, pool, s, n, s->h, s->o);
-		rows_step(pool, m, s, s->o, L->post_ffn_norm, more, more ? m->layers[il + 1].attn_norm : NULL,
-			  n);
+		if (L->has_ffn) {
+			rows_step(pool, m, s, s->o, L->post_attn_norm, true, L->ffn_norm, n);
+			ffn_forward(m, il, pool, s, n, s->h, s->o);
+			rows_step(pool, m, s, s->o, L->post_ffn_norm, more, next_norm, n);
+		} else {
+			rows_step(pool, m, s, s->o, L->post_attn_norm, more, next_norm, n);
+		}
 		if (s->capture && more)
 			memcpy(s->capture + (size_t)(il + 1) * nd, s->x, nd * sizeof(float));
 	}

@@ -89,6 +89,20 @@ void shortconv_forward(const struct fx_model *m, int il, struct fx_pool *pool,
 		       struct fwd_scratch *s, const struct kv_view *kv, const int32_t *pos,
 		       int32_t n, const float *h, float *out);
 
+/* Mamba-2 mixer of layer il (MIX_MAMBA2) on h [n, n_embd] into out
+ * [n, n_embd]: [z; xBC; dt] = ssm_in h; xBC through the causal depthwise
+ * conv (window of conv_kernel - 1 earlier xBC rows in the state) + bias,
+ * SiLU; per head h of group g = h / (n_head / n_group): dt = softplus(dt +
+ * dt_b), state = state * exp(dt A) + dt B_g x^T, y = state C_g + D x;
+ * y * silu(z) RMS-normed per group of d_inner / n_group channels times
+ * ssm_norm; out = ssm_out y. The state (conv window, then [n_head][head_dim]
+ * [N]) lives in kv[t].rs at rs_off; rows of one sequence in position
+ * order. Follows HF modeling_mamba2.py (mamba2_selective_state_update,
+ * MambaRMSNormGated with norm_before_gate false). */
+void mamba2_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
+		    const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h,
+		    float *out);
+
 /* Gated MLP sublayer: out [n, n_embd] = down(act(gate h) * up h). */
 void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
 		 int32_t n, const float *h, float *out);

@@ -187,16 +187,23 @@ static int read_hparams(struct model_loader *ld)
 	    (rc = get_int(ld, "feed_forward_length", &hp->n_ff, true)) ||
 	    (rc = get_int(ld, "attention.head_count", &hp->n_head, true)))
 		return rc;
-	if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_ff <= 0 ||
+	/* n_head and n_ff may be 0 in models without attention or MLP (Mamba-2);
+	 * the layers that have them check their shapes when bound. */
+	if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head < 0 || hp->n_ff < 0 ||
 	    hp->n_layer > 4096 || hp->n_head > FX_MAX_HEADS)
 		return fx_fail(ld->err, FX_E_FORMAT,
 			       "GGUF: impossible sizes (n_embd %d, n_layer %d, n_head %d, n_ff %d)",
 			       hp->n_embd, hp->n_layer, hp->n_head, hp->n_ff);
 	hp->n_head_kv = hp->n_head;
-	hp->head_dim = hp->n_embd / hp->n_head;
+	hp->head_dim = hp->n_head ? hp->n_embd / hp->n_head : 0;
 	if ((rc = get_head_count_kv(ld, &hp->n_head_kv)) ||
 	    (rc = get_int(ld, "attention.key_length", &hp->head_dim, false)) ||
-	    (rc = get_int(ld, "shortconv.l_cache", &hp->conv_kernel, false)))
+	    (rc = get_int(ld, "shortconv.l_cache", &hp->conv_kernel, false)) ||
+	    (rc = get_int(ld, "ssm.conv_kernel", &hp->conv_kernel, false)) ||
+	    (rc = get_int(ld, "ssm.inner_size", &hp->ssm_inner, false)) ||
+	    (rc = get_int(ld, "ssm.state_size", &hp->ssm_state, false)) ||
+	    (rc = get_int(ld, "ssm.time_step_rank", &hp->n_ssm_head, false)) ||
+	    (rc = get_int(ld, "ssm.group_count", &hp->n_ssm_group, false)))
 		return rc;
 	hp->head_dim_v = hp->head_dim;
 	hp->n_rot = hp->head_dim;
@@ -204,8 +211,9 @@ static int read_hparams(struct model_loader *ld)
 	    (rc = get_int(ld, "rope.dimension_count", &hp->n_rot, false)) ||
 	    (rc = get_int(ld, "attention.sliding_window", &hp->n_swa, false)))
 		return rc;
-	if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv || hp->head_dim <= 0 ||
-	    hp->head_dim_v <= 0 || hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
+	if (hp->n_head &&
+	    (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv || hp->head_dim <= 0 ||
+	     hp->head_dim_v <= 0 || hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2))
 		return fx_fail(ld->err, FX_E_FORMAT,
 			       "GGUF: bad attention shape (n_head %d, n_head_kv %d, head_dim %d, n_rot %d)",
 			       hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_rot);
@@ -238,7 +246,7 @@ static int read_hparams(struct model_loader *ld)
 		return rc;
 	if ((rc = check_moe(ld)))
 		return rc;
-	hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+	hp->attn_scale = hp->head_dim ? 1.0f / sqrtf((float)hp->head_dim) : 1.0f;
 	if ((rc = get_float(ld, "attention.scale", &hp->attn_scale)))
 		return rc;
 	hp->rope_base_swa = ld->m->arch->rope_base_swa > 0 ? ld->m->arch->rope_base_swa : hp->rope_base;

@@ -53,6 +53,9 @@ struct hparams {
 	int32_t n_layer_kv;  /* layers with K/V in the backing (attention mixers) */
 	int32_t conv_kernel; /* short-convolution width ({arch}.shortconv.l_cache; LFM2: 3) */
 	int64_t rs_floats;   /* recurrent state per sequence, all recurrent layers */
+	/* Mamba-2 ({arch}.ssm.*): inner width d_inner = n_ssm_head * ssm_head_dim,
+	 * state size N per head, n_ssm_group groups of B/C, conv_kernel taps */
+	int32_t ssm_inner, ssm_state, n_ssm_head, n_ssm_group;
 	int kv_type;         /* default KV element type: f16 for GGUF (llama.cpp's
 			      * default), f32 for HF checkpoints (transformers') */
 };
@@ -62,6 +65,7 @@ struct hparams {
 enum layer_mixer {
 	MIX_ATTN,      /* self-attention (attn.c) */
 	MIX_SHORTCONV, /* gated short convolution (LFM2, Liquid AI 2025; recur.c) */
+	MIX_MAMBA2,    /* Mamba-2 selective state space (Dao & Gu 2024; recur.c) */
 };
 
 struct layer {
@@ -108,17 +112,27 @@ struct layer {
 	struct wmat sc_in;                  /* n_embd -> 3 n_embd, rows B, C, x */
 	struct wmat sc_out;                 /* n_embd -> n_embd */
 	const float *sc_conv;               /* [n_embd][conv_kernel], oldest tap first */
+	/* Mamba-2 (MIX_MAMBA2), llama.cpp's ssm_* tensors: */
+	struct wmat ssm_in;                 /* n_embd -> d_inner (z) + conv_dim (x, B, C) + n_head (dt) */
+	const float *ssm_conv, *ssm_conv_b; /* [conv_dim][conv_kernel], [conv_dim] */
+	const float *ssm_dt_b;              /* [n_head] */
+	const float *ssm_a;                 /* [n_head] A = -exp(A_log) */
+	const float *ssm_d;                 /* [n_head] skip */
+	const float *ssm_norm;              /* [d_inner] gated RMSNorm weight, n_group groups */
+	struct wmat ssm_out;                /* d_inner -> n_embd */
+	bool has_ffn;                       /* the layer has an MLP sublayer (Mamba-2: none) */
 };
 
 /* The dense matrices of layer L, in a fixed order (NULL data where the
  * layer has none); MoE experts are in L->exp. Returns the count (LAYER_MATS). */
-#define LAYER_MATS 17
+#define LAYER_MATS 19
 static inline int layer_mats(const struct layer *L, const struct wmat *ws[LAYER_MATS])
 {
 	const struct wmat *all[LAYER_MATS] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate,
 					       &L->ffn_up, &L->ffn_down, &L->router, &L->sh_gate,
 					       &L->sh_up, &L->sh_down, &L->wq_a, &L->wq_b,
-					       &L->wkv_a, &L->wkv_b, &L->sc_in, &L->sc_out };
+					       &L->wkv_a, &L->wkv_b, &L->sc_in, &L->sc_out,
+					       &L->ssm_in, &L->ssm_out };
 	for (int i = 0; i < LAYER_MATS; i++)
 		ws[i] = all[i];
 	return LAYER_MATS;

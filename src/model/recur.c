@@ -9,6 +9,8 @@
  * are ordinary matmuls over all rows. */
 #include "model/forward.h"
 
+#include <math.h>
+
 #include "kernels/kern.h"
 
 /* One gated short-convolution step per row over channels [c0, c1). */
@@ -62,4 +64,135 @@ void shortconv_forward(const struct fx_model *m, int il, struct fx_pool *pool,
 				    .k = m->hp.conv_kernel };
 	fx_pool_run(pool, shortconv_worker, &a);
 	op_matmul(pool, &L->sc_out, y, n, out, s->qbuf);
+}
+
+static float silu(float x)
+{
+	return x / (1.0f + expf(-x));
+}
+
+/* torch.nn.functional.softplus (beta 1, threshold 20). */
+static float softplus(float x)
+{
+	return x > 20.0f ? x : log1pf(expf(x));
+}
+
+struct mamba2_args {
+	const struct fx_model *m;
+	const struct layer *L;
+	const struct kv_view *kv;
+	const float *p;   /* [n][di + cd + nh]: z, xBC, dt */
+	float *c;         /* [n][cd]: conv + SiLU of xBC */
+	float *y;         /* [n][di] */
+	int32_t n;
+	int64_t di, cd, nh, hd, ng, ns, pw;
+	int taps;
+};
+
+/* The causal depthwise conv over xBC for channels [c0, c1), row by row. */
+static void mamba2_conv_worker(void *arg, int ith, int nth)
+{
+	const struct mamba2_args *a = arg;
+	long c0, c1;
+	fx_split((long)a->cd, ith, nth, &c0, &c1);
+	int k = a->taps + 1;
+	for (int32_t t = 0; t < a->n; t++) {
+		const float *x = a->p + (size_t)t * a->pw + a->di;
+		float *st = a->kv[t].rs + a->L->rs_off; /* [taps][cd], oldest first */
+		float *c = a->c + (size_t)t * a->cd;
+		for (long ch = c0; ch < c1; ch++) {
+			const float *w = a->L->ssm_conv + (size_t)ch * k;
+			float acc = a->L->ssm_conv_b[ch];
+			for (int j = 0; j < a->taps; j++)
+				acc += w[j] * st[(size_t)j * a->cd + ch];
+			acc += w[a->taps] * x[ch];
+			for (int j = 0; j + 1 < a->taps; j++)
+				st[(size_t)j * a->cd + ch] = st[(size_t)(j + 1) * a->cd + ch];
+			if (a->taps > 0)
+				st[(size_t)(a->taps - 1) * a->cd + ch] = x[ch];
+			c[ch] = silu(acc);
+		}
+	}
+}
+
+/* The state update and output of heads [h0, h1), row by row. */
+static void mamba2_scan_worker(void *arg, int ith, int nth)
+{
+	const struct mamba2_args *a = arg;
+	const struct layer *L = a->L;
+	long h0, h1;
+	fx_split((long)a->nh, ith, nth, &h0, &h1);
+	int64_t hd = a->hd, ns = a->ns, per_group = a->nh / a->ng;
+	for (int32_t t = 0; t < a->n; t++) {
+		const float *c = a->c + (size_t)t * a->cd;
+		const float *dtr = a->p + (size_t)t * a->pw + a->di + a->cd;
+		float *st = a->kv[t].rs + L->rs_off + (size_t)a->taps * a->cd; /* [nh][hd][ns] */
+		float *y = a->y + (size_t)t * a->di;
+		for (long h = h0; h < h1; h++) {
+			int64_t g = h / per_group;
+			const float *x = c + h * hd, *B = c + a->di + g * ns, *C = c + a->di + (a->ng + g) * ns;
+			float dt = softplus(dtr[h] + L->ssm_dt_b[h]);
+			float da = expf(dt * L->ssm_a[h]);
+			for (int64_t i = 0; i < hd; i++) {
+				float *sv = st + ((size_t)h * hd + i) * ns, xv = x[i], dx = dt * xv, acc = 0.0f;
+				for (int64_t j = 0; j < ns; j++) {
+					sv[j] = sv[j] * da + dx * B[j];
+					acc += sv[j] * C[j];
+				}
+				y[h * hd + i] = acc + L->ssm_d[h] * xv;
+			}
+		}
+	}
+}
+
+/* y * silu(z), RMS-normed per group of channels, times ssm_norm: rows
+ * [t0, t1). */
+static void mamba2_norm_worker(void *arg, int ith, int nth)
+{
+	const struct mamba2_args *a = arg;
+	long t0, t1;
+	fx_split(a->n, ith, nth, &t0, &t1);
+	int64_t gs = a->di / a->ng;
+	float eps = a->m->hp.eps;
+	for (long t = t0; t < t1; t++) {
+		const float *z = a->p + (size_t)t * a->pw;
+		float *y = a->y + (size_t)t * a->di;
+		for (int64_t i = 0; i < a->di; i++)
+			y[i] *= silu(z[i]);
+		for (int64_t g = 0; g < a->ng; g++) {
+			float *yg = y + g * gs, ss = 0.0f;
+			for (int64_t i = 0; i < gs; i++)
+				ss += yg[i] * yg[i];
+			float r = 1.0f / sqrtf(ss / (float)gs + eps);
+			for (int64_t i = 0; i < gs; i++)
+				yg[i] = yg[i] * r * a->L->ssm_norm[g * gs + i];
+		}
+	}
+}
+
+void mamba2_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
+		    const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h,
+		    float *out)
+{
+	(void)pos;
+	const struct hparams *hp = &m->hp;
+	const struct layer *L = &m->layers[il];
+	struct mamba2_args a = { .m = m, .L = L, .kv = kv, .n = n, .di = hp->ssm_inner,
+				 .nh = hp->n_ssm_head, .ng = hp->n_ssm_group, .ns = hp->ssm_state,
+				 .taps = hp->conv_kernel - 1 };
+	a.cd = a.di + 2 * a.ng * a.ns;
+	a.hd = a.di / a.nh;
+	a.pw = a.di + a.cd + a.nh;
+	float *p = s->rs;
+	a.p = p;
+	a.c = p + (size_t)n * a.pw;
+	a.y = a.c + (size_t)n * a.cd;
+	op_matmul(pool, &L->ssm_in, h, n, p, s->qbuf);
+	fx_pool_run(pool, mamba2_conv_worker, &a);
+	fx_pool_run(pool, mamba2_scan_worker, &a);
+	if (n > 1)
+		fx_pool_run(pool, mamba2_norm_worker, &a);
+	else
+		mamba2_norm_worker(&a, 0, 1);
+	op_matmul(pool, &L->ssm_out, a.y, n, out, s->qbuf);
 }
