@@ -87,6 +87,17 @@ static const struct {
 	{ "mixer.D", "ssm_d" },
 	{ "mixer.norm.weight", "ssm_norm.weight" },
 	{ "mixer.out_proj.weight", "ssm_out.weight" },
+	{ "mamba.in_proj.weight", "ssm_in.weight" }, /* Granite 4.0-H */
+	{ "mamba.conv1d.weight", "ssm_conv1d.weight" },
+	{ "mamba.conv1d.bias", "ssm_conv1d.bias" },
+	{ "mamba.dt_bias", "ssm_dt.bias" },
+	{ "mamba.A_log", "ssm_a" },
+	{ "mamba.D", "ssm_d" },
+	{ "mamba.norm.weight", "ssm_norm.weight" },
+	{ "mamba.out_proj.weight", "ssm_out.weight" },
+	{ "block_sparse_moe.router.layer.weight", "ffn_gate_inp.weight" },
+	{ "block_sparse_moe.output_linear.weight", "ffn_down_exps.weight" },
+	{ "shared_mlp.output_linear.weight", "ffn_down_shexp.weight" },
 };
 
 /* Per-expert HF tensors (%d: expert) -> the stacked GGUF tensor kind. */
@@ -415,6 +426,14 @@ static int lfm2_ff(struct hf *h, int *n_ff)
 	return FX_OK;
 }
 
+/* layer_types entries of layers that do not attend: LFM2's "conv", and
+ * the linear-attention / Mamba layers of Granite 4.0-H ("mamba" is its
+ * released checkpoints' spelling). The tensors tell the mixer. */
+static bool recurrent_type(const char *t)
+{
+	return !strcmp(t, "conv") || !strcmp(t, "linear_attention") || !strcmp(t, "mamba");
+}
+
 /* Layers that do not attend (layer_types entries "conv": LFM2's short
  * convolutions) get 0 in a per-layer attention.head_count_kv, as
  * llama.cpp's converter writes hybrid models; conv_L_cache is the width
@@ -429,13 +448,13 @@ static int map_mixers(struct hf *h)
 			return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: layer_types has no entry %d",
 				       h->dir, il);
 		const char *t = e->valuestring;
-		if (!strcmp(t, "conv"))
+		if (recurrent_type(t))
 			any = true;
 		else if (strcmp(t, "full_attention") && strcmp(t, "sliding_attention") &&
 			 strcmp(t, "attention"))
 			return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: layer_types[%d] is "
-				       "'%.40s'; ferrox knows full_attention, sliding_attention and "
-				       "conv", h->dir, il, t);
+				       "'%.40s'; ferrox knows full_attention, sliding_attention, conv, "
+				       "linear_attention and mamba", h->dir, il, t);
 	}
 	h->per_layer_kv = any; /* map_metadata then writes no scalar count */
 	if (!any)
@@ -444,13 +463,12 @@ static int map_mixers(struct hf *h)
 	if (!kv)
 		return FX_E_NOMEM;
 	for (int il = 0; il < h->n_layer; il++)
-		kv[il] = strcmp(cJSON_GetArrayItem(lt, il)->valuestring, "conv") ? (uint32_t)h->n_head_kv : 0;
+		kv[il] = recurrent_type(cJSON_GetArrayItem(lt, il)->valuestring) ? 0 : (uint32_t)h->n_head_kv;
 	char k[128];
 	snprintf(k, sizeof(k), "%s.attention.head_count_kv", h->arch);
-	double lc = 3;
-	cfg_num(h->cfg, "conv_L_cache", &lc);
+	double lc;
 	if (gguf_build_arr(h->g, k, GGUF_T_U32, kv, (uint64_t)h->n_layer) ||
-	    put_u32(h, "shortconv.l_cache", (uint32_t)lc))
+	    (cfg_num(h->cfg, "conv_L_cache", &lc) && put_u32(h, "shortconv.l_cache", (uint32_t)lc)))
 		return FX_E_NOMEM;
 	return FX_OK;
 }
@@ -462,15 +480,18 @@ static int map_mixers(struct hf *h)
 static int map_ssm(struct hf *h, int n_embd)
 {
 	double expand = 2, inner, heads, groups = 1, state, conv = 4;
-	if (!cfg_num(h->cfg, "intermediate_size", &inner)) {
-		cfg_num(h->cfg, "expand", &expand);
+	/* a hybrid's keys carry a mamba_ prefix (Granite 4.0-H) */
+	bool hy = cfg_get(h->cfg, "mamba_d_state") != NULL;
+	if (hy || !cfg_num(h->cfg, "intermediate_size", &inner)) {
+		cfg_num(h->cfg, hy ? "mamba_expand" : "expand", &expand);
 		inner = expand * n_embd;
 	}
-	if (!cfg_num(h->cfg, "num_heads", &heads) || !cfg_num(h->cfg, "state_size", &state))
+	if (!cfg_num(h->cfg, hy ? "mamba_n_heads" : "num_heads", &heads) ||
+	    !cfg_num(h->cfg, hy ? "mamba_d_state" : "state_size", &state))
 		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: a Mamba-2 config needs num_heads "
-			       "and state_size", h->dir);
-	cfg_num(h->cfg, "n_groups", &groups);
-	cfg_num(h->cfg, "conv_kernel", &conv);
+			       "and state_size (mamba_n_heads, mamba_d_state)", h->dir);
+	cfg_num(h->cfg, hy ? "mamba_n_groups" : "n_groups", &groups);
+	cfg_num(h->cfg, hy ? "mamba_d_conv" : "conv_kernel", &conv);
 	const cJSON *lim = cfg_get(h->cfg, "time_step_limit");
 	const cJSON *lo = lim ? cJSON_GetArrayItem(lim, 0) : NULL, *hi = lim ? cJSON_GetArrayItem(lim, 1) : NULL;
 	if (lim && (!lo || !cJSON_IsNumber(lo) || lo->valuedouble != 0 || (hi && cJSON_IsNumber(hi))))
@@ -499,7 +520,7 @@ static int map_metadata(struct hf *h)
 	if (!ssm_only && ((rc = cfg_int(h, "intermediate_size", &n_ff)) ||
 			  (rc = cfg_int(h, "num_attention_heads", &h->n_head))))
 		return rc;
-	if (ssm_only && (rc = map_ssm(h, n_embd)))
+	if ((ssm_only || cfg_get(cfg, "mamba_d_state")) && (rc = map_ssm(h, n_embd)))
 		return rc;
 	h->n_head_kv = h->n_head;
 	if (cfg_num(cfg, "num_key_value_heads", &d))
@@ -571,7 +592,8 @@ static int map_metadata(struct hf *h)
 		h->n_expert = (int)d;
 		cfg_num(cfg, "num_experts_per_tok", &used);
 		cfg_num(cfg, "moe_intermediate_size", &fe);
-		cfg_num(cfg, "shared_expert_intermediate_size", &fs);
+		if (!cfg_num(cfg, "shared_expert_intermediate_size", &fs))
+			cfg_num(cfg, "shared_intermediate_size", &fs); /* Granite 4.0-H */
 		const cJSON *nt = cfg_get(cfg, "norm_topk_prob");
 		bool norm = nt ? cJSON_IsTrue(nt) : h->fam->moe_norm;
 		char k[128];
@@ -605,15 +627,17 @@ static int map_metadata(struct hf *h)
 	    cfg_num(cfg, "moe_intermediate_size", &fe) &&
 	    put_u32(h, "expert_shared_feed_forward_length", (uint32_t)(nsh * fe)))
 		return FX_E_NOMEM;
-	/* SmolLM3: RoPE skipped on every no_rope_layer_interval-th layer. */
-	const cJSON *nr = cfg_get(cfg, "no_rope_layers");
-	if (nr && cJSON_IsArray(nr)) {
+	/* SmolLM3: RoPE skipped on every no_rope_layer_interval-th layer;
+	 * Granite 4.0-H: on every layer (position_embedding_type "nope"). */
+	const cJSON *nr = cfg_get(cfg, "no_rope_layers"), *pet = cfg_get(cfg, "position_embedding_type");
+	bool nope_all = pet && cJSON_IsString(pet) && !strcmp(pet->valuestring, "nope");
+	if ((nr && cJSON_IsArray(nr)) || nope_all) {
 		uint8_t *use = gguf_build_alloc(h->g, (size_t)h->n_layer);
 		if (!use)
 			return FX_E_NOMEM;
 		for (int il = 0; il < h->n_layer; il++) {
-			const cJSON *e = cJSON_GetArrayItem(nr, il);
-			use[il] = !e || !cJSON_IsNumber(e) || e->valuedouble != 0;
+			const cJSON *e = nope_all ? NULL : cJSON_GetArrayItem(nr, il);
+			use[il] = !nope_all && (!e || !cJSON_IsNumber(e) || e->valuedouble != 0);
 		}
 		char k[128];
 		snprintf(k, sizeof(k), "%s.rope.layers", h->arch);
@@ -844,6 +868,35 @@ static int map_ssm_vec(struct hf *h, const struct st_tensor *t, const char *name
 	return gguf_build_tensor(h->g, name, FX_TYPE_F32, 2, ne, v);
 }
 
+/* Granite's fused [gate; up] projections: input_linear [2I, n_embd] (the
+ * shared MLP) or [E, 2I, n_embd] (the experts), the first I rows of each
+ * expert the gate (GraniteMoeHybridMLP / ParallelExperts chunk(2)): split
+ * into llama.cpp's two tensors, copied per half. */
+static int map_gate_up(struct hf *h, const struct st_tensor *t, int il, const char *gate,
+		       const char *up)
+{
+	int64_t E = t->n_dims == 3 ? t->ne[2] : 1;
+	if ((t->n_dims != 2 && t->n_dims != 3) || t->ne[1] % 2)
+		return fx_fail(h->err, FX_E_FORMAT, "%s: '%s' is not a fused [gate; up] projection",
+			       h->dir, t->name);
+	int64_t half = t->ne[1] / 2;
+	size_t row = fx_row_size(t->type, t->ne[0]), hb = (size_t)half * row;
+	for (int k = 0; k < 2; k++) {
+		uint8_t *dst = gguf_build_alloc(h->g, hb * (size_t)E);
+		if (!dst)
+			return FX_E_NOMEM;
+		for (int64_t e = 0; e < E; e++)
+			memcpy(dst + (size_t)e * hb, (const uint8_t *)t->data + ((size_t)e * 2 + k) * hb, hb);
+		char name[96];
+		snprintf(name, sizeof(name), "blk.%d.%s.weight", il, k ? up : gate);
+		int64_t ne[4] = { t->ne[0], half, E, 1 };
+		int rc = gguf_build_tensor(h->g, name, t->type, (uint32_t)t->n_dims, ne, dst);
+		if (rc)
+			return rc;
+	}
+	return FX_OK;
+}
+
 static int map_tensor(struct hf *h, const struct st_tensor *t)
 {
 	char buf[160];
@@ -859,6 +912,10 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 		if (!strncmp(t->name + off, "mlp.experts.", 12))
 			return map_fused_experts(h, t, il, t->name + off + 12);
 	}
+	if (off > 0 && !strcmp(t->name + off, "block_sparse_moe.input_linear.weight"))
+		return map_gate_up(h, t, il, "ffn_gate_exps", "ffn_up_exps");
+	if (off > 0 && !strcmp(t->name + off, "shared_mlp.input_linear.weight"))
+		return map_gate_up(h, t, il, "ffn_gate_shexp", "ffn_up_shexp");
 	const char *name = gguf_name(h, t->name, buf, sizeof(buf), &skip);
 	if (skip)
 		return FX_OK;
