@@ -365,7 +365,7 @@ int main(void)
 		{ "gpt_oss", false, 0 }, { "mixtral", true, 0 }, { "deepseek_v3", true, 0 },
 		/* hybrid: short-convolution layers keep a recurrent state */
 		{ "next/lfm2", false, 0 }, { "next/mamba2", false, 0 },
-		{ "next/granitemoehybrid", false, 0 },
+		{ "next/granitemoehybrid", false, 0 }, { "next/qwen3_5", false, 0 },
 	};
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		char dir[256];

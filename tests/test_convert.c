@@ -506,7 +506,7 @@ int main(void)
 		check_roundtrip(fixtures[i], dir, tmp);
 	}
 	/* hybrid and recurrent families: per-layer head counts, ssm_* tensors */
-	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid" };
+	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5" };
 	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		char dir[256];
 		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", next[i]);

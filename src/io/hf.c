@@ -95,6 +95,15 @@ static const struct {
 	{ "mamba.D", "ssm_d" },
 	{ "mamba.norm.weight", "ssm_norm.weight" },
 	{ "mamba.out_proj.weight", "ssm_out.weight" },
+	{ "linear_attn.in_proj_qkv.weight", "attn_qkv.weight" }, /* Gated DeltaNet (Qwen 3.5) */
+	{ "linear_attn.in_proj_z.weight", "attn_gate.weight" },
+	{ "linear_attn.in_proj_b.weight", "ssm_beta.weight" },
+	{ "linear_attn.in_proj_a.weight", "ssm_alpha.weight" },
+	{ "linear_attn.conv1d.weight", "ssm_conv1d.weight" },
+	{ "linear_attn.dt_bias", "ssm_dt.bias" },
+	{ "linear_attn.A_log", "ssm_a" },
+	{ "linear_attn.norm.weight", "ssm_norm.weight" },
+	{ "linear_attn.out_proj.weight", "ssm_out.weight" },
 	{ "block_sparse_moe.router.layer.weight", "ffn_gate_inp.weight" },
 	{ "block_sparse_moe.output_linear.weight", "ffn_down_exps.weight" },
 	{ "shared_mlp.output_linear.weight", "ffn_down_shexp.weight" },
@@ -148,6 +157,7 @@ struct hf {
 	int n_head, n_head_kv, head_dim, head_dim_v, n_rot, n_layer, n_expert;
 	bool per_layer_kv;            /* attention.head_count_kv is an array (map_mixers) */
 	int ssm_groups;               /* Mamba-2 n_groups (map_ssm), 0: none */
+	bool gdn;                     /* Gated DeltaNet sizes present (map_gdn) */
 	struct stack *stacks;
 	int n_stacks;
 };
@@ -505,6 +515,29 @@ static int map_ssm(struct hf *h, int n_embd)
 	return FX_OK;
 }
 
+/* Gated DeltaNet sizes (Qwen 3.5 / Qwen3-Next linear_* keys) as llama.cpp
+ * stores them in ssm.*: conv_kernel, state_size = key head width,
+ * group_count = key heads, time_step_rank = value heads, inner_size =
+ * value heads x value head width; full_attention_interval beside. */
+static int map_gdn(struct hf *h)
+{
+	double K = 4, dk, dv, nk, nv, fi;
+	if (!cfg_num(h->cfg, "linear_key_head_dim", &dk) || !cfg_num(h->cfg, "linear_value_head_dim", &dv) ||
+	    !cfg_num(h->cfg, "linear_num_key_heads", &nk) || !cfg_num(h->cfg, "linear_num_value_heads", &nv))
+		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: a Gated DeltaNet config needs "
+			       "linear_key_head_dim, linear_value_head_dim, linear_num_key_heads and "
+			       "linear_num_value_heads", h->dir);
+	cfg_num(h->cfg, "linear_conv_kernel_dim", &K);
+	if (put_u32(h, "ssm.conv_kernel", (uint32_t)K) || put_u32(h, "ssm.state_size", (uint32_t)dk) ||
+	    put_u32(h, "ssm.group_count", (uint32_t)nk) || put_u32(h, "ssm.time_step_rank", (uint32_t)nv) ||
+	    put_u32(h, "ssm.inner_size", (uint32_t)(nv * dv)) ||
+	    (cfg_num(h->cfg, "full_attention_interval", &fi) &&
+	     put_u32(h, "full_attention_interval", (uint32_t)fi)))
+		return FX_E_NOMEM;
+	h->gdn = true;
+	return FX_OK;
+}
+
 static int map_metadata(struct hf *h)
 {
 	const cJSON *cfg = h->cfg;
@@ -521,6 +554,8 @@ static int map_metadata(struct hf *h)
 			  (rc = cfg_int(h, "num_attention_heads", &h->n_head))))
 		return rc;
 	if ((ssm_only || cfg_get(cfg, "mamba_d_state")) && (rc = map_ssm(h, n_embd)))
+		return rc;
+	if (cfg_get(cfg, "linear_num_value_heads") && (rc = map_gdn(h)))
 		return rc;
 	h->n_head_kv = h->n_head;
 	if (cfg_num(cfg, "num_key_value_heads", &d))
@@ -854,18 +889,19 @@ static int map_ssm_vec(struct hf *h, const struct st_tensor *t, const char *name
 	if (!v)
 		return FX_E_NOMEM;
 	fx_type_get(t->type)->to_float(t->data, v, n);
-	int64_t ne[4] = { 1, n, 1, 1 };
+	/* Mamba-2: [n_head, 1]; Gated DeltaNet: 1-D (llama.cpp's shapes) */
+	int64_t ne[4] = { h->gdn ? n : 1, h->gdn ? 1 : n, 1, 1 };
 	if (ends_with(name, ".ssm_a"))
 		for (int64_t i = 0; i < n; i++)
 			v[i] = -expf(v[i]);
-	if (ends_with(name, ".ssm_norm.weight")) {
+	if (ends_with(name, ".ssm_norm.weight") && !h->gdn) {
 		int g = h->ssm_groups > 0 ? h->ssm_groups : 1;
 		if (n % g)
 			return fx_fail(h->err, FX_E_FORMAT, "%s: '%s' has %lld values, not a multiple of "
 				       "%d groups", h->dir, t->name, (long long)n, g);
 		ne[0] = n / g, ne[1] = g;
 	}
-	return gguf_build_tensor(h->g, name, FX_TYPE_F32, 2, ne, v);
+	return gguf_build_tensor(h->g, name, FX_TYPE_F32, h->gdn ? 1 : 2, ne, v);
 }
 
 /* Granite's fused [gate; up] projections: input_linear [2I, n_embd] (the
@@ -925,7 +961,8 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 			       h->fam->model_type);
 	const void *data = t->data;
 	int type = t->type;
-	if (h->fam->norm_plus_one && ends_with(name, "norm.weight")) {
+	/* (1 + w) norms, but not a DeltaNet's gated norm (plain w in HF) */
+	if (h->fam->norm_plus_one && ends_with(name, "norm.weight") && !ends_with(name, "ssm_norm.weight")) {
 		data = plus_one(h, t, &type);
 	} else if (h->fam->permute_qk && (strstr(name, ".attn_q.") || strstr(name, ".attn_k."))) {
 		int nh = strstr(name, ".attn_q.") ? h->n_head : h->n_head_kv;

@@ -77,6 +77,9 @@ enum arch_group {
 				   * output_norm */
 	AT_SSM = 1u << 16,        /* ssm_in, ssm_conv1d, ssm_dt, ssm_a, ssm_d, ssm_norm, ssm_out:
 				   * Mamba-2 mixers (llama.cpp's names) */
+	AT_GDN = 1u << 17,        /* attn_qkv (also AT_FUSED's name), attn_gate, ssm_beta,
+				   * ssm_alpha with ssm_conv1d, ssm_dt, ssm_a, ssm_norm, ssm_out:
+				   * Gated DeltaNet mixers (llama.cpp's qwen35 names) */
 };
 
 /* Most HF model_types one row maps (llama: llama, mistral, mixtral). */
@@ -106,6 +109,9 @@ struct arch_desc {
 	const char *output_norm_name; /* the final norm's tensor; NULL: "output_norm.weight"
 				       * (LFM2: "token_embd_norm.weight") */
 	bool ffn_optional;      /* a layer may have no MLP (Mamba-2: the mixer is all) */
+	bool attn_out_gate;     /* attn_q holds per head [query; gate] (2 x head_dim rows):
+				 * attention output x sigmoid(gate) before attn_output
+				 * (Qwen 3.5 / Qwen3-Next gated attention) */
 	unsigned tensors;       /* AT_* groups a file may hold beyond those implied */
 	struct hf_family hf[ARCH_MAX_HF]; /* the config.json model_types it maps */
 };

@@ -433,6 +433,21 @@ static void mla_project(const struct fx_model *m, const struct layer *L, struct 
 	}
 }
 
+/* Gated attention (Qwen 3.5): s->qg [n][n_head][query head_dim; gate
+ * head_dim] into the queries s->q [n][n_head * head_dim] and the output
+ * gates s->qgate (same shape), as HF's view(..., 2 * head_dim).chunk(2). */
+static void split_query_gate(const struct hparams *hp, struct fwd_scratch *s, int32_t n)
+{
+	size_t hd = (size_t)hp->head_dim, bytes = hd * sizeof(float);
+	for (int32_t t = 0; t < n; t++)
+		for (int hh = 0; hh < hp->n_head; hh++) {
+			size_t o = (size_t)t * hp->n_head + (size_t)hh;
+			const float *src = s->qg + 2 * o * hd;
+			memcpy(s->q + o * hd, src, bytes);
+			memcpy(s->qgate + o * hd, src + hd, bytes);
+		}
+}
+
 void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
 		  const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h, float *out)
 {
@@ -442,8 +457,10 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 		mla_project(m, L, pool, s, n, h);
 	} else {
 		const struct wmat *w[] = { &L->wq, &L->wk, &L->wv };
-		float *y[] = { s->q, s->k, s->v };
+		float *y[] = { m->arch->attn_out_gate ? s->qg : s->q, s->k, s->v };
 		op_matmul_n(pool, 3, w, h, n, y, s->qbuf);
+		if (m->arch->attn_out_gate)
+			split_query_gate(hp, s, n);
 	}
 	qk_decorate(m, L, pool, s, s->q, hp->n_head, L->bq, L->q_norm, pos, n);
 	qk_decorate(m, L, pool, s, s->k, hp->n_head_kv, L->bk, L->k_norm, pos, n);
@@ -458,6 +475,11 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 			       .ks = fx_pool_kernels(pool) };
 	atomic_init(&a.next, 0);
 	fx_pool_run(pool, attend_worker, &a);
+	if (m->arch->attn_out_gate) {
+		size_t nw = (size_t)n * (size_t)hp->n_head * (size_t)hp->head_dim_v;
+		for (size_t i = 0; i < nw; i++)
+			s->att[i] *= 1.0f / (1.0f + expf(-s->qgate[i]));
+	}
 	op_matmul(pool, &L->wo, s->att, n, out, s->qbuf);
 	if (L->bo)
 		add_bias(out, L->bo, n, hp->n_embd);

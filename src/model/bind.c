@@ -357,7 +357,11 @@ static int bind_attn(struct model_loader *ld, int il, struct layer *L)
 	char n[96];
 	int rc;
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
-	if ((rc = bind_qkv(ld, il, L, e, q, kd, vd)) ||
+	/* gated attention: attn_q holds [query; gate] per head */
+	if (a->attn_out_gate && hp->head_dim != hp->head_dim_v)
+		return fx_fail(ld->err, FX_E_UNSUPPORTED, "GGUF: gated attention needs key_length == "
+			       "value_length (%d, %d)", hp->head_dim, hp->head_dim_v);
+	if ((rc = bind_qkv(ld, il, L, e, a->attn_out_gate ? 2 * q : q, kd, vd)) ||
 	    (rc = bind_mat(ld, NAME("attn_output.weight"), (int64_t)hp->n_head * hp->head_dim_v, e,
 			   true, &L->wo)) ||
 	    (rc = bind_vec(ld, NAME("attn_q.bias"), q, false, &L->bq)) ||
@@ -422,6 +426,30 @@ static int bind_mamba2(struct model_loader *ld, int il, struct layer *L)
 	return FX_OK;
 }
 
+/* The Gated DeltaNet mixer's tensors (llama.cpp's qwen35 names; A already
+ * -exp(A_log)). */
+static int bind_gdn(struct model_loader *ld, int il, struct layer *L)
+{
+	const struct hparams *hp = &ld->m->hp;
+	int64_t e = hp->n_embd, vw = hp->ssm_inner, nv = hp->n_ssm_head;
+	int64_t cd = 2 * (int64_t)hp->n_ssm_group * hp->ssm_state + vw;
+	char n[96];
+	int rc;
+#define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
+	if ((rc = bind_mat(ld, NAME("attn_qkv.weight"), e, cd, true, &L->gdn_qkv)) ||
+	    (rc = bind_mat(ld, NAME("attn_gate.weight"), e, vw, true, &L->gdn_z)) ||
+	    (rc = bind_mat(ld, NAME("ssm_beta.weight"), e, nv, true, &L->gdn_beta)) ||
+	    (rc = bind_mat(ld, NAME("ssm_alpha.weight"), e, nv, true, &L->gdn_alpha)) ||
+	    (rc = bind_taps(ld, NAME("ssm_conv1d.weight"), cd, hp->conv_kernel, &L->ssm_conv)) ||
+	    (rc = bind_vec_n(ld, NAME("ssm_dt.bias"), nv, &L->ssm_dt_b)) ||
+	    (rc = bind_vec_n(ld, NAME("ssm_a"), nv, &L->ssm_a)) ||
+	    (rc = bind_vec_n(ld, NAME("ssm_norm.weight"), vw / nv, &L->ssm_norm)) ||
+	    (rc = bind_mat(ld, NAME("ssm_out.weight"), vw, e, true, &L->ssm_out)))
+		return rc;
+#undef NAME
+	return FX_OK;
+}
+
 /* Whether layer il has an MLP: always, unless the row allows none and the
  * file has none of its tensors. */
 static bool layer_has_ffn(const struct model_loader *ld, int il)
@@ -450,6 +478,7 @@ static int bind_layer(struct model_loader *ld, int il)
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
 	static int (*const bind_mixer[])(struct model_loader *, int, struct layer *) = {
 		[MIX_ATTN] = bind_attn, [MIX_SHORTCONV] = bind_shortconv, [MIX_MAMBA2] = bind_mamba2,
+		[MIX_GDN] = bind_gdn,
 	};
 	L->has_ffn = layer_has_ffn(ld, il);
 	if ((rc = bind_vec(ld, NAME("attn_norm.weight"), e, pre, &L->attn_norm)) ||
@@ -496,6 +525,8 @@ static int read_mixers(struct model_loader *ld)
 			L->mixer = MIX_SHORTCONV;
 		else if ((groups & AT_SSM) && HAS("ssm_in.weight"))
 			L->mixer = MIX_MAMBA2;
+		else if ((groups & AT_GDN) && HAS("ssm_beta.weight"))
+			L->mixer = MIX_GDN;
 		else
 			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d has no attention (no K/V "
 				       "heads) and none of the recurrent mixers architecture %s allows",
@@ -514,10 +545,19 @@ static int read_mixers(struct model_loader *ld)
 		int64_t di = hp->ssm_inner, nh = hp->n_ssm_head, ng = hp->n_ssm_group, ns = hp->ssm_state;
 		if (di <= 0 || nh <= 0 || ng <= 0 || ns <= 0 || di % nh || nh % ng || di % ng ||
 		    di > (1 << 20) || ns > 4096)
-			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: Mamba-2 sizes do not fit together "
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: recurrent sizes do not fit together "
 				       "(%s.ssm.inner_size %lld, time_step_rank %lld heads, group_count "
 				       "%lld, state_size %lld)", ld->arch, (long long)di, (long long)nh,
 				       (long long)ng, (long long)ns);
+		if (L->mixer == MIX_GDN && (ns > 512 || di / nh > 512))
+			return fx_fail(ld->err, FX_E_UNSUPPORTED, "GGUF: Gated DeltaNet heads of %lld x %lld "
+				       "(ferrox keeps at most 512 x 512)", (long long)ns, (long long)(di / nh));
+		if (L->mixer == MIX_GDN) {
+			/* conv window over q, k, v; then a [key width][value width]
+			 * state per value head */
+			hp->rs_floats += taps * (2 * ng * ns + di) + nh * ns * (di / nh);
+			continue;
+		}
 		/* conv window over x, B, C, then the state [head][head_dim][N] */
 		hp->rs_floats += taps * (di + 2 * ng * ns) + di * ns;
 	}

@@ -78,14 +78,25 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	s->qconv_stride = (s->qconv_stride + 63) & ~(size_t)63;
 	s->qconv = scratch_alloc(s, (size_t)n_threads * (size_t)hp->n_head, s->qconv_stride);
 	s->erow = scratch_alloc(s, m->tok_embd.row_bytes, 1);
+	if (m->arch->attn_out_gate &&
+	    (!(s->qg = scratch_alloc(s, n * 2 * qw, sizeof(float))) ||
+	     !(s->qgate = scratch_alloc(s, n * qw, sizeof(float))))) {
+		fwd_scratch_fini(s);
+		return FX_E_NOMEM;
+	}
 	/* recur.c's per-row widths: a short convolution's [B; C; x] and y; a
-	 * Mamba-2 mixer's in_proj output, conv output and y */
+	 * Mamba-2 mixer's in_proj output, conv output and y; a Gated
+	 * DeltaNet's qkv, z, beta, alpha, conv output and o */
 	size_t rw = 0, cd = (size_t)hp->ssm_inner + 2 * (size_t)hp->n_ssm_group * hp->ssm_state;
 	for (int il = 0; il < hp->n_layer; il++) {
 		if (m->layers[il].mixer == MIX_SHORTCONV)
 			rw = max_sz(rw, 4 * (size_t)hp->n_embd);
 		if (m->layers[il].mixer == MIX_MAMBA2)
 			rw = max_sz(rw, 2 * (size_t)hp->ssm_inner + 2 * cd + (size_t)hp->n_ssm_head);
+		if (m->layers[il].mixer == MIX_GDN) {
+			size_t gc = 2 * (size_t)hp->n_ssm_group * hp->ssm_state + (size_t)hp->ssm_inner;
+			rw = max_sz(rw, 2 * gc + 2 * (size_t)hp->ssm_inner + 2 * (size_t)hp->n_ssm_head);
+		}
 	}
 	if (rw && !(s->rs = scratch_alloc(s, n * rw, sizeof(float)))) {
 		fwd_scratch_fini(s);
@@ -104,7 +115,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 void fwd_scratch_fini(struct fwd_scratch *s)
 {
 	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
-			  s->vrow, s->router, s->exp_out, s->mla, s->rope_cs, s->rs };
+			  s->vrow, s->router, s->exp_out, s->mla, s->rope_cs, s->rs, s->qg, s->qgate };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
 	fx_free(s->qbuf);
@@ -209,6 +220,7 @@ static const mixer_fn mixers[] = {
 	[MIX_ATTN] = attn_forward,
 	[MIX_SHORTCONV] = shortconv_forward,
 	[MIX_MAMBA2] = mamba2_forward,
+	[MIX_GDN] = gdn_forward,
 };
 
 void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,

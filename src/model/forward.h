@@ -45,6 +45,9 @@ struct fwd_scratch {
 	size_t qconv_stride; /* bytes per thread in qconv */
 	void *erow;          /* one token_embd row unpacked from x8 groups */
 	void *qbuf;          /* activations quantized for op_matmul */
+	float *qg, *qgate;   /* gated attention (arch attn_out_gate): [n_max, 2 n_head *
+			      * head_dim] the projection, [n_max, n_head * head_dim]
+			      * the gates; else NULL */
 	float *rs;           /* recurrent mixers (recur.c): [n_max, 4 n_embd] for a
 			      * short convolution's [B; C; x] and its output, or NULL */
 	size_t bytes;        /* all of the above together */
@@ -102,6 +105,20 @@ void shortconv_forward(const struct fx_model *m, int il, struct fx_pool *pool,
 void mamba2_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
 		    const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h,
 		    float *out);
+
+/* Gated DeltaNet mixer of layer il (MIX_GDN, Qwen 3.5) on h [n, n_embd]
+ * into out [n, n_embd]: qkv = gdn_qkv h through the causal depthwise conv
+ * (no bias) + SiLU; per value head j (key head j / (value heads / key
+ * heads)): q, k L2-normed (eps 1e-6 inside the root), q / sqrt(key width),
+ * beta = sigmoid(gdn_beta h), g = A softplus(gdn_alpha h + dt_b); state S
+ * [key width][value width] <- S exp(g); S += k (beta (v - S^T k))^T;
+ * o = S^T q; o RMS-normed (eps), times ssm_norm and silu(gdn_z h) per
+ * head; out = ssm_out o. State (conv window, then S per value head) in
+ * kv[t].rs at rs_off; rows of one sequence in position order. Follows HF
+ * modeling_qwen3_5.py (torch_recurrent_gated_delta_rule,
+ * Qwen3_5RMSNormGated). */
+void gdn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
+		 const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h, float *out);
 
 /* Gated MLP sublayer: out [n, n_embd] = down(act(gate h) * up h). */
 void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,

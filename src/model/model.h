@@ -54,7 +54,10 @@ struct hparams {
 	int32_t conv_kernel; /* short-convolution width ({arch}.shortconv.l_cache; LFM2: 3) */
 	int64_t rs_floats;   /* recurrent state per sequence, all recurrent layers */
 	/* Mamba-2 ({arch}.ssm.*): inner width d_inner = n_ssm_head * ssm_head_dim,
-	 * state size N per head, n_ssm_group groups of B/C, conv_kernel taps */
+	 * state size N per head, n_ssm_group groups of B/C, conv_kernel taps.
+	 * Gated DeltaNet, in llama.cpp's reading of the same keys: ssm_inner =
+	 * value width (n_ssm_head value heads), ssm_state = key head width,
+	 * n_ssm_group = key heads. */
 	int32_t ssm_inner, ssm_state, n_ssm_head, n_ssm_group;
 	int kv_type;         /* default KV element type: f16 for GGUF (llama.cpp's
 			      * default), f32 for HF checkpoints (transformers') */
@@ -66,6 +69,7 @@ enum layer_mixer {
 	MIX_ATTN,      /* self-attention (attn.c) */
 	MIX_SHORTCONV, /* gated short convolution (LFM2, Liquid AI 2025; recur.c) */
 	MIX_MAMBA2,    /* Mamba-2 selective state space (Dao & Gu 2024; recur.c) */
+	MIX_GDN,       /* Gated DeltaNet (Yang et al. 2024; Qwen 3.5 / Qwen3-Next; recur.c) */
 };
 
 struct layer {
@@ -120,19 +124,25 @@ struct layer {
 	const float *ssm_d;                 /* [n_head] skip */
 	const float *ssm_norm;              /* [d_inner] gated RMSNorm weight, n_group groups */
 	struct wmat ssm_out;                /* d_inner -> n_embd */
+	/* Gated DeltaNet (MIX_GDN; ssm_conv without bias, ssm_dt_b, ssm_a, ssm_norm
+	 * [value head width], ssm_out as above): */
+	struct wmat gdn_qkv;                /* n_embd -> 2 key width + value width (attn_qkv) */
+	struct wmat gdn_z;                  /* n_embd -> value width: the output gate (attn_gate) */
+	struct wmat gdn_beta, gdn_alpha;    /* n_embd -> value heads (ssm_beta, ssm_alpha) */
 	bool has_ffn;                       /* the layer has an MLP sublayer (Mamba-2: none) */
 };
 
 /* The dense matrices of layer L, in a fixed order (NULL data where the
  * layer has none); MoE experts are in L->exp. Returns the count (LAYER_MATS). */
-#define LAYER_MATS 19
+#define LAYER_MATS 23
 static inline int layer_mats(const struct layer *L, const struct wmat *ws[LAYER_MATS])
 {
 	const struct wmat *all[LAYER_MATS] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate,
 					       &L->ffn_up, &L->ffn_down, &L->router, &L->sh_gate,
 					       &L->sh_up, &L->sh_down, &L->wq_a, &L->wq_b,
 					       &L->wkv_a, &L->wkv_b, &L->sc_in, &L->sc_out,
-					       &L->ssm_in, &L->ssm_out };
+					       &L->ssm_in, &L->ssm_out, &L->gdn_qkv, &L->gdn_z,
+					       &L->gdn_beta, &L->gdn_alpha };
 	for (int i = 0; i < LAYER_MATS; i++)
 		ws[i] = all[i];
 	return LAYER_MATS;

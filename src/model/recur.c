@@ -196,3 +196,133 @@ void mamba2_forward(const struct fx_model *m, int il, struct fx_pool *pool, stru
 		mamba2_norm_worker(&a, 0, 1);
 	op_matmul(pool, &L->ssm_out, a.y, n, out, s->qbuf);
 }
+
+/* ---- Gated DeltaNet ---------------------------------------------------- */
+
+/* Largest key / value head width gdn_forward keeps on the stack (checked
+ * at load: model/bind.c). */
+enum { GDN_MAX_HEAD = 512 };
+
+struct gdn_args {
+	const struct fx_model *m;
+	const struct layer *L;
+	const struct kv_view *kv;
+	const float *qkv, *z, *b, *a; /* [n][cd], [n][vw], [n][nv], [n][nv] */
+	float *c, *o;                 /* [n][cd] conv + SiLU, [n][vw] */
+	int32_t n;
+	int64_t cd, vw, nv, nk, dk, dv;
+	int taps;
+};
+
+/* The causal depthwise conv (no bias) + SiLU over qkv for channels
+ * [c0, c1), row by row. */
+static void gdn_conv_worker(void *arg, int ith, int nth)
+{
+	const struct gdn_args *a = arg;
+	long c0, c1;
+	fx_split((long)a->cd, ith, nth, &c0, &c1);
+	int k = a->taps + 1;
+	for (int32_t t = 0; t < a->n; t++) {
+		const float *x = a->qkv + (size_t)t * a->cd;
+		float *st = a->kv[t].rs + a->L->rs_off; /* [taps][cd], oldest first */
+		float *c = a->c + (size_t)t * a->cd;
+		for (long ch = c0; ch < c1; ch++) {
+			const float *w = a->L->ssm_conv + (size_t)ch * k;
+			float acc = 0.0f;
+			for (int j = 0; j < a->taps; j++)
+				acc += w[j] * st[(size_t)j * a->cd + ch];
+			acc += w[a->taps] * x[ch];
+			for (int j = 0; j + 1 < a->taps; j++)
+				st[(size_t)j * a->cd + ch] = st[(size_t)(j + 1) * a->cd + ch];
+			if (a->taps > 0)
+				st[(size_t)(a->taps - 1) * a->cd + ch] = x[ch];
+			c[ch] = silu(acc);
+		}
+	}
+}
+
+/* x[0..n) scaled to unit L2 norm (eps 1e-6 under the root, HF l2norm),
+ * times mul, into out. */
+static void l2norm(const float *x, int64_t n, float mul, float *out)
+{
+	float ss = 0.0f;
+	for (int64_t i = 0; i < n; i++)
+		ss += x[i] * x[i];
+	float r = mul / sqrtf(ss + 1e-6f);
+	for (int64_t i = 0; i < n; i++)
+		out[i] = x[i] * r;
+}
+
+/* The delta rule and gated norm of value heads [j0, j1), row by row. */
+static void gdn_head_worker(void *arg, int ith, int nth)
+{
+	const struct gdn_args *a = arg;
+	const struct layer *L = a->L;
+	long j0, j1;
+	fx_split((long)a->nv, ith, nth, &j0, &j1);
+	int64_t dk = a->dk, dv = a->dv, kw = a->nk * dk, per_key = a->nv / a->nk;
+	float qn[GDN_MAX_HEAD], kn[GDN_MAX_HEAD], d[GDN_MAX_HEAD];
+	float eps = a->m->hp.eps, qmul = 1.0f / sqrtf((float)dk);
+	for (int32_t t = 0; t < a->n; t++) {
+		const float *c = a->c + (size_t)t * a->cd;
+		float *st = a->kv[t].rs + L->rs_off + (size_t)a->taps * a->cd; /* [nv][dk][dv] */
+		for (long j = j0; j < j1; j++) {
+			int64_t kh = j / per_key;
+			l2norm(c + kh * dk, dk, qmul, qn);
+			l2norm(c + kw + kh * dk, dk, 1.0f, kn);
+			const float *v = c + 2 * kw + j * dv;
+			float beta = 1.0f / (1.0f + expf(-a->b[(size_t)t * a->nv + j]));
+			float decay = expf(L->ssm_a[j] * softplus(a->a[(size_t)t * a->nv + j] + L->ssm_dt_b[j]));
+			float *S = st + (size_t)j * dk * dv;
+			for (int64_t i = 0; i < dk * dv; i++)
+				S[i] *= decay;
+			for (int64_t e = 0; e < dv; e++)
+				d[e] = 0.0f;
+			for (int64_t i = 0; i < dk; i++)
+				for (int64_t e = 0; e < dv; e++)
+					d[e] += S[i * dv + e] * kn[i];
+			for (int64_t e = 0; e < dv; e++)
+				d[e] = beta * (v[e] - d[e]);
+			float *o = a->o + (size_t)t * a->vw + j * dv;
+			for (int64_t e = 0; e < dv; e++)
+				o[e] = 0.0f;
+			for (int64_t i = 0; i < dk; i++)
+				for (int64_t e = 0; e < dv; e++) {
+					S[i * dv + e] += kn[i] * d[e];
+					o[e] += S[i * dv + e] * qn[i];
+				}
+			/* gated RMSNorm over the head: norm first, then the gate */
+			float ss = 0.0f;
+			for (int64_t e = 0; e < dv; e++)
+				ss += o[e] * o[e];
+			float r = 1.0f / sqrtf(ss / (float)dv + eps);
+			const float *z = a->z + (size_t)t * a->vw + j * dv;
+			for (int64_t e = 0; e < dv; e++)
+				o[e] = o[e] * r * L->ssm_norm[e] * silu(z[e]);
+		}
+	}
+}
+
+void gdn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
+		 const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h, float *out)
+{
+	(void)pos;
+	const struct hparams *hp = &m->hp;
+	const struct layer *L = &m->layers[il];
+	struct gdn_args a = { .m = m, .L = L, .kv = kv, .n = n, .vw = hp->ssm_inner,
+			      .nv = hp->n_ssm_head, .nk = hp->n_ssm_group, .dk = hp->ssm_state,
+			      .taps = hp->conv_kernel - 1 };
+	a.dv = a.vw / a.nv;
+	a.cd = 2 * a.nk * a.dk + a.vw;
+	float *qkv = s->rs, *z = qkv + (size_t)n * a.cd, *b = z + (size_t)n * a.vw;
+	float *al = b + (size_t)n * a.nv;
+	a.qkv = qkv, a.z = z, a.b = b, a.a = al;
+	a.c = al + (size_t)n * a.nv;
+	a.o = a.c + (size_t)n * a.cd;
+	const struct wmat *w[] = { &L->gdn_qkv, &L->gdn_z, &L->gdn_beta, &L->gdn_alpha };
+	float *y[] = { qkv, z, b, al };
+	op_matmul_n(pool, 4, w, h, n, y, s->qbuf);
+	fx_pool_run(pool, gdn_conv_worker, &a);
+	fx_pool_run(pool, gdn_head_worker, &a);
+	op_matmul(pool, &L->ssm_out, a.o, n, out, s->qbuf);
+}

@@ -9,12 +9,12 @@
 
 extern const struct arch_desc arch_llama, arch_granite, arch_smollm3, arch_qwen2, arch_qwen3,
 	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2, arch_qwen2moe, arch_qwen3moe,
-	arch_gpt_oss, arch_deepseek2, arch_lfm2, arch_mamba2, arch_granite_hybrid;
+	arch_gpt_oss, arch_deepseek2, arch_lfm2, arch_mamba2, arch_granite_hybrid, arch_qwen35;
 
 static const struct arch_desc *const archs[] = {
 	&arch_llama, &arch_granite, &arch_smollm3, &arch_qwen2, &arch_qwen3, &arch_phi3,
 	&arch_gemma, &arch_gemma2, &arch_gemma3, &arch_olmo2, &arch_qwen2moe, &arch_qwen3moe,
-	&arch_gpt_oss, &arch_deepseek2, &arch_lfm2, &arch_mamba2, &arch_granite_hybrid,
+	&arch_gpt_oss, &arch_deepseek2, &arch_lfm2, &arch_mamba2, &arch_granite_hybrid, &arch_qwen35,
 };
 
 #define N_ARCHS (sizeof(archs) / sizeof(archs[0]))
@@ -87,9 +87,11 @@ static const struct {
 	{ AT_SHEXP_GATE, "a shared-expert gate", { "ffn_gate_inp_shexp.weight" } },
 	{ AT_SHORTCONV, "a short-convolution mixer", { "shortconv.conv.weight",
 		"shortconv.in_proj.weight", "shortconv.out_proj.weight" } },
-	{ AT_SSM, "a Mamba-2 mixer", { "ssm_in.weight", "ssm_conv1d.weight", "ssm_conv1d.bias",
-		"ssm_dt.bias", "ssm_a", "ssm_d" } },
-	{ AT_SSM, "a Mamba-2 mixer", { "ssm_norm.weight", "ssm_out.weight" } },
+	{ AT_SSM | AT_GDN, "a Mamba-2 or Gated DeltaNet mixer", { "ssm_conv1d.weight", "ssm_dt.bias",
+		"ssm_a", "ssm_norm.weight", "ssm_out.weight" } },
+	{ AT_SSM, "a Mamba-2 mixer", { "ssm_in.weight", "ssm_conv1d.bias", "ssm_d" } },
+	{ AT_GDN, "a Gated DeltaNet mixer", { "attn_gate.weight", "ssm_beta.weight",
+		"ssm_alpha.weight" } },
 };
 
 static const struct {

@@ -1,0 +1,21 @@
+#include "model/arch.h"
+
+/* Qwen 3.5 (HF modeling_qwen3_5.py, text model): Gated DeltaNet layers
+ * (layer_types "linear_attention"; in GGUF a 0 in attention.head_count_kv)
+ * and every full_attention_interval-th layer gated attention: attn_q holds
+ * per head [query; gate], the output is multiplied by sigmoid(gate); per-head
+ * Q/K norms, partial NEOX RoPE (M-RoPE sections reduce to it for text).
+ * Zero-centred (1 + w) norms are folded in at conversion, except the
+ * DeltaNet's gated norm; the pre-MLP norm is llama.cpp's
+ * post_attention_norm. SwiGLU MLP on every layer. */
+const struct arch_desc arch_qwen35 = {
+	.name = "qwen35",
+	.rope = ROPE_NEOX,
+	.act = ACT_SILU,
+	.qk_norm = QK_NORM_HEAD,
+	.attn_out_gate = true,
+	.ffn_norm_name = "post_attention_norm",
+	.tensors = AT_GDN | AT_FUSED,
+	.hf = { { .model_type = "qwen3_5_text", .norm_plus_one = true,
+		  .post_attn_name = "post_attention_norm" } },
+};
