@@ -122,7 +122,9 @@ int main(void)
 {
 	/* LFM2 (attention beside the convolutions) and Mamba-2 (no attention:
 	 * the backing keeps positions only) */
-	static const char *const dirs[] = { DIR, "tests/fixtures/hf-tiny-next/mamba2" };
+	static const char *const dirs[] = { DIR, "tests/fixtures/hf-tiny-next/mamba2",
+					    "tests/fixtures/hf-tiny-next/granitemoehybrid",
+					    "tests/fixtures/hf-tiny-next/qwen3_5" };
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		struct fx_err err = { 0 };
 		struct fx_model *m = NULL;
@@ -142,6 +144,6 @@ int main(void)
 	/* a conv width the conv tensors do not have */
 	check_bad("s/\"conv_L_cache\": 3/\"conv_L_cache\": 4/", FX_E_FORMAT, "shortconv.conv");
 	/* a layer type ferrox does not know */
-	check_bad("0,/\"conv\"/s//\"mamba\"/", FX_E_UNSUPPORTED, "mamba");
+	check_bad("0,/\"conv\"/s//\"retention\"/", FX_E_UNSUPPORTED, "retention");
 	return check_exit();
 }
