@@ -50,6 +50,11 @@
 #define ROOT "tests/fixtures/hf-tiny"
 #define TOL 1e-4
 #define TOL_Q8 0.5 /* sanity: routers of the tiny MoE fixtures flip under q8_0 */
+/* The tiny Gated DeltaNet fixtures are more sensitive still: the gated norm
+ * rescales near-zero head outputs. transformers itself, with its weights
+ * rounded as q8_0 (blocks of 32, scale max/127; measured 2026-12-04), moves
+ * qwen3_next's logits by 0.26 of max|ref| (out_proj alone 0.75). */
+#define TOL_Q8_GDN 1.0
 
 
 /* max |a - ref| / max(1, max |ref|) over n values (ref f32, maybe unaligned). */
@@ -245,7 +250,9 @@ static bool check_fixture(const char *name, const char *dir, const char *tmp)
 		for (int t = 0; t < r.n_prompt; t++)
 			agree += argmax(l8 + (size_t)t * nv, nv) == argmax(l32 + (size_t)t * nv, nv);
 		e8 = rel_err(l8, ref->data, n);
-		CHECKF(e8 <= TOL_Q8, "%s: q8_0 rel err %.3g vs transformers", name, e8);
+		bool gdn = !strncmp(name, "qwen3_5", 7) || !strcmp(name, "qwen3_next");
+		CHECKF(e8 <= (gdn ? TOL_Q8_GDN : TOL_Q8), "%s: q8_0 rel err %.3g vs transformers",
+		       name, e8);
 		CHECKF(2 * agree > r.n_prompt, "%s: q8_0 argmax agrees on %d/%d rows", name, agree,
 		       r.n_prompt);
 	}
@@ -506,7 +513,8 @@ int main(void)
 		check_roundtrip(fixtures[i], dir, tmp);
 	}
 	/* hybrid and recurrent families: per-layer head counts, ssm_* tensors */
-	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5" };
+	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5", "qwen3_5_moe",
+					    "qwen3_next", "lfm2_moe" };
 	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		char dir[256];
 		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", next[i]);

@@ -104,6 +104,8 @@ static const struct {
 	{ "linear_attn.A_log", "ssm_a" },
 	{ "linear_attn.norm.weight", "ssm_norm.weight" },
 	{ "linear_attn.out_proj.weight", "ssm_out.weight" },
+	{ "feed_forward.gate.weight", "ffn_gate_inp.weight" }, /* LFM2-MoE */
+	{ "feed_forward.expert_bias", "exp_probs_b.bias" },
 	{ "block_sparse_moe.router.layer.weight", "ffn_gate_inp.weight" },
 	{ "block_sparse_moe.output_linear.weight", "ffn_down_exps.weight" },
 	{ "shared_mlp.output_linear.weight", "ffn_down_shexp.weight" },
@@ -120,6 +122,9 @@ static const struct {
 	{ "mlp.experts.%d.gate_proj.weight%n", 0 },
 	{ "mlp.experts.%d.up_proj.weight%n", 1 },
 	{ "mlp.experts.%d.down_proj.weight%n", 2 },
+	{ "feed_forward.experts.%d.w1.weight%n", 0 }, /* LFM2-MoE */
+	{ "feed_forward.experts.%d.w3.weight%n", 1 },
+	{ "feed_forward.experts.%d.w2.weight%n", 2 },
 };
 
 static const char *const stack_names[3] = { "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps" };
@@ -158,6 +163,7 @@ struct hf {
 	bool per_layer_kv;            /* attention.head_count_kv is an array (map_mixers) */
 	int ssm_groups;               /* Mamba-2 n_groups (map_ssm), 0: none */
 	bool gdn;                     /* Gated DeltaNet sizes present (map_gdn) */
+	int gdn_nk, gdn_nv, gdn_dk, gdn_dv; /* its key / value heads and widths */
 	struct stack *stacks;
 	int n_stacks;
 };
@@ -535,6 +541,7 @@ static int map_gdn(struct hf *h)
 	     put_u32(h, "full_attention_interval", (uint32_t)fi)))
 		return FX_E_NOMEM;
 	h->gdn = true;
+	h->gdn_nk = (int)nk, h->gdn_nv = (int)nv, h->gdn_dk = (int)dk, h->gdn_dv = (int)dv;
 	return FX_OK;
 }
 
@@ -550,8 +557,13 @@ static int map_metadata(struct hf *h)
 	if ((rc = cfg_int(h, "hidden_size", &n_embd)) || (rc = cfg_int(h, "num_hidden_layers", &h->n_layer)))
 		return rc;
 	n_ff = h->n_head = 0;
-	if (!ssm_only && ((rc = cfg_int(h, "intermediate_size", &n_ff)) ||
-			  (rc = cfg_int(h, "num_attention_heads", &h->n_head))))
+	/* an all-MoE model (Qwen 3.5 MoE) may give only the experts' width */
+	double few;
+	if (!cfg_get(cfg, "intermediate_size") && cfg_num(cfg, "moe_intermediate_size", &few))
+		n_ff = (int)few;
+	else if (!ssm_only && (rc = cfg_int(h, "intermediate_size", &n_ff)))
+		return rc;
+	if (!ssm_only && (rc = cfg_int(h, "num_attention_heads", &h->n_head)))
 		return rc;
 	if ((ssm_only || cfg_get(cfg, "mamba_d_state")) && (rc = map_ssm(h, n_embd)))
 		return rc;
@@ -933,6 +945,62 @@ static int map_gate_up(struct hf *h, const struct st_tensor *t, int il, const ch
 	return FX_OK;
 }
 
+/* Qwen3-Next's fused DeltaNet projections, grouped per key head
+ * (Qwen3NextGatedDeltaNet.fix_query_key_value_ordering): in_proj_qkvz rows
+ * per key head [q dk | k dk | v r dv | z r dv], in_proj_ba [b r | a r]
+ * (r = value heads per key head), split into Qwen 3.5's attn_qkv ([all q |
+ * all k | all v]), attn_gate (z), ssm_beta, ssm_alpha. Rows are copied
+ * whole, so any element type works. */
+static int map_gdn_fused(struct hf *h, const struct st_tensor *t, int il, bool qkvz)
+{
+	int64_t nk = h->gdn_nk, r = nk > 0 ? h->gdn_nv / nk : 0, dk = h->gdn_dk, dv = h->gdn_dv;
+	int64_t grp = qkvz ? 2 * dk + 2 * r * dv : 2 * r;
+	if (!h->gdn || r <= 0 || t->n_dims != 2 || t->ne[1] != nk * grp)
+		return fx_fail(h->err, FX_E_FORMAT, "%s: '%s' does not have the fused DeltaNet "
+			       "shape for %lld key heads", h->dir, t->name, (long long)nk);
+	size_t row = fx_row_size(t->type, t->ne[0]);
+	const uint8_t *src = t->data;
+	/* the outputs: name, rows per key head, offset of those rows in a group */
+	struct part {
+		const char *name;
+		int64_t rows, off;
+	} qp[] = { { "attn_qkv", 0, 0 }, { "attn_gate", r * dv, 2 * dk + r * dv } },
+	  bp[] = { { "ssm_beta", r, 0 }, { "ssm_alpha", r, r } };
+	if (qkvz) {
+		/* attn_qkv: every q, then every k, then every v */
+		int64_t rows = nk * (2 * dk + r * dv);
+		uint8_t *dst = gguf_build_alloc(h->g, (size_t)rows * row), *d = dst;
+		if (!dst)
+			return FX_E_NOMEM;
+		int64_t offs[3] = { 0, dk, 2 * dk }, cnt[3] = { dk, dk, r * dv };
+		for (int p = 0; p < 3; p++)
+			for (int64_t g = 0; g < nk; g++, d += (size_t)cnt[p] * row)
+				memcpy(d, src + (size_t)(g * grp + offs[p]) * row, (size_t)cnt[p] * row);
+		char name[96];
+		snprintf(name, sizeof(name), "blk.%d.attn_qkv.weight", il);
+		int64_t ne[4] = { t->ne[0], rows, 1, 1 };
+		int rc = gguf_build_tensor(h->g, name, t->type, 2, ne, dst);
+		if (rc)
+			return rc;
+	}
+	for (int p = qkvz ? 1 : 0; p < 2; p++) {
+		const struct part *pt = qkvz ? &qp[p] : &bp[p];
+		uint8_t *dst = gguf_build_alloc(h->g, (size_t)(nk * pt->rows) * row);
+		if (!dst)
+			return FX_E_NOMEM;
+		for (int64_t g = 0; g < nk; g++)
+			memcpy(dst + (size_t)(g * pt->rows) * row, src + (size_t)(g * grp + pt->off) * row,
+			       (size_t)pt->rows * row);
+		char name[96];
+		snprintf(name, sizeof(name), "blk.%d.%s.weight", il, pt->name);
+		int64_t ne[4] = { t->ne[0], nk * pt->rows, 1, 1 };
+		int rc = gguf_build_tensor(h->g, name, t->type, 2, ne, dst);
+		if (rc)
+			return rc;
+	}
+	return FX_OK;
+}
+
 static int map_tensor(struct hf *h, const struct st_tensor *t)
 {
 	char buf[160];
@@ -948,6 +1016,9 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 		if (!strncmp(t->name + off, "mlp.experts.", 12))
 			return map_fused_experts(h, t, il, t->name + off + 12);
 	}
+	if (off > 0 && (!strcmp(t->name + off, "linear_attn.in_proj_qkvz.weight") ||
+			!strcmp(t->name + off, "linear_attn.in_proj_ba.weight")))
+		return map_gdn_fused(h, t, il, t->name[off + strlen("linear_attn.in_proj_")] == 'q');
 	if (off > 0 && !strcmp(t->name + off, "block_sparse_moe.input_linear.weight"))
 		return map_gate_up(h, t, il, "ffn_gate_exps", "ffn_up_exps");
 	if (off > 0 && !strcmp(t->name + off, "shared_mlp.input_linear.weight"))

@@ -17,3 +17,20 @@ const struct arch_desc arch_lfm2 = {
 	.tensors = AT_SHORTCONV | AT_EMBD_NORM,
 	.hf = { { .model_type = "lfm2" } },
 };
+
+/* LFM2-MoE (HF modeling_lfm2_moe.py): LFM2's layers; after the first
+ * num_dense_layers (dense SwiGLU) an MoE whose router takes sigmoid scores,
+ * chooses the top k of score + expert_bias and weights the chosen scores,
+ * renormalised, times routed_scaling_factor (DeepSeek-V3's routing with one
+ * group). */
+const struct arch_desc arch_lfm2moe = {
+	.name = "lfm2moe",
+	.rope = ROPE_NEOX,
+	.act = ACT_SILU,
+	.qk_norm = QK_NORM_HEAD,
+	.router = ROUTER_SIGMOID_BIAS,
+	.moe_norm = true,
+	.output_norm_name = "token_embd_norm.weight",
+	.tensors = AT_SHORTCONV | AT_EMBD_NORM | AT_MOE,
+	.hf = { { .model_type = "lfm2_moe", .moe_norm = true } },
+};

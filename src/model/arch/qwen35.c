@@ -19,3 +19,37 @@ const struct arch_desc arch_qwen35 = {
 	.hf = { { .model_type = "qwen3_5_text", .norm_plus_one = true,
 		  .post_attn_name = "post_attention_norm" } },
 };
+
+/* Qwen 3.5 MoE (HF modeling_qwen3_5_moe.py, text model): qwen35's layers
+ * with an MoE on every layer: softmax router, top k renormalised, plus a
+ * shared expert scaled by sigmoid(shared_expert_gate x). */
+const struct arch_desc arch_qwen35moe = {
+	.name = "qwen35moe",
+	.rope = ROPE_NEOX,
+	.act = ACT_SILU,
+	.qk_norm = QK_NORM_HEAD,
+	.attn_out_gate = true,
+	.router = ROUTER_SOFTMAX_TOPK,
+	.moe_norm = true,
+	.ffn_norm_name = "post_attention_norm",
+	.tensors = AT_GDN | AT_FUSED | AT_MOE | AT_SHEXP | AT_SHEXP_GATE,
+	.hf = { { .model_type = "qwen3_5_moe_text", .norm_plus_one = true,
+		  .post_attn_name = "post_attention_norm", .moe_norm = true } },
+};
+
+/* Qwen3-Next (HF modeling_qwen3_next.py): qwen35moe's layers; its HF
+ * checkpoints fuse the DeltaNet projections per key head (in_proj_qkvz,
+ * in_proj_ba), which the HF mapping splits into qwen35's tensors. */
+const struct arch_desc arch_qwen3next = {
+	.name = "qwen3next",
+	.rope = ROPE_NEOX,
+	.act = ACT_SILU,
+	.qk_norm = QK_NORM_HEAD,
+	.attn_out_gate = true,
+	.router = ROUTER_SOFTMAX_TOPK,
+	.moe_norm = true,
+	.ffn_norm_name = "post_attention_norm",
+	.tensors = AT_GDN | AT_FUSED | AT_MOE | AT_SHEXP | AT_SHEXP_GATE,
+	.hf = { { .model_type = "qwen3_next", .norm_plus_one = true,
+		  .post_attn_name = "post_attention_norm", .moe_norm = true } },
+};
