@@ -104,6 +104,16 @@ static const struct {
 	{ "linear_attn.A_log", "ssm_a" },
 	{ "linear_attn.norm.weight", "ssm_norm.weight" },
 	{ "linear_attn.out_proj.weight", "ssm_out.weight" },
+	{ "mixer.q_proj.weight", "attn_q.weight" }, /* Nemotron-H: every block is the mixer */
+	{ "mixer.k_proj.weight", "attn_k.weight" },
+	{ "mixer.v_proj.weight", "attn_v.weight" },
+	{ "mixer.o_proj.weight", "attn_output.weight" },
+	{ "mixer.up_proj.weight", "ffn_up.weight" },
+	{ "mixer.down_proj.weight", "ffn_down.weight" },
+	{ "mixer.gate.weight", "ffn_gate_inp.weight" },
+	{ "mixer.gate.e_score_correction_bias", "exp_probs_b.bias" },
+	{ "mixer.shared_experts.up_proj.weight", "ffn_up_shexp.weight" },
+	{ "mixer.shared_experts.down_proj.weight", "ffn_down_shexp.weight" },
 	{ "feed_forward.gate.weight", "ffn_gate_inp.weight" }, /* LFM2-MoE */
 	{ "feed_forward.expert_bias", "exp_probs_b.bias" },
 	{ "block_sparse_moe.router.layer.weight", "ffn_gate_inp.weight" },
@@ -125,6 +135,8 @@ static const struct {
 	{ "feed_forward.experts.%d.w1.weight%n", 0 }, /* LFM2-MoE */
 	{ "feed_forward.experts.%d.w3.weight%n", 1 },
 	{ "feed_forward.experts.%d.w2.weight%n", 2 },
+	{ "mixer.experts.%d.up_proj.weight%n", 1 }, /* Nemotron-H: non-gated */
+	{ "mixer.experts.%d.down_proj.weight%n", 2 },
 };
 
 static const char *const stack_names[3] = { "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps" };
@@ -163,6 +175,7 @@ struct hf {
 	bool per_layer_kv;            /* attention.head_count_kv is an array (map_mixers) */
 	int ssm_groups;               /* Mamba-2 n_groups (map_ssm), 0: none */
 	bool gdn;                     /* Gated DeltaNet sizes present (map_gdn) */
+	bool shexp_set;               /* a shared expert's width was given by name */
 	int gdn_nk, gdn_nv, gdn_dk, gdn_dv; /* its key / value heads and widths */
 	struct stack *stacks;
 	int n_stacks;
@@ -442,12 +455,14 @@ static int lfm2_ff(struct hf *h, int *n_ff)
 	return FX_OK;
 }
 
-/* layer_types entries of layers that do not attend: LFM2's "conv", and
- * the linear-attention / Mamba layers of Granite 4.0-H ("mamba" is its
- * released checkpoints' spelling). The tensors tell the mixer. */
+/* layer_types entries of layers that do not attend: LFM2's "conv", the
+ * linear-attention / Mamba layers of Granite 4.0-H and Qwen 3.5 ("mamba"
+ * is Granite's released checkpoints' spelling), Nemotron-H's MLP-only
+ * blocks (layers_block_type "mlp", "moe"). The tensors tell the mixer. */
 static bool recurrent_type(const char *t)
 {
-	return !strcmp(t, "conv") || !strcmp(t, "linear_attention") || !strcmp(t, "mamba");
+	return !strcmp(t, "conv") || !strcmp(t, "linear_attention") || !strcmp(t, "mamba") ||
+	       !strcmp(t, "mlp") || !strcmp(t, "moe");
 }
 
 /* Layers that do not attend (layer_types entries "conv": LFM2's short
@@ -457,6 +472,8 @@ static bool recurrent_type(const char *t)
 static int map_mixers(struct hf *h)
 {
 	const cJSON *lt = cfg_get(h->cfg, "layer_types");
+	if (!lt)
+		lt = cfg_get(h->cfg, "layers_block_type"); /* Nemotron-H */
 	bool any = false;
 	for (int il = 0; lt && il < h->n_layer; il++) {
 		const cJSON *e = cJSON_GetArrayItem(lt, il);
@@ -470,7 +487,7 @@ static int map_mixers(struct hf *h)
 			 strcmp(t, "attention"))
 			return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: layer_types[%d] is "
 				       "'%.40s'; ferrox knows full_attention, sliding_attention, conv, "
-				       "linear_attention and mamba", h->dir, il, t);
+				       "linear_attention, mamba, mlp and moe", h->dir, il, t);
 	}
 	h->per_layer_kv = any; /* map_metadata then writes no scalar count */
 	if (!any)
@@ -495,17 +512,21 @@ static int map_mixers(struct hf *h)
  * refused: transformers clamps dt with it in prefill but not in decode. */
 static int map_ssm(struct hf *h, int n_embd)
 {
-	double expand = 2, inner, heads, groups = 1, state, conv = 4;
-	/* a hybrid's keys carry a mamba_ prefix (Granite 4.0-H) */
+	double expand = 2, inner, heads, groups = 1, state, conv = 4, hd;
+	/* a hybrid's keys carry a mamba_ prefix (Granite 4.0-H) or are named
+	 * otherwise (Nemotron-H: mamba_num_heads, ssm_state_size) */
 	bool hy = cfg_get(h->cfg, "mamba_d_state") != NULL;
-	if (hy || !cfg_num(h->cfg, "intermediate_size", &inner)) {
+	bool nemo = cfg_get(h->cfg, "ssm_state_size") != NULL;
+	if (!(cfg_num(h->cfg, hy ? "mamba_n_heads" : nemo ? "mamba_num_heads" : "num_heads", &heads) &&
+	      cfg_num(h->cfg, hy ? "mamba_d_state" : nemo ? "ssm_state_size" : "state_size", &state)))
+		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: a Mamba-2 config needs num_heads "
+			       "and state_size (mamba_n_heads, mamba_d_state)", h->dir);
+	if (nemo && cfg_num(h->cfg, "mamba_head_dim", &hd)) {
+		inner = heads * hd;
+	} else if (hy || nemo || !cfg_num(h->cfg, "intermediate_size", &inner)) {
 		cfg_num(h->cfg, hy ? "mamba_expand" : "expand", &expand);
 		inner = expand * n_embd;
 	}
-	if (!cfg_num(h->cfg, hy ? "mamba_n_heads" : "num_heads", &heads) ||
-	    !cfg_num(h->cfg, hy ? "mamba_d_state" : "state_size", &state))
-		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: a Mamba-2 config needs num_heads "
-			       "and state_size (mamba_n_heads, mamba_d_state)", h->dir);
 	cfg_num(h->cfg, hy ? "mamba_n_groups" : "n_groups", &groups);
 	cfg_num(h->cfg, hy ? "mamba_d_conv" : "conv_kernel", &conv);
 	const cJSON *lim = cfg_get(h->cfg, "time_step_limit");
@@ -554,8 +575,16 @@ static int map_metadata(struct hf *h)
 	 * and no MLP: head_count and feed_forward_length 0, as llama.cpp's
 	 * converter writes them. */
 	bool ssm_only = cfg_get(cfg, "state_size") && !cfg_get(cfg, "num_attention_heads");
-	if ((rc = cfg_int(h, "hidden_size", &n_embd)) || (rc = cfg_int(h, "num_hidden_layers", &h->n_layer)))
+	/* Nemotron-H gives the layers as layers_block_type only */
+	const cJSON *lbt = cfg_get(cfg, "layers_block_type");
+	if (!cfg_get(cfg, "num_hidden_layers") && lbt && cJSON_IsArray(lbt)) {
+		h->n_layer = cJSON_GetArraySize(lbt);
+		if ((rc = cfg_int(h, "hidden_size", &n_embd)))
+			return rc;
+	} else if ((rc = cfg_int(h, "hidden_size", &n_embd)) ||
+		   (rc = cfg_int(h, "num_hidden_layers", &h->n_layer))) {
 		return rc;
+	}
 	n_ff = h->n_head = 0;
 	/* an all-MoE model (Qwen 3.5 MoE) may give only the experts' width */
 	double few;
@@ -565,7 +594,8 @@ static int map_metadata(struct hf *h)
 		return rc;
 	if (!ssm_only && (rc = cfg_int(h, "num_attention_heads", &h->n_head)))
 		return rc;
-	if ((ssm_only || cfg_get(cfg, "mamba_d_state")) && (rc = map_ssm(h, n_embd)))
+	if ((ssm_only || cfg_get(cfg, "mamba_d_state") || cfg_get(cfg, "ssm_state_size")) &&
+	    (rc = map_ssm(h, n_embd)))
 		return rc;
 	if (cfg_get(cfg, "linear_num_value_heads") && (rc = map_gdn(h)))
 		return rc;
@@ -639,8 +669,10 @@ static int map_metadata(struct hf *h)
 		h->n_expert = (int)d;
 		cfg_num(cfg, "num_experts_per_tok", &used);
 		cfg_num(cfg, "moe_intermediate_size", &fe);
-		if (!cfg_num(cfg, "shared_expert_intermediate_size", &fs))
-			cfg_num(cfg, "shared_intermediate_size", &fs); /* Granite 4.0-H */
+		if (!cfg_num(cfg, "shared_expert_intermediate_size", &fs) &&
+		    !cfg_num(cfg, "shared_intermediate_size", &fs)) /* Granite 4.0-H */
+			cfg_num(cfg, "moe_shared_expert_intermediate_size", &fs); /* Nemotron-H */
+		h->shexp_set = fs > 0;
 		const cJSON *nt = cfg_get(cfg, "norm_topk_prob");
 		bool norm = nt ? cJSON_IsTrue(nt) : h->fam->moe_norm;
 		char k[128];
@@ -670,7 +702,7 @@ static int map_metadata(struct hf *h)
 	if (cfg_num(cfg, "routed_scaling_factor", &d) && put_f32(h, "expert_weights_scale", (float)d))
 		return FX_E_NOMEM;
 	double nsh, fe;
-	if (cfg_num(cfg, "n_shared_experts", &nsh) && nsh > 0 &&
+	if (!h->shexp_set && cfg_num(cfg, "n_shared_experts", &nsh) && nsh > 0 &&
 	    cfg_num(cfg, "moe_intermediate_size", &fe) &&
 	    put_u32(h, "expert_shared_feed_forward_length", (uint32_t)(nsh * fe)))
 		return FX_E_NOMEM;
@@ -1006,7 +1038,8 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 	char buf[160];
 	bool skip;
 	int il, off = 0, x, end = 0;
-	if (sscanf(t->name, "model.layers.%d.%n", &il, &off) == 1 && off > 0) {
+	if ((sscanf(t->name, "model.layers.%d.%n", &il, &off) == 1 ||
+	     sscanf(t->name, "backbone.layers.%d.%n", &il, &off) == 1) && off > 0) {
 		for (size_t i = 0; i < sizeof(expert_names) / sizeof(expert_names[0]); i++) {
 			end = 0;
 			if (sscanf(t->name + off, expert_names[i].hf, &x, &end) == 1 && end > 0 &&

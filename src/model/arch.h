@@ -21,6 +21,8 @@ enum ffn_act {
 	ACT_GELU_TANH, /* GeGLU with tanh-approximated GELU (Gemma) */
 	ACT_SWIGLU_OAI,/* gpt-oss: clamp(gate, max=L) * sigmoid(1.702 gate) *
 			* (clamp(up, -L, L) + 1), L = swiglu_limit */
+	ACT_RELU2,     /* non-gated: down(relu(up x)^2), no gate projection
+			* (Nemotron-H, So et al. 2021 "Primer") */
 };
 
 enum qk_norm {
@@ -109,6 +111,9 @@ struct arch_desc {
 	const char *output_norm_name; /* the final norm's tensor; NULL: "output_norm.weight"
 				       * (LFM2: "token_embd_norm.weight") */
 	bool ffn_optional;      /* a layer may have no MLP (Mamba-2: the mixer is all) */
+	bool mixer_optional;    /* a layer may have no token mixer: its MLP (or MoE) is
+				 * the whole layer, after the layer's one pre-norm
+				 * (Nemotron-H's mlp / moe layers) */
 	bool attn_out_gate;     /* attn_q holds per head [query; gate] (2 x head_dim rows):
 				 * attention output x sigmoid(gate) before attn_output
 				 * (Qwen 3.5 / Qwen3-Next gated attention) */

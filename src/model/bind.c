@@ -243,6 +243,9 @@ static int bind_gate_up(struct model_loader *ld, int il, struct layer *L, int64_
 {
 	char n[96];
 	int rc;
+	if (ld->m->arch->act == ACT_RELU2) /* non-gated: up only */
+		return bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.ffn_up.weight", il), n), e, f, true,
+				&L->ffn_up);
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate.weight", il);
 	if ((arch_groups(ld->m->arch) & AT_FUSED) && !gguf_find_tensor(ld->m->g, n)) {
 		struct wmat gu;
@@ -273,7 +276,8 @@ static int bind_experts(struct model_loader *ld, int il, struct layer *L)
 	L->exp = own(ld, fx_calloc((size_t)hp->n_expert * 3, sizeof(*L->exp)));
 	if (!L->exp)
 		return fx_fail(ld->err, FX_E_NOMEM, "no memory for experts");
-	for (int k = 0; k < 3; k++) {
+	bool gated = ld->m->arch->act != ACT_RELU2; /* non-gated experts have no ffn_gate_exps */
+	for (int k = gated ? 0 : 1; k < 3; k++) {
 		int64_t in = k == 2 ? f : e, out = k == 2 ? e : f;
 		snprintf(n, sizeof(n), "blk.%d.%s.weight", il, kind[k]);
 		const struct gguf_tensor *t = take(ld, n);
@@ -318,7 +322,8 @@ static int bind_experts(struct model_loader *ld, int il, struct layer *L)
 	if (!hp->n_ff_shexp)
 		return FX_OK;
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
-	if ((rc = bind_mat(ld, NAME("ffn_gate_shexp.weight"), e, hp->n_ff_shexp, true, &L->sh_gate)) ||
+	if ((gated &&
+	     (rc = bind_mat(ld, NAME("ffn_gate_shexp.weight"), e, hp->n_ff_shexp, true, &L->sh_gate))) ||
 	    (rc = bind_mat(ld, NAME("ffn_up_shexp.weight"), e, hp->n_ff_shexp, true, &L->sh_up)) ||
 	    (rc = bind_mat(ld, NAME("ffn_down_shexp.weight"), hp->n_ff_shexp, e, true, &L->sh_down)))
 		return rc;
@@ -450,6 +455,12 @@ static int bind_gdn(struct model_loader *ld, int il, struct layer *L)
 	return FX_OK;
 }
 
+static int bind_nothing(struct model_loader *ld, int il, struct layer *L)
+{
+	(void)ld, (void)il, (void)L;
+	return FX_OK;
+}
+
 /* Whether layer il has an MLP: always, unless the row allows none and the
  * file has none of its tensors. */
 static bool layer_has_ffn(const struct model_loader *ld, int il)
@@ -478,17 +489,19 @@ static int bind_layer(struct model_loader *ld, int il)
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
 	static int (*const bind_mixer[])(struct model_loader *, int, struct layer *) = {
 		[MIX_ATTN] = bind_attn, [MIX_SHORTCONV] = bind_shortconv, [MIX_MAMBA2] = bind_mamba2,
-		[MIX_GDN] = bind_gdn,
+		[MIX_GDN] = bind_gdn, [MIX_NONE] = bind_nothing,
 	};
+	/* a layer without a mixer normalises once: attn_norm feeds its MLP */
+	bool ffn_pre = pre && L->mixer != MIX_NONE;
 	L->has_ffn = layer_has_ffn(ld, il);
 	if ((rc = bind_vec(ld, NAME("attn_norm.weight"), e, pre, &L->attn_norm)) ||
 	    (rc = bind_mixer[L->mixer](ld, il, L)) ||
 	    (a->post_norms &&
 	     (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, true, &L->post_attn_norm))) ||
-	    (L->has_ffn &&
+	    (L->has_ffn && L->mixer != MIX_NONE &&
 	     (rc = bind_vec(ld, (snprintf(n, sizeof(n), "blk.%d.%s.weight", il,
 					  a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm"), n),
-			    e, pre, &L->ffn_norm))) ||
+			    e, ffn_pre, &L->ffn_norm))) ||
 	    (L->has_ffn && (rc = bind_ffn(ld, il, L))) ||
 	    (a->post_norms &&
 	     (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, true, &L->post_ffn_norm))))
@@ -527,11 +540,15 @@ static int read_mixers(struct model_loader *ld)
 			L->mixer = MIX_MAMBA2;
 		else if ((groups & AT_GDN) && HAS("ssm_beta.weight"))
 			L->mixer = MIX_GDN;
+		else if (m->arch->mixer_optional && (HAS("ffn_up.weight") || HAS("ffn_gate_inp.weight")))
+			L->mixer = MIX_NONE;
 		else
 			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d has no attention (no K/V "
 				       "heads) and none of the recurrent mixers architecture %s allows",
 				       il, ld->arch);
 #undef HAS
+		if (L->mixer == MIX_NONE)
+			continue;
 		if (hp->conv_kernel < 1 || hp->conv_kernel > 64)
 			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d is recurrent but its conv "
 				       "width (%s.shortconv.l_cache or ssm.conv_kernel) is %d, not 1..64",

@@ -1,5 +1,6 @@
 /* The MLP half of a decoder layer: a gated MLP (Shazeer 2020, "GLU Variants
- * Improve Transformer"): down(act(gate h) * up h), or a mixture of such
+ * Improve Transformer"): down(act(gate h) * up h) (or, ACT_RELU2, the
+ * non-gated down(relu(up h)^2)), or a mixture of such
  * experts chosen per token by a router (Shazeer et al. 2017; Mixtral, Jiang
  * et al. 2024), with an optional always-on shared expert (Qwen2-MoE). */
 #include <math.h>
@@ -33,7 +34,12 @@ static void glu_worker(void *arg, int ith, int nth)
 	fx_split(a->n, ith, nth, &i0, &i1);
 	float *g = a->gate;
 	const float *u = a->up;
-	if (a->act == ACT_SWIGLU_OAI) {
+	if (a->act == ACT_RELU2) {
+		for (long i = i0; i < i1; i++) {
+			float r = fmaxf(g[i], 0.0f);
+			g[i] = r * r;
+		}
+	} else if (a->act == ACT_SWIGLU_OAI) {
 		for (long i = i0; i < i1; i++) {
 			float gg = fminf(g[i], a->lim), uu = fmaxf(fminf(u[i], a->lim), -a->lim);
 			g[i] = gg / (1.0f + expf(-1.702f * gg)) * (uu + 1.0f);
@@ -50,15 +56,22 @@ static void glu(const struct fx_model *m, struct fx_pool *pool, struct fwd_scrat
 		const struct wmat *gate, const struct wmat *up, const struct wmat *down,
 		const float *const b[3], int32_t n, const float *h, float *out)
 {
-	const struct wmat *w[] = { gate, up };
-	float *y[] = { s->gate, s->up };
-	op_matmul_n(pool, 2, w, h, n, y, s->qbuf);
-	if (b && b[0])
-		add_bias(s->gate, b[0], n, gate->n_out);
-	if (b && b[1])
-		add_bias(s->up, b[1], n, up->n_out);
+	if (m->arch->act == ACT_RELU2) {
+		/* non-gated: act(up h) in place of act(gate h) * up h */
+		op_matmul(pool, up, h, n, s->gate, s->qbuf);
+		if (b && b[1])
+			add_bias(s->gate, b[1], n, up->n_out);
+	} else {
+		const struct wmat *w[] = { gate, up };
+		float *y[] = { s->gate, s->up };
+		op_matmul_n(pool, 2, w, h, n, y, s->qbuf);
+		if (b && b[0])
+			add_bias(s->gate, b[0], n, gate->n_out);
+		if (b && b[1])
+			add_bias(s->up, b[1], n, up->n_out);
+	}
 	struct glu_args ga = { .act = m->arch->act, .lim = m->hp.swiglu_limit, .gate = s->gate,
-			       .up = s->up, .n = (long)n * (long)gate->n_out,
+			       .up = s->up, .n = (long)n * (long)up->n_out,
 			       .glu = fx_pool_kernels(pool)->glu[m->arch->act == ACT_GELU_TANH ? KERN_GLU_GELU
 												      : KERN_GLU_SILU] };
 	if (ga.n >= 4096)
@@ -195,7 +208,7 @@ static void moe(const struct fx_model *m, const struct layer *L, struct fx_pool 
 			for (int64_t i = 0; i < d; i++)
 				ot[i] += w[j] * s->exp_out[i];
 		}
-		if (L->sh_gate.data) {
+		if (L->sh_up.data) {
 			glu(m, pool, s, &L->sh_gate, &L->sh_up, &L->sh_down, NULL, 1, ht, s->exp_out);
 			float g = 1.0f;
 			if (L->sh_router) {

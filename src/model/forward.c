@@ -238,12 +238,17 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 		const struct layer *L = &m->layers[il];
 		bool more = il + 1 < hp->n_layer;
 		const float *next_norm = more ? m->layers[il + 1].attn_norm : NULL;
-		mixers[L->mixer](m, il, pool, s, kv, pos, n, s->h, s->o);
-		if (L->has_ffn) {
+		if (L->mixer == MIX_NONE) {
+			/* the MLP is the layer: on this layer's pre-norm, in h */
+			ffn_forward(m, il, pool, s, n, s->h, s->o);
+			rows_step(pool, m, s, s->o, L->post_ffn_norm, more, next_norm, n);
+		} else if (L->has_ffn) {
+			mixers[L->mixer](m, il, pool, s, kv, pos, n, s->h, s->o);
 			rows_step(pool, m, s, s->o, L->post_attn_norm, true, L->ffn_norm, n);
 			ffn_forward(m, il, pool, s, n, s->h, s->o);
 			rows_step(pool, m, s, s->o, L->post_ffn_norm, more, next_norm, n);
 		} else {
+			mixers[L->mixer](m, il, pool, s, kv, pos, n, s->h, s->o);
 			rows_step(pool, m, s, s->o, L->post_attn_norm, more, next_norm, n);
 		}
 		if (s->capture && more)

@@ -70,6 +70,7 @@ enum layer_mixer {
 	MIX_SHORTCONV, /* gated short convolution (LFM2, Liquid AI 2025; recur.c) */
 	MIX_MAMBA2,    /* Mamba-2 selective state space (Dao & Gu 2024; recur.c) */
 	MIX_GDN,       /* Gated DeltaNet (Yang et al. 2024; Qwen 3.5 / Qwen3-Next; recur.c) */
+	MIX_NONE,      /* none: the MLP is the layer (arch mixer_optional) */
 };
 
 struct layer {
