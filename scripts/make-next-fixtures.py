@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Tiny reference checkpoints for the 2025-2026 model families (issue 22):
+
+    nice python3 scripts/make-next-fixtures.py [VARIANT ...]
+
+writes tests/fixtures/hf-tiny-next/<variant>/ for each variant (all of them
+when none is named) in the format of the shared hf-tiny fixtures
+(/work/shared/fixtures/hf-tiny/README.md):
+
+- config.json, generation_config.json, model.safetensors: what
+  save_pretrained writes for a model built from the config below with every
+  parameter re-drawn at random (float32);
+- reference.json: architecture, model_type, versions, prompt_ids (24),
+  greedy_ids (12, each the argmax of a FULL forward over everything so far,
+  no cache), all_ids, layer_types (where the config has such a list),
+  checkpoint_tensors, notes, and decode_check: the largest |difference|
+  between full_logits and the logits of a cached decode (prefill the prompt,
+  then one token at a time), i.e. how closely transformers' own recurrent /
+  cached path agrees with its full-sequence path;
+- reference.safetensors (float32): logits [24, vocab], full_logits
+  [36, vocab], hidden.0 .. hidden.L (output_hidden_states on the prompt).
+
+Needs torch and transformers (CPU; eager attention; without mamba_ssm,
+causal_conv1d, fla or kernels installed, so the recurrent layers run their
+torch fallbacks). SUMMARY.json lists the outcome of each variant.
+"""
+import json
+import math
+import os
+import sys
+import traceback
+import zlib
+
+import torch
+import transformers
+from safetensors import safe_open
+from safetensors.torch import save_file
+from transformers import AutoConfig, AutoModelForCausalLM
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "hf-tiny-next")
+SEED = 20260422
+N_PROMPT = 24
+N_GEN = 12
+COMMON = dict(vocab_size=256, hidden_size=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+              max_position_embeddings=256, tie_word_embeddings=False)
+
+# Each variant: model_type, config kwargs, norm: "one" (weight around 1, x*w) or
+# "zero" (weight around 0, x*(1+w)) for the decoder norms; zero_norms: name
+# fragments of norms that are (1+w) even though the family's main norm is not.
+VARIANTS = {}
+
+
+def variant(name, model_type, norm="one", zero_norms=(), one_norms=(), notes="", **cfg):
+    VARIANTS[name] = dict(model_type=model_type, norm=norm, zero_norms=tuple(zero_norms),
+                          one_norms=tuple(one_norms), notes=notes, cfg=cfg)
+
+
+variant("lfm2", "lfm2",
+        notes="LFM2: layers 0,1,3 short-conv (gated depthwise conv, kernel 3), layer 2 attention with per-head "
+              "Q/K RMSNorm. intermediate_size 96 is auto-adjusted (block_auto_adjust_ff_dim: int(2*96/3)=64, "
+              "times block_ffn_dim_multiplier 1.0, rounded up to block_multiple_of 32) to 64: read it from "
+              "feed_forward.w1's shape. model.embedding_norm is the FINAL norm (applied after the last layer), "
+              "not a norm on the embeddings.",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
+        block_multiple_of=32, block_ffn_dim_multiplier=1.0, block_auto_adjust_ff_dim=True,
+        layer_types=["conv", "conv", "full_attention", "conv"], conv_L_cache=3, conv_bias=False,
+        norm_eps=1e-5, tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+
+variant("mamba2", "mamba2",
+        notes="Mamba-2 (pure SSM, every layer a Mamba2Mixer; no attention). expand 2 -> d_inner 128 = 8 heads x "
+              "head_dim 16, state 16, n_groups 2 (B/C shared by 4 heads each), conv kernel 4 over x,B,C (conv_dim "
+              "192), gated RMSNorm with group size d_inner/n_groups = 64, chunk_size 8 so the prompt spans 3 "
+              "chunks. Weights under backbone.*; the final norm is backbone.norm_f; hidden.4 is after norm_f.",
+        num_hidden_layers=4, num_heads=8, head_dim=16, expand=2, state_size=16, n_groups=2, conv_kernel=4,
+        chunk_size=8, use_bias=False, use_conv_bias=True, layer_norm_epsilon=1e-5, residual_in_fp32=True,
+        time_step_limit=(0.0, float("inf")))
+
+
+def randomize(model, v, gen):
+    """Re-draw every parameter (float32)."""
+    std_in = {}
+    for name, p in model.named_parameters():
+        n = name.lower()
+        leaf = n.split(".")[-1]
+        shape = tuple(p.shape)
+        r = lambda *s: torch.randn(*s, generator=gen)
+        u = lambda lo, hi: lo + (hi - lo) * torch.rand(*shape, generator=gen)
+        if leaf == "a_log":
+            val = torch.log(u(1.0, 8.0))  # A = -exp(A_log) in [-8, -1]
+        elif leaf == "dt_bias":
+            dt = torch.exp(u(math.log(0.01), math.log(0.2)))
+            val = dt + torch.log(-torch.expm1(-dt))  # inverse softplus
+        elif leaf == "d" and p.dim() == 1:
+            val = u(0.5, 1.5)
+        elif "conv" in n and leaf == "weight" and p.dim() == 3:
+            val = r(*shape) * (1.0 / math.sqrt(shape[-1]))
+        elif "norm" in n and leaf in ("weight", "scale") and p.dim() == 1:
+            zero = v["norm"] == "zero"
+            if any(f in n for f in v["zero_norms"]):
+                zero = True
+            if any(f in n for f in v["one_norms"]):
+                zero = False
+            val = (0.0 if zero else 1.0) + 0.1 * r(*shape)
+        elif leaf == "bias" or p.dim() == 1:
+            val = 0.1 * r(*shape)
+        elif "embed" in n:
+            # small next to the layers' outputs, so that (with tied embeddings) the residual
+            # copy of the last token does not always win the argmax
+            val = 0.3 * r(*shape)
+        elif p.dim() >= 2:
+            fan_in = shape[-1]
+            val = r(*shape) / math.sqrt(fan_in)
+        else:
+            val = r(*shape)
+        with torch.no_grad():
+            p.copy_(val.to(p.dtype))
+
+
+def layer_types_of(config):
+    for key in ("layer_types", "layers_block_type", "hybrid_override_pattern", "layer_block_types"):
+        val = getattr(config, key, None)
+        if val is not None:
+            return key, (list(val) if not isinstance(val, str) else val)
+    return None, None
+
+
+@torch.no_grad()
+def full_logits(model, ids):
+    out = model(torch.tensor([ids]), use_cache=False)
+    return out.logits[0].float()
+
+
+@torch.no_grad()
+def cached_logits(model, prompt, gen_ids):
+    out = model(torch.tensor([prompt]), use_cache=True)
+    rows = [out.logits[0].float()]
+    cache = getattr(out, "past_key_values", None)
+    if cache is None:
+        cache = getattr(out, "cache_params", None)
+    seq = list(prompt)
+    for t in gen_ids:
+        seq.append(t)
+        kw = dict(use_cache=True)
+        pos = len(seq) - 1
+        if hasattr(out, "cache_params") and getattr(out, "cache_params", None) is not None:
+            kw["cache_params"] = cache
+        else:
+            kw["past_key_values"] = cache
+        kw["position_ids"] = torch.tensor([[pos]])
+        try:
+            out = model(torch.tensor([[t]]), **kw)
+        except TypeError:
+            kw.pop("position_ids")
+            out = model(torch.tensor([[t]]), **kw)
+        rows.append(out.logits[0].float())
+        c = getattr(out, "past_key_values", None) or getattr(out, "cache_params", None)
+        if c is not None:
+            cache = c
+    return torch.cat(rows, 0)
+
+
+def build(name, attempt=0):
+    v = VARIANTS[name]
+    idx = zlib.crc32(name.encode()) % 100000 + 7919 * attempt  # stable per variant, whatever else is in VARIANTS
+    torch.manual_seed(SEED + idx)
+    cfg = dict(COMMON)
+    cfg.update(v["cfg"])
+    config = AutoConfig.for_model(v["model_type"], **cfg)
+    config._attn_implementation = "eager"
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32)
+    model.eval()
+    gen = torch.Generator().manual_seed(SEED + 1000 + idx)
+    randomize(model, v, gen)
+    return model, gen
+
+
+def make(name):
+    v = VARIANTS[name]
+    # Random tiny models often fall into repeating one token; redraw (new seed) up to 4 times
+    # for a greedy continuation with at least 4 distinct ids, else keep the last draw.
+    for attempt in range(4):
+        model, gen = build(name, attempt)
+        vocab = model.config.vocab_size
+        prompt = torch.randint(3, vocab, (N_PROMPT,), generator=gen).tolist()
+        ids = list(prompt)
+        for _ in range(N_GEN):
+            ids.append(int(full_logits(model, ids)[-1].argmax()))
+        greedy = ids[N_PROMPT:]
+        if len(set(greedy)) >= 4:
+            break
+    out_dir = os.path.join(ROOT, name)
+    os.makedirs(out_dir, exist_ok=True)
+    for f in os.listdir(out_dir):
+        os.remove(os.path.join(out_dir, f))
+    model.save_pretrained(out_dir)
+    logits = full_logits(model, prompt)
+    full = full_logits(model, ids)
+    with torch.no_grad():
+        out = model(torch.tensor([prompt]), use_cache=False, output_hidden_states=True)
+    hidden = [h[0].float().contiguous() for h in out.hidden_states]
+    assert torch.allclose(out.logits[0].float(), logits, atol=1e-5)
+    assert torch.isfinite(full).all(), "non-finite logits"
+    spread = full.std(dim=-1)
+    assert spread.min() > 1e-3, f"logits nearly constant (row std {spread.min():.2e})"
+
+    decode = None
+    try:
+        c = cached_logits(model, prompt, greedy)
+        decode = float((c - full[: c.shape[0]]).abs().max())
+    except Exception as e:  # noqa: BLE001
+        decode = f"cached decode failed: {type(e).__name__}: {e}"
+
+    tensors = {}
+    with safe_open(os.path.join(out_dir, "model.safetensors"), "pt") as f:
+        for k in sorted(f.keys()):
+            sl = f.get_slice(k)
+            tensors[k] = [sl.get_dtype(), list(sl.get_shape())]
+    key, lt = layer_types_of(model.config)
+    notes = ("logits: [T_prompt, vocab] for prompt_ids; full_logits: [T_prompt+N_GEN, vocab] for all_ids; "
+             "hidden.0 = embedding output, hidden.i = output of layer i, last hidden = after final norm "
+             "(transformers convention). float32, eager attention, torch (non-kernel) recurrent path. "
+             "checkpoint_tensors lists model.safetensors as written (names, dtypes, shapes). "
+             "decode_check: max |full_logits - logits of a cached prefill+decode| in transformers itself. ")
+    notes += v["notes"]
+    ref = {
+        "architecture": model.config.architectures[0] if model.config.architectures else type(model).__name__,
+        "model_type": model.config.model_type,
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "prompt_ids": prompt,
+        "greedy_ids": greedy,
+        "all_ids": ids,
+        "notes": notes,
+    }
+    if lt is not None:
+        ref["layer_types_key"] = key
+        ref["layer_types"] = lt
+    ref["decode_check"] = decode
+    ref["checkpoint_tensors"] = tensors
+    with open(os.path.join(out_dir, "reference.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
+    blobs = {"logits": logits.contiguous(), "full_logits": full.contiguous()}
+    for i, h in enumerate(hidden):
+        blobs[f"hidden.{i}"] = h
+    save_file(blobs, os.path.join(out_dir, "reference.safetensors"))
+    size = sum(os.path.getsize(os.path.join(out_dir, f)) for f in os.listdir(out_dir))
+    return f"ok {ref['architecture']} greedy={greedy[:6]} hidden={len(hidden)} decode_check={decode} bytes={size}"
+
+
+def main():
+    names = sys.argv[1:] or list(VARIANTS)
+    os.makedirs(ROOT, exist_ok=True)
+    summary_path = os.path.join(ROOT, "SUMMARY.json")
+    summary = json.load(open(summary_path)) if os.path.exists(summary_path) else {}
+    for name in names:
+        try:
+            summary[name] = make(name)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            summary[name] = f"FAILED {type(e).__name__}: {e}"
+        print(name, summary[name], flush=True)
+        with open(summary_path, "w") as f:
+            json.dump(dict(sorted(summary.items())), f, indent=1)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
