@@ -50,9 +50,11 @@ COMMON = dict(vocab_size=256, hidden_size=64, pad_token_id=0, bos_token_id=1, eo
 VARIANTS = {}
 
 
-def variant(name, model_type, norm="one", zero_norms=(), one_norms=(), notes="", **cfg):
+def variant(name, model_type, norm="one", zero_norms=(), one_norms=(), notes="", hidden_no_embed=False, **cfg):
+    """hidden_no_embed: the model's output_hidden_states tuple is (layer 0 out, ..., layer L-1 out,
+    final-norm out) with no embedding entry; the fixture rebuilds the usual convention from it."""
     VARIANTS[name] = dict(model_type=model_type, norm=norm, zero_norms=tuple(zero_norms),
-                          one_norms=tuple(one_norms), notes=notes, cfg=cfg)
+                          one_norms=tuple(one_norms), notes=notes, cfg=cfg, hidden_no_embed=hidden_no_embed)
 
 
 variant("lfm2", "lfm2",
@@ -70,7 +72,13 @@ variant("mamba2", "mamba2",
         notes="Mamba-2 (pure SSM, every layer a Mamba2Mixer; no attention). expand 2 -> d_inner 128 = 8 heads x "
               "head_dim 16, state 16, n_groups 2 (B/C shared by 4 heads each), conv kernel 4 over x,B,C (conv_dim "
               "192), gated RMSNorm with group size d_inner/n_groups = 64, chunk_size 8 so the prompt spans 3 "
-              "chunks. Weights under backbone.*; the final norm is backbone.norm_f; hidden.4 is after norm_f.",
+              "chunks. Weights under backbone.*; the final norm is backbone.norm_f; hidden.4 is after norm_f. "
+              "Mamba2Model's own output_hidden_states tuple has no embedding entry (it is: output of layer 0, "
+              "..., output of layer 3, norm_f output); hidden.* here were rearranged to the usual convention "
+              "(hidden.0 = embedding lookup, hidden.1..3 = outputs of layers 0..2, hidden.4 = norm_f(output "
+              "of layer 3)). config.json: transformers 5.23 writes time_step_limit as [0.0, {\"__float__\": "
+              "\"Infinity\"}] (released checkpoints: [0.0, Infinity] or absent).",
+        hidden_no_embed=True,
         num_hidden_layers=4, num_heads=8, head_dim=16, expand=2, state_size=16, n_groups=2, conv_kernel=4,
         chunk_size=8, use_bias=False, use_conv_bias=True, layer_norm_epsilon=1e-5, residual_in_fp32=True,
         time_step_limit=(0.0, float("inf")))
@@ -198,6 +206,16 @@ def make(name):
     with torch.no_grad():
         out = model(torch.tensor([prompt]), use_cache=False, output_hidden_states=True)
     hidden = [h[0].float().contiguous() for h in out.hidden_states]
+    with torch.no_grad():
+        emb = model.get_input_embeddings()(torch.tensor([prompt]))[0].float()
+    n_layers = model.config.num_hidden_layers
+    if v["hidden_no_embed"]:
+        assert len(hidden) == n_layers + 1
+        # usual convention: embedding, outputs of layers 0..L-2, final-norm output
+        hidden = [emb.contiguous()] + hidden[: n_layers - 1] + [hidden[n_layers]]
+    if len(hidden) != n_layers + 1 or not torch.allclose(hidden[0], emb):
+        print(f"WARNING {name}: {len(hidden)} hidden states, hidden.0 == embedding lookup: "
+              f"{torch.allclose(hidden[0], emb) if hidden[0].shape == emb.shape else 'shape differs'}", flush=True)
     assert torch.allclose(out.logits[0].float(), logits, atol=1e-5)
     assert torch.isfinite(full).all(), "non-finite logits"
     spread = full.std(dim=-1)
