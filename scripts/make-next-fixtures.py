@@ -83,6 +83,22 @@ variant("mamba2", "mamba2",
         chunk_size=8, use_bias=False, use_conv_bias=True, layer_norm_epsilon=1e-5, residual_in_fp32=True,
         time_step_limit=(0.0, float("inf")))
 
+variant("qwen3_5", "qwen3_5_text", norm="zero", one_norms=("linear_attn.norm",),
+        notes="Qwen3.5 dense, text model (model_type qwen3_5_text, Qwen3_5ForCausalLM; released Qwen3.5 checkpoints "
+              "are Qwen3_5ForConditionalGeneration with these weights under model.language_model.* and this config "
+              "under text_config). layer_types: 3 linear_attention (Gated DeltaNet: 2 key heads, 4 value heads, "
+              "head dims 16, conv kernel 4) then 1 full_attention (gated: q_proj gives query and a sigmoid output "
+              "gate per head; per-head Q/K norm; partial rotary 0.25 of head_dim 32 = 8 dims). Decoder norms and "
+              "q/k norms are zero-centred x*(1+w) (weights drawn around 0); the gated norm inside linear_attn "
+              "(linear_attn.norm) is x*w (weights around 1). rope_parameters carry mrope_section / mrope_interleaved "
+              "(text-only positions make M-RoPE identical to 1-D RoPE).",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=32, intermediate_size=64,
+        layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+        linear_num_value_heads=4, rms_norm_eps=1e-6, attention_bias=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+                         "mrope_section": [2, 1, 1], "mrope_interleaved": True})
+
 
 def randomize(model, v, gen):
     """Re-draw every parameter (float32)."""
