@@ -99,6 +99,37 @@ variant("qwen3_5", "qwen3_5_text", norm="zero", one_norms=("linear_attn.norm",),
         rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
                          "mrope_section": [2, 1, 1], "mrope_interleaved": True})
 
+variant("qwen3_next", "qwen3_next", norm="zero", one_norms=("linear_attn.norm",),
+        notes="Qwen3-Next: 3 linear_attention (Gated DeltaNet with FUSED projections in_proj_qkvz and in_proj_ba, "
+              "grouped per key head: see fix_query_key_value_ordering) + 1 gated full_attention (as Qwen3.5); "
+              "every layer's MLP is a sparse MoE (4 experts, top-2, softmax then renormalised top-k) plus a shared "
+              "expert scaled by sigmoid(shared_expert_gate). Decoder and q/k norms x*(1+w), linear_attn.norm x*w.",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=64,
+        layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+        linear_num_value_heads=4, rms_norm_eps=1e-6, attention_bias=False, decoder_sparse_step=1,
+        moe_intermediate_size=16, shared_expert_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
+        norm_topk_prob=True, mlp_only_layers=[],
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.5})
+
+variant("granitemoehybrid", "granitemoehybrid",
+        notes="Granite 4.0-H style: layer_types given in the released checkpoints' legacy spelling "
+              "['mamba','attention','mamba','mamba'] (transformers 5.23 remaps mamba->linear_attention, "
+              "attention->full_attention and writes the new names). Mamba-2 mixer (8 heads x 16, state 16, 1 group, "
+              "conv 4, chunk 8); attention with NO position embedding (position_embedding_type 'nope', as released "
+              "Granite 4.0-H) and scale attention_multiplier 0.2 instead of 1/sqrt(head_dim); every layer: MoE "
+              "(4 experts, top-2: top-k of the router LOGITS, then softmax over those k) PLUS an always-on shared MLP "
+              "(shared_mlp.input_linear = [gate; up] fused); embedding_multiplier 2, residual_multiplier 0.7 "
+              "(both residual adds), logits divided by logits_scaling 2. hidden.0 = embedding * embedding_multiplier.",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=16,
+        shared_intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+        layer_types=["mamba", "attention", "mamba", "mamba"], position_embedding_type="nope",
+        mamba_n_heads=8, mamba_n_groups=1, mamba_d_state=16, mamba_d_head=16, mamba_d_conv=4, mamba_expand=2,
+        mamba_chunk_size=8, mamba_conv_bias=True, mamba_proj_bias=False, rms_norm_eps=1e-5,
+        embedding_multiplier=2.0, residual_multiplier=0.7, attention_multiplier=0.2, logits_scaling=2.0,
+        attention_bias=False, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+
 
 def randomize(model, v, gen):
     """Re-draw every parameter (float32)."""
