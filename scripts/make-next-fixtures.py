@@ -130,6 +130,21 @@ variant("granitemoehybrid", "granitemoehybrid",
         attention_bias=False, tie_word_embeddings=True,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
 
+variant("nemotron_h", "nemotron_h",
+        notes="Nemotron-H / Nemotron 3: every layer is ONE mixer after one pre-norm (no separate FFN): "
+              "layers_block_type ['linear_attention','moe','full_attention','mlp'] (= hybrid_override_pattern "
+              "'ME*-' of released configs). Mamba-2 mixer (8 heads x 16, state 16, 2 groups, conv 4, chunk 8; dt "
+              "clamped below at time_step_min in the chunked path), attention WITHOUT RoPE, non-gated relu^2 MLP "
+              "(up_proj, down_proj), MoE with sigmoid router + e_score_correction_bias (4 experts, top-2, "
+              "normalised, routed_scaling_factor 2.5) of non-gated relu^2 experts plus a shared relu^2 expert.",
+        layers_block_type=["linear_attention", "moe", "full_attention", "mlp"],
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=64, mlp_hidden_act="relu2",
+        mamba_num_heads=8, mamba_head_dim=16, ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=8,
+        expand=2, use_conv_bias=True, use_bias=False, mlp_bias=False, layer_norm_epsilon=1e-5,
+        n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+        moe_shared_expert_intermediate_size=32, n_group=1, topk_group=1, norm_topk_prob=True,
+        routed_scaling_factor=2.5, residual_in_fp32=False)
+
 
 def randomize(model, v, gen):
     """Re-draw every parameter (float32)."""
@@ -169,6 +184,11 @@ def randomize(model, v, gen):
             val = r(*shape)
         with torch.no_grad():
             p.copy_(val.to(p.dtype))
+    # checkpoint-carried buffers (DeepSeek-style router score-correction bias)
+    for name, b in model.named_buffers():
+        if name.endswith("e_score_correction_bias"):
+            with torch.no_grad():
+                b.copy_(0.1 * torch.randn(*b.shape, generator=gen))
 
 
 def layer_types_of(config):
