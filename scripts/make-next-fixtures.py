@@ -145,6 +145,23 @@ variant("nemotron_h", "nemotron_h",
         moe_shared_expert_intermediate_size=32, n_group=1, topk_group=1, norm_topk_prob=True,
         routed_scaling_factor=2.5, residual_in_fp32=False)
 
+variant("falcon_h1", "falcon_h1",
+        notes="Falcon-H1: every layer is 'hybrid' = attention and a Mamba-2 mixer IN PARALLEL on the same normed "
+              "input (outputs summed, each with its multiplier), then an FFN. muP multipliers all set != 1: "
+              "embedding 2.0, lm_head 0.5, attention_in 1.1 / attention_out 0.9, key_multiplier 0.7, ssm_in 1.2 / "
+              "ssm_out 0.8, ssm_multipliers (per section of in_proj output: z, x, B, C, dt) [1.1,0.9,1.2,0.8,1.05], "
+              "mlp_multipliers [0.8 (gate), 1.2 (down)]. 3 layers (only one layer kind). Mamba: d_ssm 64 = 4 heads x 16 (mamba_d_ssm overrides expand*hidden), state 16, 2 groups, conv 4, "
+              "chunk 8, gated RMSNorm (mamba_rms_norm true, norm_before_gate false, group = d_ssm/n_groups). "
+              "hidden.0 = embedding * embedding_multiplier.",
+        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+        mamba_d_ssm=64, mamba_n_heads=4, mamba_d_head=16, mamba_n_groups=2, mamba_d_state=16, mamba_d_conv=4,
+        mamba_expand=2, mamba_chunk_size=8, mamba_conv_bias=True, mamba_proj_bias=False,
+        mamba_norm_before_gate=False, mamba_rms_norm=True, projectors_bias=False, rms_norm_eps=1e-5,
+        lm_head_multiplier=0.5, embedding_multiplier=2.0, mlp_multipliers=[0.8, 1.2], key_multiplier=0.7,
+        attention_out_multiplier=0.9, attention_in_multiplier=1.1, ssm_multipliers=[1.1, 0.9, 1.2, 0.8, 1.05],
+        ssm_in_multiplier=1.2, ssm_out_multiplier=0.8, attention_bias=False, mlp_bias=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e11})
+
 
 def randomize(model, v, gen):
     """Re-draw every parameter (float32)."""
