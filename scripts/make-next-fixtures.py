@@ -162,6 +162,33 @@ variant("falcon_h1", "falcon_h1",
         ssm_in_multiplier=1.2, ssm_out_multiplier=0.8, attention_bias=False, mlp_bias=False,
         rope_parameters={"rope_type": "default", "rope_theta": 1e11})
 
+variant("lfm2_moe", "lfm2_moe",
+        notes="LFM2-MoE (LFM2-8B-A1B style): LFM2 short-conv / attention layers as in lfm2 ([conv, conv, "
+              "full_attention, conv]); the first num_dense_layers=1 layers have a dense SwiGLU FFN (w1/w3/w2, "
+              "intermediate_size used as is, no auto-adjust), the rest an MoE: sigmoid router, expert_bias "
+              "(buffer, saved) added for the top-k CHOICE only, weights = sigmoid scores of the chosen experts, "
+              "normalised (+1e-6) and times routed_scaling_factor 1.5; 4 experts, top-2. Tied embeddings.",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+        moe_intermediate_size=16, layer_types=["conv", "conv", "full_attention", "conv"], conv_L_cache=3,
+        conv_bias=False, norm_eps=1e-5, num_dense_layers=1, num_experts=4, num_experts_per_tok=2,
+        use_expert_bias=True, routed_scaling_factor=1.5, norm_topk_prob=True, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+
+variant("qwen3_5_moe", "qwen3_5_moe_text", norm="zero", one_norms=("linear_attn.norm",),
+        notes="Qwen3.5-MoE text model (model_type qwen3_5_moe_text, Qwen3_5MoeForCausalLM; released checkpoints are "
+              "Qwen3_5MoeForConditionalGeneration with weights under model.language_model.*). As qwen3_5 "
+              "(separate in_proj_qkv / in_proj_z / in_proj_b / in_proj_a, gated attention, (1+w) norms) but every "
+              "layer's MLP is an MoE: softmax router, top-2 of 4 renormalised, plus a shared expert scaled by "
+              "sigmoid(shared_expert_gate). save_pretrained writes the experts one tensor per expert "
+              "(mlp.experts.N.gate_proj/up_proj/down_proj), although transformers holds them fused in memory.",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+        linear_num_value_heads=4, rms_norm_eps=1e-6, attention_bias=False, moe_intermediate_size=16,
+        shared_expert_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+                         "mrope_section": [1, 1, 0], "mrope_interleaved": True})
+
 
 def randomize(model, v, gen):
     """Re-draw every parameter (float32)."""
@@ -203,7 +230,7 @@ def randomize(model, v, gen):
             p.copy_(val.to(p.dtype))
     # checkpoint-carried buffers (DeepSeek-style router score-correction bias)
     for name, b in model.named_buffers():
-        if name.endswith("e_score_correction_bias"):
+        if name.endswith("e_score_correction_bias") or name.endswith("expert_bias"):
             with torch.no_grad():
                 b.copy_(0.1 * torch.randn(*b.shape, generator=gen))
 
