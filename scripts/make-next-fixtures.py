@@ -50,11 +50,13 @@ COMMON = dict(vocab_size=256, hidden_size=64, pad_token_id=0, bos_token_id=1, eo
 VARIANTS = {}
 
 
-def variant(name, model_type, norm="one", zero_norms=(), one_norms=(), notes="", hidden_no_embed=False, **cfg):
+def variant(name, model_type, norm="one", zero_norms=(), one_norms=(), notes="", hidden_no_embed=False,
+            embed_std=0.3, **cfg):
     """hidden_no_embed: the model's output_hidden_states tuple is (layer 0 out, ..., layer L-1 out,
     final-norm out) with no embedding entry; the fixture rebuilds the usual convention from it."""
     VARIANTS[name] = dict(model_type=model_type, norm=norm, zero_norms=tuple(zero_norms),
-                          one_norms=tuple(one_norms), notes=notes, cfg=cfg, hidden_no_embed=hidden_no_embed)
+                          one_norms=tuple(one_norms), notes=notes, cfg=cfg, hidden_no_embed=hidden_no_embed,
+                          embed_std=embed_std)
 
 
 variant("lfm2", "lfm2",
@@ -189,6 +191,45 @@ variant("qwen3_5_moe", "qwen3_5_moe_text", norm="zero", one_norms=("linear_attn.
         rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
                          "mrope_section": [1, 1, 0], "mrope_interleaved": True})
 
+GEMMA4_COMMON = dict(
+    num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32,
+    intermediate_size=64, hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6, sliding_window=8,
+    layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    final_logit_softcapping=3.0, tie_word_embeddings=True, attention_bias=False,
+    rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                     "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                        "rope_theta": 1000000.0}})
+GEMMA4_NOTES = ("Gemma 4 text (Gemma4ForCausalLM, model_type gemma4_text; released checkpoints are "
+                "Gemma4ForConditionalGeneration with these weights under model.language_model.*). Layers "
+                "[sliding 8, full, sliding 8, full]; sliding layers head_dim 16 with default RoPE theta 1e4, full "
+                "layers head_dim 32 (global_head_dim) with 'proportional' RoPE (partial 0.25, theta 1e6); attention "
+                "scale 1.0 (no 1/sqrt(d)); q_norm/k_norm (x*w) and a weightless v_norm; sandwich norms "
+                "(post_attention / pre_ and post_feedforward); embedding scaled by sqrt(hidden); per-layer "
+                "layer_scalar buffer (saved, drawn in [0.5,1.5]); final logit softcap 3.0; GELU-tanh MLP. All norms x*w. "
+                "config.json as 5.23 writes it carries per_layer_config {layer index: {head_dim, num_key_value_heads}} for "
+                "the full-attention layers instead of the released configs' global_head_dim / num_global_key_value_heads. ")
+variant("gemma4_ple_kvshare", "gemma4_text", embed_std=0.05,
+        notes=GEMMA4_NOTES + "THIS variant (gemma-4-E2B/E4B style): per-layer embeddings (hidden_size_per_layer_input 8: "
+              "embed_tokens_per_layer [256, 4*8] scaled by sqrt(8), plus per_layer_model_projection of the scaled "
+              "embedding times 1/sqrt(hidden), RMS-normed, summed and times 1/sqrt(2); each layer gates it in after "
+              "its FFN) and num_kv_shared_layers 2: layers 2 (sliding) and 3 (full) have no k/v projections and "
+              "reuse the keys/values of layers 0 and 1 (the last unshared layer of the same type).",
+        hidden_size_per_layer_input=8, vocab_size_per_layer_input=256, num_kv_shared_layers=2,
+        attention_k_eq_v=False, enable_moe_block=False, **GEMMA4_COMMON)
+variant("gemma4", "gemma4_text", embed_std=0.05,
+        notes=GEMMA4_NOTES + "THIS variant (gemma-4-31B style): no per-layer embeddings, no KV sharing; "
+              "attention_k_eq_v: full-attention layers have no v_proj (values = the k_proj output, before k_norm / "
+              "RoPE; v_norm applied) and num_global_key_value_heads 1.",
+        hidden_size_per_layer_input=0, num_kv_shared_layers=0, attention_k_eq_v=True, num_global_key_value_heads=1,
+        enable_moe_block=False, **GEMMA4_COMMON)
+variant("gemma4_moe", "gemma4_text", embed_std=0.05,
+        notes=GEMMA4_NOTES + "THIS variant (gemma-4-26B-A4B style): as gemma4 (k_eq_v, no PLE) plus "
+              "enable_moe_block: each layer runs the dense MLP AND an MoE (router: weightless RMSNorm of the residual "
+              "stream input, * router.scale * hidden^-0.5, proj, softmax, top-2 of 4 renormalised, * per_expert_scale) "
+              "with separate pre/post norms, the two outputs summed before post_feedforward_layernorm.",
+        hidden_size_per_layer_input=0, num_kv_shared_layers=0, attention_k_eq_v=True, num_global_key_value_heads=1,
+        enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=16, **GEMMA4_COMMON)
+
 
 def randomize(model, v, gen):
     """Re-draw every parameter (float32)."""
@@ -208,6 +249,8 @@ def randomize(model, v, gen):
             val = u(0.5, 1.5)
         elif "conv" in n and leaf == "weight" and p.dim() == 3:
             val = r(*shape) * (1.0 / math.sqrt(shape[-1]))
+        elif "scale" in leaf and p.dim() == 1:  # router scales (Gemma 4)
+            val = 1.0 + 0.2 * r(*shape)
         elif "norm" in n and leaf in ("weight", "scale") and p.dim() == 1:
             zero = v["norm"] == "zero"
             if any(f in n for f in v["zero_norms"]):
@@ -220,7 +263,7 @@ def randomize(model, v, gen):
         elif "embed" in n:
             # small next to the layers' outputs, so that (with tied embeddings) the residual
             # copy of the last token does not always win the argmax
-            val = 0.3 * r(*shape)
+            val = v["embed_std"] * r(*shape)
         elif p.dim() >= 2:
             fan_in = shape[-1]
             val = r(*shape) / math.sqrt(fan_in)
@@ -233,6 +276,9 @@ def randomize(model, v, gen):
         if name.endswith("e_score_correction_bias") or name.endswith("expert_bias"):
             with torch.no_grad():
                 b.copy_(0.1 * torch.randn(*b.shape, generator=gen))
+        elif name.endswith("layer_scalar"):
+            with torch.no_grad():
+                b.copy_(0.5 + torch.rand(*b.shape, generator=gen))
 
 
 def layer_types_of(config):
