@@ -230,6 +230,25 @@ variant("gemma4_moe", "gemma4_text", embed_std=0.05,
         hidden_size_per_layer_input=0, num_kv_shared_layers=0, attention_k_eq_v=True, num_global_key_value_heads=1,
         enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=16, **GEMMA4_COMMON)
 
+variant("llama4", "llama4_text",
+        notes="Llama 4 text-only (Llama4ForCausalLM, model_type llama4_text; released Scout/Maverick checkpoints are "
+              "Llama4ForConditionalGeneration with these weights under language_model.model.* / "
+              "language_model.lm_head). no_rope_layer_interval 4: layers 0-2 use RoPE (llama3 scaling factor 16, low/high freq factors 1/4, original context 64, theta 5e5; "
+              "RoPE applied to ADJACENT pairs (complex multiply, interleaved), not rotate_half) with a weightless "
+              "L2 QK norm (use_qk_norm) and CHUNKED attention (attention_chunk_size 8: a token attends only within "
+              "its 8-token block); layer 3 is NoPE full attention with attention temperature tuning (q scaled by "
+              "1 + attn_scale*log1p(floor((pos+1)/floor_scale)), attn_scale 0.1, floor_scale 4). "
+              "interleave_moe_layer_step 2: layers 1 and 3 are MoE (4 experts, top-1, sigmoid of the chosen logit "
+              "applied to the expert INPUT, plus an always-on shared expert; experts fused: "
+              "feed_forward.experts.gate_up_proj [E, hidden, 2*I] and down_proj [E, I, hidden]), layers 0 and 2 dense "
+              "(intermediate_size_mlp 64).",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=16,
+        intermediate_size_mlp=64, num_local_experts=4, num_experts_per_tok=1, interleave_moe_layer_step=2,
+        use_qk_norm=True, no_rope_layer_interval=4, attention_chunk_size=8, attn_temperature_tuning=True,
+        floor_scale=4, attn_scale=0.1, rms_norm_eps=1e-5, attention_bias=False, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 16.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
+
 
 def randomize(model, v, gen):
     """Re-draw every parameter (float32)."""
