@@ -249,6 +249,60 @@ variant("llama4", "llama4_text",
         rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 16.0, "low_freq_factor": 1.0,
                          "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
 
+variant("glm4_moe", "glm4_moe",
+        notes="GLM-4.5 / 4.6 (Glm4MoeForCausalLM): head_dim 24 (q_proj 96 rows, wider than hidden), Q/K/V biases, per-head "
+              "Q/K RMSNorm (use_qk_norm), partial RoPE (partial_rotary_factor 0.5: first 12 of 24 dims, rotate_half "
+              "within them); layer 0 dense (first_k_dense_replace 1), layers 1-3 MoE: sigmoid router with "
+              "e_score_correction_bias for the choice (n_group 1), top-2 of 4 renormalised, * routed_scaling_factor "
+              "2.5, plus 1 shared expert.",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=24, intermediate_size=64,
+        moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+        first_k_dense_replace=1, routed_scaling_factor=2.5, n_group=1, topk_group=1, norm_topk_prob=True,
+        use_qk_norm=True, attention_bias=True, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.5})
+
+variant("olmo3", "olmo3",
+        notes="OLMo 3: OLMo-2 block (no pre-norms: post_attention_layernorm and post_feedforward_layernorm applied to "
+              "the sublayer OUTPUTS before the residual add; Q/K RMSNorm over the whole projection, not per head) "
+              "plus sliding-window attention (window 8) on 3 of every 4 layers (layer_types).",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64, sliding_window=8,
+        layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        rms_norm_eps=1e-6, attention_bias=False, rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
+
+variant("ernie4_5", "ernie4_5",
+        notes="ERNIE 4.5 dense (0.3B style): tied embeddings, head_dim 16, no biases (use_bias false, as released). "
+              "RoPE on ADJACENT (interleaved) pairs: rotate_half here is (x0,x1)->(-x1,x0) over even/odd lanes, with "
+              "cos/sin repeat_interleaved (apply_rotary_pos_emb), computed in f32.",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=64,
+        use_bias=False, tie_word_embeddings=True, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
+
+variant("ernie4_5_moe", "ernie4_5_moe",
+        notes="ERNIE 4.5 MoE (21B-A3B style): layer 0 dense (moe_layer_start_index 1), layers 1-3 MoE: softmax "
+              "router (f32), top-2 chosen on softmax + e_score_correction_bias (moe_statics, shape [1, E]), weights "
+              "= softmax probs of the chosen, renormalised (clamped below by moe_norm_min), plus shared experts "
+              "(moe_num_shared_experts 2 -> one MLP of width 2*moe_intermediate_size). Tied embeddings.",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+        moe_intermediate_size=16, moe_k=2, moe_num_experts=4, moe_num_shared_experts=2, moe_layer_start_index=1,
+        moe_layer_end_index=-1, moe_layer_interval=1, use_bias=False, tie_word_embeddings=True, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
+
+variant("seed_oss", "seed_oss",
+        notes="Seed-OSS: Llama-like with Q/K/V biases (attention_bias) but no o_proj bias (attention_out_bias false), "
+              "head_dim 16; attention_dropout / residual_dropout in config are training-only.",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=64,
+        attention_bias=True, attention_out_bias=False, mlp_bias=False, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7})
+
+variant("minimax_m2", "minimax_m2",
+        notes="MiniMax-M2: every layer MoE (4 experts, top-2; sigmoid router, e_score_correction_bias buffer for the "
+              "choice, weights = sigmoid scores of the chosen, renormalised; no shared expert); Q/K RMSNorm over the "
+              "WHOLE projection (q_norm [heads*head_dim], k_norm [kv_heads*head_dim]) before RoPE; partial RoPE 0.5 "
+              "(first 8 of 16 dims).",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=16,
+        num_local_experts=4, num_experts_per_tok=2, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.5})
+
 
 def randomize(model, v, gen):
     """Re-draw every parameter (float32)."""
@@ -277,7 +331,7 @@ def randomize(model, v, gen):
             if any(f in n for f in v["one_norms"]):
                 zero = False
             val = (0.0 if zero else 1.0) + 0.1 * r(*shape)
-        elif leaf == "bias" or p.dim() == 1:
+        elif leaf.endswith("bias") or p.dim() == 1:
             val = 0.1 * r(*shape)
         elif "embed" in n:
             # small next to the layers' outputs, so that (with tied embeddings) the residual
