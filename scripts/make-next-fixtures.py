@@ -443,6 +443,7 @@ def make(name):
         assert len(hidden) == n_layers + 1
         # usual convention: embedding, outputs of layers 0..L-2, final-norm output
         hidden = [emb.contiguous()] + hidden[: n_layers - 1] + [hidden[n_layers]]
+    emb = emb * float(getattr(model.config, "embedding_multiplier", 1.0) or 1.0)  # Granite, Falcon-H1
     if len(hidden) != n_layers + 1 or not torch.allclose(hidden[0], emb):
         print(f"WARNING {name}: {len(hidden)} hidden states, hidden.0 == embedding lookup: "
               f"{torch.allclose(hidden[0], emb) if hidden[0].shape == emb.shape else 'shape differs'}", flush=True)
