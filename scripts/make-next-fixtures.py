@@ -13,7 +13,8 @@ when none is named) in the format of the shared hf-tiny fixtures
 - reference.json: architecture, model_type, versions, prompt_ids (24),
   greedy_ids (12, each the argmax of a FULL forward over everything so far,
   no cache), all_ids, layer_types (where the config has such a list),
-  checkpoint_tensors, notes, and decode_check: the largest |difference|
+  ffn_kinds (per-layer dense / moe, for families that mix them), checkpoint_tensors, notes, and
+  decode_check: the largest |difference|
   between full_logits and the logits of a cached decode (prefill the prompt,
   then one token at a time), i.e. how closely transformers' own recurrent /
   cached path agrees with its full-sequence path;
@@ -362,6 +363,23 @@ def layer_types_of(config):
     return None, None
 
 
+def ffn_kinds_of(model):
+    """Per decoder layer: "moe" (routed experts, maybe with shared ones), "dense", "dense+moe"
+    (Gemma 4: both in parallel); None when no layer has experts, and for Nemotron-H, whose
+    layer_types already give each layer's one mixer (mamba / attention / mlp / moe)."""
+    base = getattr(model, "model", None) or getattr(model, "backbone", None)
+    layers = getattr(base, "layers", None)
+    if layers is None or model.config.model_type == "nemotron_h":  # its layer_types say it all
+        return None
+    kinds = []
+    for layer in layers:
+        leaves = {n.split(".")[-1] for n, _ in layer.named_modules() if n}
+        moe = "experts" in leaves
+        dense = hasattr(layer, "mlp") and moe and hasattr(layer, "experts")
+        kinds.append("dense+moe" if dense else "moe" if moe else "dense")
+    return kinds if any("moe" in k for k in kinds) else None
+
+
 @torch.no_grad()
 def full_logits(model, ids):
     out = model(torch.tensor([ids]), use_cache=False)
@@ -484,6 +502,9 @@ def make(name):
     if lt is not None:
         ref["layer_types_key"] = key
         ref["layer_types"] = lt
+    fk = ffn_kinds_of(model)
+    if fk is not None:
+        ref["ffn_kinds"] = fk
     ref["decode_check"] = decode
     ref["checkpoint_tensors"] = tensors
     with open(os.path.join(out_dir, "reference.json"), "w") as f:
