@@ -17,7 +17,8 @@ when none is named) in the format of the shared hf-tiny fixtures
   decode_check: the largest |difference|
   between full_logits and the logits of a cached decode (prefill the prompt,
   then one token at a time), i.e. how closely transformers' own recurrent /
-  cached path agrees with its full-sequence path;
+  cached path agrees with its full-sequence path (the saved files are also
+  reloaded with from_pretrained and must give the same logits exactly);
 - reference.safetensors (float32): logits [24, vocab], full_logits
   [36, vocab], hidden.0 .. hidden.L (output_hidden_states on the prompt).
 
@@ -476,6 +477,12 @@ def make(name):
         decode = float((c - full[: c.shape[0]]).abs().max())
     except Exception as e:  # noqa: BLE001
         decode = f"cached decode failed: {type(e).__name__}: {e}"
+
+    # the files must be the model: reload them and compare (a buffer that from_pretrained re-initialises
+    # instead of loading, or a weight renamed on save but not back, would show here)
+    re = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    diff = float((full_logits(re, ids) - full).abs().max())
+    assert diff == 0.0, f"reloaded checkpoint differs by {diff}"
 
     tensors = {}
     with safe_open(os.path.join(out_dir, "model.safetensors"), "pt") as f:
