@@ -103,6 +103,23 @@ variant("qwen3_5", "qwen3_5_text", norm="zero", one_norms=("linear_attn.norm",),
         rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
                          "mrope_section": [2, 1, 1], "mrope_interleaved": True})
 
+variant("qwen3_5_vlm_layout", "qwen3_5", norm="zero", one_norms=("linear_attn.norm", "visual"),
+        notes="The qwen3_5 text model in the layout of the RELEASED Qwen3.5 checkpoints: "
+              "Qwen3_5ForConditionalGeneration, model_type qwen3_5, the text config nested under text_config "
+              "(rope_parameters, layer_types, linear_* there), weights under model.language_model.* plus lm_head.weight "
+              "at top level, and a (tiny, 1-block) vision tower under model.visual.* that a text-only engine skips. "
+              "References are for text-only input (no image tokens), computed with the ConditionalGeneration model; "
+              "AutoModelForCausalLM loads the same files as Qwen3_5ForCausalLM and gives identical logits.",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=64,
+        layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+        linear_num_value_heads=4, rms_norm_eps=1e-6, attention_bias=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+                         "mrope_section": [1, 1, 0], "mrope_interleaved": True},
+        vision_config=dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2, out_hidden_size=64,
+                           patch_size=4, temporal_patch_size=2, spatial_merge_size=2, num_position_embeddings=16),
+        image_token_id=250, video_token_id=251, vision_start_token_id=252, vision_end_token_id=253)
+
 variant("qwen3_next", "qwen3_next", norm="zero", one_norms=("linear_attn.norm",),
         notes="Qwen3-Next: 3 linear_attention (Gated DeltaNet with FUSED projections in_proj_qkvz and in_proj_ba, "
               "grouped per key head: see fix_query_key_value_ordering) + 1 gated full_attention (as Qwen3.5); "
@@ -357,6 +374,7 @@ def randomize(model, v, gen):
 
 
 def layer_types_of(config):
+    config = config.get_text_config()
     for key in ("layer_types", "layers_block_type", "hybrid_override_pattern", "layer_block_types"):
         val = getattr(config, key, None)
         if val is not None:
@@ -422,9 +440,17 @@ def build(name, attempt=0):
     torch.manual_seed(SEED + idx)
     cfg = dict(COMMON)
     cfg.update(v["cfg"])
-    config = AutoConfig.for_model(v["model_type"], **cfg)
-    config._attn_implementation = "eager"
-    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32)
+    if v["model_type"] == "qwen3_5":  # the released layout: a VLM config with the text model nested
+        from transformers import AutoModelForImageTextToText
+        vision = cfg.pop("vision_config")
+        extra = {k: cfg.pop(k) for k in ("image_token_id", "video_token_id", "vision_start_token_id",
+                                          "vision_end_token_id")}
+        config = AutoConfig.for_model("qwen3_5", text_config=cfg, vision_config=vision, **extra)
+        model = AutoModelForImageTextToText.from_config(config, attn_implementation="eager", dtype=torch.float32)
+    else:
+        config = AutoConfig.for_model(v["model_type"], **cfg)
+        config._attn_implementation = "eager"
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32)
     model.eval()
     gen = torch.Generator().manual_seed(SEED + 1000 + idx)
     randomize(model, v, gen)
@@ -437,7 +463,7 @@ def make(name):
     # for a greedy continuation with at least 4 distinct ids, else keep the last draw.
     for attempt in range(4):
         model, gen = build(name, attempt)
-        vocab = model.config.vocab_size
+        vocab = model.config.get_text_config().vocab_size
         prompt = torch.randint(3, vocab, (N_PROMPT,), generator=gen).tolist()
         ids = list(prompt)
         for _ in range(N_GEN):
@@ -457,7 +483,7 @@ def make(name):
     hidden = [h[0].float().contiguous() for h in out.hidden_states]
     with torch.no_grad():
         emb = model.get_input_embeddings()(torch.tensor([prompt]))[0].float()
-    n_layers = model.config.num_hidden_layers
+    n_layers = model.config.get_text_config().num_hidden_layers
     if v["hidden_no_embed"]:
         assert len(hidden) == n_layers + 1
         # usual convention: embedding, outputs of layers 0..L-2, final-norm output
