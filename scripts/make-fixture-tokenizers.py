@@ -77,6 +77,10 @@ def main():
     check = "--check" in sys.argv[1:]
     bad = 0
     dirs = sorted(glob.glob(os.path.join(ROOT, "tests/fixtures/hf-tiny*/*/config.json")))
+    # hf-tiny-next (families ferrox does not run yet) gets no tokenizer for now: with one,
+    # tests/test_fixture_tokenizers.py would `ferrox run` it. Drop this filter (and list the
+    # byte-level families in BYTE_LEVEL) when they are supported.
+    dirs = [p for p in dirs if os.sep + "hf-tiny-next" + os.sep not in p]
     for path in dirs:
         d = os.path.dirname(path)
         with open(path, encoding="utf-8") as f:
