@@ -21,6 +21,7 @@
 
 #include "core/alloc.h"
 #include "core/json.h"
+#include "io/hf_mup.h"
 #include "io/hf_vocab.h"
 #include "io/safetensors.h"
 #include "quant/quant.h"
@@ -104,6 +105,10 @@ static const struct {
 	{ "linear_attn.A_log", "ssm_a" },
 	{ "linear_attn.norm.weight", "ssm_norm.weight" },
 	{ "linear_attn.out_proj.weight", "ssm_out.weight" },
+	{ "pre_ff_layernorm.weight", "ffn_norm.weight" }, /* Falcon-H1 */
+	{ "feed_forward.gate_proj.weight", "ffn_gate.weight" },
+	{ "feed_forward.up_proj.weight", "ffn_up.weight" },
+	{ "feed_forward.down_proj.weight", "ffn_down.weight" },
 	{ "mixer.q_proj.weight", "attn_q.weight" }, /* Nemotron-H: every block is the mixer */
 	{ "mixer.k_proj.weight", "attn_k.weight" },
 	{ "mixer.v_proj.weight", "attn_v.weight" },
@@ -161,6 +166,7 @@ static const struct {
 	{ "backbone.embeddings.weight", "token_embd.weight" }, /* Mamba-2 */
 	{ "backbone.embedding.weight", "token_embd.weight" },
 	{ "backbone.norm_f.weight", "output_norm.weight" },
+	{ "model.final_layernorm.weight", "output_norm.weight" }, /* Falcon-H1 */
 };
 
 struct hf {
@@ -521,7 +527,9 @@ static int map_ssm(struct hf *h, int n_embd)
 	      cfg_num(h->cfg, hy ? "mamba_d_state" : nemo ? "ssm_state_size" : "state_size", &state)))
 		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: a Mamba-2 config needs num_heads "
 			       "and state_size (mamba_n_heads, mamba_d_state)", h->dir);
-	if (nemo && cfg_num(h->cfg, "mamba_head_dim", &hd)) {
+	if (cfg_num(h->cfg, "mamba_d_ssm", &inner)) {
+		/* Falcon-H1 gives the inner width itself */
+	} else if (nemo && cfg_num(h->cfg, "mamba_head_dim", &hd)) {
 		inner = heads * hd;
 	} else if (hy || nemo || !cfg_num(h->cfg, "intermediate_size", &inner)) {
 		cfg_num(h->cfg, hy ? "mamba_expand" : "expand", &expand);
@@ -534,6 +542,11 @@ static int map_ssm(struct hf *h, int n_embd)
 	if (lim && (!lo || !cJSON_IsNumber(lo) || lo->valuedouble != 0 || (hi && cJSON_IsNumber(hi))))
 		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: time_step_limit other than "
 			       "(0, inf) is not supported", h->dir);
+	const cJSON *rn = cfg_get(h->cfg, "mamba_rms_norm"), *nbg = cfg_get(h->cfg, "mamba_norm_before_gate");
+	if ((rn && cJSON_IsFalse(rn)) || (nbg && cJSON_IsTrue(nbg)))
+		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: a Mamba-2 output norm other "
+			       "than gate-then-RMSNorm (mamba_rms_norm false or mamba_norm_before_gate "
+			       "true) is not supported", h->dir);
 	if (put_u32(h, "ssm.inner_size", (uint32_t)inner) || put_u32(h, "ssm.state_size", (uint32_t)state) ||
 	    put_u32(h, "ssm.time_step_rank", (uint32_t)heads) ||
 	    put_u32(h, "ssm.group_count", (uint32_t)groups) || put_u32(h, "ssm.conv_kernel", (uint32_t)conv))
@@ -654,7 +667,8 @@ static int map_metadata(struct hf *h)
 		{ "swiglu_limit", "swiglu_limit", 0 },
 	};
 	for (size_t i = 0; i < sizeof(scal) / sizeof(scal[0]); i++) {
-		if (!cfg_num(cfg, scal[i].hf, &d))
+		if (!cfg_num(cfg, scal[i].hf, &d) ||
+		    (h->fam->fold_mup && !strcmp(scal[i].hf, "embedding_multiplier")))
 			continue;
 		if (scal[i].op == 1 && d <= 0)
 			return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: %s is %g", h->dir,
@@ -1079,6 +1093,9 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 	if (!data)
 		return fx_fail(h->err, FX_E_NOMEM, "%s: out of memory converting tensor '%s'",
 			       h->dir, t->name);
+	int rc;
+	if (h->fam->fold_mup && (rc = hf_mup_fold(h->cfg, h->dir, h->g, t, name, &data, &type, h->err)))
+		return rc;
 	if (ends_with(name, ".ssm_a") || ends_with(name, ".ssm_d") || ends_with(name, ".ssm_norm.weight"))
 		return map_ssm_vec(h, t, name);
 	if ((ends_with(name, "shortconv.conv.weight") || ends_with(name, "ssm_conv1d.weight")) &&

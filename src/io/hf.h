@@ -17,6 +17,8 @@ struct hf_family {
 	const char *post_attn_name; /* what HF's post_attention_layernorm is in GGUF
 				     * (blk.N.<name>.weight); NULL: "ffn_norm" */
 	bool moe_norm;              /* norm_topk_prob when config.json omits it (Mixtral) */
+	bool fold_mup;              /* Falcon-H1: muP multipliers folded into the weights
+				     * (io/hf_mup.c), not written as keys */
 };
 
 /* The families hf_open may map (model/arch/registry.c's arch_hf). */

@@ -75,6 +75,9 @@ enum layer_mixer {
 
 struct layer {
 	enum layer_mixer mixer;
+	enum layer_mixer par_mixer;  /* a second mixer on the same normed input, its
+				      * output added (Falcon-H1's Mamba-2 beside
+				      * attention), or MIX_NONE */
 	int32_t kv_il;               /* this layer's index among the backing's K/V
 				      * layers (attention mixers), or -1 */
 	int64_t rs_off;              /* floats into the sequence's recurrent state
