@@ -1047,7 +1047,35 @@ static int map_gdn_fused(struct hf *h, const struct st_tensor *t, int il, bool q
 	return FX_OK;
 }
 
+/* A multimodal checkpoint's tensor t: the text model's under the family's
+ * text_prefix mapped as if under "model." (into *tt, name in buf), others
+ * (the vision tower, MTP layers) skipped; returns whether to map it. */
+static bool text_tensor(const struct hf *h, const struct st_tensor *t, struct st_tensor *tt,
+			char *buf, size_t n)
+{
+	const char *pfx = h->fam->text_prefix;
+	size_t pn = strlen(pfx);
+	*tt = *t;
+	if (!strncmp(t->name, pfx, pn)) {
+		snprintf(buf, n, "model.%s", t->name + pn);
+		tt->name = buf;
+		return true;
+	}
+	return !strncmp(t->name, "lm_head.", 8);
+}
+
+static int map_tensor_named(struct hf *h, const struct st_tensor *t);
+
 static int map_tensor(struct hf *h, const struct st_tensor *t)
+{
+	if (!h->fam->text_prefix)
+		return map_tensor_named(h, t);
+	char name[256];
+	struct st_tensor tt;
+	return text_tensor(h, t, &tt, name, sizeof(name)) ? map_tensor_named(h, &tt) : FX_OK;
+}
+
+static int map_tensor_named(struct hf *h, const struct st_tensor *t)
 {
 	char buf[160];
 	bool skip;
@@ -1147,6 +1175,13 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 		rc = fx_fail(err, FX_E_UNSUPPORTED, "%s: model_type '%s' is not supported (supported: %s)",
 			     dir, mt->valuestring, reg->names(names, sizeof(names)));
 		goto out;
+	}
+	/* a multimodal wrapper: the text model's own config */
+	const cJSON *tc = h.fam->text_prefix ? cfg_get(h.cfg, "text_config") : NULL;
+	if (tc && cJSON_IsObject(tc)) {
+		cJSON *text_cfg = cJSON_DetachItemFromObjectCaseSensitive(h.cfg, "text_config");
+		cJSON_Delete(h.cfg);
+		h.cfg = text_cfg;
 	}
 	if ((rc = gguf_build_new(&h.g)) != FX_OK) {
 		rc = fx_fail(err, rc, "no memory");

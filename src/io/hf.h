@@ -19,6 +19,10 @@ struct hf_family {
 	bool moe_norm;              /* norm_topk_prob when config.json omits it (Mixtral) */
 	bool fold_mup;              /* Falcon-H1: muP multipliers folded into the weights
 				     * (io/hf_mup.c), not written as keys */
+	const char *text_prefix;    /* a multimodal checkpoint (Qwen 3.5 as released):
+				     * the text model's config is text_config, its
+				     * tensors are under this prefix (read as "model."),
+				     * the vision tower and MTP layers are skipped */
 };
 
 /* The families hf_open may map (model/arch/registry.c's arch_hf). */
