@@ -30,6 +30,7 @@ struct rec_backing {
 	struct rec_snap *snap;
 	int32_t n_snap;
 	uint64_t clock;
+	int64_t hit_tokens; /* prompt tokens served from snapshots (kv_stats) */
 };
 
 /* The hash of a sequence's tokens, one token at a time (FNV-1a over the
@@ -220,6 +221,7 @@ static int32_t rb_reuse(struct kv_backing *b, int32_t seq, const int32_t *tok, i
 		memcpy(slot(r, seq), sp->state, (size_t)r->floats * sizeof(float));
 		r->hash[seq] = hs[k];
 		sp->last_use = ++r->clock;
+		r->hit_tokens += p;
 		return p;
 	}
 	return 0;
@@ -234,6 +236,7 @@ static void rb_stats(const struct kv_backing *b, struct kv_stats *st)
 {
 	const struct rec_backing *r = RB(b);
 	kv_get_stats(r->inner, st);
+	st->prefix_hit_tokens = r->hit_tokens; /* the inner cache's include abandoned tries */
 	st->bytes += ((uint64_t)r->base.n_seq + (uint64_t)r->n_snap) * (uint64_t)r->floats * sizeof(float);
 }
 
