@@ -146,16 +146,14 @@ static int legacy_merges(char *text, size_t n, const cJSON *vocab, cJSON *merges
 	return rc;
 }
 
-/* The content of a special-token value: a string or {"content": s}. */
-static const char *legacy_content(const cJSON *t)
+const char *hflegacy_content(const cJSON *t)
 {
 	if (cJSON_IsObject(t))
 		t = cJSON_GetObjectItemCaseSensitive(t, "content");
 	return cJSON_IsString(t) ? t->valuestring : NULL;
 }
 
-/* Append one added token to list. */
-static int legacy_add_token(cJSON *list, int id, const char *content, const cJSON *def)
+int hflegacy_add_token(cJSON *list, int id, const char *content, const cJSON *def)
 {
 	static const char *const flags[] = { "single_word", "lstrip", "rstrip", "normalized", "special" };
 	cJSON *t = cJSON_CreateObject();
@@ -176,8 +174,7 @@ static int legacy_add_token(cJSON *list, int id, const char *content, const cJSO
 	return FX_OK;
 }
 
-/* The id an added token of that content has in list, or -1. */
-static int legacy_added_id(const cJSON *list, const char *content)
+int hflegacy_added_id(const cJSON *list, const char *content)
 {
 	const cJSON *e;
 
@@ -199,7 +196,7 @@ static const char *legacy_special(const cJSON *cfg, const char *key)
 	if (!t)
 		return strcmp(key, "bos_token") && strcmp(key, "eos_token") && strcmp(key, "unk_token")
 			? NULL : "<|endoftext|>";
-	return legacy_content(t);
+	return hflegacy_content(t);
 }
 
 /* added_tokens from tokenizer_config.json (see the header comment). */
@@ -212,14 +209,14 @@ static int legacy_added(const cJSON *cfg, const cJSON *vocab, cJSON *list, const
 	if (!cJSON_IsObject(dec))
 		dec = NULL;
 	cJSON_ArrayForEach(e, dec) {
-		const char *c = legacy_content(e);
+		const char *c = hflegacy_content(e);
 		char *endp;
 		long id = strtol(e->string, &endp, 10);
 
 		if (!c || *endp || endp == e->string || id < 0 || id >= (1 << 30))
 			return fx_fail(err, FX_E_FORMAT, "%s/tokenizer_config.json: added_tokens_decoder "
 				       "entry '%.20s' is not an id with a content", dir, e->string);
-		if ((rc = legacy_add_token(list, (int)id, c, e)))
+		if ((rc = hflegacy_add_token(list, (int)id, c, e)))
 			return rc;
 		if (id >= next)
 			next = (int)id + 1;
@@ -228,10 +225,10 @@ static int legacy_added(const cJSON *cfg, const cJSON *vocab, cJSON *list, const
 		const char *c = legacy_special(cfg, legacy_special_keys[k]);
 		const cJSON *vid;
 
-		if (!c || legacy_added_id(list, c) >= 0)
+		if (!c || hflegacy_added_id(list, c) >= 0)
 			continue;
 		vid = cJSON_GetObjectItemCaseSensitive(vocab, c);
-		if ((rc = legacy_add_token(list, vid ? vid->valueint : next++, c, NULL)))
+		if ((rc = hflegacy_add_token(list, vid ? vid->valueint : next++, c, NULL)))
 			return rc;
 	}
 	return FX_OK;
@@ -265,17 +262,14 @@ static int legacy_template_token(cJSON *single, cJSON *specials, const char *nam
 	return cJSON_AddItemToArray(toks, s) ? FX_OK : (cJSON_Delete(s), FX_E_NOMEM);
 }
 
-/* TemplateProcessing [bos] $A [eos] from add_bos_token / add_eos_token
- * (update_post_processor: a flag whose token is unset is dropped). */
-static int legacy_post(const cJSON *cfg, cJSON *j)
+int hflegacy_template(cJSON *j, const char *bos, const char *eos, bool add_bos, bool add_eos)
 {
-	const char *bos = legacy_special(cfg, "bos_token"), *eos = legacy_special(cfg, "eos_token");
-	bool add_bos = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token")) && bos;
-	bool add_eos = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_eos_token")) && eos;
 	const cJSON *added = cJSON_GetObjectItemCaseSensitive(j, "added_tokens");
 	cJSON *post, *single, *specials, *seq, *a;
 	int rc = FX_OK;
 
+	add_bos = add_bos && bos;
+	add_eos = add_eos && eos;
 	if (!add_bos && !add_eos)
 		return FX_OK;
 	if (!(post = cJSON_AddObjectToObject(j, "post_processor")) ||
@@ -283,7 +277,7 @@ static int legacy_post(const cJSON *cfg, cJSON *j)
 	    !(single = cJSON_AddArrayToObject(post, "single")) ||
 	    !(specials = cJSON_AddObjectToObject(post, "special_tokens")))
 		return FX_E_NOMEM;
-	if (add_bos && (rc = legacy_template_token(single, specials, bos, legacy_added_id(added, bos))))
+	if (add_bos && (rc = legacy_template_token(single, specials, bos, hflegacy_added_id(added, bos))))
 		return rc;
 	if (!(seq = cJSON_CreateObject()) || !cJSON_AddItemToArray(single, seq)) {
 		cJSON_Delete(seq);
@@ -293,7 +287,7 @@ static int legacy_post(const cJSON *cfg, cJSON *j)
 	    !cJSON_AddNumberToObject(a, "type_id", 0))
 		return FX_E_NOMEM;
 	if (add_eos)
-		rc = legacy_template_token(single, specials, eos, legacy_added_id(added, eos));
+		rc = legacy_template_token(single, specials, eos, hflegacy_added_id(added, eos));
 	return rc;
 }
 
@@ -329,7 +323,9 @@ static int legacy_tree(cJSON *j, cJSON *vocab, char *mtext, size_t n, const cJSO
 				   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_prefix_space")))) ||
 	    (rc = legacy_bytelevel(j, "decoder", true)))
 		return rc;
-	return legacy_post(cfg, j);
+	return hflegacy_template(j, legacy_special(cfg, "bos_token"), legacy_special(cfg, "eos_token"),
+				 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token")),
+				 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_eos_token")));
 }
 
 /* Refuse a tokenizer_class whose pipeline is not GPT-2's. */
