@@ -14,8 +14,8 @@
  *     for a Unigram class, [piece, score] and the proto's unk_id. CONTROL
  *     pieces become special added tokens, USER_DEFINED ones non-special,
  *     both normalized false.
- *   The class, from tokenizer_config.json's tokenizer_class (less "Fast"),
- *   else config.json's model_type, else none:
+ *   The class, as AutoTokenizer picks it (spm_class): tokenizer_config.json's
+ *   tokenizer_class (less "Fast"), config.json's model_type, or none:
  *   - LlamaTokenizer (models/llama/tokenization_llama.py): BPE with byte
  *     fallback, no unk_token; no normalizer; Metaspace(prepend_scheme:
  *     add_prefix_space (default true) ? legacy ? always : first : never,
@@ -31,8 +31,8 @@
  *     Precompiled(charsmap) when the proto has one; WhitespaceSplit then
  *     Metaspace(always, split); decoder Metaspace; post-processor $A </s>.
  *     eos </s>, unk <unk>, pad <pad>.
- *   - none (TokenizersBackend, SpmConverter.build_tokenizer_from_spm_
- *     proto): the proto's model type (Unigram with its unk_id, or BPE with
+ *   - none (TokenizersBackend, also for model_type llama or mistral;
+ *     SpmConverter.build_tokenizer_from_spm_proto): the proto's model type (Unigram with its unk_id, or BPE with
  *     unk_piece), its byte_fallback; normalizer Precompiled (when a
  *     charsmap) then Replace(" ", ▁); no pre-tokenizer (so no dummy
  *     prefix); decoder Replace(▁, " ") (+ ByteFallback, Fuse with byte
@@ -143,56 +143,99 @@ static int spm_index(struct spm_ctx *c)
 
 /* ---- the class ------------------------------------------------------------ */
 
+enum { SPMR_UNREGISTERED = -1, SPMR_GENERIC = -2 };
+
+/* config.json model types: the tokenizer class transformers 5.23
+ * registers for each (models/auto/tokenization_auto.py
+ * TOKENIZER_MAPPING_NAMES; llama has none), and whether the type is in
+ * MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS. Other types are refused. */
+static const struct {
+	const char *type;
+	int reg; /* enum spm_class, or SPMR_* */
+	bool incorrect;
+} spm_types[] = {
+	{ "llama", SPMR_UNREGISTERED, false },
+	{ "gemma", SPMC_GEMMA, false }, { "gemma2", SPMC_GEMMA, false },
+	{ "gemma3", SPMC_GEMMA, false }, { "gemma3_text", SPMC_GEMMA, false },
+	{ "gemma3n", SPMC_GEMMA, false }, { "gemma3n_text", SPMC_GEMMA, false },
+	{ "recurrent_gemma", SPMC_GEMMA, false },
+	{ "t5", SPMC_T5, false }, { "mt5", SPMC_T5, false },
+	{ "mistral", SPMR_GENERIC, false }, { "mixtral", SPMR_GENERIC, false },
+	{ "umt5", SPMR_GENERIC, false }, { "phi3", SPMR_GENERIC, true }, { "llava", SPMR_GENERIC, true },
+};
+
+static const char *const spm_class_names[] = {
+	[SPMC_NONE] = "TokenizersBackend", [SPMC_LLAMA] = "LlamaTokenizer",
+	[SPMC_GEMMA] = "GemmaTokenizer", [SPMC_T5] = "T5Tokenizer",
+};
+
+/* The class a tokenizer_class name s selects, or -1 (refused). */
+static int spm_class_by_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!strcmp(s, "PreTrainedTokenizerFast") || !strcmp(s, "TokenizersBackend"))
+		return SPMC_NONE; /* tokenizer_class_from_name gives TokenizersBackend */
+	if (n > 4 && !strcmp(s + n - 4, "Fast"))
+		n -= 4;
+	for (int k = SPMC_LLAMA; k <= SPMC_T5; k++)
+		if (strlen(spm_class_names[k]) == n && !strncmp(s, spm_class_names[k], n))
+			return k;
+	return -1;
+}
+
+/* AutoTokenizer.from_pretrained's choice (tokenization_auto.py): the hub
+ * class (tokenizer_config.json's tokenizer_class, else config.json's),
+ * unless config.json's model_type registers another class: then that
+ * one when the type is known to declare a wrong class, TokenizersBackend
+ * when the registered class is TokenizersBackend, else the hub's; without
+ * a hub class, the model type's registered class (TokenizersBackend for
+ * an unregistered type or no config.json). */
 static int spm_class(struct spm_ctx *c)
 {
 	const cJSON *tc = cJSON_GetObjectItemCaseSensitive(c->cfg, "tokenizer_class");
 	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c->mcfg, "model_type");
-	static const struct { const char *name; enum spm_class cls; } by_class[] = {
-		{ "LlamaTokenizer", SPMC_LLAMA }, { "LlamaTokenizerFast", SPMC_LLAMA },
-		{ "GemmaTokenizer", SPMC_GEMMA }, { "GemmaTokenizerFast", SPMC_GEMMA },
-		{ "T5Tokenizer", SPMC_T5 }, { "T5TokenizerFast", SPMC_T5 },
-	};
-	/* TOKENIZER_MAPPING_NAMES (models/auto/tokenization_auto.py) */
-	static const struct { const char *type; enum spm_class cls; } by_type[] = {
-		{ "llama", SPMC_LLAMA }, { "gemma", SPMC_GEMMA }, { "gemma2", SPMC_GEMMA },
-		{ "gemma3", SPMC_GEMMA }, { "gemma3_text", SPMC_GEMMA }, { "t5", SPMC_T5 },
-	};
+	const char *file = "tokenizer_config.json";
+	int hub = -1, reg = SPMR_UNREGISTERED;
+	bool incorrect = false;
 
 	if (cJSON_GetObjectItemCaseSensitive(c->cfg, "auto_map"))
 		return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/tokenizer_config.json: auto_map (a tokenizer "
 			       "in the checkpoint's own Python code) is not supported", c->dir);
+	if (!tc || cJSON_IsNull(tc)) {
+		tc = cJSON_GetObjectItemCaseSensitive(c->mcfg, "tokenizer_class");
+		file = "config.json";
+	}
 	if (tc && !cJSON_IsNull(tc)) {
-		if (!cJSON_IsString(tc))
-			return fx_fail(c->err, FX_E_FORMAT, "%s/tokenizer_config.json: tokenizer_class is "
-				       "not a string", c->dir);
-		for (size_t k = 0; k < sizeof(by_class) / sizeof(*by_class); k++)
-			if (!strcmp(tc->valuestring, by_class[k].name)) {
-				c->cls = by_class[k].cls;
-				c->cls_name = by_class[k].name;
-				return FX_OK;
-			}
-		return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/tokenizer_config.json: tokenizer_class "
-			       "%.60s with tokenizer.model is not supported (only LlamaTokenizer, "
-			       "GemmaTokenizer, T5Tokenizer or none)", c->dir, tc->valuestring);
+		if (!cJSON_IsString(tc) || (hub = spm_class_by_name(tc->valuestring)) < 0)
+			return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/%s: tokenizer_class %.60s with "
+				       "tokenizer.model is not supported (only LlamaTokenizer, "
+				       "GemmaTokenizer, T5Tokenizer, TokenizersBackend or none)", c->dir, file,
+				       cJSON_IsString(tc) ? tc->valuestring : "(not a string)");
 	}
 	if (cJSON_IsString(mt) && *mt->valuestring) {
-		for (size_t k = 0; k < sizeof(by_type) / sizeof(*by_type); k++)
-			if (!strcmp(mt->valuestring, by_type[k].type)) {
-				c->cls = by_type[k].cls;
-				c->cls_name = c->cls == SPMC_LLAMA ? "LlamaTokenizer" : c->cls == SPMC_GEMMA
-					? "GemmaTokenizer" : "T5Tokenizer";
-				return FX_OK;
-			}
-		return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/config.json: model_type %.60s names the "
-			       "tokenizer class for tokenizer.model, and ferrox knows only llama, "
-			       "gemma*, t5 (or set tokenizer_class in tokenizer_config.json)", c->dir,
-			       mt->valuestring);
+		size_t k = 0;
+
+		while (k < sizeof(spm_types) / sizeof(*spm_types) && strcmp(spm_types[k].type, mt->valuestring))
+			k++;
+		if (k == sizeof(spm_types) / sizeof(*spm_types))
+			return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/config.json: model_type %.60s with "
+				       "tokenizer.model is not supported (ferrox knows how transformers "
+				       "picks the tokenizer for llama, gemma*, t5, mt5, mistral, mixtral, "
+				       "umt5, phi3, llava)", c->dir, mt->valuestring);
+		reg = spm_types[k].reg;
+		incorrect = spm_types[k].incorrect;
 	}
-	c->cls = SPMC_NONE;
-	c->cls_name = "no tokenizer_class";
-	if (c->m.model_type != 1 && c->m.model_type != 2)
-		return fx_fail(c->err, FX_E_UNSUPPORTED, "%s: a SentencePiece %s model without a "
-			       "tokenizer_class is not supported", c->path,
+	if (hub >= 0 && reg != SPMR_UNREGISTERED && reg != hub)
+		c->cls = reg == SPMR_GENERIC ? SPMC_NONE : incorrect ? (enum spm_class)reg : (enum spm_class)hub;
+	else if (hub >= 0)
+		c->cls = (enum spm_class)hub;
+	else
+		c->cls = reg >= 0 ? (enum spm_class)reg : SPMC_NONE;
+	c->cls_name = spm_class_names[c->cls];
+	if (c->cls == SPMC_NONE && c->m.model_type != 1 && c->m.model_type != 2)
+		return fx_fail(c->err, FX_E_UNSUPPORTED, "%s: a SentencePiece %s model read by "
+			       "TokenizersBackend (no tokenizer class) is not supported", c->path,
 			       c->m.model_type == 3 ? "WORD" : "CHAR");
 	return FX_OK;
 }
