@@ -24,7 +24,13 @@ default Gemma 3 270M GGUF's vocabulary on first use; 262,144 pieces):
 - unigram: no class (Unigram, Precompiled nmt_nfkc charsmap, Replace);
 - unigram-eos: no class, add_eos_token;
 - t5: T5Tokenizer (100 <extra_id_N>, WhitespaceSplit + Metaspace, $A </s>);
-- gemma: GemmaTokenizer, add_bos_token.
+- t5-saved: the same with the tokenizer_config.json save_pretrained writes
+  (additional_special_tokens, added_tokens_decoder of the extra ids);
+- gemma: GemmaTokenizer, add_bos_token;
+- gemma-saved: Gemma 3's own tokenizer_config.json keys (named tokens,
+  model-specific boi_token / image_token, additional_special_tokens, which
+  replace the control and user-defined pieces as extra special tokens, an
+  added_tokens_decoder).
 The oracle is AutoTokenizer.from_pretrained(folder) (transformers 5.x): its
 backend `tokenizers` object encodes each string with the four add_special /
 parse_special combinations (as tests/test_hf_tokenizer_oracle.py maps them);
@@ -65,6 +71,12 @@ def skip(msg):
     sys.exit(1 if REQUIRE else 77)
 
 
+def added(content, special=True):
+    """An added_tokens_decoder entry as save_pretrained writes it."""
+    return {"content": content, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
+            "special": special}
+
+
 def write_folder(d, model, files):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -96,10 +108,25 @@ def cases(out, gemma_model):
         ("unigram", uni, {}),
         ("unigram-eos", uni, {cfg: {"add_eos_token": True}}),
         ("t5", uni, {cfg: {"tokenizer_class": "T5Tokenizer"}}),
+        ("t5-saved", uni, {cfg: {"tokenizer_class": "T5Tokenizer", "extra_ids": 100, "eos_token": "</s>",
+                                 "pad_token": "<pad>", "unk_token": "<unk>",
+                                 "additional_special_tokens": ["<extra_id_%d>" % i for i in range(100)],
+                                 "added_tokens_decoder": dict(
+                                     [(str(i), added(c)) for i, c in enumerate(["<pad>", "</s>", "<unk>"])] +
+                                     [(str(3000 + i), added("<extra_id_%d>" % (99 - i))) for i in range(100)])}}),
     ]
     if gemma_model:
         all_cases.append(("gemma", gemma_model, {cfg: {"tokenizer_class": "GemmaTokenizer",
                                                        "add_bos_token": True}}))
+        all_cases.append(("gemma-saved", gemma_model, {cfg: {
+            "tokenizer_class": "GemmaTokenizer", "add_bos_token": True, "add_eos_token": False,
+            "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>",
+            "additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"],
+            "spaces_between_special_tokens": False, "sp_model_kwargs": {},
+            "boi_token": "<start_of_image>", "image_token": "<image_soft_token>",
+            "added_tokens_decoder": {str(i): added(c, special=(i != 5)) for i, c in
+                                     [(0, "<pad>"), (1, "<eos>"), (2, "<bos>"), (3, "<unk>"), (4, "<mask>"),
+                                      (5, "[multimodal]"), (105, "<start_of_turn>"), (106, "<end_of_turn>")]}}}))
     made = []
     for name, model, files in all_cases:
         d = os.path.join(out, name)
@@ -229,7 +256,7 @@ def main():
     build = os.path.dirname(os.path.dirname(os.path.abspath(tok_dump)))
     out = os.path.join(build, "hf-spm")
     os.makedirs(out, exist_ok=True)
-    gemma = gemma_source(out) if not only or "gemma" in only else None
+    gemma = gemma_source(out) if not only or any(n.startswith("gemma") for n in only) else None
     made = [(n, d) for n, d in cases(out, gemma) if not only or n in only]
     tricky = orc.tricky_strings()
     failures = []

@@ -37,20 +37,26 @@
  *     charsmap) then Replace(" ", ▁); no pre-tokenizer (so no dummy
  *     prefix); decoder Replace(▁, " ") (+ ByteFallback, Fuse with byte
  *     fallback). bos / eos / unk: the proto's pieces whose ids are >= 0.
- *   Then as for every class: tokenizer_config.json's added_tokens_decoder
- *   and named tokens (bos_token ...: special_tokens_map.json's replace
- *   them when there is no added_tokens_decoder, tokenization_utils_base.py
- *   from_pretrained), each an added special token at its piece's id or
- *   appended; the post-processor [bos] $A [eos] from add_bos_token /
- *   add_eos_token (both default false), except T5's.
+ *   Then as for every class (tokenization_utils_base.py from_pretrained
+ *   and __init__, TokenizersBackend.__init__), added tokens in this order:
+ *   tokenizer_config.json's added_tokens_decoder; the named tokens (the
+ *   class's, then bos_token ... and any other "*_token" string key of
+ *   tokenizer_config.json, then of special_tokens_map.json when there is
+ *   no added_tokens_decoder), special; the extra special tokens: the
+ *   config's extra_special_tokens / additional_special_tokens when it has
+ *   either key, else the CONTROL / USER_DEFINED pieces (and T5's extra
+ *   ids). Each at its piece's id, else appended. The post-processor
+ *   [bos] $A [eos] from add_bos_token / add_eos_token (both default
+ *   false), except T5's.
  * The proto's normalizer_spec flags (add_dummy_prefix ...) are read but
  * transformers does not use them, so neither does this.
  *
  * Refused (FX_E_UNSUPPORTED, naming it): another tokenizer_class or
  * model_type, an auto_map (remote code), WORD / CHAR models without a
- * class, an added_tokens_decoder entry that renames a piece, extra special
- * tokens that are not pieces, T5 pieces named <extra_id_N>. Duplicate or
- * empty pieces are FX_E_FORMAT (sentencepiece refuses them too).
+ * class, an added_tokens_decoder entry that renames a piece, a
+ * special_tokens_map.json extra_special_tokens, T5 pieces named
+ * <extra_id_N>. Duplicate or empty pieces are FX_E_FORMAT (sentencepiece
+ * refuses them too).
  *
  * The tree also carries a "ferrox" object, which load_json ignores:
  * "kind" (for vocab_kind) and "special_tokens" (the resolved bos / eos /
@@ -85,7 +91,13 @@ struct spm_ctx {
 	int32_t extra_ids;       /* T5 */
 	struct strtab text;      /* [m.n_piece] piece texts */
 	struct strmap ids;       /* piece text -> id */
-	char *named[7];          /* resolved named tokens (owned), NULL: none */
+	cJSON *names;            /* named tokens in transformers' order: key ->
+				  * content string, or null for none (owned) */
+	bool cfg_extras;         /* the config names the extra special tokens
+				  * (extras, a list or NULL), which replace the
+				  * CONTROL / USER_DEFINED pieces (and T5's
+				  * extra ids) */
+	const cJSON *extras;
 	char *tmp;               /* scratch for NUL-terminated copies */
 	size_t n_tmp;
 };
@@ -242,27 +254,61 @@ static int spm_class(struct spm_ctx *c)
 
 /* ---- named tokens ---------------------------------------------------------- */
 
-/* One named token from a config object o (*set: o has the key; its
- * content, or NULL for JSON null, into c->named[k]). */
-static int spm_named_from(struct spm_ctx *c, const cJSON *o, int k, const char *file)
+/* The content of named token key, or NULL. */
+static const char *spm_name(const struct spm_ctx *c, const char *key)
 {
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, spm_named_keys[k]);
-	const char *s;
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(c->names, key);
 
-	if (!t)
-		return FX_OK;
-	s = hflegacy_content(t);
-	if (!s && !cJSON_IsNull(t))
-		return fx_fail(c->err, FX_E_FORMAT, "%s/%s: %s is neither a string nor {\"content\": "
-			       "string}", c->dir, file, spm_named_keys[k]);
-	fx_free(c->named[k]);
-	c->named[k] = NULL;
-	return s && !(c->named[k] = fx_strndup(s, strlen(s))) ? FX_E_NOMEM : FX_OK;
+	return cJSON_IsString(t) ? t->valuestring : NULL;
 }
 
-/* c->named: the class's defaults, then tokenizer_config.json's, then
+/* Set named token key to s (NULL: none) in c->names, keeping its place. */
+static int spm_name_set(struct spm_ctx *c, const char *key, const char *s)
+{
+	cJSON *v = s ? cJSON_CreateString(s) : cJSON_CreateNull();
+
+	if (!v)
+		return FX_E_NOMEM;
+	if (cJSON_GetObjectItemCaseSensitive(c->names, key))
+		return cJSON_ReplaceItemInObjectCaseSensitive(c->names, key, v) ? FX_OK
+			: (cJSON_Delete(v), FX_E_NOMEM);
+	return cJSON_AddItemToObject(c->names, key, v) ? FX_OK : (cJSON_Delete(v), FX_E_NOMEM);
+}
+
+/* The named tokens of a config object o (file names it): the seven
+ * SPECIAL_TOKENS_ATTRIBUTES (a string, {"content": s} or null) and any
+ * other "*_token" key with a string value (model-specific special
+ * tokens, PreTrainedTokenizerBase.__init__). */
+static int spm_names_from(struct spm_ctx *c, const cJSON *o, const char *file)
+{
+	const cJSON *t;
+	int rc;
+
+	cJSON_ArrayForEach(t, o) {
+		size_t n = strlen(t->string);
+		bool std = false;
+
+		for (int k = 0; k < 7; k++)
+			std = std || !strcmp(t->string, spm_named_keys[k]);
+		if (std) {
+			const char *s = hflegacy_content(t);
+
+			if (!s && !cJSON_IsNull(t))
+				return fx_fail(c->err, FX_E_FORMAT, "%s/%s: %s is neither a string nor "
+					       "{\"content\": string}", c->dir, file, t->string);
+			if ((rc = spm_name_set(c, t->string, s)))
+				return rc;
+		} else if (n > 6 && !strcmp(t->string + n - 6, "_token") && cJSON_IsString(t) &&
+			   (rc = spm_name_set(c, t->string, t->valuestring))) {
+			return rc;
+		}
+	}
+	return FX_OK;
+}
+
+/* c->names: the class's defaults, then tokenizer_config.json's, then
  * special_tokens_map.json's when tokenizer_config.json has no
- * added_tokens_decoder (from_pretrained's legacy branch). */
+ * added_tokens_decoder (from_pretrained's legacy branch); c->extras. */
 static int spm_names(struct spm_ctx *c)
 {
 	static const char *const defaults[4][7] = {
@@ -270,32 +316,59 @@ static int spm_names(struct spm_ctx *c)
 		[SPMC_GEMMA] = { "<bos>", "<eos>", "<unk>", NULL, "<pad>", NULL, "<mask>" },
 		[SPMC_T5] = { NULL, "</s>", "<unk>", NULL, "<pad>" },
 	};
+	const cJSON *xs = cJSON_GetObjectItemCaseSensitive(c->cfg, "extra_special_tokens");
+	const cJSON *as = cJSON_GetObjectItemCaseSensitive(c->cfg, "additional_special_tokens"), *e;
 	int rc;
 
-	for (int k = 0; k < 7; k++) {
-		const char *d = defaults[c->cls][k];
-
-		if (d && !(c->named[k] = fx_strndup(d, strlen(d))))
-			return FX_E_NOMEM;
-	}
+	if (!(c->names = cJSON_CreateObject()))
+		return FX_E_NOMEM;
+	for (int k = 0; k < 7; k++)
+		if ((rc = spm_name_set(c, spm_named_keys[k], defaults[c->cls][k])))
+			return rc;
 	if (c->cls == SPMC_NONE) { /* the proto's, "or" their defaults */
 		const struct { int32_t id; struct span s; const char *dflt; } p[3] = {
 			{ c->m.bos_id, c->m.bos_piece, "<s>" }, { c->m.eos_id, c->m.eos_piece, "</s>" },
 			{ c->m.unk_id, c->m.unk_piece, "<unk>" },
 		};
 
-		for (int k = 0; k < 3; k++)
-			if (p[k].id >= 0 && !(c->named[k] = p[k].s.n ? fx_strndup(p[k].s.p, p[k].s.n)
-								    : fx_strndup(p[k].dflt, strlen(p[k].dflt))))
-				return FX_E_NOMEM;
+		for (int k = 0; k < 3; k++) {
+			const char *s = p[k].id < 0 ? NULL : p[k].s.n ? spm_cstr(c, p[k].s) : p[k].dflt;
+
+			if ((p[k].id >= 0 && !s) || (rc = spm_name_set(c, spm_named_keys[k], s)))
+				return rc ? rc : FX_E_NOMEM;
+		}
 	}
-	for (int k = 0; k < 7; k++)
-		if ((rc = spm_named_from(c, c->cfg, k, "tokenizer_config.json")))
+	if ((rc = spm_names_from(c, c->cfg, "tokenizer_config.json")))
+		return rc;
+	if (!cJSON_GetObjectItemCaseSensitive(c->cfg, "added_tokens_decoder")) {
+		if (cJSON_GetObjectItemCaseSensitive(c->map, "extra_special_tokens"))
+			return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/special_tokens_map.json: "
+				       "extra_special_tokens is not supported", c->dir);
+		if ((rc = spm_names_from(c, c->map, "special_tokens_map.json")))
 			return rc;
-	if (!cJSON_GetObjectItemCaseSensitive(c->cfg, "added_tokens_decoder"))
-		for (int k = 0; k < 7; k++)
-			if ((rc = spm_named_from(c, c->map, k, "special_tokens_map.json")))
+	}
+	/* from_pretrained renames additional_special_tokens to
+	 * extra_special_tokens (unless that is set and not empty); then
+	 * extract()'s list of CONTROL / USER_DEFINED pieces is not used */
+	if (as && !(xs && (cJSON_IsArray(xs) || cJSON_IsObject(xs) ? cJSON_GetArraySize(xs) > 0
+				: !cJSON_IsNull(xs) && !cJSON_IsFalse(xs))))
+		xs = as; /* extra_special_tokens absent or falsy in Python's sense */
+	if (xs && cJSON_IsObject(xs)) { /* {name: token}: model-specific named tokens */
+		cJSON_ArrayForEach(e, xs)
+			if (!cJSON_IsString(e))
+				return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/tokenizer_config.json: "
+					       "extra_special_tokens entry %.40s is not a string", c->dir,
+					       e->string);
+			else if ((rc = spm_name_set(c, e->string, e->valuestring)))
 				return rc;
+		c->cfg_extras = true;
+		return FX_OK;
+	}
+	if (xs && !cJSON_IsArray(xs) && !cJSON_IsNull(xs))
+		return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/tokenizer_config.json: extra special tokens "
+			       "that are neither a list nor an object are not supported", c->dir);
+	c->cfg_extras = xs != NULL;
+	c->extras = cJSON_IsArray(xs) ? xs : NULL;
 	return FX_OK;
 }
 
@@ -357,7 +430,7 @@ static int spm_merges(struct spm_ctx *c, cJSON *merges)
 static int spm_model_bpe(struct spm_ctx *c, cJSON *model)
 {
 	cJSON *vocab, *merges;
-	const char *unk = c->cls == SPMC_LLAMA ? NULL : c->named[2];
+	const char *unk = c->cls == SPMC_LLAMA ? NULL : spm_name(c, "unk_token");
 	int rc;
 
 	if (c->cls == SPMC_NONE) {
@@ -461,11 +534,14 @@ static int spm_added_decoder(struct spm_ctx *c, cJSON *list, int32_t *next)
 		if (!s || *endp || endp == e->string || id < 0 || id >= (1 << 28))
 			return fx_fail(c->err, FX_E_FORMAT, "%s/tokenizer_config.json: added_tokens_decoder "
 				       "entry '%.20s' is not an id with a content", c->dir, e->string);
-		if (id < c->n_vocab) {
-			struct span t = id < c->m.n_piece ? strtab_get(&c->text, (int32_t)id)
-				      : (struct span){ NULL, 0 };
+		if (id < c->n_vocab) { /* a piece, or one of T5's extra ids */
+			char name[32];
+			struct span t;
 
-			if (id < c->m.n_piece ? (t.n != strlen(s) || memcmp(t.p, s, t.n)) : false)
+			snprintf(name, sizeof(name), "<extra_id_%d>", (int)(c->n_vocab - 1 - id));
+			t = id < c->m.n_piece ? strtab_get(&c->text, (int32_t)id)
+					      : (struct span){ name, strlen(name) };
+			if (t.n != strlen(s) || memcmp(t.p, s, t.n))
 				return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/tokenizer_config.json: "
 					       "added_tokens_decoder gives id %ld the content '%.40s', "
 					       "not tokenizer.model's piece '%.*s' (renaming pieces is not "
@@ -502,24 +578,46 @@ static int32_t spm_token_id(struct spm_ctx *c, const cJSON *list, const char *s)
 	return -1;
 }
 
+/* Add content s as a special token (flags from def, an object, else
+ * special only) unless already added: at its piece or appended. */
+static int spm_add_special(struct spm_ctx *c, cJSON *list, const char *s, const cJSON *def,
+			   int32_t *next)
+{
+	int32_t id;
+
+	if (hflegacy_added_id(list, s) >= 0)
+		return FX_OK;
+	id = spm_token_id(c, list, s);
+	return hflegacy_add_token(list, id >= 0 ? id : (*next)++, s, cJSON_IsObject(def) ? def : NULL);
+}
+
+/* added_tokens in TokenizersBackend.__init__'s order: added_tokens_decoder,
+ * the named tokens, then the extra special tokens (the config's, or the
+ * CONTROL pieces as special and USER_DEFINED ones as not, and T5's extra
+ * ids). */
 static int spm_added(struct spm_ctx *c, cJSON *list)
 {
 	int32_t next = c->n_vocab;
 	cJSON *plain = NULL;
-	const cJSON *extra;
+	const cJSON *e;
 	int rc;
 
 	if ((rc = spm_added_decoder(c, list, &next)))
 		return rc;
-	for (int k = 0; k < 7; k++) { /* named: special, at their piece or appended */
-		int32_t id;
+	cJSON_ArrayForEach(e, c->names)
+		if (cJSON_IsString(e) && (rc = spm_add_special(c, list, e->valuestring, NULL, &next)))
+			return rc;
+	cJSON_ArrayForEach(e, c->extras) {
+		const char *s = hflegacy_content(e);
 
-		if (!c->named[k] || hflegacy_added_id(list, c->named[k]) >= 0)
-			continue;
-		id = spm_token_id(c, list, c->named[k]);
-		if ((rc = hflegacy_add_token(list, id >= 0 ? id : next++, c->named[k], NULL)))
+		if (!s)
+			return fx_fail(c->err, FX_E_FORMAT, "%s/tokenizer_config.json: an extra special "
+				       "token is neither a string nor {\"content\": string}", c->dir);
+		if ((rc = spm_add_special(c, list, s, e, &next)))
 			return rc;
 	}
+	if (c->cfg_extras)
+		return FX_OK;
 	if ((rc = fx_json_parse("{\"special\": false}", 18, &plain, NULL)))
 		return rc;
 	for (int32_t i = 0; i < c->m.n_piece && !rc; i++) { /* CONTROL, USER_DEFINED pieces */
@@ -541,31 +639,7 @@ static int spm_added(struct spm_ctx *c, cJSON *list)
 			rc = hflegacy_add_token(list, c->n_vocab - 1 - k, name, NULL);
 	}
 	cJSON_Delete(plain);
-	if (rc)
-		return rc;
-	/* extract() replaces additional_special_tokens with the CONTROL and
-	 * USER_DEFINED pieces; others would need transformers' list merging */
-	for (int pass = 0; pass < 2; pass++) {
-		const char *key = pass ? "extra_special_tokens" : "additional_special_tokens";
-		const cJSON *e;
-
-		extra = cJSON_GetObjectItemCaseSensitive(c->cfg, key);
-		if (!cJSON_IsArray(extra))
-			extra = NULL;
-		cJSON_ArrayForEach(e, extra) {
-			const char *s = hflegacy_content(e);
-
-			if (!s || hflegacy_added_id(list, s) < 0)
-				return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/tokenizer_config.json: %s "
-					       "entry '%.40s' is not a control or user-defined piece of "
-					       "tokenizer.model (not supported)", c->dir, key, s ? s : "?");
-		}
-		e = cJSON_GetObjectItemCaseSensitive(c->cfg, key);
-		if (e && !cJSON_IsArray(e) && !cJSON_IsNull(e))
-			return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/tokenizer_config.json: %s that is "
-				       "not a list is not supported", c->dir, key);
-	}
-	return FX_OK;
+	return rc;
 }
 
 /* ---- the pipeline around the model -------------------------------------- */
@@ -695,8 +769,8 @@ static int spm_pipeline(struct spm_ctx *c, cJSON *j)
 	    (rc = spm_add_json(j, "decoder", dec)))
 		return rc;
 	if (c->cls == SPMC_T5) /* T5Tokenizer sets $A </s> after the base class */
-		return hflegacy_template(j, NULL, c->named[1], false, true);
-	return hflegacy_template(j, c->named[0], c->named[1], add_bos, add_eos);
+		return hflegacy_template(j, NULL, spm_name(c, "eos_token"), false, true);
+	return hflegacy_template(j, spm_name(c, "bos_token"), spm_name(c, "eos_token"), add_bos, add_eos);
 }
 
 /* j's "ferrox" object: kind and the resolved named tokens. */
@@ -710,7 +784,8 @@ static int spm_private(struct spm_ctx *c, cJSON *j)
 	    !(st = cJSON_AddObjectToObject(f, "special_tokens")))
 		return FX_E_NOMEM;
 	for (int k = 0; k < 7; k++)
-		if (c->named[k] && !cJSON_AddStringToObject(st, spm_named_keys[k], c->named[k]))
+		if (spm_name(c, spm_named_keys[k]) &&
+		    !cJSON_AddStringToObject(st, spm_named_keys[k], spm_name(c, spm_named_keys[k])))
 			return FX_E_NOMEM;
 	return FX_OK;
 }
@@ -775,8 +850,7 @@ out:
 	cJSON_Delete(c.cfg);
 	cJSON_Delete(c.map);
 	cJSON_Delete(c.mcfg);
-	for (int k = 0; k < 7; k++)
-		fx_free(c.named[k]);
+	cJSON_Delete(c.names);
 	fx_free(c.tmp);
 	fx_free(c.ids.slot);
 	strtab_free(&c.text);
