@@ -40,8 +40,9 @@ equal. Decoding: the ids of each string (add 0, parse 1) through ferrox's
 streaming detokenizer must equal the backend's decode of the same ids as
 tokens that do not start the text (decode([anchor] + ids) less
 decode([anchor]): ferrox's pieces are never the first), specials skipped.
-Then malformed and unsupported folders must fail to load naming the
-problem.
+Then `ferrox inspect / tokenize / run` on a checkpoint whose tokenizer is
+a tokenizer.model (cli_checks), and malformed and unsupported folders
+must fail to load naming the problem.
 
 Skips (77) without the packages, or (gemma only) without the model, unless
 FX_REQUIRE_MODELS=1.
@@ -239,6 +240,60 @@ def malformed(tok_dump, out):
     return fails
 
 
+# ---- the CLI on a checkpoint ---------------------------------------------------------------------
+
+def cli_checks(tok_dump, out, AutoTokenizer):
+    """`ferrox inspect / tokenize / run` on tests/fixtures/hf-tiny/llama with its
+    tokenizer.json replaced by a tokenizer.model of the same 256 pieces
+    (LlamaTokenizer, add_bos_token): the kind is reported, `tokenize --ids`
+    gives AutoTokenizer's ids, `run` generates."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    ferrox = os.path.join(os.path.dirname(os.path.abspath(tok_dump)), "ferrox")
+    src = os.path.join(ROOT, "tests", "fixtures", "hf-tiny", "llama")
+    d = os.path.join(out, "cli-tiny-llama")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(src, f), d)
+    tj = json.load(open(os.path.join(src, "tokenizer.json"), encoding="utf-8"))
+    m = pb.ModelProto()
+    for tok, i in sorted(tj["model"]["vocab"].items(), key=lambda x: x[1]):
+        p = m.pieces.add()
+        p.piece, p.score = tok, -float(i)
+        p.type = (pb.ModelProto.SentencePiece.UNKNOWN if tok == "<unk>" else
+                  pb.ModelProto.SentencePiece.CONTROL if tok in ("<s>", "</s>", "<pad>") else
+                  pb.ModelProto.SentencePiece.BYTE if len(tok) == 6 and tok.startswith("<0x") else
+                  pb.ModelProto.SentencePiece.NORMAL)
+    m.trainer_spec.model_type = pb.TrainerSpec.BPE
+    m.trainer_spec.byte_fallback = True
+    with open(os.path.join(d, "tokenizer.model"), "wb") as f:
+        f.write(m.SerializeToString())
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "LlamaTokenizer", "add_bos_token": True}, f)
+    fails = []
+    text = "Hello world, the tiny model"
+    want = AutoTokenizer.from_pretrained(d)(text)["input_ids"]
+
+    def run(*args):
+        r = subprocess.run([ferrox] + list(args), capture_output=True, timeout=300)
+        return r.returncode, (r.stdout + r.stderr).decode("utf-8", "replace")
+
+    rc, msg = run("inspect", "-m", d)
+    if rc or "tokenizer.model (LlamaTokenizer, BPE), 256 tokens" not in msg:
+        fails.append("ferrox inspect: rc %d: %s" % (rc, msg[-300:]))
+    rc, msg = run("tokenize", "-m", d, "-p", text, "--ids")
+    got = msg.strip().splitlines()[-1] if msg.strip() else ""
+    if rc or got != str(want):
+        fails.append("ferrox tokenize --ids: rc %d, %s, transformers %s" % (rc, got, want))
+    rc, msg = run("run", "-m", d, "-p", text, "-n", "6", "--temp", "0")
+    if rc or "generation 6 tokens" not in msg:
+        fails.append("ferrox run: rc %d: %s" % (rc, msg[-300:]))
+    print("cli (hf-tiny llama with tokenizer.model): tokenize %s, %s" % (
+        got, "inspect / tokenize / run as expected" if not fails else "FAILED"))
+    return fails
+
+
 def main():
     args = sys.argv[1:]
     if not args:
@@ -283,6 +338,7 @@ def main():
         if same != len(ids):
             failures.append("%s decode: %d of %d differ" % (name, len(ids) - same, len(ids)))
     if not only:
+        failures += cli_checks(tok_dump, out, AutoTokenizer)
         failures += malformed(tok_dump, out)
     for f in failures:
         print("FAIL: " + f)
