@@ -221,6 +221,13 @@ def malformed(tok_dump, out):
         ("renamed", good, {"tokenizer_config.json": {"added_tokens_decoder": {"7": {"content": "<x>"}}}},
          "renaming pieces is not supported"),
     ]
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    m = pb.ModelProto()
+    m.ParseFromString(open(os.path.join(FIXTURES, "unigram-nfkc", "tokenizer.model"), "rb").read())
+    m.normalizer_spec.precompiled_charsmap = b"\x10\x00\x00\x00abc"
+    bad.append(("bad-charsmap", m.SerializeToString(), {},
+                "tokenizer.model (read as the tokenizer.json transformers builds from it): "
+                "precompiled_charsmap is truncated"))
     fails = []
     for name, data, files, want in bad:
         d = os.path.join(out, "bad-" + name)

@@ -181,7 +181,7 @@ endif()
 # and T5Tokenizer bare or with their saved configs, TokenizersBackend by
 # several routes), each on 2,050 strings x 4 combinations against
 # transformers' AutoTokenizer, all equal, decoding too; ferrox inspect /
-# tokenize / run on hf-tiny/llama with a tokenizer.model; 13 malformed or
+# tokenize / run on hf-tiny/llama with a tokenizer.model; 14 malformed or
 # unsupported folders refused naming the problem. Skip (77) without the
 # packages (gemma alone without the model) unless FX_REQUIRE_MODELS=1.
 if(Python3_Interpreter_FOUND)

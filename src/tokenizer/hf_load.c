@@ -1066,5 +1066,13 @@ out:
 	vocab_free(v);
 	if (rc == FX_E_NOMEM)
 		return fx_fail(err, rc, "out of memory loading %s", legacy);
+	if (rc && err && strcmp(legacy, "tokenizer.json") && !strncmp(err->msg, "tokenizer.json: ", 16)) {
+		/* the tree was built from other files: name them */
+		char msg[sizeof(err->msg)];
+
+		snprintf(msg, sizeof(msg), "%s", err->msg + 16);
+		fx_fail(err, rc, "%s/%s (read as the tokenizer.json transformers builds from it): %s",
+			dir, legacy, msg);
+	}
 	return rc;
 }
