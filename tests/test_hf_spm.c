@@ -121,7 +121,7 @@ static void pb_piece(struct pb *p, const char *text, float score, int type)
 static void build_model(struct pb *p)
 {
 	static const char *const text[8] = { "<unk>", "<s>", "</s>", "a", "b", "ab", "\xe2\x96\x81",
-					     "\xe2\x96\x81" "a" };
+					     ("\xe2\x96\x81" "a") };
 	static const int type[8] = { 2, 3, 3, 0, 1, 0, 0, 1 };
 	struct pb t = { .n = 0 }, nm = { .n = 0 };
 
