@@ -118,6 +118,7 @@ static const char *spm_cstr(struct spm_ctx *c, struct span s)
 	return c->tmp;
 }
 
+/* The id of piece p[0..n), or -1. */
 static int32_t spm_id(const struct spm_ctx *c, const char *p, size_t n)
 {
 	struct span s = { p, n };
@@ -427,6 +428,9 @@ static int spm_merges(struct spm_ctx *c, cJSON *merges)
 	return rc;
 }
 
+/* model as BPE (extract's vocab {piece: id} and generated merges; unk_token
+ * and byte_fallback per class, see the header). FX_E_UNSUPPORTED (Gemma
+ * without unk), FX_E_NOMEM. */
 static int spm_model_bpe(struct spm_ctx *c, cJSON *model)
 {
 	cJSON *vocab, *merges;
@@ -481,6 +485,8 @@ static int spm_uni_entry(cJSON *vocab, const char *s, double score)
 	return cJSON_AddItemToArray(vocab, e) ? FX_OK : (cJSON_Delete(e), FX_E_NOMEM);
 }
 
+/* model as Unigram ([piece, score], then T5's extra ids with score 0).
+ * FX_E_FORMAT (unk_id outside the vocabulary), FX_E_NOMEM. */
 static int spm_model_unigram(struct spm_ctx *c, cJSON *model)
 {
 	int32_t unk = c->cls == SPMC_T5 ? 2 : c->m.unk_id;
@@ -726,6 +732,9 @@ static int spm_cfg_bool(struct spm_ctx *c, const char *key, bool def, bool *out)
 	return FX_OK;
 }
 
+/* j's normalizer, pre_tokenizer, decoder and post_processor for c's class
+ * (the header's table). FX_E_UNSUPPORTED (an option of an odd type),
+ * FX_E_NOMEM. */
 static int spm_pipeline(struct spm_ctx *c, cJSON *j)
 {
 	char pre[256], dec[512];
@@ -790,6 +799,7 @@ static int spm_private(struct spm_ctx *c, cJSON *j)
 	return FX_OK;
 }
 
+/* The whole tree into j (an empty object; the caller's). */
 static int spm_tree(struct spm_ctx *c, cJSON *j)
 {
 	cJSON *model = cJSON_AddObjectToObject(j, "model"), *added;
