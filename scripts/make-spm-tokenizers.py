@@ -4,6 +4,7 @@ for tests/test_hf_spm_oracle.py (src/tokenizer/hf_spm.c).
 
     python3 scripts/make-spm-tokenizers.py --trained OUTDIR   # the committed fixtures
     python3 scripts/make-spm-tokenizers.py --gemma GGUF OUTDIR
+    python3 scripts/make-spm-tokenizers.py --llama GGUF OUTDIR
 
 --trained writes two models trained by sentencepiece on make-hf-tokenizers.py's
 corpus_text (fixed seeds, one thread), committed under tests/fixtures/spm:
@@ -18,6 +19,10 @@ corpus_text (fixed seeds, one thread), committed under tests/fixtures/spm:
 byte fallback, unk 3, bos 2, eos 1, pad 0, identity normalization without
 the dummy prefix, as Gemma's own tokenizer.model), about 4 MB, so it is
 made at test time from the model and not committed.
+--llama does the same for llama.cpp's ggml-vocab-llama-spm.gguf (Llama's
+32,000 pieces: unk 0, bos 1, eos 2, add_dummy_prefix, as Llama's own
+tokenizer.model), from the llama-cpp-python sdist
+(scripts/get-llama-sdist.sh) when present.
 
 The tokenizer_config.json variants around these models are written by the
 test itself.
@@ -77,7 +82,10 @@ def gguf_vocab(path):
     return toks, scores, types
 
 
-def gemma(gguf_path, outdir):
+def from_gguf(gguf_path, outdir, unk, bos, eos, pad, names, add_dummy_prefix):
+    """OUTDIR/tokenizer.model from a SentencePiece-style GGUF vocabulary:
+    pieces, scores and types as the GGUF has them (piece unk made UNKNOWN),
+    BPE, byte fallback, identity normalization."""
     from sentencepiece import sentencepiece_model_pb2 as pb
 
     toks, scores, types = gguf_vocab(gguf_path)
@@ -85,23 +93,31 @@ def gemma(gguf_path, outdir):
     for i, (t, s, ty) in enumerate(zip(toks, scores, types)):
         p = m.pieces.add()
         p.piece, p.score = t, s
-        # llama.cpp's converter marks <unk> CONTROL; sentencepiece needs one UNKNOWN
-        p.type = pb.ModelProto.SentencePiece.UNKNOWN if i == 3 else ty
+        # llama.cpp's converter marks Gemma's <unk> CONTROL; sentencepiece needs one UNKNOWN
+        p.type = pb.ModelProto.SentencePiece.UNKNOWN if i == unk else ty
     ts = m.trainer_spec
     ts.model_type = pb.TrainerSpec.BPE
     ts.vocab_size = len(toks)
     ts.byte_fallback = True
     ts.split_digits = True
-    ts.unk_id, ts.bos_id, ts.eos_id, ts.pad_id = 3, 2, 1, 0
-    ts.unk_piece, ts.bos_piece, ts.eos_piece, ts.pad_piece = "<unk>", "<bos>", "<eos>", "<pad>"
+    ts.unk_id, ts.bos_id, ts.eos_id, ts.pad_id = unk, bos, eos, pad
+    ts.unk_piece, ts.bos_piece, ts.eos_piece, ts.pad_piece = names
     ns = m.normalizer_spec
     ns.name = "identity"
-    ns.add_dummy_prefix = False
+    ns.add_dummy_prefix = add_dummy_prefix
     ns.remove_extra_whitespaces = False
     ns.escape_whitespaces = True
     os.makedirs(outdir, exist_ok=True)
     with open(os.path.join(outdir, "tokenizer.model"), "wb") as f:
         f.write(m.SerializeToString())
+
+
+def gemma(gguf_path, outdir):
+    from_gguf(gguf_path, outdir, 3, 2, 1, 0, ("<unk>", "<bos>", "<eos>", "<pad>"), False)
+
+
+def llama(gguf_path, outdir):
+    from_gguf(gguf_path, outdir, 0, 1, 2, -1, ("<unk>", "<s>", "</s>", "<pad>"), True)
 
 
 def main():
@@ -110,6 +126,8 @@ def main():
         train(a[1])
     elif len(a) == 3 and a[0] == "--gemma":
         gemma(a[1], a[2])
+    elif len(a) == 3 and a[0] == "--llama":
+        llama(a[1], a[2])
     else:
         sys.exit(__doc__)
 

@@ -27,6 +27,11 @@ default Gemma 3 270M GGUF's vocabulary on first use; 262,144 pieces):
 - t5-saved: the same with the tokenizer_config.json save_pretrained writes
   (additional_special_tokens, added_tokens_decoder of the extra ids);
 - gemma: GemmaTokenizer, add_bos_token;
+- llama-spm, llama-spm-legacy: Llama's 32,000 pieces (from llama.cpp's
+  ggml-vocab-llama-spm.gguf, when the llama-cpp-python sdist is there:
+  scripts/get-llama-sdist.sh), under Llama 2's own tokenizer_config.json
+  and special_tokens_map.json (named tokens as AddedToken dicts), and
+  legacy true; llama.cpp's test strings for it are added;
 - gemma-saved: Gemma 3's own tokenizer_config.json keys (named tokens,
   model-specific boi_token / image_token, additional_special_tokens, which
   replace the control and user-defined pieces as extra special tokens, an
@@ -87,7 +92,13 @@ def write_folder(d, model, files):
             f.write(obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False))
 
 
-def cases(out, gemma_model):
+def added_dict(content):
+    """A named token as older save_pretrained wrote it in tokenizer_config.json."""
+    return {"__type": "AddedToken", "content": content, "lstrip": False, "normalized": False, "rstrip": False,
+            "single_word": False}
+
+
+def cases(out, gemma_model, llama_spm):
     llama = os.path.join(FIXTURES, "llama-bpe", "tokenizer.model")
     uni = os.path.join(FIXTURES, "unigram-nfkc", "tokenizer.model")
     cfg = "tokenizer_config.json"
@@ -128,12 +139,39 @@ def cases(out, gemma_model):
             "added_tokens_decoder": {str(i): added(c, special=(i != 5)) for i, c in
                                      [(0, "<pad>"), (1, "<eos>"), (2, "<bos>"), (3, "<unk>"), (4, "<mask>"),
                                       (5, "[multimodal]"), (105, "<start_of_turn>"), (106, "<end_of_turn>")]}}}))
+    if llama_spm:  # Llama 2's own tokenizer_config.json / special_tokens_map.json
+        named = {"bos_token": added_dict("<s>"), "eos_token": added_dict("</s>"), "unk_token": added_dict("<unk>")}
+        all_cases.append(("llama-spm", llama_spm, {
+            cfg: dict(named, add_bos_token=True, add_eos_token=False, clean_up_tokenization_spaces=False,
+                      legacy=False, model_max_length=1000000000000000019884624838656, pad_token=None,
+                      padding_side="right", sp_model_kwargs={}, tokenizer_class="LlamaTokenizer"),
+            "special_tokens_map.json": {k: {kk: vv for kk, vv in v.items() if kk != "__type"}
+                                        for k, v in named.items()}}))
+        all_cases.append(("llama-spm-legacy", llama_spm, {cfg: {"tokenizer_class": "LlamaTokenizerFast",
+                                                                 "legacy": True, "add_bos_token": True}}))
     made = []
     for name, model, files in all_cases:
         d = os.path.join(out, name)
         write_folder(d, model, files)
         made.append((name, d))
     return made
+
+
+def llama_spm_source(out, mk):
+    """<out>/llama-spm-src/tokenizer.model made from llama.cpp's
+    ggml-vocab-llama-spm.gguf (kept), or None when that is absent."""
+    vd = mk.llama_vocab_dir()
+    gguf = os.path.join(vd, "ggml-vocab-llama-spm.gguf") if vd else ""
+    path = os.path.join(out, "llama-spm-src", "tokenizer.model")
+    if not os.path.isfile(gguf):
+        if REQUIRE and os.environ.get("FX_LLAMA_VOCAB_DIR"):
+            sys.exit("FAIL: FX_REQUIRE_MODELS=1 and %s is missing" % gguf)
+        print("llama-spm: llama.cpp's ggml-vocab-llama-spm.gguf not found (scripts/get-llama-sdist.sh), skipped")
+        return None
+    if not os.path.isfile(path) or os.path.getmtime(path) < os.path.getmtime(gguf):
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make-spm-tokenizers.py"), "--llama", gguf,
+                        os.path.dirname(path)], check=True)
+    return path
 
 
 def gemma_source(out):
@@ -319,13 +357,17 @@ def main():
     out = os.path.join(build, "hf-spm")
     os.makedirs(out, exist_ok=True)
     gemma = gemma_source(out) if not only or any(n.startswith("gemma") for n in only) else None
-    made = [(n, d) for n, d in cases(out, gemma) if not only or n in only]
+    mk = orc.load_maker()
+    lspm = llama_spm_source(out, mk) if not only or any(n.startswith("llama-spm") for n in only) else None
+    made = [(n, d) for n, d in cases(out, gemma, lspm) if not only or n in only]
     tricky = orc.tricky_strings()
     failures = []
     for name, d in made:
         full = AutoTokenizer.from_pretrained(d)
         tok = full._tokenizer
         texts = tricky + orc.random_strings(name, tok, N_RANDOM)
+        if name.startswith("llama-spm"):  # llama.cpp's own test strings for this vocabulary
+            texts += [t for t in orc.inp_strings(mk, "llama-spm") if t not in texts]
         fx = orc.ferrox_encode(tok_dump, d, texts)
         hf = orc.hf_encode(tok, texts) if not isinstance(fx, str) else None
         equal, total, first = orc.compare(texts, hf, fx)

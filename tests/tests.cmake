@@ -175,15 +175,18 @@ endif()
 
 # Folders with SentencePiece's tokenizer.model and no tokenizer.json
 # (tests/test_hf_spm_oracle.py, src/tokenizer/hf_spm.c): the llama-bpe and
-# unigram-nfkc models of tests/fixtures/spm and one made from the Gemma 3
-# 270M GGUF, under 13 tokenizer_config.json / config.json variants
+# unigram-nfkc models of tests/fixtures/spm, one made from the Gemma 3
+# 270M GGUF and one from llama.cpp's ggml-vocab-llama-spm.gguf (when the
+# llama-cpp-python sdist is there), under 15 tokenizer_config.json /
+# config.json variants
 # (LlamaTokenizer legacy or not, with or without prefix space, GemmaTokenizer
 # and T5Tokenizer bare or with their saved configs, TokenizersBackend by
 # several routes), each on 2,050 strings x 4 combinations against
 # transformers' AutoTokenizer, all equal, decoding too; ferrox inspect /
 # tokenize / run on hf-tiny/llama with a tokenizer.model; 14 malformed or
 # unsupported folders refused naming the problem. Skip (77) without the
-# packages (gemma alone without the model) unless FX_REQUIRE_MODELS=1.
+# packages (gemma / llama-spm alone without their sources) unless
+# FX_REQUIRE_MODELS=1.
 if(Python3_Interpreter_FOUND)
   add_test(NAME test_hf_spm_oracle COMMAND ${Python3_EXECUTABLE}
            ${CMAKE_SOURCE_DIR}/tests/test_hf_spm_oracle.py $<TARGET_FILE:tok_dump>
