@@ -18,6 +18,10 @@ default Gemma 3 270M GGUF's vocabulary on first use; 262,144 pieces):
   special_tokens_map.json naming bos / eos / pad;
 - llama-noclass: no tokenizer_config.json (TokenizersBackend: BPE with
   the proto's unk piece, no pre-tokenizer);
+- llama-custom-tokens: model-specific *_token keys (a string, an
+  AddedToken object, a plain object that transformers ignores, one in
+  special_tokens_map.json: new ids in transformers' order) and
+  additional_special_tokens naming a new token and a user-defined piece;
 - mistral-llamaclass: LlamaTokenizer but config.json model_type mistral,
   which registers TokenizersBackend: TokenizersBackend;
 - unigram-pretrainedfast: tokenizer_class PreTrainedTokenizerFast;
@@ -114,6 +118,11 @@ def cases(out, gemma_model, llama_spm):
                                     "special_tokens_map.json": {"bos_token": "<s>", "eos_token": "</s>",
                                                                 "pad_token": "<mask>"}}),
         ("llama-noclass", llama, {}),
+        ("llama-custom-tokens", llama, {
+            cfg: {"tokenizer_class": "LlamaTokenizer", "image_token": "<image>",
+                  "boi_token": dict(added_dict("<boi>")), "plain_token": {"content": "<plain>"},
+                  "additional_special_tokens": ["<new>", "<think>"]},
+            "special_tokens_map.json": {"audio_token": added("<audio>"), "bos_token": "<s>"}}),
         ("mistral-llamaclass", llama, {"config.json": {"model_type": "mistral"},
                                        cfg: {"tokenizer_class": "LlamaTokenizer", "add_bos_token": True}}),
         ("unigram-pretrainedfast", uni, {cfg: {"tokenizer_class": "PreTrainedTokenizerFast"}}),

@@ -40,9 +40,10 @@
  *   Then as for every class (tokenization_utils_base.py from_pretrained
  *   and __init__, TokenizersBackend.__init__), added tokens in this order:
  *   tokenizer_config.json's added_tokens_decoder; the named tokens (the
- *   class's, then bos_token ... and any other "*_token" string key of
- *   tokenizer_config.json, then of special_tokens_map.json when there is
- *   no added_tokens_decoder), special; the extra special tokens: the
+ *   class's, then bos_token ... of tokenizer_config.json, else of
+ *   special_tokens_map.json when there is no added_tokens_decoder, and
+ *   model-specific "*_token" keys: spm_names), special; the extra special
+ *   tokens: the
  *   config's extra_special_tokens / additional_special_tokens when it has
  *   either key, else the CONTROL / USER_DEFINED pieces (and T5's extra
  *   ids). Each at its piece's id, else appended. The post-processor
@@ -276,31 +277,38 @@ static int spm_name_set(struct spm_ctx *c, const char *key, const char *s)
 	return cJSON_AddItemToObject(c->names, key, v) ? FX_OK : (cJSON_Delete(v), FX_E_NOMEM);
 }
 
-/* The named tokens of a config object o (file names it): the seven
- * SPECIAL_TOKENS_ATTRIBUTES (a string, {"content": s} or null) and any
- * other "*_token" key with a string value (model-specific special
- * tokens, PreTrainedTokenizerBase.__init__). */
-static int spm_names_from(struct spm_ctx *c, const cJSON *o, const char *file)
+/* Named tokens of a config object o (file names it), as transformers
+ * takes them (PreTrainedTokenizerBase.from_pretrained and __init__): the
+ * seven SPECIAL_TOKENS_ATTRIBUTES (a string, {"content": s} or null) when
+ * std; any other "*_token" key (a model-specific special token) whose
+ * value is a string when str, an object with a content when obj (in
+ * tokenizer_config.json only an {"__type": "AddedToken"} one, which
+ * convert_added_tokens turns into a token). */
+static int spm_names_from(struct spm_ctx *c, const cJSON *o, const char *file, bool std, bool str,
+			  bool obj)
 {
 	const cJSON *t;
 	int rc;
 
 	cJSON_ArrayForEach(t, o) {
 		size_t n = strlen(t->string);
-		bool std = false;
+		const cJSON *ty = cJSON_GetObjectItemCaseSensitive(t, "__type");
+		const char *s = hflegacy_content(t);
+		bool named = false;
 
 		for (int k = 0; k < 7; k++)
-			std = std || !strcmp(t->string, spm_named_keys[k]);
-		if (std) {
-			const char *s = hflegacy_content(t);
-
+			named = named || !strcmp(t->string, spm_named_keys[k]);
+		if (named && std) {
 			if (!s && !cJSON_IsNull(t))
 				return fx_fail(c->err, FX_E_FORMAT, "%s/%s: %s is neither a string nor "
 					       "{\"content\": string}", c->dir, file, t->string);
 			if ((rc = spm_name_set(c, t->string, s)))
 				return rc;
-		} else if (n > 6 && !strcmp(t->string + n - 6, "_token") && cJSON_IsString(t) &&
-			   (rc = spm_name_set(c, t->string, t->valuestring))) {
+		} else if (!named && n > 6 && !strcmp(t->string + n - 6, "_token") && s &&
+			   ((str && cJSON_IsString(t)) ||
+			    (obj && cJSON_IsObject(t) && (o == c->map || (cJSON_IsString(ty) &&
+								       !strcmp(ty->valuestring, "AddedToken"))))) &&
+			   (rc = spm_name_set(c, t->string, s))) {
 			return rc;
 		}
 	}
@@ -339,15 +347,21 @@ static int spm_names(struct spm_ctx *c)
 				return rc ? rc : FX_E_NOMEM;
 		}
 	}
-	if ((rc = spm_names_from(c, c->cfg, "tokenizer_config.json")))
+	/* model-specific tokens in __init__'s order: those passed as kwargs
+	 * (tokenizer_config.json's AddedToken objects, then
+	 * special_tokens_map.json's), then from_pretrained's
+	 * model_specific_special_tokens (tokenizer_config.json's strings) */
+	if ((rc = spm_names_from(c, c->cfg, "tokenizer_config.json", true, false, true)))
 		return rc;
 	if (!cJSON_GetObjectItemCaseSensitive(c->cfg, "added_tokens_decoder")) {
 		if (cJSON_GetObjectItemCaseSensitive(c->map, "extra_special_tokens"))
 			return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/special_tokens_map.json: "
 				       "extra_special_tokens is not supported", c->dir);
-		if ((rc = spm_names_from(c, c->map, "special_tokens_map.json")))
+		if ((rc = spm_names_from(c, c->map, "special_tokens_map.json", true, true, true)))
 			return rc;
 	}
+	if ((rc = spm_names_from(c, c->cfg, "tokenizer_config.json", false, true, false)))
+		return rc;
 	/* from_pretrained renames additional_special_tokens to
 	 * extra_special_tokens (unless that is set and not empty); then
 	 * extract()'s list of CONTROL / USER_DEFINED pieces is not used */
