@@ -22,6 +22,8 @@ default Gemma 3 270M GGUF's vocabulary on first use; 262,144 pieces):
   AddedToken object, a plain object that transformers ignores, one in
   special_tokens_map.json: new ids in transformers' order) and
   additional_special_tokens naming a new token and a user-defined piece;
+- llama-beside-vocab-json: no class, and a vocab.json + merges.txt beside
+  tokenizer.model, which TokenizersBackend reads instead;
 - mistral-llamaclass: LlamaTokenizer but config.json model_type mistral,
   which registers TokenizersBackend: TokenizersBackend;
 - unigram-pretrainedfast: tokenizer_class PreTrainedTokenizerFast;
@@ -123,6 +125,7 @@ def cases(out, gemma_model, llama_spm):
                   "boi_token": dict(added_dict("<boi>")), "plain_token": {"content": "<plain>"},
                   "additional_special_tokens": ["<new>", "<think>"]},
             "special_tokens_map.json": {"audio_token": added("<audio>"), "bos_token": "<s>"}}),
+        ("llama-beside-vocab-json", llama, {"vocab.json": {"a": 0, "b": 1, "ab": 2}, "merges.txt": "a b\n"}),
         ("mistral-llamaclass", llama, {"config.json": {"model_type": "mistral"},
                                        cfg: {"tokenizer_class": "LlamaTokenizer", "add_bos_token": True}}),
         ("unigram-pretrainedfast", uni, {cfg: {"tokenizer_class": "PreTrainedTokenizerFast"}}),

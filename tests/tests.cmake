@@ -177,7 +177,7 @@ endif()
 # (tests/test_hf_spm_oracle.py, src/tokenizer/hf_spm.c): the llama-bpe and
 # unigram-nfkc models of tests/fixtures/spm, one made from the Gemma 3
 # 270M GGUF and one from llama.cpp's ggml-vocab-llama-spm.gguf (when the
-# llama-cpp-python sdist is there), under 16 tokenizer_config.json /
+# llama-cpp-python sdist is there), under 17 tokenizer_config.json /
 # config.json variants
 # (LlamaTokenizer legacy or not, with or without prefix space, GemmaTokenizer
 # and T5Tokenizer bare or with their saved configs, TokenizersBackend by

@@ -197,7 +197,8 @@ int hftok_read_json(const char *dir, const char *name, cJSON **out, struct fx_er
 
 /* The tokenizer.json tree transformers builds for dir's vocab.json +
  * merges.txt (GPT-2 byte-level BPE) into *out (cJSON_Delete), or *out
- * NULL when there is no vocab.json. FX_E_FORMAT naming the file and line,
+ * NULL when there is no vocab.json, or a tokenizer.model that transformers
+ * would read instead (a class other than GPT-2's). FX_E_FORMAT naming the file and line,
  * FX_E_UNSUPPORTED (a tokenizer_class other than GPT-2's), FX_E_IO,
  * FX_E_NOMEM. */
 int hflegacy_bpe_json(const char *dir, cJSON **out, struct fx_err *err);

@@ -24,7 +24,9 @@
  *   post_processor: TemplateProcessing [bos] $A [eos] when add_bos_token /
  *     add_eos_token.
  * A tokenizer_class other than GPT2Tokenizer(Fast) (Roberta, Qwen2, ...:
- * other pre-tokenizers or processors) is FX_E_UNSUPPORTED.
+ * other pre-tokenizers or processors) is FX_E_UNSUPPORTED. When a
+ * tokenizer.model sits beside the files and the class is not GPT-2's,
+ * transformers reads that instead, and so does ferrox (hf_spm.c).
  *
  * Errors: FX_E_FORMAT naming the file, FX_E_IO, FX_E_UNSUPPORTED,
  * FX_E_NOMEM. Ownership: the tree is the caller's (cJSON_Delete).
@@ -138,7 +140,7 @@ static int legacy_merges(char *text, size_t n, const cJSON *vocab, cJSON *merges
 		if (len && p[len - 1] == '\r')
 			len--;
 		p[len] = '\0'; /* the '\n', the '\r' or the buffer's spare byte */
-		if (strncmp(p, "#version", 8))
+		if (len < 8 || memcmp(p, "#version", 8)) /* not the "#version" line */
 			rc = legacy_merge_line(p, &keys, merges, dir, ln, err);
 		p = nl ? nl + 1 : end;
 	}
@@ -341,16 +343,51 @@ static int legacy_check_class(const cJSON *cfg, const char *dir, struct fx_err *
 		       dir, c->valuestring);
 }
 
+/* Does transformers read dir's tokenizer.model rather than vocab.json +
+ * merges.txt? It reads the class's vocab_file: vocab.json only for
+ * GPT2Tokenizer (tokenizer_config.json's tokenizer_class, else
+ * config.json's, else config.json's model_type gpt2); tokenizer.model for
+ * the others (TokenizersBackend, LlamaTokenizer, ...). FX_E_FORMAT,
+ * FX_E_IO, FX_E_NOMEM through hftok_read_json. */
+static int legacy_defer_to_spm(const char *dir, const cJSON *cfg, bool *defer, struct fx_err *err)
+{
+	char path[4200];
+	cJSON *mc = NULL;
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(cfg, "tokenizer_class"), *mt;
+	FILE *f;
+	int rc;
+
+	*defer = false;
+	snprintf(path, sizeof(path), "%s/tokenizer.model", dir);
+	if (!(f = fopen(path, "rb")))
+		return FX_OK;
+	fclose(f);
+	if ((rc = hftok_read_json(dir, "config.json", &mc, err)))
+		return rc;
+	if (!cJSON_IsString(c))
+		c = cJSON_GetObjectItemCaseSensitive(mc, "tokenizer_class");
+	mt = cJSON_GetObjectItemCaseSensitive(mc, "model_type");
+	*defer = cJSON_IsString(c) ? strcmp(c->valuestring, "GPT2Tokenizer") &&
+				     strcmp(c->valuestring, "GPT2TokenizerFast")
+				   : !(cJSON_IsString(mt) && !strcmp(mt->valuestring, "gpt2"));
+	cJSON_Delete(mc);
+	return FX_OK;
+}
+
 int hflegacy_bpe_json(const char *dir, cJSON **out, struct fx_err *err)
 {
 	cJSON *vocab = NULL, *cfg = NULL, *j = NULL;
 	char *mtext = NULL;
 	size_t n = 0;
+	bool defer;
 	int rc;
 
 	*out = NULL;
 	if ((rc = hftok_read_json(dir, "vocab.json", &vocab, err)) || !vocab)
 		return rc;
+	if ((rc = hftok_read_json(dir, "tokenizer_config.json", &cfg, err)) ||
+	    (rc = legacy_defer_to_spm(dir, cfg, &defer, err)) || defer)
+		goto out; /* deferred: *out NULL, hf_spm.c reads tokenizer.model */
 	if ((rc = legacy_check_vocab(vocab, dir, err)) ||
 	    (rc = hftok_read_file(dir, "merges.txt", &mtext, &n, err)))
 		goto out;
@@ -359,8 +396,7 @@ int hflegacy_bpe_json(const char *dir, cJSON **out, struct fx_err *err)
 			     dir);
 		goto out;
 	}
-	if ((rc = hftok_read_json(dir, "tokenizer_config.json", &cfg, err)) ||
-	    (rc = legacy_check_class(cfg, dir, err)))
+	if ((rc = legacy_check_class(cfg, dir, err)))
 		goto out;
 	if (!(j = cJSON_CreateObject())) {
 		rc = FX_E_NOMEM;
