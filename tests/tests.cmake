@@ -173,6 +173,27 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(test_hf_legacy_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 
+# Folders with SentencePiece's tokenizer.model and no tokenizer.json
+# (tests/test_hf_spm_oracle.py, src/tokenizer/hf_spm.c): the llama-bpe and
+# unigram-nfkc models of tests/fixtures/spm, one made from the Gemma 3
+# 270M GGUF and one from llama.cpp's ggml-vocab-llama-spm.gguf (when the
+# llama-cpp-python sdist is there), under 17 tokenizer_config.json /
+# config.json variants
+# (LlamaTokenizer legacy or not, with or without prefix space, GemmaTokenizer
+# and T5Tokenizer bare or with their saved configs, TokenizersBackend by
+# several routes), each on 2,050 strings x 4 combinations against
+# transformers' AutoTokenizer, all equal, decoding too; ferrox inspect /
+# tokenize / run on hf-tiny/llama with a tokenizer.model; 14 malformed or
+# unsupported folders refused naming the problem. Skip (77) without the
+# packages (gemma / llama-spm alone without their sources) unless
+# FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_hf_spm_oracle COMMAND ${Python3_EXECUTABLE}
+           ${CMAKE_SOURCE_DIR}/tests/test_hf_spm_oracle.py $<TARGET_FILE:tok_dump>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_hf_spm_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+endif()
+
 # The public libraries (cmake/public-libs.cmake): libferrox.so and
 # libferrox.a define only ferrox.h's FX_API names (nm; fx_serve and its
 # params live in ferrox_server), and each is usable alone: tests/api_smoke.c

@@ -651,8 +651,16 @@ int hf_vocab_map(struct gguf_file *g, const char *dir, const cJSON *cfg, struct 
 	char path[4096];
 	struct stat st;
 	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
-	if (stat(path, &st) != 0)
+	if (stat(path, &st) != 0) {
+		/* ferrox runs a tokenizer.model folder (tokenizer/hf_spm.c) but
+		 * does not write one as GGUF keys: refuse that (convert only)
+		 * rather than write a GGUF without its tokenizer */
+		snprintf(path, sizeof(path), "%s/tokenizer.model", dir);
+		if (stat(path, &st) == 0)
+			return fx_fail(err, FX_E_UNSUPPORTED, "%s: a SentencePiece tokenizer.model is "
+				       "not converted to GGUF tokenizer keys yet", path);
 		return FX_OK;
+	}
 	if ((rc = load_json(&h, "tokenizer.json", true, &h.tj)) ||
 	    (rc = load_json(&h, "tokenizer_config.json", false, &h.tc)) ||
 	    (rc = load_json(&h, "special_tokens_map.json", false, &h.sm)))

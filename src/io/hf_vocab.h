@@ -15,7 +15,8 @@
  * recognised from its regexes), bos/eos/unk/pad ids, add_bos_token /
  * add_eos_token, add_space_prefix ("llama"), tokenizer.chat_template.
  * cfg: config.json (vocab_size pads the table with [PADi] as llama.cpp's
- * converter does); borrowed. No tokenizer.json: FX_OK, nothing added.
+ * converter does); borrowed. No tokenizer.json: FX_OK, nothing added,
+ * unless there is a tokenizer.model (FX_E_UNSUPPORTED: not mapped yet).
  * Errors: FX_E_NOMEM (keys added so far stay in g, freed with it),
  * FX_E_IO (unreadable file), FX_E_FORMAT (malformed JSON or a token table
  * with bad ids), FX_E_UNSUPPORTED (a tokenizer kind or pre-tokenizer
