@@ -368,7 +368,7 @@ int main(void)
 		{ "next/granitemoehybrid", false, 0 }, { "next/qwen3_5", false, 0 },
 		{ "next/qwen3_5_moe", false, 0 }, { "next/qwen3_next", false, 0 }, { "next/lfm2_moe", false, 0 },
 		{ "next/nemotron_h", false, 0 }, { "next/falcon_h1", false, 0 },
-		{ "next/qwen3_5_vlm_layout", false, 0 },
+		{ "next/qwen3_5_vlm_layout", false, 0 }, { "next/granitemoehybrid_dense", false, 0 },
 	};
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		char dir[256];

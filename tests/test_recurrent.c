@@ -171,6 +171,50 @@ static void check_bad(const char *edit, int want_rc, const char *needle)
 	CHECK(system(cmd) == 0);
 }
 
+/* A copy of dir whose config.json has `from` replaced by `to` (in C: the
+ * edits span lines) must load with rc (and, failing, say needle). */
+static void check_cfg_edit(const char *dir, const char *from, const char *to, int want_rc,
+			   const char *needle)
+{
+	char tmp[64] = "/tmp/fx_rec_XXXXXX", path[512], cmd[1024];
+	if (!mkdtemp(tmp)) {
+		CHECK(false);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	FILE *f = fopen(path, "rb");
+	char buf[8192];
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	char *at = strstr(buf, from);
+	CHECKF(at != NULL, "%s: '%s' not in config.json", dir, from);
+	if (!at)
+		return;
+	snprintf(path, sizeof(path), "%s/config.json", tmp);
+	f = fopen(path, "wb");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fwrite(buf, 1, (size_t)(at - buf), f);
+	fputs(to, f);
+	fputs(at + strlen(from), f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "cp %s/model.safetensors %s/", dir, tmp);
+	CHECK(system(cmd) == 0);
+	struct fx_err err = { 0 };
+	struct fx_model *m = NULL;
+	int rc = fx_model_load(tmp, NULL, &m, &err);
+	CHECKF(rc == want_rc && (!rc || strstr(err.msg, needle)), "config '%s' -> '%s': rc %d '%s'",
+	       from, to, rc, err.msg);
+	if (!rc)
+		fx_model_free(m);
+	printf("config edit (%s): %s\n", to, rc ? err.msg : "loads");
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
 	/* LFM2 (attention beside the convolutions) and Mamba-2 (no attention:
@@ -199,6 +243,13 @@ int main(void)
 	check_bad("s/\"full_attention\"/\"conv\"/", FX_E_FORMAT, "recurrent mixers");
 	/* a conv width the conv tensors do not have */
 	check_bad("s/\"conv_L_cache\": 3/\"conv_L_cache\": 4/", FX_E_FORMAT, "shortconv.conv");
+	/* Mamba's time_step_limit: Python's bare Infinity (transformers 4's
+	 * json) reads as infinity; a finite limit is refused (transformers
+	 * clamps dt with it in prefill but not in decode) */
+	static const char *const lim = "{\n      \"__float__\": \"Infinity\"\n    }";
+	check_cfg_edit("tests/fixtures/hf-tiny-next/mamba2", lim, "Infinity", FX_OK, "");
+	check_cfg_edit("tests/fixtures/hf-tiny-next/mamba2", lim, "10.0", FX_E_UNSUPPORTED,
+		       "time_step_limit");
 	/* a layer type ferrox does not know */
 	check_bad("0,/\"conv\"/s//\"retention\"/", FX_E_UNSUPPORTED, "retention");
 	return check_exit();

@@ -539,7 +539,8 @@ static int map_ssm(struct hf *h, int n_embd)
 	cfg_num(h->cfg, hy ? "mamba_d_conv" : "conv_kernel", &conv);
 	const cJSON *lim = cfg_get(h->cfg, "time_step_limit");
 	const cJSON *lo = lim ? cJSON_GetArrayItem(lim, 0) : NULL, *hi = lim ? cJSON_GetArrayItem(lim, 1) : NULL;
-	if (lim && (!lo || !cJSON_IsNumber(lo) || lo->valuedouble != 0 || (hi && cJSON_IsNumber(hi))))
+	if (lim && (!lo || !cJSON_IsNumber(lo) || lo->valuedouble != 0 ||
+		    (hi && cJSON_IsNumber(hi) && isfinite(hi->valuedouble))))
 		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: time_step_limit other than "
 			       "(0, inf) is not supported", h->dir);
 	const cJSON *rn = cfg_get(h->cfg, "mamba_rms_norm"), *nbg = cfg_get(h->cfg, "mamba_norm_before_gate");
@@ -636,6 +637,10 @@ static int map_metadata(struct hf *h)
 			       h->dir);
 	if ((rc = lfm2_ff(h, &n_ff)))
 		return rc;
+	double nle, sis;
+	if (cfg_num(cfg, "num_local_experts", &nle) && nle == 0 &&
+	    cfg_num(cfg, "shared_intermediate_size", &sis) && sis > 0)
+		n_ff = (int)sis; /* dense Granite 4.0-H: the shared MLP's width */
 	if ((rc = map_mixers(h)))
 		return rc;
 	if (gguf_build_str(h->g, "general.architecture", h->arch) ||
@@ -677,8 +682,10 @@ static int map_metadata(struct hf *h)
 			return FX_E_NOMEM;
 	}
 	/* Mixture of experts. */
-	if (cfg_num(cfg, "num_local_experts", &d) || cfg_num(cfg, "num_experts", &d) ||
-	    cfg_num(cfg, "n_routed_experts", &d)) {
+	/* 0 experts (Granite 4.0-H's dense sizes): no MoE, the shared MLP is
+	 * the layer's MLP */
+	if ((cfg_num(cfg, "num_local_experts", &d) || cfg_num(cfg, "num_experts", &d) ||
+	     cfg_num(cfg, "n_routed_experts", &d)) && d > 0) {
 		double used = 0, fe = n_ff, fs = 0;
 		h->n_expert = (int)d;
 		cfg_num(cfg, "num_experts_per_tok", &used);
@@ -1097,10 +1104,16 @@ static int map_tensor_named(struct hf *h, const struct st_tensor *t)
 	if (off > 0 && !strcmp(t->name + off, "block_sparse_moe.input_linear.weight"))
 		return map_gate_up(h, t, il, "ffn_gate_exps", "ffn_up_exps");
 	if (off > 0 && !strcmp(t->name + off, "shared_mlp.input_linear.weight"))
-		return map_gate_up(h, t, il, "ffn_gate_shexp", "ffn_up_shexp");
+		return h->n_expert ? map_gate_up(h, t, il, "ffn_gate_shexp", "ffn_up_shexp")
+				   : map_gate_up(h, t, il, "ffn_gate", "ffn_up");
 	const char *name = gguf_name(h, t->name, buf, sizeof(buf), &skip);
 	if (skip)
 		return FX_OK;
+	if (name && !h->n_expert && ends_with(name, ".ffn_down_shexp.weight")) {
+		/* a dense Granite 4.0-H: shared_mlp is the MLP */
+		snprintf(buf, sizeof(buf), "blk.%d.ffn_down.weight", il);
+		name = buf;
+	}
 	if (!name)
 		return fx_fail(h->err, FX_E_UNSUPPORTED,
 			       "%s: tensor '%s' has no mapping for model_type %s", h->dir, t->name,
@@ -1140,6 +1153,28 @@ static void release_st(void *p)
 	st_set_close(p);
 }
 
+/* Python's json writes float('inf') as a bare Infinity (Mamba configs'
+ * time_step_limit, saved by transformers 4), which is not JSON: outside
+ * strings, [-]Infinity becomes [-]1e999 (strtod's infinity, cJSON's number
+ * parser) padded with spaces, in place. */
+static void infinity_as_number(char *s)
+{
+	bool in_str = false;
+	for (char *p = s; *p; p++) {
+		if (in_str) {
+			if (*p == '\\' && p[1])
+				p++;
+			else if (*p == '"')
+				in_str = false;
+		} else if (*p == '"') {
+			in_str = true;
+		} else if (!strncmp(p, "Infinity", 8)) {
+			memcpy(p, "1e999   ", 8);
+			p += 7;
+		}
+	}
+}
+
 int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **out,
 	    struct fx_err *err)
 {
@@ -1154,6 +1189,7 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 	if (rc)
 		return fx_fail(err, rc, "%s: cannot read config.json (a Hugging Face model directory "
 			       "holds config.json of at most 1 MiB and model.safetensors)", dir);
+	infinity_as_number(text);
 	rc = fx_json_parse(text, strlen(text), &h.cfg, NULL);
 	fx_free(text);
 	if (rc == FX_E_NOMEM) {
@@ -1161,7 +1197,8 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 		goto out;
 	}
 	if (!h.cfg || !cJSON_IsObject(h.cfg)) {
-		rc = fx_fail(err, FX_E_FORMAT, "%s: config.json is not a JSON object", dir);
+		rc = fx_fail(err, FX_E_FORMAT, "%s: config.json is not a JSON object%s", dir,
+			     h.cfg ? "" : " (it does not parse as JSON)");
 		goto out;
 	}
 	const cJSON *mt = cfg_get(h.cfg, "model_type");
