@@ -197,8 +197,9 @@ endif()
 
 # tokenizer.json -> `ferrox convert` -> GGUF tokenizes as llama.cpp
 # (tests/test_hf_vocab_convert.py, io/hf_vocab.c): llama.cpp's test
-# vocabularies against their .out ids, the default models against their
-# GGUFs. Tokenizer folders from $FX_HF_TOKENIZERS or
+# vocabularies (bert-bge's WordPiece among them) against their .out ids,
+# the default models against their GGUFs, the WordPiece folders against
+# their own tokenizer.json; Unigram refused. Tokenizer folders from $FX_HF_TOKENIZERS or
 # scripts/make-hf-tokenizers.py; skips (77) without them unless
 # FX_REQUIRE_MODELS=1.
 if(Python3_Interpreter_FOUND)
