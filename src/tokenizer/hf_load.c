@@ -4,6 +4,18 @@
  * around it tokenizer_config.json / special_tokens_map.json (bos, eos) and
  * generation_config.json (eos_token_id: every one ends generation).
  *
+ * Whether BOS / EOS are added is tokenizer.json's post-processor's alone,
+ * as in transformers 5.23: PreTrainedTokenizerBase._from_pretrained drops
+ * tokenizer_config.json's add_bos_token / add_eos_token when a
+ * tokenizer.json is there, so TokenizersBackend.update_post_processor only
+ * runs for a null post-processor, with both flags false (no specials);
+ * per-model classes (LlamaTokenizer, GemmaTokenizer, Qwen2Tokenizer) take
+ * the post-processor from tokenizer.json too. (Those classes do rebuild
+ * the normalizer / pre-tokenizer / decoder from their own code; ferrox
+ * runs the file's, which is the same pipeline for the models' own files.)
+ * Without tokenizer.json the flags apply (hf_legacy.c). Checked by
+ * tests/test_hf_tokenizer_config.py.
+ *
  * A component or option value ferrox does not implement is refused with
  * FX_E_UNSUPPORTED naming it, never run differently.
  */
@@ -992,7 +1004,8 @@ out:
 	return rc;
 }
 
-/* add_bos / add_eos as the post-processor does them. */
+/* add_bos / add_eos as the post-processor does them (tokenizer_config.json's
+ * add_bos_token / add_eos_token do not count here: see the file's header). */
 static void post_flags(struct vocab *v)
 {
 	const struct hftok *h = v->hf;
