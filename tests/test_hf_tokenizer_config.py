@@ -39,6 +39,12 @@ add_eos_token and model_max_length.
    max_position_embeddings present wins (256) and inspect still shows
    model_max_length; a malformed tokenizer_config.json is refused, named,
    when it is needed. This part needs no Python packages.
+3. `ferrox convert`'s tokenizer.ggml.add_bos_token / add_eos_token (the
+   GGUF follows llama.cpp's converter, not transformers: tokenizer_config's
+   flags count where the post-processor leaves them open) against llama.cpp's
+   gguf-py SpecialVocab (vendored in the llama-cpp-python sdist,
+   scripts/get-llama-sdist.sh; not checked, saying so, when absent) on the
+   no-class folders of part 1, with the tiny llama weights.
 
 Part 1 skips (77) without transformers / tokenizers; sources that cannot
 be made are skipped, saying so; FX_REQUIRE_MODELS=1 turns both into
@@ -58,6 +64,8 @@ import types
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIRE = os.environ.get("FX_REQUIRE_MODELS") == "1"
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "hf-tiny")
+LLAMA_DIR = os.environ.get("FX_LLAMA_VOCAB_DIR") or os.path.join(
+    ROOT, "..", "oracle", "sdist", "llama_cpp_python-0.3.36", "vendor", "llama.cpp", "models")
 MADE = ["llama-spm", "gemma-3-270m", "smollm2-135m", "bert-bge", "qwen2"]
 N_RANDOM = 20
 
@@ -76,7 +84,7 @@ def ferrox_ids(tok_dump, d, texts):
     return [ln if ln.startswith("ERR") else [int(x) for x in ln.split(",")] if ln else [] for ln in lines]
 
 
-def part_flags(tok_dump, tmp):
+def part_flags(ferrox, tok_dump, tmp):
     """Part 1: (failures, skipped reason or None)."""
     for mod in ("tokenizers", "transformers"):
         if importlib.util.find_spec(mod) is None:
@@ -142,7 +150,46 @@ def part_flags(tok_dump, tmp):
         if equal != len(texts):
             fails.append("%s: %d of %d differ" % (folder, len(texts) - equal, len(texts)))
     print("%d folders checked" % len(made))
+    fails += part_convert_flags(ferrox, tmp, cfgs, sources)
     return fails, None
+
+
+def part_convert_flags(ferrox, tmp, cfgs, sources):
+    """Part 3: failures."""
+    gguf_py = os.path.join(LLAMA_DIR, "..", "gguf-py")
+    if not os.path.isdir(os.path.join(gguf_py, "gguf")):
+        print("part 3: llama.cpp's gguf-py is absent (scripts/get-llama-sdist.sh), not checked")
+        return ["gguf-py missing"] if REQUIRE else []
+    sys.path.insert(0, gguf_py)
+    import logging
+    from pathlib import Path
+    import gguf
+    logging.getLogger("gguf").setLevel(logging.ERROR)
+    mk = ns(os.path.join(ROOT, "scripts", "make-hf-tokenizers.py"))
+    fails, n = [], 0
+    for folder, d in cfgs.variants(os.path.join(tmp, "sv"), sources):
+        if "--noclass--" not in folder:
+            continue  # the class does not reach SpecialVocab
+        for f in ("config.json", "model.safetensors"):
+            shutil.copy(os.path.join(FIXTURES, "llama", f), d)
+        sv = gguf.SpecialVocab(Path(d), load_merges=False).add_special_token
+        out = d + ".gguf"
+        rc, _, err = run([ferrox, "convert", d, "-o", out])
+        if rc:
+            fails.append("%s: convert: %s" % (folder, err.strip()[-200:]))
+            continue
+        md = mk.read_gguf_metadata(out)
+        ours = [md.get("tokenizer.ggml.add_%s_token" % k) for k in ("bos", "eos")]
+        theirs = [sv.get(k) for k in ("bos", "eos")]
+        # SpecialVocab writes no key for a flag nothing decides; ferrox false
+        ok = all(o == t or (t is None and o in (None, False)) for o, t in zip(ours, theirs))
+        n += 1
+        print("%-48s convert add_bos/eos %-16s SpecialVocab %-16s%s" % (
+            folder, ours, theirs, "" if ok else "  FAIL"))
+        if not ok:
+            fails.append("%s: convert's add_bos/add_eos %s, SpecialVocab's %s" % (folder, ours, theirs))
+    print("part 3: %d converted folders, %d differ from SpecialVocab" % (n, len(fails)))
+    return fails
 
 
 def run(cmd):
@@ -221,7 +268,7 @@ def main():
     ferrox, tok_dump = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
         fails = part_max_length(ferrox, tmp)
-        flag_fails, skipped = part_flags(tok_dump, tmp)
+        flag_fails, skipped = part_flags(ferrox, tok_dump, tmp)
         fails += flag_fails
     for f in fails:
         print("FAIL: " + f)

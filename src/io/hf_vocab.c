@@ -504,21 +504,38 @@ static const char *special_text(const struct hv *h, const char *key)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* Does the post-processor's single-sequence template start (at_end: end)
- * with a special token? (SpecialVocab._try_load_from_tokenizer_json) */
-static bool template_adds(const cJSON *pp, bool at_end)
+/* The add_bos / add_eos the post-processor decides, as gguf-py's
+ * SpecialVocab._try_load_from_tokenizer_json reads it (each processor of a
+ * Sequence in turn): ByteLevel leaves both false unless already set;
+ * RobertaProcessing adds both; a TemplateProcessing single of two or more
+ * entries adds EOS when it ends with a special token, and BOS when it
+ * starts with one that is the bos or cls token (or when
+ * tokenizer_config.json names no bos token). -1: left open. */
+static void post_flags(const struct hv *h, const cJSON *pp, int *bos, int *eos)
 {
 	const cJSON *e;
 	if (jstr_is(pp, "type", "Sequence")) {
 		cJSON_ArrayForEach(e, jget(pp, "processors"))
-			if (template_adds(e, at_end))
-				return true;
-		return false;
+			post_flags(h, e, bos, eos);
+		return;
 	}
-	const cJSON *single = jget(pp, "single");
-	int n = cJSON_GetArraySize(single);
-	return jstr_is(pp, "type", "TemplateProcessing") && n > 0 &&
-	       jget(cJSON_GetArrayItem(single, at_end ? n - 1 : 0), "SpecialToken");
+	if (jstr_is(pp, "type", "ByteLevel")) {
+		*bos = *bos < 0 ? 0 : *bos;
+		*eos = *eos < 0 ? 0 : *eos;
+	} else if (jstr_is(pp, "type", "RobertaProcessing")) {
+		*bos = *eos = 1;
+	} else if (jstr_is(pp, "type", "TemplateProcessing")) {
+		const cJSON *single = jget(pp, "single");
+		int n = cJSON_GetArraySize(single);
+		const cJSON *first = jget(jget(cJSON_GetArrayItem(single, 0), "SpecialToken"), "id");
+		const cJSON *last = jget(cJSON_GetArrayItem(single, n - 1), "SpecialToken");
+		if (n > 1 && cJSON_IsString(first)) {
+			const char *b = special_text(h, "bos_token"), *c = special_text(h, "cls_token");
+			*bos = !b || !strcmp(first->valuestring, b) || (c && !strcmp(first->valuestring, c));
+		}
+		if (n > 1 && last)
+			*eos = 1;
+	}
 }
 
 static int put_specials(struct hv *h)
@@ -538,10 +555,16 @@ static int put_specials(struct hv *h)
 		if (id >= 0 && gguf_build_u32(h->g, keys[i][1], (uint32_t)id))
 			return nomem(h);
 	}
-	const cJSON *pp = jget(h->tj, "post_processor");
+	/* the post-processor first; tokenizer_config.json's booleans for what
+	 * it leaves open (SpecialVocab keeps the post-processor's on a
+	 * conflict), else false */
 	const cJSON *ab = jget(h->tc, "add_bos_token"), *ae = jget(h->tc, "add_eos_token");
-	bool bos = cJSON_IsBool(ab) ? cJSON_IsTrue(ab) : template_adds(pp, false);
-	bool eos = cJSON_IsBool(ae) ? cJSON_IsTrue(ae) : template_adds(pp, true);
+	int bos = -1, eos = -1;
+	post_flags(h, jget(h->tj, "post_processor"), &bos, &eos);
+	if (bos < 0)
+		bos = cJSON_IsTrue(ab);
+	if (eos < 0)
+		eos = cJSON_IsTrue(ae);
 	if (gguf_build_bool(h->g, "tokenizer.ggml.add_bos_token", bos) ||
 	    gguf_build_bool(h->g, "tokenizer.ggml.add_eos_token", eos))
 		return nomem(h);

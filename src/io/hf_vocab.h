@@ -15,7 +15,9 @@
  * merges ("gpt2"), pre ("gpt2": llama.cpp's name for the pre-tokenizer,
  * recognised from its regexes; "bert": "default"), bos/eos/unk/pad ids
  * (+ sep/cls/mask and the normalizer flags for "bert"), add_bos_token /
- * add_eos_token, add_space_prefix ("llama"), tokenizer.chat_template.
+ * add_eos_token (as gguf-py's SpecialVocab: the post-processor's where it
+ * decides, tokenizer_config.json's otherwise), add_space_prefix
+ * ("llama"), tokenizer.chat_template.
  * cfg: config.json (vocab_size pads the table with [PADi] as llama.cpp's
  * converter does); borrowed. No tokenizer.json: FX_OK, nothing added.
  * Errors: FX_E_NOMEM (keys added so far stay in g, freed with it),
