@@ -219,14 +219,12 @@ static int ctx_info(const char *dir, const cJSON *cfg, bool want_mml, struct hf_
 					    "max_length", "max_sequence_length", "model_max_length" };
 	cJSON *tc = NULL;
 	int rc = FX_OK;
+	bool from_cfg = false;
 	*out = (struct hf_ctx_info){ .n_ctx_train = 4096 };
 	snprintf(out->from, sizeof(out->from), "default");
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if (ctx_value(cfg, keys[i], &out->n_ctx_train)) {
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && !from_cfg; i++)
+		if ((from_cfg = ctx_value(cfg, keys[i], &out->n_ctx_train)))
 			snprintf(out->from, sizeof(out->from), "config.json %s", keys[i]);
-			break;
-		}
-	bool from_cfg = out->from[0] == 'c';
 	if (from_cfg && !want_mml)
 		return FX_OK;
 	/* tokenizer_configs hold chat templates and 100k-entry added-token
