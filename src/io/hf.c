@@ -239,6 +239,91 @@ static int read_text(const char *path, size_t max, char **out)
 	return FX_OK;
 }
 
+/* dir/name parsed into *out: NULL when the file is absent. Errors name
+ * the file: FX_E_IO (unreadable, over max bytes), FX_E_FORMAT (not a JSON
+ * object), FX_E_NOMEM. */
+static int read_json_file(const char *dir, const char *name, size_t max, cJSON **out,
+			  struct fx_err *err)
+{
+	char path[4096];
+	struct stat st;
+	char *text = NULL;
+	*out = NULL;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (stat(path, &st) != 0)
+		return FX_OK;
+	int rc = read_text(path, max, &text);
+	if (rc)
+		return fx_fail(err, rc, "%s: %s", path, rc == FX_E_NOMEM ? "out of memory reading it"
+			       : "cannot read it (or it is too large)");
+	rc = fx_json_parse(text, strlen(text), out, NULL);
+	fx_free(text);
+	if (rc == FX_E_NOMEM)
+		return fx_fail(err, rc, "%s: out of memory parsing it", path);
+	if (!*out || !cJSON_IsObject(*out)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return fx_fail(err, FX_E_FORMAT, "%s: not a JSON object", path);
+	}
+	return FX_OK;
+}
+
+/* ---- context length ----------------------------------------------------- */
+
+/* A length key of o that is an integer in 1..2^31-1 into *out. Larger
+ * values (transformers' "no limit" int(1e30), 1e30 as a float) are no
+ * length. */
+static bool ctx_value(const cJSON *o, const char *k, int32_t *out)
+{
+	double d;
+	if (!cfg_num(o, k, &d) || d < 1 || d > 2147483647.0 || d != floor(d))
+		return false;
+	*out = (int32_t)d;
+	return true;
+}
+
+/* See hf_context_info; cfg is config.json (borrowed). tokenizer_config.json
+ * is read only when config.json has no length or with want_mml. */
+static int ctx_info(const char *dir, const cJSON *cfg, bool want_mml, struct hf_ctx_info *out,
+		    struct fx_err *err)
+{
+	static const char *const keys[] = { "max_position_embeddings", "n_ctx", "n_positions",
+					    "max_length", "max_sequence_length", "model_max_length" };
+	cJSON *tc = NULL;
+	int rc = FX_OK;
+	bool from_cfg = false;
+	*out = (struct hf_ctx_info){ .n_ctx_train = 4096 };
+	snprintf(out->from, sizeof(out->from), "default");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && !from_cfg; i++)
+		if ((from_cfg = ctx_value(cfg, keys[i], &out->n_ctx_train)))
+			snprintf(out->from, sizeof(out->from), "config.json %s", keys[i]);
+	if (from_cfg && !want_mml)
+		return FX_OK;
+	/* tokenizer_configs hold chat templates and 100k-entry added-token
+	 * tables: tens of MiB are seen */
+	if ((rc = read_json_file(dir, "tokenizer_config.json", (size_t)64 << 20, &tc, err)))
+		return rc;
+	ctx_value(tc, "model_max_length", &out->model_max_length);
+	cJSON_Delete(tc);
+	if (!from_cfg && out->model_max_length) {
+		out->n_ctx_train = out->model_max_length;
+		snprintf(out->from, sizeof(out->from), "tokenizer_config.json model_max_length");
+	}
+	return FX_OK;
+}
+
+int hf_context_info(const char *dir, struct hf_ctx_info *out, struct fx_err *err)
+{
+	cJSON *cfg = NULL;
+	int rc = read_json_file(dir, "config.json", 1 << 20, &cfg, err);
+	if (!rc && !cfg)
+		rc = fx_fail(err, FX_E_IO, "%s: no config.json", dir);
+	if (!rc)
+		rc = ctx_info(dir, cfg, true, out, err);
+	cJSON_Delete(cfg);
+	return rc;
+}
+
 /* ---- generation_config.json -------------------------------------------- */
 
 /* generation_config.json (optional) as llama.cpp's general.sampling.* keys,
@@ -583,8 +668,9 @@ static int map_gdn(struct hf *h)
 static int map_metadata(struct hf *h)
 {
 	const cJSON *cfg = h->cfg;
-	int n_embd, n_ff, ctx = 4096, rc;
+	int n_embd = 0, n_ff = 0, rc; /* set by cfg_int; gcc cannot see it once ctx_info is inlined */
 	double d;
+	struct hf_ctx_info ci;
 	/* A Mamba-2 model (state_size, no attention heads) has no attention
 	 * and no MLP: head_count and feed_forward_length 0, as llama.cpp's
 	 * converter writes them. */
@@ -628,8 +714,8 @@ static int map_metadata(struct hf *h)
 		h->head_dim_v = (int)vd;
 		h->n_rot = (int)rope;
 	}
-	if (cfg_num(cfg, "max_position_embeddings", &d))
-		ctx = (int)d;
+	if ((rc = ctx_info(h->dir, cfg, false, &ci, h->err)))
+		return rc;
 	double eps = 1e-6;
 	if (!cfg_num(cfg, "rms_norm_eps", &eps) && !cfg_num(cfg, "norm_eps", &eps) &&
 	    !cfg_num(cfg, "layer_norm_epsilon", &eps))
@@ -645,7 +731,7 @@ static int map_metadata(struct hf *h)
 		return rc;
 	if (gguf_build_str(h->g, "general.architecture", h->arch) ||
 	    gguf_build_str(h->g, "general.source", "huggingface") ||
-	    put_u32(h, "context_length", (uint32_t)ctx) ||
+	    put_u32(h, "context_length", (uint32_t)ci.n_ctx_train) ||
 	    put_u32(h, "embedding_length", (uint32_t)n_embd) ||
 	    put_u32(h, "block_count", (uint32_t)h->n_layer) ||
 	    put_u32(h, "feed_forward_length", (uint32_t)n_ff) ||

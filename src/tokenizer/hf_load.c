@@ -7,6 +7,18 @@
  * SentencePiece's tokenizer.model (hf_spm.c), each turned into the tree
  * of the tokenizer.json transformers would build.
  *
+ * Whether BOS / EOS are added is tokenizer.json's post-processor's alone,
+ * as in transformers 5.23: PreTrainedTokenizerBase._from_pretrained drops
+ * tokenizer_config.json's add_bos_token / add_eos_token when a
+ * tokenizer.json is there, so TokenizersBackend.update_post_processor only
+ * runs for a null post-processor, with both flags false (no specials);
+ * per-model classes (LlamaTokenizer, GemmaTokenizer, Qwen2Tokenizer) take
+ * the post-processor from tokenizer.json too. (Those classes do rebuild
+ * the normalizer / pre-tokenizer / decoder from their own code; ferrox
+ * runs the file's, which is the same pipeline for the models' own files.)
+ * Without tokenizer.json the flags apply (hf_legacy.c). Checked by
+ * tests/test_hf_tokenizer_config.py.
+ *
  * A component or option value ferrox does not implement is refused with
  * FX_E_UNSUPPORTED naming it, never run differently.
  */
@@ -997,7 +1009,8 @@ out:
 	return rc;
 }
 
-/* add_bos / add_eos as the post-processor does them. */
+/* add_bos / add_eos as the post-processor does them (tokenizer_config.json's
+ * add_bos_token / add_eos_token do not count here: see the file's header). */
 static void post_flags(struct vocab *v)
 {
 	const struct hftok *h = v->hf;
