@@ -64,6 +64,7 @@ static const struct {
 	{ "self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight" },
 	{ "self_attn.kv_b_proj.weight", "attn_kv_b.weight" },
 	{ "mlp.gate.e_score_correction_bias", "exp_probs_b.bias" },
+	{ "mlp.moe_statics.e_score_correction_bias", "exp_probs_b.bias" }, /* ERNIE 4.5 MoE */
 	{ "mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight" },
 	{ "mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight" },
 	{ "mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight" },
@@ -664,10 +665,11 @@ static int map_metadata(struct hf *h)
 	}
 	/* Mixture of experts. */
 	if (cfg_num(cfg, "num_local_experts", &d) || cfg_num(cfg, "num_experts", &d) ||
-	    cfg_num(cfg, "n_routed_experts", &d)) {
-		double used = 0, fe = n_ff, fs = 0;
+	    cfg_num(cfg, "n_routed_experts", &d) || cfg_num(cfg, "moe_num_experts", &d)) {
+		double used = 0, fe = n_ff, fs = 0, nsh;
 		h->n_expert = (int)d;
-		cfg_num(cfg, "num_experts_per_tok", &used);
+		if (!cfg_num(cfg, "num_experts_per_tok", &used))
+			cfg_num(cfg, "moe_k", &used); /* ERNIE 4.5 MoE */
 		cfg_num(cfg, "moe_intermediate_size", &fe);
 		if (!cfg_num(cfg, "shared_expert_intermediate_size", &fs) &&
 		    !cfg_num(cfg, "shared_intermediate_size", &fs)) /* Granite 4.0-H */
@@ -684,6 +686,8 @@ static int map_metadata(struct hf *h)
 		    put_u32(h, "expert_used_count", (uint32_t)used) ||
 		    put_u32(h, "expert_feed_forward_length", (uint32_t)fe) ||
 		    (fs > 0 && put_u32(h, "expert_shared_feed_forward_length", (uint32_t)fs)) ||
+		    (cfg_num(cfg, "moe_num_shared_experts", &nsh) && nsh > 0 &&
+		     put_u32(h, "expert_shared_count", (uint32_t)nsh)) ||
 		    gguf_build_bool(h->g, k, norm))
 			return FX_E_NOMEM;
 	}

@@ -311,10 +311,12 @@ static int bind_experts(struct model_loader *ld, int il, struct layer *L)
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.bias", il);
 	if ((rc = bind_vec(ld, n, hp->n_expert, false, &L->router_b)))
 		return rc;
-	/* Only DeepSeek's router reads the selection bias. */
+	/* The selection bias: required by the sigmoid router (DeepSeek-V3),
+	 * optional where the row allows it beside another (ERNIE 4.5 MoE). */
 	snprintf(n, sizeof(n), "blk.%d.exp_probs_b.bias", il);
-	if (ld->m->arch->router == ROUTER_SIGMOID_BIAS &&
-	    (rc = bind_vec(ld, n, hp->n_expert, true, &L->exp_probs_b)))
+	if ((arch_groups(ld->m->arch) & AT_EXP_PROBS_B) &&
+	    (rc = bind_vec(ld, n, hp->n_expert, ld->m->arch->router == ROUTER_SIGMOID_BIAS,
+			   &L->exp_probs_b)))
 		return rc;
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp_shexp.weight", il);
 	if ((rc = bind_vec(ld, n, e, false, &L->sh_router)))

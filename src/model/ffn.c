@@ -102,12 +102,23 @@ static void top_k(const float *score, int n, int k, const bool *allowed, int *id
 }
 
 /* The kept experts of one token: softmax over all router logits, the top k
- * (lower index first on ties), optionally renormalised to sum to 1. */
-static int route_softmax_topk(const struct hparams *hp, float *p, int *idx, float *w)
+ * (lower index first on ties) of the probabilities, or of probabilities +
+ * bias when the layer has a selection bias (ERNIE 4.5 MoE's moe_statics:
+ * Ernie4_5_MoeTopKRouter), weighted by the plain probabilities, optionally
+ * renormalised to sum to 1. */
+static int route_softmax_topk(const struct hparams *hp, const float *bias, float *p, int *idx,
+			      float *w)
 {
 	op_softmax(p, hp->n_expert);
 	int k = hp->n_expert_used;
-	top_k(p, hp->n_expert, k, NULL, idx);
+	if (bias) {
+		float choice[1024];
+		for (int x = 0; x < hp->n_expert; x++)
+			choice[x] = p[x] + bias[x];
+		top_k(choice, hp->n_expert, k, NULL, idx);
+	} else {
+		top_k(p, hp->n_expert, k, NULL, idx);
+	}
 	for (int j = 0; j < k; j++)
 		w[j] = p[idx[j]];
 	if (hp->expert_norm) {
@@ -197,7 +208,7 @@ static void moe(const struct fx_model *m, const struct layer *L, struct fx_pool 
 				rl[x] += L->router_b[x];
 		int k = m->arch->router == ROUTER_TOPK_SOFTMAX ? route_topk_softmax(hp, rl, idx, w)
 			: m->arch->router == ROUTER_SIGMOID_BIAS ? route_sigmoid_bias(hp, L->exp_probs_b, rl, idx, w)
-							       : route_softmax_topk(hp, rl, idx, w);
+							       : route_softmax_topk(hp, L->exp_probs_b, rl, idx, w);
 		memset(ot, 0, (size_t)d * sizeof(float));
 		for (int j = 0; j < k; j++) {
 			const struct wmat *e = &L->exp[3 * idx[j]];
