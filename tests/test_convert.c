@@ -55,6 +55,10 @@
  * rounded as q8_0 (blocks of 32, scale max/127; measured 2026-12-04), moves
  * qwen3_next's logits by 0.26 of max|ref| (out_proj alone 0.75). */
 #define TOL_Q8_GDN 1.0
+/* glm4_moe likewise: transformers with its weights rounded as q8_0 (the
+ * same simulation, measured 2026-12-04) moves the logits by 0.684 of
+ * max|ref| (ferrox's q8_0 GGUF: 0.682); routers flip, scaled by 2.5. */
+#define TOL_Q8_GLM 0.75
 
 
 /* max |a - ref| / max(1, max |ref|) over n values (ref f32, maybe unaligned). */
@@ -251,8 +255,8 @@ static bool check_fixture(const char *name, const char *dir, const char *tmp)
 			agree += argmax(l8 + (size_t)t * nv, nv) == argmax(l32 + (size_t)t * nv, nv);
 		e8 = rel_err(l8, ref->data, n);
 		bool gdn = !strncmp(name, "qwen3_5", 7) || !strcmp(name, "qwen3_next");
-		CHECKF(e8 <= (gdn ? TOL_Q8_GDN : TOL_Q8), "%s: q8_0 rel err %.3g vs transformers",
-		       name, e8);
+		double tol8 = gdn ? TOL_Q8_GDN : !strcmp(name, "glm4_moe") ? TOL_Q8_GLM : TOL_Q8;
+		CHECKF(e8 <= tol8, "%s: q8_0 rel err %.3g vs transformers", name, e8);
 		CHECKF(2 * agree > r.n_prompt, "%s: q8_0 argmax agrees on %d/%d rows", name, agree,
 		       r.n_prompt);
 	}
@@ -515,7 +519,7 @@ int main(void)
 	/* hybrid and recurrent families: per-layer head counts, ssm_* tensors */
 	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5", "qwen3_5_moe",
 					    "qwen3_next", "lfm2_moe", "nemotron_h",
-					    "olmo3", "seed_oss", "ernie4_5", "ernie4_5_moe" };
+					    "olmo3", "seed_oss", "ernie4_5", "ernie4_5_moe", "glm4_moe" };
 	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		char dir[256];
 		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", next[i]);

@@ -178,6 +178,8 @@ struct hf {
 	bool gdn;                     /* Gated DeltaNet sizes present (map_gdn) */
 	bool shexp_set;               /* a shared expert's width was given by name */
 	int gdn_nk, gdn_nv, gdn_dk, gdn_dv; /* its key / value heads and widths */
+	int n_nextn;                  /* multi-token-prediction layers after the last
+				       * (GLM-4.5 num_nextn_predict_layers): skipped */
 	struct stack *stacks;
 	int n_stacks;
 };
@@ -705,6 +707,8 @@ static int map_metadata(struct hf *h)
 			return FX_E_NOMEM;
 	if (cfg_num(cfg, "routed_scaling_factor", &d) && put_f32(h, "expert_weights_scale", (float)d))
 		return FX_E_NOMEM;
+	if (cfg_num(cfg, "num_nextn_predict_layers", &d) && d > 0 && d < 64)
+		h->n_nextn = (int)d;
 	double nsh, fe;
 	if (!h->shexp_set && cfg_num(cfg, "n_shared_experts", &nsh) && nsh > 0 &&
 	    cfg_num(cfg, "moe_intermediate_size", &fe) &&
@@ -1044,6 +1048,10 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 	int il, off = 0, x, end = 0;
 	if ((sscanf(t->name, "model.layers.%d.%n", &il, &off) == 1 ||
 	     sscanf(t->name, "backbone.layers.%d.%n", &il, &off) == 1) && off > 0) {
+		/* GLM-4.5's multi-token-prediction layers: not run (llama.cpp
+		 * keeps them as extra blocks for speculative decoding) */
+		if (il >= h->n_layer && il < h->n_layer + h->n_nextn)
+			return FX_OK;
 		for (size_t i = 0; i < sizeof(expert_names) / sizeof(expert_names[0]); i++) {
 			end = 0;
 			if (sscanf(t->name + off, expert_names[i].hf, &x, &end) == 1 && end > 0 &&
