@@ -344,7 +344,7 @@ int main(void)
 	 * scripts/make-next-fixtures.py with transformers 5.23): hybrid models
 	 * whose recurrent layers keep a per-sequence state. */
 	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5", "qwen3_5_moe", "qwen3_next", "lfm2_moe", "nemotron_h",
-					    "olmo3", "seed_oss", "ernie4_5", "ernie4_5_moe", "glm4_moe" };
+					    "olmo3", "seed_oss", "ernie4_5", "ernie4_5_moe", "glm4_moe", "minimax_m2" };
 	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		char dir[256];
 		static struct ref r;

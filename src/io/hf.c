@@ -65,6 +65,7 @@ static const struct {
 	{ "self_attn.kv_b_proj.weight", "attn_kv_b.weight" },
 	{ "mlp.gate.e_score_correction_bias", "exp_probs_b.bias" },
 	{ "mlp.moe_statics.e_score_correction_bias", "exp_probs_b.bias" }, /* ERNIE 4.5 MoE */
+	{ "block_sparse_moe.e_score_correction_bias", "exp_probs_b.bias" }, /* MiniMax-M2 */
 	{ "mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight" },
 	{ "mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight" },
 	{ "mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight" },
