@@ -519,7 +519,7 @@ int main(void)
 	/* hybrid and recurrent families: per-layer head counts, ssm_* tensors */
 	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5", "qwen3_5_moe",
 					    "qwen3_next", "lfm2_moe", "nemotron_h", "olmo3", "seed_oss", "ernie4_5",
-					    "ernie4_5_moe", "glm4_moe", "minimax_m2" };
+					    "ernie4_5_moe", "glm4_moe", "minimax_m2", "llama4" };
 	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		char dir[256];
 		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", next[i]);

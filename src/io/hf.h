@@ -17,6 +17,8 @@ struct hf_family {
 	const char *post_attn_name; /* what HF's post_attention_layernorm is in GGUF
 				     * (blk.N.<name>.weight); NULL: "ffn_norm" */
 	bool moe_norm;              /* norm_topk_prob when config.json omits it (Mixtral) */
+	bool gate_up_halves;        /* fused experts' gate_up_proj holds [gate | up] halves
+				     * on its last axis (Llama 4), not interleaved (gpt-oss) */
 };
 
 /* The families hf_open may map (model/arch/registry.c's arch_hf). */

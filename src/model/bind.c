@@ -360,7 +360,7 @@ static int bind_attn(struct model_loader *ld, int il, struct layer *L)
 	int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
 	int64_t qn = a->qk_norm == QK_NORM_FULL ? q : hp->head_dim;
 	int64_t kn = a->qk_norm == QK_NORM_FULL ? kd : hp->head_dim;
-	bool qk = a->qk_norm != QK_NORM_NONE;
+	bool qk = a->qk_norm == QK_NORM_HEAD || a->qk_norm == QK_NORM_FULL; /* weighted */
 	char n[96];
 	int rc;
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)

@@ -269,6 +269,16 @@ static int read_hparams(struct model_loader *ld)
 		return rc;
 	if (hp->logit_div == 0)
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: logit_scale is 0");
+	int32_t temp_len = 1;
+	hp->qk_l2 = ld->m->arch->qk_norm == QK_NORM_L2;
+	if ((rc = get_float(ld, "attention.temperature_scale", &hp->attn_temp_scale)) ||
+	    (rc = get_int(ld, "attention.temperature_length", &temp_len, false)) ||
+	    (rc = get_bool(ld, "ferrox.attention.qk_l2_norm", &hp->qk_l2)))
+		return rc;
+	if (temp_len < 1)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.attention.temperature_length is 0", ld->arch);
+	hp->attn_temp_floor = (float)temp_len;
+	hp->qk_l2 = hp->qk_l2 && ld->m->arch->qk_norm == QK_NORM_L2;
 	return read_rope_scaling(ld);
 }
 
