@@ -369,6 +369,9 @@ int main(void)
 		{ "next/qwen3_5_moe", false, 0 }, { "next/qwen3_next", false, 0 }, { "next/lfm2_moe", false, 0 },
 		{ "next/nemotron_h", false, 0 }, { "next/falcon_h1", false, 0 },
 		{ "next/qwen3_5_vlm_layout", false, 0 }, { "next/granitemoehybrid_dense", false, 0 },
+		{ "next/olmo3", false, 0 }, { "next/seed_oss", false, 0 },
+		{ "next/ernie4_5", false, 0 }, { "next/ernie4_5_moe", false, 0 }, { "next/glm4_moe", false, 0 },
+		{ "next/minimax_m2", false, 0 }, { "next/llama4", false, 0 },
 	};
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		char dir[256];

@@ -55,6 +55,10 @@
  * rounded as q8_0 (blocks of 32, scale max/127; measured 2026-12-04), moves
  * qwen3_next's logits by 0.26 of max|ref| (out_proj alone 0.75). */
 #define TOL_Q8_GDN 1.0
+/* glm4_moe likewise: transformers with its weights rounded as q8_0 (the
+ * same simulation, measured 2026-12-04) moves the logits by 0.684 of
+ * max|ref| (ferrox's q8_0 GGUF: 0.682); routers flip, scaled by 2.5. */
+#define TOL_Q8_GLM 0.75
 
 
 /* max |a - ref| / max(1, max |ref|) over n values (ref f32, maybe unaligned). */
@@ -251,8 +255,8 @@ static bool check_fixture(const char *name, const char *dir, const char *tmp)
 			agree += argmax(l8 + (size_t)t * nv, nv) == argmax(l32 + (size_t)t * nv, nv);
 		e8 = rel_err(l8, ref->data, n);
 		bool gdn = !strncmp(name, "qwen3_5", 7) || !strcmp(name, "qwen3_next");
-		CHECKF(e8 <= (gdn ? TOL_Q8_GDN : TOL_Q8), "%s: q8_0 rel err %.3g vs transformers",
-		       name, e8);
+		double tol8 = gdn ? TOL_Q8_GDN : !strcmp(name, "glm4_moe") ? TOL_Q8_GLM : TOL_Q8;
+		CHECKF(e8 <= tol8, "%s: q8_0 rel err %.3g vs transformers", name, e8);
 		CHECKF(2 * agree > r.n_prompt, "%s: q8_0 argmax agrees on %d/%d rows", name, agree,
 		       r.n_prompt);
 	}
@@ -494,6 +498,84 @@ static void check_write_failures(const char *tmp)
 	unlink(dst);
 }
 
+/* Llama 4's switches reach the model and survive conversion (config
+ * variants of the llama4 fixture in tmp, weights symlinked): with
+ * attn_temperature_tuning false the NoPE layer's queries are not scaled,
+ * which leaves positions 0-2 as transformers computed them (the scale
+ * 1 + 0.1 ln(1 + floor((pos + 1) / 4)) is 1 there) and moves later ones;
+ * with use_qk_norm false the logits move too. Each variant's f32 GGUF
+ * gives its directory's logits bit for bit. */
+static void check_llama4_switches(const char *tmp)
+{
+	static const char *const src = "tests/fixtures/hf-tiny-next/llama4";
+	static const char *const from[2] = { "\"attn_temperature_tuning\": true", "\"use_qk_norm\": true" };
+	static const char *const to[2] = { "\"attn_temperature_tuning\": false", "\"use_qk_norm\": false" };
+	static struct ref r;
+	char path[700], dir[600], gg[600], st[4096];
+	struct fx_err err = { 0 };
+	CHECKF(load_ref(src, &r) && r.st, "llama4: cannot read its references");
+	snprintf(path, sizeof(path), "%s/config.json", src);
+	FILE *f = fopen(path, "rb");
+	static char cfg[1 << 16], var[(1 << 16) + 64];
+	size_t n = f ? fread(cfg, 1, sizeof(cfg) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	cfg[n] = 0;
+	snprintf(path, sizeof(path), "%s/model.safetensors", src);
+	const struct st_tensor *ref = r.st ? st_find(r.st, "logits") : NULL;
+	CHECKF(n > 0 && realpath(path, st) && ref, "llama4: config, weights or reference logits missing");
+	for (int v = 0; v < 2 && n > 0 && ref; v++) {
+		const char *at = strstr(cfg, from[v]);
+		CHECKF(at, "llama4: config.json lacks %s", from[v]);
+		if (!at)
+			continue;
+		snprintf(var, sizeof(var), "%.*s%s%s", (int)(at - cfg), cfg, to[v], at + strlen(from[v]));
+		snprintf(dir, sizeof(dir), "%s/llama4-%d", tmp, v);
+		snprintf(gg, sizeof(gg), "%s/llama4-%d.gguf", tmp, v);
+		CHECK(mkdir(dir, 0700) == 0);
+		snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+		CHECK(symlink(st, path) == 0);
+		snprintf(path, sizeof(path), "%s/config.json", dir);
+		FILE *o = fopen(path, "wb");
+		CHECK(o && fwrite(var, 1, strlen(var), o) == strlen(var));
+		if (o)
+			fclose(o);
+		int32_t nv = 0, nv2 = 0;
+		bool nov;
+		float *a = prompt_logits(dir, &r, &nv, &nov, &err);
+		CHECKF(a, "llama4 variant %d: %s", v, err.msg);
+		CHECKF(fx_convert(dir, gg, "f32", NULL, &err) == FX_OK, "llama4 variant %d: convert: %s", v, err.msg);
+		float *b = prompt_logits(gg, &r, &nv2, &nov, &err);
+		CHECKF(b && nv2 == nv, "llama4 variant %d GGUF: %s", v, err.msg);
+		if (a && b && nv == nv2 && (size_t)ref->ne[0] * (size_t)ref->ne[1] == (size_t)r.n_prompt * (size_t)nv) {
+			double head = 0, tail = 0;
+			for (int t = 0; t < r.n_prompt; t++) {
+				double e = rel_err(a + (size_t)t * nv, (const float *)ref->data + (size_t)t * nv, (size_t)nv);
+				if (t < 3)
+					head = fmax(head, e);
+				else
+					tail = fmax(tail, e);
+			}
+			CHECKF(!memcmp(a, b, (size_t)r.n_prompt * (size_t)nv * sizeof(float)),
+			       "llama4 variant %d: GGUF logits differ from the directory's", v);
+			if (v == 0)
+				CHECKF(head <= TOL, "llama4 without temperature: positions 0-2 rel err %.3g", head);
+			CHECKF(tail > 1e-3, "llama4 variant %d: logits did not move (%.3g)", v, tail);
+			printf("llama4 %s: positions 0-2 rel err %.2e, 3-%d %.2e vs the reference\n",
+			       to[v], head, r.n_prompt - 1, tail);
+		}
+		free(a);
+		free(b);
+		unlink(gg);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+		unlink(path);
+		rmdir(dir);
+	}
+	st_close(r.st);
+	r.st = NULL;
+}
+
 int main(void)
 {
 	static const char *const fixtures[] = {
@@ -515,13 +597,16 @@ int main(void)
 	/* hybrid and recurrent families: per-layer head counts, ssm_* tensors */
 	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5", "qwen3_5_moe",
 					    "qwen3_next", "lfm2_moe", "nemotron_h", "falcon_h1",
-					    "qwen3_5_vlm_layout", "granitemoehybrid_dense" };
+					    "qwen3_5_vlm_layout", "granitemoehybrid_dense",
+					    "olmo3", "seed_oss", "ernie4_5",
+					    "ernie4_5_moe", "glm4_moe", "minimax_m2", "llama4" };
 	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		char dir[256];
 		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", next[i]);
 		skipped += !check_fixture(next[i], dir, tmp);
 		check_roundtrip(next[i], dir, tmp);
 	}
+	check_llama4_switches(tmp);
 	check_types(tmp);
 	check_wide_rows(tmp);
 	check_real_gguf(tmp);

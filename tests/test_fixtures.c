@@ -342,9 +342,12 @@ int main(void)
 
 	/* The 2025-2026 families (tests/fixtures/hf-tiny-next, made by
 	 * scripts/make-next-fixtures.py with transformers 5.23): hybrid models
-	 * whose recurrent layers keep a per-sequence state. */
+	 * whose recurrent layers keep a per-sequence state, and the
+	 * attention-only families (OLMo 3 to Llama 4). */
 	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5", "qwen3_5_moe", "qwen3_next", "lfm2_moe", "nemotron_h", "falcon_h1",
-					    "qwen3_5_vlm_layout", "granitemoehybrid_dense" };
+					    "qwen3_5_vlm_layout", "granitemoehybrid_dense",
+					    "olmo3", "seed_oss", "ernie4_5", "ernie4_5_moe", "glm4_moe", "minimax_m2",
+					    "llama4" };
 	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		char dir[256];
 		static struct ref r;

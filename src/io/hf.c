@@ -65,6 +65,8 @@ static const struct {
 	{ "self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight" },
 	{ "self_attn.kv_b_proj.weight", "attn_kv_b.weight" },
 	{ "mlp.gate.e_score_correction_bias", "exp_probs_b.bias" },
+	{ "mlp.moe_statics.e_score_correction_bias", "exp_probs_b.bias" }, /* ERNIE 4.5 MoE */
+	{ "block_sparse_moe.e_score_correction_bias", "exp_probs_b.bias" }, /* MiniMax-M2 */
 	{ "mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight" },
 	{ "mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight" },
 	{ "mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight" },
@@ -122,6 +124,13 @@ static const struct {
 	{ "feed_forward.gate.weight", "ffn_gate_inp.weight" }, /* LFM2-MoE */
 	{ "feed_forward.expert_bias", "exp_probs_b.bias" },
 	{ "block_sparse_moe.router.layer.weight", "ffn_gate_inp.weight" },
+	{ "feed_forward.gate_proj.weight", "ffn_gate.weight" }, /* Llama 4 */
+	{ "feed_forward.up_proj.weight", "ffn_up.weight" },
+	{ "feed_forward.down_proj.weight", "ffn_down.weight" },
+	{ "feed_forward.router.weight", "ffn_gate_inp.weight" },
+	{ "feed_forward.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight" },
+	{ "feed_forward.shared_expert.up_proj.weight", "ffn_up_shexp.weight" },
+	{ "feed_forward.shared_expert.down_proj.weight", "ffn_down_shexp.weight" },
 	{ "block_sparse_moe.output_linear.weight", "ffn_down_exps.weight" },
 	{ "shared_mlp.output_linear.weight", "ffn_down_shexp.weight" },
 };
@@ -183,6 +192,8 @@ struct hf {
 	bool gdn;                     /* Gated DeltaNet sizes present (map_gdn) */
 	bool shexp_set;               /* a shared expert's width was given by name */
 	int gdn_nk, gdn_nv, gdn_dk, gdn_dv; /* its key / value heads and widths */
+	int n_nextn;                  /* multi-token-prediction layers after the last
+				       * (GLM-4.5 num_nextn_predict_layers): skipped */
 	struct stack *stacks;
 	int n_stacks;
 };
@@ -497,12 +508,17 @@ static int map_rope(struct hf *h)
 }
 
 /* Sliding windows: a per-layer pattern from layer_types, or every layer
- * when the family has a window and no types (Mistral). */
+ * when the family has a window and no types (Mistral). Llama 4's chunked
+ * attention (attention_chunk_size, layer_types "chunked_attention") is
+ * written the same way; its row reads the window as aligned chunks. */
 static int map_window(struct hf *h)
 {
 	double w;
 	const cJSON *use = cfg_get(h->cfg, "use_sliding_window");
-	if (!cfg_num(h->cfg, "sliding_window", &w) || w <= 0 || (use && cJSON_IsFalse(use)))
+	const char *kind = "sliding_attention";
+	if (cfg_num(h->cfg, "attention_chunk_size", &w) && w > 0)
+		kind = "chunked_attention";
+	else if (!cfg_num(h->cfg, "sliding_window", &w) || w <= 0 || (use && cJSON_IsFalse(use)))
 		return FX_OK;
 	uint8_t *pat = gguf_build_alloc(h->g, (size_t)h->n_layer);
 	if (!pat)
@@ -513,7 +529,7 @@ static int map_window(struct hf *h)
 		if (lt && (!e || !cJSON_IsString(e)))
 			return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: layer_types has no entry %d",
 				       h->dir, il);
-		pat[il] = !e || !strcmp(e->valuestring, "sliding_attention");
+		pat[il] = !e || !strcmp(e->valuestring, kind);
 	}
 	char k[128];
 	snprintf(k, sizeof(k), "%s.attention.sliding_window_pattern", h->arch);
@@ -575,10 +591,11 @@ static int map_mixers(struct hf *h)
 		if (recurrent_type(t))
 			any = true;
 		else if (strcmp(t, "full_attention") && strcmp(t, "sliding_attention") &&
-			 strcmp(t, "attention"))
+			 strcmp(t, "chunked_attention") && strcmp(t, "attention"))
 			return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: layer_types[%d] is "
-				       "'%.40s'; ferrox knows full_attention, sliding_attention, conv, "
-				       "linear_attention, mamba, mlp and moe", h->dir, il, t);
+				       "'%.40s'; ferrox knows full_attention, sliding_attention, "
+				       "chunked_attention, conv, linear_attention, mamba, mlp and moe",
+				       h->dir, il, t);
 	}
 	h->per_layer_kv = any; /* map_metadata then writes no scalar count */
 	if (!any)
@@ -727,6 +744,8 @@ static int map_metadata(struct hf *h)
 	if (cfg_num(cfg, "num_local_experts", &nle) && nle == 0 &&
 	    cfg_num(cfg, "shared_intermediate_size", &sis) && sis > 0)
 		n_ff = (int)sis; /* dense Granite 4.0-H: the shared MLP's width */
+	if (cfg_num(cfg, "intermediate_size_mlp", &d)) /* Llama 4's dense layers */
+		n_ff = (int)d;
 	if ((rc = map_mixers(h)))
 		return rc;
 	if (gguf_build_str(h->g, "general.architecture", h->arch) ||
@@ -767,16 +786,21 @@ static int map_metadata(struct hf *h)
 		if (put_f32(h, scal[i].gguf, (float)(scal[i].op == 1 ? 1.0 / sqrt(d) : d)))
 			return FX_E_NOMEM;
 	}
-	/* Mixture of experts. */
-	/* 0 experts (Granite 4.0-H's dense sizes): no MoE, the shared MLP is
-	 * the layer's MLP */
+	/* Mixture of experts (0 experts, Granite 4.0-H's dense sizes: none, the
+	 * shared MLP is the layer's MLP). Llama 4: intermediate_size is the
+	 * experts' (and the shared expert's) width, intermediate_size_mlp the
+	 * dense layers' (written as feed_forward_length above). */
+	double ffm, fe_l4 = 0;
+	if (cfg_num(cfg, "intermediate_size_mlp", &ffm))
+		cfg_num(cfg, "intermediate_size", &fe_l4);
 	if ((cfg_num(cfg, "num_local_experts", &d) || cfg_num(cfg, "num_experts", &d) ||
-	     cfg_num(cfg, "n_routed_experts", &d)) && d > 0) {
-		double used = 0, fe = n_ff, fs = 0;
+	     cfg_num(cfg, "n_routed_experts", &d) || cfg_num(cfg, "moe_num_experts", &d)) && d > 0) {
+		double used = 0, fe = fe_l4 > 0 ? fe_l4 : n_ff, fs = fe_l4, nsh;
 		h->n_expert = (int)d;
-		cfg_num(cfg, "num_experts_per_tok", &used);
+		if (!cfg_num(cfg, "num_experts_per_tok", &used))
+			cfg_num(cfg, "moe_k", &used); /* ERNIE 4.5 MoE */
 		cfg_num(cfg, "moe_intermediate_size", &fe);
-		if (!cfg_num(cfg, "shared_expert_intermediate_size", &fs) &&
+		if (fs <= 0 && !cfg_num(cfg, "shared_expert_intermediate_size", &fs) &&
 		    !cfg_num(cfg, "shared_intermediate_size", &fs)) /* Granite 4.0-H */
 			cfg_num(cfg, "moe_shared_expert_intermediate_size", &fs); /* Nemotron-H */
 		h->shexp_set = fs > 0;
@@ -791,9 +815,28 @@ static int map_metadata(struct hf *h)
 		    put_u32(h, "expert_used_count", (uint32_t)used) ||
 		    put_u32(h, "expert_feed_forward_length", (uint32_t)fe) ||
 		    (fs > 0 && put_u32(h, "expert_shared_feed_forward_length", (uint32_t)fs)) ||
+		    (cfg_num(cfg, "moe_num_shared_experts", &nsh) && nsh > 0 &&
+		     put_u32(h, "expert_shared_count", (uint32_t)nsh)) ||
 		    gguf_build_bool(h->g, k, norm))
 			return FX_E_NOMEM;
 	}
+	/* Llama 4: attention temperature tuning of the NoPE layers (llama.cpp's
+	 * attention.temperature_scale / temperature_length), and its
+	 * weightless Q/K norm switched off (ferrox's key: llama.cpp decides by
+	 * the expert count). */
+	const cJSON *att = cfg_get(cfg, "attn_temperature_tuning"), *uqk = cfg_get(cfg, "use_qk_norm");
+	double ats = 0.1, fls = 8192;
+	if (att && cJSON_IsTrue(att)) {
+		cfg_num(cfg, "attn_scale", &ats);
+		cfg_num(cfg, "floor_scale", &fls);
+		if (fls < 1 || fls > 1e9)
+			return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: floor_scale is %g", h->dir, fls);
+		if (put_f32(h, "attention.temperature_scale", (float)ats) ||
+		    put_u32(h, "attention.temperature_length", (uint32_t)fls))
+			return FX_E_NOMEM;
+	}
+	if (uqk && cJSON_IsFalse(uqk) && gguf_build_bool(h->g, "ferrox.attention.qk_l2_norm", false))
+		return FX_E_NOMEM;
 	/* DeepSeek: latent ranks, routed-expert scale, groups, shared experts. */
 	static const struct {
 		const char *hf, *gguf;
@@ -808,6 +851,8 @@ static int map_metadata(struct hf *h)
 			return FX_E_NOMEM;
 	if (cfg_num(cfg, "routed_scaling_factor", &d) && put_f32(h, "expert_weights_scale", (float)d))
 		return FX_E_NOMEM;
+	if (cfg_num(cfg, "num_nextn_predict_layers", &d) && d > 0 && d < 64)
+		h->n_nextn = (int)d;
 	double nsh, fe;
 	if (!h->shexp_set && cfg_num(cfg, "n_shared_experts", &nsh) && nsh > 0 &&
 	    cfg_num(cfg, "moe_intermediate_size", &fe) &&
@@ -968,7 +1013,9 @@ static int finish_stacks(struct hf *h)
 }
 
 /* gpt-oss keeps each layer's experts fused: gate_up_proj [E, n_embd, 2I]
- * (x @ W form) with gate and up interleaved on the last axis, its bias
+ * (x @ W form) with gate and up interleaved on the last axis (Llama 4:
+ * [gate | up] halves, Llama4TextExperts' chunk(2); hf_family
+ * gate_up_halves), its bias
  * [E, 2I], down_proj [E, I, n_embd], its bias [E, n_embd]. Split, transpose
  * to rows of outputs and stack as llama.cpp's converter does. */
 static int map_fused_experts(struct hf *h, const struct st_tensor *t, int il, const char *rest)
@@ -992,7 +1039,7 @@ static int map_fused_experts(struct hf *h, const struct st_tensor *t, int il, co
 	char name[96];
 	if (gu || gub) {
 		int64_t I = t->ne[0] / 2, in = gu ? t->ne[1] : 1;
-		for (int k = 0; k < 2 && !rc; k++) { /* k 0: gate (even), 1: up (odd) */
+		for (int k = 0; k < 2 && !rc; k++) { /* k 0: gate (even, or the first half), 1: up */
 			float *dst = gguf_build_alloc(h->g, (size_t)(E * I * in) * sizeof(float));
 			if (!dst) {
 				rc = FX_E_NOMEM;
@@ -1001,7 +1048,9 @@ static int map_fused_experts(struct hf *h, const struct st_tensor *t, int il, co
 			for (int64_t e = 0; e < E; e++)
 				for (int64_t o = 0; o < I; o++)
 					for (int64_t i = 0; i < in; i++)
-						dst[(e * I + o) * in + i] = src[(e * in + i) * 2 * I + 2 * o + k];
+						dst[(e * I + o) * in + i] =
+							src[(e * in + i) * 2 * I +
+							    (h->fam->gate_up_halves ? k * I + o : 2 * o + k)];
 			snprintf(name, sizeof(name), "blk.%d.%s.%s", il, k ? "ffn_up_exps" : "ffn_gate_exps",
 				 gu ? "weight" : "bias");
 			int64_t ne[4] = { in, I, E, 1 };
@@ -1175,6 +1224,10 @@ static int map_tensor_named(struct hf *h, const struct st_tensor *t)
 	int il, off = 0, x, end = 0;
 	if ((sscanf(t->name, "model.layers.%d.%n", &il, &off) == 1 ||
 	     sscanf(t->name, "backbone.layers.%d.%n", &il, &off) == 1) && off > 0) {
+		/* GLM-4.5's multi-token-prediction layers: not run (llama.cpp
+		 * keeps them as extra blocks for speculative decoding) */
+		if (il >= h->n_layer && il < h->n_layer + h->n_nextn)
+			return FX_OK;
 		for (size_t i = 0; i < sizeof(expert_names) / sizeof(expert_names[0]); i++) {
 			end = 0;
 			if (sscanf(t->name + off, expert_names[i].hf, &x, &end) == 1 && end > 0 &&
@@ -1183,6 +1236,8 @@ static int map_tensor_named(struct hf *h, const struct st_tensor *t)
 		}
 		if (!strncmp(t->name + off, "mlp.experts.", 12))
 			return map_fused_experts(h, t, il, t->name + off + 12);
+		if (!strncmp(t->name + off, "feed_forward.experts.", 21)) /* Llama 4 */
+			return map_fused_experts(h, t, il, t->name + off + 21);
 	}
 	if (off > 0 && (!strcmp(t->name + off, "linear_attn.in_proj_qkvz.weight") ||
 			!strcmp(t->name + off, "linear_attn.in_proj_ba.weight")))

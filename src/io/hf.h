@@ -24,6 +24,8 @@ struct hf_family {
 				     * the text model's config is text_config, its
 				     * tensors are under this prefix (read as "model."),
 				     * the vision tower and MTP layers are skipped */
+	bool gate_up_halves;        /* fused experts' gate_up_proj holds [gate | up] halves
+				     * on its last axis (Llama 4), not interleaved (gpt-oss) */
 };
 
 /* The families hf_open may map (model/arch/registry.c's arch_hf). */

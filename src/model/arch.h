@@ -29,6 +29,9 @@ enum qk_norm {
 	QK_NORM_NONE,
 	QK_NORM_HEAD,  /* RMSNorm of each head of Q and K before RoPE (Gemma 3, Qwen 3) */
 	QK_NORM_FULL,  /* RMSNorm over the whole Q (and K) projection (OLMo 2) */
+	QK_NORM_L2,    /* weightless RMSNorm of each head of Q and K AFTER RoPE, on
+			* RoPE layers only, unless the file turns it off
+			* (Llama 4's Llama4TextL2Norm; no tensors) */
 };
 
 enum router {
@@ -40,6 +43,8 @@ enum router {
 			      * bias within the best groups, weighted by the plain
 			      * scores (renormalised) x expert_weights_scale
 			      * (DeepSeek-V3, Liu et al. 2024) */
+	ROUTER_TOPK_SIGMOID, /* top k of the logits, each weighted by sigmoid(logit),
+			      * not renormalised (Llama 4's Llama4Router) */
 };
 
 /* Tensor groups beyond the base set every row binds (token_embd,
@@ -116,6 +121,11 @@ struct arch_desc {
 	bool mixer_optional;    /* a layer may have no token mixer: its MLP (or MoE) is
 				 * the whole layer, after the layer's one pre-norm
 				 * (Nemotron-H's mlp / moe layers) */
+	bool swa_chunked;       /* window layers attend within aligned chunks of n_swa
+				 * tokens: a query at p sees keys p - p mod n_swa <= j <= p
+				 * (Llama 4 chunked attention; llama.cpp LLAMA_SWA_TYPE_CHUNKED) */
+	bool moe_weight_in;     /* an expert's routing weight scales its input, not its
+				 * output (Llama 4; llama.cpp's weight_before_ffn) */
 	bool attn_out_gate;     /* attn_q holds per head [query; gate] (2 x head_dim rows):
 				 * attention output x sigmoid(gate) before attn_output
 				 * (Qwen 3.5 / Qwen3-Next gated attention) */

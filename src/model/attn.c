@@ -39,6 +39,7 @@ struct decorate_args {
 	float *x;
 	int n_heads;
 	const float *bias, *norm_w;
+	bool query;  /* the rows are queries (attention temperature applies) */
 	const int32_t *pos;
 	int32_t n;
 	float *cs; /* [n_threads, n_rot] RoPE table per thread */
@@ -46,7 +47,9 @@ struct decorate_args {
 
 /* Q or K rows [n, n_heads * head_dim], in place: optional bias, Q/K norm
  * (per head, or over the whole projection), RoPE on this layer's rotated
- * dims unless it is a NoPE layer. Tokens are split across threads; each
+ * dims unless it is a NoPE layer; then Llama 4's weightless per-head norm
+ * (RoPE layers) and, on queries of NoPE layers, its attention temperature
+ * (HF Llama4TextAttention.forward). Tokens are split across threads; each
  * token's result is independent of the split. */
 static void decorate_worker(void *arg, int ith, int nth)
 {
@@ -71,6 +74,14 @@ static void decorate_worker(void *arg, int ith, int nth)
 				op_rmsnorm(head, a->norm_w, hp->head_dim, hp->eps, head);
 			if (a->L->rope)
 				op_rope_apply(head, hp->n_rot, cs, m->arch->rope == ROPE_NEOX);
+			if (a->L->rope && hp->qk_l2)
+				op_rmsnorm(head, NULL, hp->head_dim, hp->eps, head);
+		}
+		if (a->query && !a->L->rope && hp->attn_temp_scale != 0) {
+			float ts = log1pf(floorf(((float)a->pos[t] + 1.0f) / hp->attn_temp_floor)) *
+				   hp->attn_temp_scale + 1.0f;
+			for (int64_t i = 0; i < width; i++)
+				row[i] *= ts;
 		}
 	}
 }
@@ -93,10 +104,11 @@ void attn_k_shift_row(const struct fx_model *m, const float *cs, float *k)
 
 static void qk_decorate(const struct fx_model *m, const struct layer *L, struct fx_pool *pool,
 			struct fwd_scratch *s, float *x, int n_heads, const float *bias,
-			const float *norm_w, const int32_t *pos, int32_t n)
+			const float *norm_w, bool query, const int32_t *pos, int32_t n)
 {
 	struct decorate_args a = { .m = m, .L = L, .x = x, .n_heads = n_heads, .bias = bias,
-				   .norm_w = norm_w, .pos = pos, .n = n, .cs = s->rope_cs };
+				   .norm_w = norm_w, .query = query, .pos = pos, .n = n,
+				   .cs = s->rope_cs };
 	if (n > 1)
 		fx_pool_run(pool, decorate_worker, &a);
 	else
@@ -144,14 +156,17 @@ static inline void prefetch_share(const uint8_t *const *rows1, int nk1, int nk, 
 	prefetch_rows(rows1 + p0, p1 - p0, off, bytes);
 }
 
-/* Token t's first visible key (*lo: 0, or the start of a sliding window)
+/* Token t's first visible key (*lo: 0, the start of a sliding window, or
+ * of its aligned chunk of n_swa tokens where the row says swa_chunked)
  * and the number of keys in its first chunk. */
 static int first_chunk(const struct attn_args *a, int32_t t, int32_t *lo)
 {
 	const struct hparams *hp = &a->m->hp;
 	int32_t p = a->pos[t];
 	*lo = 0;
-	if (a->m->layers[a->il].swa && hp->n_swa > 0 && p - hp->n_swa + 1 > 0)
+	if (a->m->layers[a->il].swa && hp->n_swa > 0 && a->m->arch->swa_chunked)
+		*lo = p - p % hp->n_swa;
+	else if (a->m->layers[a->il].swa && hp->n_swa > 0 && p - hp->n_swa + 1 > 0)
 		*lo = p - hp->n_swa + 1;
 	return p - *lo + 1 < KCHUNK ? p - *lo + 1 : KCHUNK;
 }
@@ -462,8 +477,8 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 		if (m->arch->attn_out_gate)
 			split_query_gate(hp, s, n);
 	}
-	qk_decorate(m, L, pool, s, s->q, hp->n_head, L->bq, L->q_norm, pos, n);
-	qk_decorate(m, L, pool, s, s->k, hp->n_head_kv, L->bk, L->k_norm, pos, n);
+	qk_decorate(m, L, pool, s, s->q, hp->n_head, L->bq, L->q_norm, true, pos, n);
+	qk_decorate(m, L, pool, s, s->k, hp->n_head_kv, L->bk, L->k_norm, false, pos, n);
 	int64_t kw = (int64_t)hp->n_head_kv * hp->head_dim, vw = (int64_t)hp->n_head_kv * hp->head_dim_v;
 	if (L->bv)
 		add_bias(s->v, L->bv, n, vw);

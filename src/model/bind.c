@@ -311,10 +311,12 @@ static int bind_experts(struct model_loader *ld, int il, struct layer *L)
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.bias", il);
 	if ((rc = bind_vec(ld, n, hp->n_expert, false, &L->router_b)))
 		return rc;
-	/* Only DeepSeek's router reads the selection bias. */
+	/* The selection bias: required by the sigmoid router (DeepSeek-V3),
+	 * optional where the row allows it beside another (ERNIE 4.5 MoE). */
 	snprintf(n, sizeof(n), "blk.%d.exp_probs_b.bias", il);
-	if (ld->m->arch->router == ROUTER_SIGMOID_BIAS &&
-	    (rc = bind_vec(ld, n, hp->n_expert, true, &L->exp_probs_b)))
+	if ((arch_groups(ld->m->arch) & AT_EXP_PROBS_B) &&
+	    (rc = bind_vec(ld, n, hp->n_expert, ld->m->arch->router == ROUTER_SIGMOID_BIAS,
+			   &L->exp_probs_b)))
 		return rc;
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp_shexp.weight", il);
 	if ((rc = bind_vec(ld, n, e, false, &L->sh_router)))
@@ -358,7 +360,7 @@ static int bind_attn(struct model_loader *ld, int il, struct layer *L)
 	int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
 	int64_t qn = a->qk_norm == QK_NORM_FULL ? q : hp->head_dim;
 	int64_t kn = a->qk_norm == QK_NORM_FULL ? kd : hp->head_dim;
-	bool qk = a->qk_norm != QK_NORM_NONE;
+	bool qk = a->qk_norm == QK_NORM_HEAD || a->qk_norm == QK_NORM_FULL; /* weighted */
 	char n[96];
 	int rc;
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)

@@ -102,12 +102,23 @@ static void top_k(const float *score, int n, int k, const bool *allowed, int *id
 }
 
 /* The kept experts of one token: softmax over all router logits, the top k
- * (lower index first on ties), optionally renormalised to sum to 1. */
-static int route_softmax_topk(const struct hparams *hp, float *p, int *idx, float *w)
+ * (lower index first on ties) of the probabilities, or of probabilities +
+ * bias when the layer has a selection bias (ERNIE 4.5 MoE's moe_statics:
+ * Ernie4_5_MoeTopKRouter), weighted by the plain probabilities, optionally
+ * renormalised to sum to 1. */
+static int route_softmax_topk(const struct hparams *hp, const float *bias, float *p, int *idx,
+			      float *w)
 {
 	op_softmax(p, hp->n_expert);
 	int k = hp->n_expert_used;
-	top_k(p, hp->n_expert, k, NULL, idx);
+	if (bias) {
+		float choice[1024];
+		for (int x = 0; x < hp->n_expert; x++)
+			choice[x] = p[x] + bias[x];
+		top_k(choice, hp->n_expert, k, NULL, idx);
+	} else {
+		top_k(p, hp->n_expert, k, NULL, idx);
+	}
 	for (int j = 0; j < k; j++)
 		w[j] = p[idx[j]];
 	if (hp->expert_norm) {
@@ -128,6 +139,17 @@ static int route_topk_softmax(const struct hparams *hp, float *p, int *idx, floa
 	for (int j = 0; j < k; j++)
 		w[j] = p[idx[j]];
 	op_softmax(w, k);
+	return k;
+}
+
+/* Llama 4 (Llama4Router): the top k of the logits, each weighted by its
+ * sigmoid. */
+static int route_topk_sigmoid(const struct hparams *hp, const float *p, int *idx, float *w)
+{
+	int k = hp->n_expert_used;
+	top_k(p, hp->n_expert, k, NULL, idx);
+	for (int j = 0; j < k; j++)
+		w[j] = 1.0f / (1.0f + expf(-p[idx[j]]));
 	return k;
 }
 
@@ -196,14 +218,23 @@ static void moe(const struct fx_model *m, const struct layer *L, struct fx_pool 
 			for (int x = 0; x < hp->n_expert; x++)
 				rl[x] += L->router_b[x];
 		int k = m->arch->router == ROUTER_TOPK_SOFTMAX ? route_topk_softmax(hp, rl, idx, w)
+			: m->arch->router == ROUTER_TOPK_SIGMOID ? route_topk_sigmoid(hp, rl, idx, w)
 			: m->arch->router == ROUTER_SIGMOID_BIAS ? route_sigmoid_bias(hp, L->exp_probs_b, rl, idx, w)
-							       : route_softmax_topk(hp, rl, idx, w);
+							       : route_softmax_topk(hp, L->exp_probs_b, rl, idx, w);
 		memset(ot, 0, (size_t)d * sizeof(float));
 		for (int j = 0; j < k; j++) {
 			const struct wmat *e = &L->exp[3 * idx[j]];
 			const float *b[3];
 			for (int q = 0; q < 3; q++)
 				b[q] = L->exp_b[q] ? L->exp_b[q] + (size_t)idx[j] * e[q].n_out : NULL;
+			if (m->arch->moe_weight_in) { /* Llama 4: expert(w x) */
+				for (int64_t i = 0; i < d; i++)
+					s->exp_in[i] = ht[i] * w[j];
+				glu(m, pool, s, &e[0], &e[1], &e[2], b, 1, s->exp_in, s->exp_out);
+				for (int64_t i = 0; i < d; i++)
+					ot[i] += s->exp_out[i];
+				continue;
+			}
 			glu(m, pool, s, &e[0], &e[1], &e[2], b, 1, ht, s->exp_out);
 			for (int64_t i = 0; i < d; i++)
 				ot[i] += w[j] * s->exp_out[i];

@@ -57,6 +57,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	s->up = scratch_alloc(s, n * ff, sizeof(float));
 	s->router = scratch_alloc(s, n * (size_t)(hp->n_expert ? hp->n_expert : 1), sizeof(float));
 	s->exp_out = scratch_alloc(s, (size_t)hp->n_embd, sizeof(float));
+	s->exp_in = scratch_alloc(s, (size_t)hp->n_embd, sizeof(float));
 	if (hp->kv_lora > 0) {
 		size_t w = (size_t)(hp->q_lora > 0 ? hp->q_lora : 0) + qw + (size_t)hp->kv_lora +
 			   (size_t)hp->n_rot +
@@ -110,7 +111,8 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	s->rope_cs = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1),
 				   sizeof(float));
 	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
-	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->erow || !s->rope_cs || !s->router || !s->exp_out) {
+	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->erow || !s->rope_cs || !s->router || !s->exp_out ||
+	    !s->exp_in) {
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
 	}
@@ -120,7 +122,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 void fwd_scratch_fini(struct fwd_scratch *s)
 {
 	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
-			  s->vrow, s->router, s->exp_out, s->mla, s->rope_cs, s->rs, s->qg, s->qgate, s->o2 };
+			  s->vrow, s->router, s->exp_out, s->exp_in, s->mla, s->rope_cs, s->rs, s->qg, s->qgate, s->o2 };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
 	fx_free(s->qbuf);

@@ -35,6 +35,7 @@ struct fwd_scratch {
 	float *gate, *up;    /* [n_max, max(n_ff, n_ff_exp, n_ff_shexp)] */
 	float *router;       /* [n_max, n_expert] router logits, then probabilities */
 	float *exp_out;      /* [n_embd] one expert's output for one token */
+	float *exp_in;       /* [n_embd] one expert's scaled input (arch moe_weight_in) */
 	float *mla;          /* MLA latents: [n_max, q_lora + n_head*head_dim + kv_lora +
 			      * n_rot + n_head*(head_dim - n_rot + head_dim_v)], or NULL */
 	float *scores;       /* [n_threads, 2 + FWD_KCHUNK, n_head] online-softmax max

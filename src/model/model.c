@@ -241,9 +241,19 @@ static int read_hparams(struct model_loader *ld)
 	char kb[128];
 	if ((rc = get_bool(ld, model_key(ld, kb, sizeof(kb), "expert_weights_norm"), &hp->expert_norm)))
 		return rc;
+	int32_t n_shared = 0;
 	if ((rc = get_int(ld, "expert_feed_forward_length", &hp->n_ff_exp, false)) ||
-	    (rc = get_int(ld, "expert_shared_feed_forward_length", &hp->n_ff_shexp, false)))
+	    (rc = get_int(ld, "expert_shared_feed_forward_length", &hp->n_ff_shexp, false)) ||
+	    (rc = get_int(ld, "expert_shared_count", &n_shared, false)))
 		return rc;
+	/* llama.cpp gives ERNIE 4.5 MoE's shared experts as a count of
+	 * expert-wide MLPs, fused into one (Ernie4_5_MoeMLP) */
+	if (!hp->n_ff_shexp && n_shared > 0) {
+		if (n_shared > 1024)
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.expert_shared_count %d is over 1024",
+				       ld->arch, n_shared);
+		hp->n_ff_shexp = n_shared * hp->n_ff_exp;
+	}
 	if ((rc = check_moe(ld)))
 		return rc;
 	hp->attn_scale = hp->head_dim ? 1.0f / sqrtf((float)hp->head_dim) : 1.0f;
@@ -259,6 +269,16 @@ static int read_hparams(struct model_loader *ld)
 		return rc;
 	if (hp->logit_div == 0)
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: logit_scale is 0");
+	int32_t temp_len = 1;
+	hp->qk_l2 = ld->m->arch->qk_norm == QK_NORM_L2;
+	if ((rc = get_float(ld, "attention.temperature_scale", &hp->attn_temp_scale)) ||
+	    (rc = get_int(ld, "attention.temperature_length", &temp_len, false)) ||
+	    (rc = get_bool(ld, "ferrox.attention.qk_l2_norm", &hp->qk_l2)))
+		return rc;
+	if (temp_len < 1)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.attention.temperature_length is 0", ld->arch);
+	hp->attn_temp_floor = (float)temp_len;
+	hp->qk_l2 = hp->qk_l2 && ld->m->arch->qk_norm == QK_NORM_L2;
 	return read_rope_scaling(ld);
 }
 

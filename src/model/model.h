@@ -45,6 +45,11 @@ struct hparams {
 	struct rope_scaling rope_sc; /* of global layers; sliding layers use none */
 	float rope_mscale;   /* multiplies cos and sin (YaRN attention factor; 1: none) */
 	float attn_scale;    /* multiplies Q·K; default 1/sqrt(head_dim) */
+	float attn_temp_scale, attn_temp_floor; /* NoPE layers' queries times
+			      * 1 + scale * ln(1 + floor((pos + 1) / floor)); scale 0: off
+			      * ({arch}.attention.temperature_scale, temperature_length;
+			      * Llama 4 attention temperature tuning) */
+	bool qk_l2;          /* QK_NORM_L2 applies (ferrox.attention.qk_l2_norm; true) */
 	float final_softcap; /* logits = c * tanh(logits / c); 0: off */
 	float attn_softcap;  /* same on attention scores; 0: off */
 	float embd_mul;      /* extra embedding multiplier (Granite embedding_scale; 1) */

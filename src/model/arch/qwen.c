@@ -32,7 +32,9 @@ const struct arch_desc arch_phi3 = {
 
 /* OLMo 2 (Groeneveld et al. 2024, HF modeling_olmo2.py): RMSNorm after
  * attention and MLP instead of before, Q/K RMSNorm over the whole
- * projection. */
+ * projection. OLMo 3 (HF modeling_olmo3.py) is the same block with a
+ * sliding window on the layers its layer_types mark; llama.cpp's converter
+ * writes it as olmo2 with attention.sliding_window(_pattern). */
 const struct arch_desc arch_olmo2 = {
 	.name = "olmo2",
 	.rope = ROPE_NEOX,
@@ -40,7 +42,8 @@ const struct arch_desc arch_olmo2 = {
 	.qk_norm = QK_NORM_FULL,
 	.post_norms = true,
 	.no_pre_norms = true,
-	.hf = { { .model_type = "olmo2", .post_attn_name = "post_attention_norm" } },
+	.hf = { { .model_type = "olmo2", .post_attn_name = "post_attention_norm" },
+		{ .model_type = "olmo3", .post_attn_name = "post_attention_norm" } },
 };
 
 /* Qwen2-MoE (HF modeling_qwen2_moe.py): Qwen 2 attention; every layer a

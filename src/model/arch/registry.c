@@ -9,12 +9,16 @@
 
 extern const struct arch_desc arch_llama, arch_granite, arch_smollm3, arch_qwen2, arch_qwen3,
 	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2, arch_qwen2moe, arch_qwen3moe,
-	arch_gpt_oss, arch_deepseek2, arch_lfm2, arch_mamba2, arch_granite_hybrid, arch_qwen35, arch_qwen35moe, arch_qwen3next, arch_lfm2moe, arch_nemotron_h, arch_falcon_h1;
+	arch_gpt_oss, arch_deepseek2, arch_lfm2, arch_mamba2, arch_granite_hybrid, arch_qwen35,
+	arch_qwen35moe, arch_qwen3next, arch_lfm2moe, arch_nemotron_h, arch_falcon_h1,
+	arch_seed_oss, arch_ernie4_5, arch_ernie4_5_moe, arch_glm4moe, arch_minimax_m2, arch_llama4;
 
 static const struct arch_desc *const archs[] = {
 	&arch_llama, &arch_granite, &arch_smollm3, &arch_qwen2, &arch_qwen3, &arch_phi3,
 	&arch_gemma, &arch_gemma2, &arch_gemma3, &arch_olmo2, &arch_qwen2moe, &arch_qwen3moe,
-	&arch_gpt_oss, &arch_deepseek2, &arch_lfm2, &arch_mamba2, &arch_granite_hybrid, &arch_qwen35, &arch_qwen35moe, &arch_qwen3next, &arch_lfm2moe, &arch_nemotron_h, &arch_falcon_h1,
+	&arch_gpt_oss, &arch_deepseek2, &arch_lfm2, &arch_mamba2, &arch_granite_hybrid, &arch_qwen35,
+	&arch_qwen35moe, &arch_qwen3next, &arch_lfm2moe, &arch_nemotron_h, &arch_falcon_h1,
+	&arch_seed_oss, &arch_ernie4_5, &arch_ernie4_5_moe, &arch_glm4moe, &arch_minimax_m2, &arch_llama4,
 };
 
 #define N_ARCHS (sizeof(archs) / sizeof(archs[0]))
@@ -55,7 +59,7 @@ const struct arch_desc *arch_find(const char *name, size_t n)
 unsigned arch_groups(const struct arch_desc *a)
 {
 	return a->tensors | (a->no_pre_norms ? 0u : AT_PRE_NORMS) |
-	       (a->qk_norm != QK_NORM_NONE ? AT_QK_NORM : 0u) | (a->post_norms ? AT_POST_NORMS : 0u) |
+	       (a->qk_norm == QK_NORM_HEAD || a->qk_norm == QK_NORM_FULL ? AT_QK_NORM : 0u) | (a->post_norms ? AT_POST_NORMS : 0u) |
 	       (a->router == ROUTER_SIGMOID_BIAS ? AT_EXP_PROBS_B : 0u);
 }
 
