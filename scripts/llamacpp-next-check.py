@@ -51,8 +51,11 @@ def main():
         print(line, flush=True)
 
 
+QUIET = llama_cpp.llama_log_callback(lambda *a: None)  # kept: llama.cpp holds the pointer
+
+
 def one(ferrox, name):
-    llama_cpp.llama_log_set(llama_cpp.llama_log_callback(lambda *a: None), None)
+    llama_cpp.llama_log_set(QUIET, None)
     if True:
         d = os.path.join(NEXT, name)
         ref = json.load(open(os.path.join(d, "reference.json")))

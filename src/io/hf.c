@@ -21,6 +21,7 @@
 
 #include "core/alloc.h"
 #include "core/json.h"
+#include "io/hf_gdn.h"
 #include "io/hf_mup.h"
 #include "io/hf_vocab.h"
 #include "io/safetensors.h"
@@ -191,7 +192,7 @@ struct hf {
 	int ssm_groups;               /* Mamba-2 n_groups (map_ssm), 0: none */
 	bool gdn;                     /* Gated DeltaNet sizes present (map_gdn) */
 	bool shexp_set;               /* a shared expert's width was given by name */
-	int gdn_nk, gdn_nv, gdn_dk, gdn_dv; /* its key / value heads and widths */
+	struct hf_gdn gdn_sz;         /* its key / value heads and widths */
 	int n_nextn;                  /* multi-token-prediction layers after the last
 				       * (GLM-4.5 num_nextn_predict_layers): skipped */
 	struct stack *stacks;
@@ -597,6 +598,18 @@ static int map_mixers(struct hf *h)
 				       "chunked_attention, conv, linear_attention, mamba, mlp and moe",
 				       h->dir, il, t);
 	}
+	if (any && h->fam->recurrent_flags) {
+		/* llama.cpp's qwen35 form: one K/V head count, and a flag per
+		 * layer (the tensors tell ferrox the same) */
+		uint8_t *rec = gguf_build_alloc(h->g, (size_t)h->n_layer);
+		if (!rec)
+			return FX_E_NOMEM;
+		for (int il = 0; il < h->n_layer; il++)
+			rec[il] = recurrent_type(cJSON_GetArrayItem(lt, il)->valuestring);
+		char k[128];
+		snprintf(k, sizeof(k), "%s.attention.recurrent_layers", h->arch);
+		return gguf_build_arr(h->g, k, GGUF_T_BOOL, rec, (uint64_t)h->n_layer) ? FX_E_NOMEM : FX_OK;
+	}
 	h->per_layer_kv = any; /* map_metadata then writes no scalar count */
 	if (!any)
 		return FX_OK;
@@ -678,7 +691,8 @@ static int map_gdn(struct hf *h)
 	     put_u32(h, "full_attention_interval", (uint32_t)fi)))
 		return FX_E_NOMEM;
 	h->gdn = true;
-	h->gdn_nk = (int)nk, h->gdn_nv = (int)nv, h->gdn_dk = (int)dk, h->gdn_dv = (int)dv;
+	h->gdn_sz = (struct hf_gdn){ .nk = (int64_t)nk, .nv = (int64_t)nv, .dk = (int64_t)dk,
+				     .dv = (int64_t)dv };
 	return FX_OK;
 }
 
@@ -874,7 +888,38 @@ static int map_metadata(struct hf *h)
 		snprintf(k, sizeof(k), "%s.rope.layers", h->arch);
 		if (gguf_build_arr(h->g, k, GGUF_T_BOOL, use, (uint64_t)h->n_layer))
 			return FX_E_NOMEM;
+		/* llama.cpp's Granite switch for the same (granite-hybrid.cpp) */
+		snprintf(k, sizeof(k), "%s.rope.scaling.finetuned", h->arch);
+		if (nope_all && gguf_build_bool(h->g, k, false))
+			return FX_E_NOMEM;
 	}
+	/* llama.cpp's keys some families require: the M-RoPE sections (Qwen
+	 * 3.5; for text they reduce to plain rotation over n_rot dims), the
+	 * MoE gating function (LFM2-MoE: 2, sigmoid) */
+	if (h->fam->rope_sections) {
+		int32_t sec[4] = { 0, 0, 0, 0 };
+		const cJSON *rp = rope_params(cfg, NULL), *ms = rp ? cfg_get(rp, "mrope_section") : NULL;
+		double prf = 1.0;
+		if (rp)
+			cfg_num(rp, "partial_rotary_factor", &prf);
+		int nrot = h->n_rot ? h->n_rot : (int)lround(h->head_dim * prf);
+		for (int i = 0; ms && cJSON_IsArray(ms) && i < 4 && i < cJSON_GetArraySize(ms); i++) {
+			const cJSON *e = cJSON_GetArrayItem(ms, i);
+			sec[i] = e && cJSON_IsNumber(e) ? (int32_t)e->valuedouble : 0;
+		}
+		if (!ms)
+			sec[0] = nrot / 2;
+		char k[128];
+		snprintf(k, sizeof(k), "%s.rope.dimension_sections", h->arch);
+		int32_t *arr = gguf_build_alloc(h->g, sizeof(sec));
+		if (!arr)
+			return FX_E_NOMEM;
+		memcpy(arr, sec, sizeof(sec));
+		if (gguf_build_arr(h->g, k, GGUF_T_I32, arr, 4))
+			return FX_E_NOMEM;
+	}
+	if (h->fam->gating_func && put_u32(h, "expert_gating_func", (uint32_t)h->fam->gating_func))
+		return FX_E_NOMEM;
 	return FX_OK;
 }
 
@@ -1133,62 +1178,6 @@ static int map_gate_up(struct hf *h, const struct st_tensor *t, int il, const ch
 	return FX_OK;
 }
 
-/* Qwen3-Next's fused DeltaNet projections, grouped per key head
- * (Qwen3NextGatedDeltaNet.fix_query_key_value_ordering): in_proj_qkvz rows
- * per key head [q dk | k dk | v r dv | z r dv], in_proj_ba [b r | a r]
- * (r = value heads per key head), split into Qwen 3.5's attn_qkv ([all q |
- * all k | all v]), attn_gate (z), ssm_beta, ssm_alpha. Rows are copied
- * whole, so any element type works. */
-static int map_gdn_fused(struct hf *h, const struct st_tensor *t, int il, bool qkvz)
-{
-	int64_t nk = h->gdn_nk, r = nk > 0 ? h->gdn_nv / nk : 0, dk = h->gdn_dk, dv = h->gdn_dv;
-	int64_t grp = qkvz ? 2 * dk + 2 * r * dv : 2 * r;
-	if (!h->gdn || r <= 0 || t->n_dims != 2 || t->ne[1] != nk * grp)
-		return fx_fail(h->err, FX_E_FORMAT, "%s: '%s' does not have the fused DeltaNet "
-			       "shape for %lld key heads", h->dir, t->name, (long long)nk);
-	size_t row = fx_row_size(t->type, t->ne[0]);
-	const uint8_t *src = t->data;
-	/* the outputs: name, rows per key head, offset of those rows in a group */
-	struct part {
-		const char *name;
-		int64_t rows, off;
-	} qp[] = { { "attn_qkv", 0, 0 }, { "attn_gate", r * dv, 2 * dk + r * dv } },
-	  bp[] = { { "ssm_beta", r, 0 }, { "ssm_alpha", r, r } };
-	if (qkvz) {
-		/* attn_qkv: every q, then every k, then every v */
-		int64_t rows = nk * (2 * dk + r * dv);
-		uint8_t *dst = gguf_build_alloc(h->g, (size_t)rows * row), *d = dst;
-		if (!dst)
-			return FX_E_NOMEM;
-		int64_t offs[3] = { 0, dk, 2 * dk }, cnt[3] = { dk, dk, r * dv };
-		for (int p = 0; p < 3; p++)
-			for (int64_t g = 0; g < nk; g++, d += (size_t)cnt[p] * row)
-				memcpy(d, src + (size_t)(g * grp + offs[p]) * row, (size_t)cnt[p] * row);
-		char name[96];
-		snprintf(name, sizeof(name), "blk.%d.attn_qkv.weight", il);
-		int64_t ne[4] = { t->ne[0], rows, 1, 1 };
-		int rc = gguf_build_tensor(h->g, name, t->type, 2, ne, dst);
-		if (rc)
-			return rc;
-	}
-	for (int p = qkvz ? 1 : 0; p < 2; p++) {
-		const struct part *pt = qkvz ? &qp[p] : &bp[p];
-		uint8_t *dst = gguf_build_alloc(h->g, (size_t)(nk * pt->rows) * row);
-		if (!dst)
-			return FX_E_NOMEM;
-		for (int64_t g = 0; g < nk; g++)
-			memcpy(dst + (size_t)(g * pt->rows) * row, src + (size_t)(g * grp + pt->off) * row,
-			       (size_t)pt->rows * row);
-		char name[96];
-		snprintf(name, sizeof(name), "blk.%d.%s.weight", il, pt->name);
-		int64_t ne[4] = { t->ne[0], nk * pt->rows, 1, 1 };
-		int rc = gguf_build_tensor(h->g, name, t->type, 2, ne, dst);
-		if (rc)
-			return rc;
-	}
-	return FX_OK;
-}
-
 /* A multimodal checkpoint's tensor t: the text model's under the family's
  * text_prefix mapped as if under "model." (into *tt, name in buf), others
  * (the vision tower, MTP layers) skipped; returns whether to map it. */
@@ -1241,7 +1230,8 @@ static int map_tensor_named(struct hf *h, const struct st_tensor *t)
 	}
 	if (off > 0 && (!strcmp(t->name + off, "linear_attn.in_proj_qkvz.weight") ||
 			!strcmp(t->name + off, "linear_attn.in_proj_ba.weight")))
-		return map_gdn_fused(h, t, il, t->name[off + strlen("linear_attn.in_proj_")] == 'q');
+		return hf_gdn_split_fused(h->g, &h->gdn_sz, t, il,
+					  t->name[off + strlen("linear_attn.in_proj_")] == 'q', h->dir, h->err);
 	if (off > 0 && !strcmp(t->name + off, "block_sparse_moe.input_linear.weight"))
 		return map_gate_up(h, t, il, "ffn_gate_exps", "ffn_up_exps");
 	if (off > 0 && !strcmp(t->name + off, "shared_mlp.input_linear.weight"))
@@ -1259,6 +1249,13 @@ static int map_tensor_named(struct hf *h, const struct st_tensor *t)
 		return fx_fail(h->err, FX_E_UNSUPPORTED,
 			       "%s: tensor '%s' has no mapping for model_type %s", h->dir, t->name,
 			       h->fam->model_type);
+	struct st_tensor tiled;
+	int rt;
+	if (h->gdn) { /* DeltaNet value heads in llama.cpp's tiled order */
+		if ((rt = hf_gdn_tile(h->g, &h->gdn_sz, t, name, &tiled, h->dir, h->err)))
+			return rt;
+		t = &tiled;
+	}
 	const void *data = t->data;
 	int type = t->type;
 	/* (1 + w) norms, but not a DeltaNet's gated norm (plain w in HF) */

@@ -24,6 +24,10 @@ struct hf_family {
 				     * the text model's config is text_config, its
 				     * tensors are under this prefix (read as "model."),
 				     * the vision tower and MTP layers are skipped */
+	bool recurrent_flags;       /* recurrent layers as llama.cpp's {arch}.attention.recurrent_layers
+				     * beside one head_count_kv (Qwen 3.5), not 0s in a per-layer count */
+	bool rope_sections;         /* write llama.cpp's {arch}.rope.dimension_sections (Qwen 3.5) */
+	int gating_func;            /* llama.cpp's {arch}.expert_gating_func to write (2: sigmoid), 0: none */
 	bool gate_up_halves;        /* fused experts' gate_up_proj holds [gate | up] halves
 				     * on its last axis (Llama 4), not interleaved (gpt-oss) */
 };

@@ -532,7 +532,11 @@ static int read_mixers(struct model_loader *ld)
 		struct layer *L = &m->layers[il];
 		*L = (struct layer){ .mixer = MIX_ATTN, .par_mixer = MIX_NONE, .kv_il = -1, .rs_off = -1 };
 #define HAS(s) (snprintf(n, sizeof(n), "blk.%d." s, il), gguf_find_tensor(m->g, n))
-		if (per_layer ? gguf_arr_num(kv, (uint64_t)il) != 0 : hp->n_head > 0) {
+		/* A layer holding a DeltaNet's tensors is one whatever one K/V
+		 * head count says (llama.cpp's qwen35 files flag their layers in
+		 * attention.recurrent_layers). */
+		bool gdn = (groups & AT_GDN) && HAS("ssm_beta.weight");
+		if (!gdn && (per_layer ? gguf_arr_num(kv, (uint64_t)il) != 0 : hp->n_head > 0)) {
 			L->kv_il = hp->n_layer_kv++;
 			if (!m->arch->parallel_ssm || !HAS("ssm_in.weight"))
 				continue;
@@ -585,8 +589,18 @@ static int read_mixers(struct model_loader *ld)
 	return FX_OK;
 }
 
+/* A bool key k into *v (kept when absent); a key of another type is an
+ * error that says so (nonzero, message in ld->err). */
+static int get_bool_key(struct model_loader *ld, const char *k, bool *v)
+{
+	if (gguf_find(ld->m->g, k) && !gguf_get_bool(ld->m->g, k, v))
+		return gguf_type_error(ld->m->g, k, "bool", ld->err);
+	return FX_OK;
+}
+
 /* Which layers apply RoPE: the file's list ({arch}.rope.layers), else the
- * architecture's NoPE period, else all. */
+ * architecture's NoPE period, else all (none where the row reads
+ * rope.scaling.finetuned as a switch and the file sets it false). */
 static int read_rope_layers(struct model_loader *ld)
 {
 	struct fx_model *m = ld->m;
@@ -596,9 +610,15 @@ static int read_rope_layers(struct model_loader *ld)
 		   kv->arr_type == GGUF_T_STRING))
 		return fx_fail(ld->err, FX_E_FORMAT, "%s must list one flag per layer", k);
 	int p = m->arch->no_rope_period;
+	bool ft = true; /* llama.cpp's Granite: rope.scaling.finetuned false, no RoPE */
+	char kf[128];
+	int rc;
+	if (m->arch->rope_finetuned_switch && !kv &&
+	    (rc = get_bool_key(ld, model_key(ld, kf, sizeof(kf), "rope.scaling.finetuned"), &ft)))
+		return rc;
 	for (int il = 0; il < m->hp.n_layer; il++)
 		m->layers[il].rope = kv ? gguf_arr_num(kv, (uint64_t)il) != 0
-				   : !(p > 0 && (il + 1) % p == 0);
+				   : ft && !(p > 0 && (il + 1) % p == 0);
 	return FX_OK;
 }
 

@@ -110,8 +110,8 @@ void mamba2_forward(const struct fx_model *m, int il, struct fx_pool *pool, stru
 
 /* Gated DeltaNet mixer of layer il (MIX_GDN, Qwen 3.5) on h [n, n_embd]
  * into out [n, n_embd]: qkv = gdn_qkv h through the causal depthwise conv
- * (no bias) + SiLU; per value head j (key head j / (value heads / key
- * heads)): q, k L2-normed (eps 1e-6 inside the root), q / sqrt(key width),
+ * (no bias) + SiLU; per value head j (key head j mod key heads: value
+ * heads tiled over key heads, llama.cpp's GGUF order): q, k L2-normed (eps 1e-6 inside the root), q / sqrt(key width),
  * beta = sigmoid(gdn_beta h), g = A softplus(gdn_alpha h + dt_b); state S
  * [key width][value width] <- S exp(g); S += k (beta (v - S^T k))^T;
  * o = S^T q; o RMS-normed (eps), times ssm_norm and silu(gdn_z h) per

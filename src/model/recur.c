@@ -260,14 +260,14 @@ static void gdn_head_worker(void *arg, int ith, int nth)
 	const struct layer *L = a->L;
 	long j0, j1;
 	fx_split((long)a->nv, ith, nth, &j0, &j1);
-	int64_t dk = a->dk, dv = a->dv, kw = a->nk * dk, per_key = a->nv / a->nk;
+	int64_t dk = a->dk, dv = a->dv, kw = a->nk * dk;
 	float qn[GDN_MAX_HEAD], kn[GDN_MAX_HEAD], d[GDN_MAX_HEAD];
 	float eps = a->m->hp.eps, qmul = 1.0f / sqrtf((float)dk);
 	for (int32_t t = 0; t < a->n; t++) {
 		const float *c = a->c + (size_t)t * a->cd;
 		float *st = a->kv[t].rs + L->rs_off + (size_t)a->taps * a->cd; /* [nv][dk][dv] */
 		for (long j = j0; j < j1; j++) {
-			int64_t kh = j / per_key;
+			int64_t kh = j % a->nk; /* value heads tiled over key heads (llama.cpp's order) */
 			l2norm(c + kh * dk, dk, qmul, qn);
 			l2norm(c + kw + kh * dk, dk, 1.0f, kn);
 			const float *v = c + 2 * kw + j * dv;

@@ -12,6 +12,7 @@ const struct arch_desc arch_granite_hybrid = {
 	.rope = ROPE_NEOX,
 	.act = ACT_SILU,
 	.router = ROUTER_TOPK_SOFTMAX,
+	.rope_finetuned_switch = true,
 	.tensors = AT_SSM | AT_MOE | AT_SHEXP,
 	.hf = { { .model_type = "granitemoehybrid" } },
 };

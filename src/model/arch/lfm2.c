@@ -32,5 +32,5 @@ const struct arch_desc arch_lfm2moe = {
 	.moe_norm = true,
 	.output_norm_name = "token_embd_norm.weight",
 	.tensors = AT_SHORTCONV | AT_EMBD_NORM | AT_MOE,
-	.hf = { { .model_type = "lfm2_moe", .moe_norm = true } },
+	.hf = { { .model_type = "lfm2_moe", .moe_norm = true, .gating_func = 2 } },
 };

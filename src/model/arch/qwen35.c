@@ -17,9 +17,9 @@ const struct arch_desc arch_qwen35 = {
 	.ffn_norm_name = "post_attention_norm",
 	.tensors = AT_GDN | AT_FUSED,
 	.hf = { { .model_type = "qwen3_5_text", .norm_plus_one = true,
-		  .post_attn_name = "post_attention_norm" },
+		  .post_attn_name = "post_attention_norm", .rope_sections = true, .recurrent_flags = true },
 		{ .model_type = "qwen3_5", .norm_plus_one = true,
-		  .post_attn_name = "post_attention_norm",
+		  .post_attn_name = "post_attention_norm", .rope_sections = true, .recurrent_flags = true,
 		  .text_prefix = "model.language_model." } },
 };
 
@@ -37,9 +37,9 @@ const struct arch_desc arch_qwen35moe = {
 	.ffn_norm_name = "post_attention_norm",
 	.tensors = AT_GDN | AT_FUSED | AT_MOE | AT_SHEXP | AT_SHEXP_GATE,
 	.hf = { { .model_type = "qwen3_5_moe_text", .norm_plus_one = true,
-		  .post_attn_name = "post_attention_norm", .moe_norm = true },
+		  .post_attn_name = "post_attention_norm", .moe_norm = true, .rope_sections = true, .recurrent_flags = true },
 		{ .model_type = "qwen3_5_moe", .norm_plus_one = true,
-		  .post_attn_name = "post_attention_norm", .moe_norm = true,
+		  .post_attn_name = "post_attention_norm", .moe_norm = true, .rope_sections = true, .recurrent_flags = true,
 		  .text_prefix = "model.language_model." } },
 };
 
@@ -57,5 +57,5 @@ const struct arch_desc arch_qwen3next = {
 	.ffn_norm_name = "post_attention_norm",
 	.tensors = AT_GDN | AT_FUSED | AT_MOE | AT_SHEXP | AT_SHEXP_GATE,
 	.hf = { { .model_type = "qwen3_next", .norm_plus_one = true,
-		  .post_attn_name = "post_attention_norm", .moe_norm = true } },
+		  .post_attn_name = "post_attention_norm", .moe_norm = true, .recurrent_flags = true } },
 };
