@@ -231,10 +231,15 @@ static int bind_qkv(struct model_loader *ld, int il, struct layer *L, int64_t e,
 		L->wv = mat_rows(&qkv, q + kd, vd);
 		return FX_OK;
 	}
-	if ((rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_q.weight", il), n), e, q, true, &L->wq)) ||
-	    (rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_k.weight", il), n), e, kd, true, &L->wk)))
+	if ((rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_q.weight", il), n), e, q, true, &L->wq)))
 		return rc;
-	return bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_v.weight", il), n), e, vd, true, &L->wv);
+	if (L->kv_shared) /* reads an earlier layer's K/V: no projections */
+		return FX_OK;
+	if ((rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_k.weight", il), n), e, kd, true, &L->wk)))
+		return rc;
+	/* Gemma 4's k_eq_v layers: V is the K projection (then needs K's width) */
+	bool v_opt = ld->m->arch->v_from_k && kd == vd;
+	return bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_v.weight", il), n), e, vd, !v_opt, &L->wv);
 }
 
 /* Gate and up: separate, or (AT_FUSED) ffn_up holding [gate; up] (Phi-3's
@@ -354,27 +359,27 @@ static int bind_attn(struct model_loader *ld, int il, struct layer *L)
 {
 	const struct hparams *hp = &ld->m->hp;
 	const struct arch_desc *a = ld->m->arch;
-	int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim;
-	int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
-	int64_t qn = a->qk_norm == QK_NORM_FULL ? q : hp->head_dim;
-	int64_t kn = a->qk_norm == QK_NORM_FULL ? kd : hp->head_dim;
-	bool qk = a->qk_norm != QK_NORM_NONE;
+	int64_t e = hp->n_embd, q = (int64_t)hp->n_head * L->head_dim;
+	int64_t kd = (int64_t)L->n_head_kv * L->head_dim, vd = (int64_t)L->n_head_kv * L->head_dim_v;
+	int64_t qn = a->qk_norm == QK_NORM_FULL ? q : L->head_dim;
+	int64_t kn = a->qk_norm == QK_NORM_FULL ? kd : L->head_dim;
+	bool qk = a->qk_norm != QK_NORM_NONE, kq = qk && !L->kv_shared;
 	char n[96];
 	int rc;
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
 	/* gated attention: attn_q holds [query; gate] per head */
-	if (a->attn_out_gate && hp->head_dim != hp->head_dim_v)
+	if (a->attn_out_gate && L->head_dim != L->head_dim_v)
 		return fx_fail(ld->err, FX_E_UNSUPPORTED, "GGUF: gated attention needs key_length == "
-			       "value_length (%d, %d)", hp->head_dim, hp->head_dim_v);
+			       "value_length (%d, %d)", L->head_dim, L->head_dim_v);
 	if ((rc = bind_qkv(ld, il, L, e, a->attn_out_gate ? 2 * q : q, kd, vd)) ||
-	    (rc = bind_mat(ld, NAME("attn_output.weight"), (int64_t)hp->n_head * hp->head_dim_v, e,
+	    (rc = bind_mat(ld, NAME("attn_output.weight"), (int64_t)hp->n_head * L->head_dim_v, e,
 			   true, &L->wo)) ||
 	    (rc = bind_vec(ld, NAME("attn_q.bias"), q, false, &L->bq)) ||
 	    (rc = bind_vec(ld, NAME("attn_k.bias"), kd, false, &L->bk)) ||
 	    (rc = bind_vec(ld, NAME("attn_v.bias"), vd, false, &L->bv)) ||
 	    (rc = bind_vec(ld, NAME("attn_output.bias"), e, false, &L->bo)) ||
 	    (qk && (rc = bind_vec(ld, NAME("attn_q_norm.weight"), qn, true, &L->q_norm))) ||
-	    (qk && (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, true, &L->k_norm))) ||
+	    (kq && (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, true, &L->k_norm))) ||
 	    (rc = bind_vec(ld, NAME("attn_sinks.weight"), hp->n_head, false, &L->sinks)))
 		return rc;
 #undef NAME
@@ -504,7 +509,14 @@ static int bind_layer(struct model_loader *ld, int il)
 			    e, ffn_pre, &L->ffn_norm))) ||
 	    (L->has_ffn && (rc = bind_ffn(ld, il, L))) ||
 	    (a->post_norms &&
-	     (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, true, &L->post_ffn_norm))))
+	     (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, true, &L->post_ffn_norm))) ||
+	    (rc = bind_vec(ld, NAME("layer_output_scale.weight"), 1, false, &L->out_scale)))
+		return rc;
+	int64_t p = hp->n_embd_ple;
+	if (p > 0 &&
+	    ((rc = bind_mat(ld, NAME("inp_gate.weight"), e, p, true, &L->ple_gate)) ||
+	     (rc = bind_mat(ld, NAME("proj.weight"), p, e, true, &L->ple_proj)) ||
+	     (rc = bind_vec(ld, NAME("post_norm.weight"), e, true, &L->ple_norm))))
 		return rc;
 #undef NAME
 	return FX_OK;
@@ -531,6 +543,7 @@ static int read_mixers(struct model_loader *ld)
 		*L = (struct layer){ .mixer = MIX_ATTN, .kv_il = -1, .rs_off = -1 };
 		if (per_layer ? gguf_arr_num(kv, (uint64_t)il) != 0 : hp->n_head > 0) {
 			L->kv_il = hp->n_layer_kv++;
+			L->n_head_kv = per_layer ? (int32_t)gguf_arr_num(kv, (uint64_t)il) : hp->n_head_kv;
 			continue;
 		}
 #define HAS(s) (snprintf(n, sizeof(n), "blk.%d." s, il), gguf_find_tensor(m->g, n))
@@ -578,6 +591,56 @@ static int read_mixers(struct model_loader *ld)
 		/* conv window over x, B, C, then the state [head][head_dim][N] */
 		hp->rs_floats += taps * (di + 2 * ng * ns) + di * ns;
 	}
+	return FX_OK;
+}
+
+/* Each attention layer's geometry (the sliding layers' own head size where
+ * the file gives one, its K/V head count), the K/V-shared layers (the last
+ * n_kv_shared: kv_il of the last earlier layer of the same kind, sliding
+ * or global, as Gemma 4's kv_sharing "reuse"; the others renumbered), and
+ * the backing's row widths. FX_E_FORMAT when a layer's heads do not divide
+ * or a shared layer has no earlier layer of its kind. */
+static int read_geometry(struct model_loader *ld)
+{
+	struct fx_model *m = ld->m;
+	struct hparams *hp = &m->hp;
+	int32_t first_shared = hp->n_layer - hp->n_kv_shared;
+	int64_t kw = 0, vw = 0;
+	bool any = false;
+	hp->n_layer_kv = 0;
+	for (int il = 0; il < hp->n_layer; il++) {
+		struct layer *L = &m->layers[il];
+		if (L->kv_il < 0)
+			continue;
+		L->head_dim = L->swa ? hp->head_dim_swa : hp->head_dim;
+		L->head_dim_v = L->swa ? hp->head_dim_v_swa : hp->head_dim_v;
+		L->n_rot = L->swa ? hp->n_rot_swa : hp->n_rot;
+		if (L->n_head_kv <= 0 || hp->n_head % L->n_head_kv)
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d has %d K/V heads for %d "
+				       "query heads", il, L->n_head_kv, hp->n_head);
+		if (il >= first_shared) {
+			int src = -1;
+			for (int j = first_shared - 1; j >= 0 && src < 0; j--)
+				if (m->layers[j].kv_il >= 0 && m->layers[j].swa == L->swa)
+					src = j;
+			if (src < 0 || m->layers[src].n_head_kv != L->n_head_kv ||
+			    m->layers[src].head_dim != L->head_dim)
+				return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d shares K/V (%s."
+					       "attention.shared_kv_layers %d) but no earlier %s layer "
+					       "has its K/V shape", il, ld->arch, hp->n_kv_shared,
+					       L->swa ? "sliding-window" : "global");
+			L->kv_il = m->layers[src].kv_il;
+			L->kv_shared = true;
+			continue;
+		}
+		L->kv_il = hp->n_layer_kv++;
+		int64_t k = (int64_t)L->n_head_kv * L->head_dim, v = (int64_t)L->n_head_kv * L->head_dim_v;
+		kw = k > kw ? k : kw;
+		vw = v > vw ? v : vw;
+		any = true;
+	}
+	hp->kv_k_width = any ? kw : (int64_t)hp->n_head_kv * hp->head_dim;
+	hp->kv_v_width = any ? vw : (int64_t)hp->n_head_kv * hp->head_dim_v;
 	return FX_OK;
 }
 
@@ -664,10 +727,18 @@ static int bind_globals(struct model_loader *ld)
 		return rc;
 	if (!fx_type_get(m->tok_embd.type)->to_float)
 		return fx_fail(ld->err, FX_E_UNSUPPORTED, "token_embd type cannot be dequantized");
+	int64_t lp = (int64_t)hp->n_layer * hp->n_embd_ple;
+	if (hp->n_embd_ple > 0 &&
+	    ((rc = bind_mat(ld, "per_layer_token_embd.weight", lp, hp->n_vocab, true, &m->ple_embd)) ||
+	     (rc = bind_mat(ld, "per_layer_model_proj.weight", hp->n_embd, lp, true, &m->ple_model_proj)) ||
+	     (rc = bind_vec(ld, "per_layer_proj_norm.weight", hp->n_embd_ple, true, &m->ple_proj_norm))))
+		return rc;
+	if (m->ple_embd.data && !fx_type_get(m->ple_embd.type)->to_float)
+		return fx_fail(ld->err, FX_E_UNSUPPORTED, "per_layer_token_embd type cannot be dequantized");
 	if (!m->output.data)
 		m->output = m->tok_embd; /* tied embeddings */
 	m->layers = fx_calloc((size_t)hp->n_layer, sizeof(*m->layers));
-	m->inv_freq = fx_calloc((size_t)hp->n_rot, sizeof(float));
+	m->inv_freq = fx_calloc((size_t)(hp->n_rot / 2 + hp->n_rot_swa / 2) + 1, sizeof(float));
 	if (!m->layers || !m->inv_freq)
 		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %d layers", hp->n_layer);
 	return FX_OK;
@@ -689,7 +760,9 @@ static int bind_rope(struct model_loader *ld)
 	/* Sliding layers have their own RoPE only where the family says so
 	 * (Gemma 3: base 10000, no scaling); elsewhere they share the global one. */
 	if (hp->has_rope_swa)
-		rope_inv_freq(f_swa, hp->n_rot, hp->rope_base_swa, &none, NULL);
+		rope_inv_freq(f_swa, hp->n_rot_swa, hp->rope_base_swa, &none, NULL);
+	else if (hp->n_rot_swa != hp->n_rot) /* their own head size, the global base */
+		rope_inv_freq(f_swa, hp->n_rot_swa, hp->rope_base, &none, NULL);
 	else
 		memcpy(f_swa, f_global, (size_t)(hp->n_rot / 2) * sizeof(float));
 	for (int il = 0; il < hp->n_layer; il++)
@@ -705,7 +778,8 @@ int model_bind_weights(struct model_loader *ld)
 		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %llu tensors",
 			       (unsigned long long)m->g->n_tensors);
 	if ((rc = check_tensors(ld, false)) || (rc = bind_globals(ld)) || (rc = read_mixers(ld)) ||
-	    (rc = read_swa_layers(ld)) || (rc = read_rope_layers(ld)) || (rc = bind_rope(ld)))
+	    (rc = read_swa_layers(ld)) || (rc = read_geometry(ld)) || (rc = read_rope_layers(ld)) ||
+	    (rc = bind_rope(ld)))
 		goto out;
 	for (int il = 0; il < m->hp.n_layer && !rc; il++)
 		rc = bind_layer(ld, il);

@@ -41,7 +41,7 @@ struct fwd_scratch {
 	float *vrow;         /* [n_threads, n_head + 1, head_dim_v] running V sums of a
 			      * head group, then one V row as f32 */
 	void *qconv;         /* [n_threads, n_head] Q heads in K's dot type */
-	float *rope_cs;      /* [n_threads, n_rot] one token's RoPE cos/sin */
+	float *rope_cs;      /* [n_threads, max(n_rot, n_rot_swa)] one token's RoPE cos/sin */
 	size_t qconv_stride; /* bytes per thread in qconv */
 	void *erow;          /* one token_embd row unpacked from x8 groups */
 	void *qbuf;          /* activations quantized for op_matmul */
@@ -50,6 +50,10 @@ struct fwd_scratch {
 			      * the gates; else NULL */
 	float *rs;           /* recurrent mixers (recur.c): [n_max, 4 n_embd] for a
 			      * short convolution's [B; C; x] and its output, or NULL */
+	float *ple;          /* Gemma 4 per-layer inputs: [n_max, n_layer * n_embd_ple],
+			      * or NULL */
+	float *ple_g;        /* [n_max, n_layer * n_embd_ple]: a token's per-layer
+			      * embeddings, then a layer's gate rows; or NULL */
 	size_t bytes;        /* all of the above together */
 	float *capture;      /* NULL, or [n_layer + 1][n][n_embd] hidden states of the
 			      * last call, HF's convention: embeddings, each layer's
@@ -76,9 +80,9 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
  * mscale the row already carries is not applied again. attn_k_shift_table
  * fills cs [n_rot] for (il, delta) and returns false when the layer has no
  * RoPE (NoPE: the row stays as it is); attn_k_shift_row then rotates one
- * f32 row k [n_head_kv * head_dim] in place. */
+ * f32 row k [n_head_kv * head_dim] of layer il (its geometry) in place. */
 bool attn_k_shift_table(const struct fx_model *m, int il, int32_t delta, float *cs);
-void attn_k_shift_row(const struct fx_model *m, const float *cs, float *k);
+void attn_k_shift_row(const struct fx_model *m, int il, const float *cs, float *k);
 
 /* Gated short-convolution mixer of layer il (MIX_SHORTCONV, LFM2) on h
  * [n, n_embd] (already normed), into out [n, n_embd]: [B; C; x] = sc_in h,
