@@ -717,7 +717,8 @@ static int map_metadata(struct hf *h)
 	    cfg_num(cfg, "n_routed_experts", &d)) {
 		double used = 0, fe = n_ff, fs = 0;
 		h->n_expert = (int)d;
-		cfg_num(cfg, "num_experts_per_tok", &used);
+		if (!cfg_num(cfg, "num_experts_per_tok", &used))
+			cfg_num(cfg, "top_k_experts", &used); /* Gemma 4 */
 		cfg_num(cfg, "moe_intermediate_size", &fe);
 		if (!cfg_num(cfg, "shared_expert_intermediate_size", &fs) &&
 		    !cfg_num(cfg, "shared_intermediate_size", &fs)) /* Granite 4.0-H */

@@ -282,9 +282,15 @@ static int bind_experts(struct model_loader *ld, int il, struct layer *L)
 	if (!L->exp)
 		return fx_fail(ld->err, FX_E_NOMEM, "no memory for experts");
 	bool gated = ld->m->arch->act != ACT_RELU2; /* non-gated experts have no ffn_gate_exps */
+	/* Gemma 4: gate and up fused, ffn_gate_up_exps [n_embd, 2 f, n_expert],
+	 * each expert's gate rows first */
+	snprintf(n, sizeof(n), "blk.%d.ffn_gate_up_exps.weight", il);
+	bool fused = (arch_groups(ld->m->arch) & AT_MOE_PAR) && gguf_find_tensor(ld->m->g, n);
 	for (int k = gated ? 0 : 1; k < 3; k++) {
-		int64_t in = k == 2 ? f : e, out = k == 2 ? e : f;
-		snprintf(n, sizeof(n), "blk.%d.%s.weight", il, kind[k]);
+		if (fused && k == 1)
+			continue;
+		int64_t in = k == 2 ? f : e, out = k == 2 ? e : (fused ? 2 * f : f);
+		snprintf(n, sizeof(n), "blk.%d.%s.weight", il, fused && k == 0 ? "ffn_gate_up_exps" : kind[k]);
 		const struct gguf_tensor *t = take(ld, n);
 		if (!t || t->n_dims != 3 || t->ne[0] != in || t->ne[1] != out || t->ne[2] != hp->n_expert)
 			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s is %s, want [%lld, %lld, %d]",
@@ -298,8 +304,11 @@ static int bind_experts(struct model_loader *ld, int il, struct layer *L)
 				    .n_out = out * hp->n_expert, .row_bytes = fx_row_size(t->type, in) };
 		if ((rc = requant(ld, &all)))
 			return rc;
-		for (int x = 0; x < hp->n_expert; x++)
-			L->exp[3 * x + k] = mat_rows(&all, (int64_t)x * out, out);
+		for (int x = 0; x < hp->n_expert; x++) {
+			L->exp[3 * x + k] = mat_rows(&all, (int64_t)x * out, fused && k == 0 ? f : out);
+			if (fused && k == 0)
+				L->exp[3 * x + 1] = mat_rows(&all, (int64_t)x * out + f, f);
+		}
 	}
 	for (int k = 0; k < 3; k++) {
 		int64_t out = k == 2 ? e : f;
@@ -336,14 +345,43 @@ static int bind_experts(struct model_loader *ld, int il, struct layer *L)
 	return FX_OK;
 }
 
-/* The MLP: a router (ffn_gate_inp) makes it an MoE layer, else dense. */
+/* Gemma 4's MoE beside the dense MLP (AT_MOE_PAR): its norms, router
+ * scales and experts. */
+static int bind_moe_par(struct model_loader *ld, int il, struct layer *L)
+{
+	const struct hparams *hp = &ld->m->hp;
+	int64_t e = hp->n_embd;
+	char n[96];
+	int rc;
+#define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
+	if ((rc = bind_vec(ld, NAME("pre_ffw_norm_2.weight"), e, true, &L->moe_pre_norm)) ||
+	    (rc = bind_vec(ld, NAME("post_ffw_norm_1.weight"), e, true, &L->moe_post_norm_1)) ||
+	    (rc = bind_vec(ld, NAME("post_ffw_norm_2.weight"), e, true, &L->moe_post_norm_2)) ||
+	    (rc = bind_vec(ld, NAME("ffn_gate_inp.scale"), e, true, &L->router_scale)) ||
+	    (rc = bind_mat(ld, NAME("ffn_gate_inp.weight"), e, hp->n_expert, true, &L->router)) ||
+	    (rc = bind_experts(ld, il, L)) ||
+	    (rc = bind_vec(ld, NAME("ffn_down_exps.scale"), hp->n_expert, true, &L->exp_scale)))
+		return rc;
+#undef NAME
+	if (L->sh_up.data || L->router_b || L->exp_b[0] || L->exp_b[1] || L->exp_b[2])
+		return fx_fail(ld->err, FX_E_FORMAT, "blk.%d: a MoE beside the MLP takes no shared "
+			       "expert nor biases", il);
+	return FX_OK;
+}
+
+/* The MLP: a router (ffn_gate_inp) makes it an MoE layer, else dense;
+ * pre_ffw_norm_2 (AT_MOE_PAR) adds a MoE beside the dense MLP. */
 static int bind_ffn(struct model_loader *ld, int il, struct layer *L)
 {
 	const struct hparams *hp = &ld->m->hp;
 	char n[96];
 	int rc;
+	snprintf(n, sizeof(n), "blk.%d.pre_ffw_norm_2.weight", il);
+	if ((arch_groups(ld->m->arch) & AT_MOE_PAR) && gguf_find_tensor(ld->m->g, n) &&
+	    (rc = bind_moe_par(ld, il, L)))
+		return rc;
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.weight", il);
-	if (gguf_find_tensor(ld->m->g, n)) {
+	if (!L->moe_pre_norm && gguf_find_tensor(ld->m->g, n)) {
 		if ((rc = bind_mat(ld, n, hp->n_embd, hp->n_expert, true, &L->router)))
 			return rc;
 		return bind_experts(ld, il, L);

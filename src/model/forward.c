@@ -106,6 +106,12 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 		return FX_E_NOMEM;
 	}
 	s->rope_cs = scratch_alloc(s, (size_t)n_threads * (rot > 0 ? rot : 1), sizeof(float));
+	for (int il = 0; il < hp->n_layer && !s->moe_acc; il++)
+		if (m->layers[il].moe_pre_norm &&
+		    !(s->moe_acc = scratch_alloc(s, (size_t)hp->n_embd, sizeof(float)))) {
+			fwd_scratch_fini(s);
+			return FX_E_NOMEM;
+		}
 	size_t lp = (size_t)hp->n_layer * (size_t)hp->n_embd_ple;
 	if (lp && (!(s->ple = scratch_alloc(s, n * lp, sizeof(float))) ||
 		   !(s->ple_g = scratch_alloc(s, n * lp, sizeof(float))))) {
@@ -124,7 +130,7 @@ void fwd_scratch_fini(struct fwd_scratch *s)
 {
 	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
 			  s->vrow, s->router, s->exp_out, s->mla, s->rope_cs, s->rs, s->qg, s->qgate,
-			  s->ple, s->ple_g };
+			  s->ple, s->ple_g, s->moe_acc };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
 	fx_free(s->qbuf);

@@ -50,6 +50,8 @@ struct fwd_scratch {
 			      * the gates; else NULL */
 	float *rs;           /* recurrent mixers (recur.c): [n_max, 4 n_embd] for a
 			      * short convolution's [B; C; x] and its output, or NULL */
+	float *moe_acc;      /* [n_embd] one token's expert sum of a parallel MoE
+			      * (Gemma 4), or NULL */
 	float *ple;          /* Gemma 4 per-layer inputs: [n_max, n_layer * n_embd_ple],
 			      * or NULL */
 	float *ple_g;        /* [n_max, n_layer * n_embd_ple]: a token's per-layer
@@ -124,9 +126,11 @@ void mamba2_forward(const struct fx_model *m, int il, struct fx_pool *pool, stru
 void gdn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
 		 const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h, float *out);
 
-/* Gated MLP sublayer: out [n, n_embd] = down(act(gate h) * up h). */
+/* Gated MLP sublayer: out [n, n_embd] = down(act(gate h) * up h), or a
+ * mixture of experts; a layer with a MoE beside its MLP (Gemma 4) also
+ * reads the residual stream s->x and overwrites h. */
 void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
-		 int32_t n, const float *h, float *out);
+		 int32_t n, float *h, float *out);
 
 /* Run rows tok[n] at positions pos[n] with K/V backings kv[n] (n <=
  * s->n_max, every position reserved in its backing by the caller) and

@@ -151,6 +151,14 @@ struct layer {
 	struct wmat gdn_z;                  /* n_embd -> value width: the output gate (attn_gate) */
 	struct wmat gdn_beta, gdn_alpha;    /* n_embd -> value heads (ssm_beta, ssm_alpha) */
 	bool has_ffn;                       /* the layer has an MLP sublayer (Mamba-2: none) */
+	/* A MoE beside the dense MLP (Gemma 4 26B-A4B; router and exp set):
+	 * f = post_1(MLP(h)) + post_2(sum_j w_j expert_j(RMSNorm(x) pre_2)), routed
+	 * by softmax(router(RMSNorm(x) router_scale / sqrt(n_embd))), the top k
+	 * renormalised, times exp_scale[expert]; x is the residual stream. */
+	const float *moe_pre_norm;          /* [n_embd] pre_ffw_norm_2, or NULL */
+	const float *moe_post_norm_1, *moe_post_norm_2; /* [n_embd] */
+	const float *router_scale;          /* [n_embd] ffn_gate_inp.scale */
+	const float *exp_scale;             /* [n_expert] ffn_down_exps.scale */
 	const float *out_scale;             /* [1]: the residual stream times it after the
 					     * layer (Gemma 4 layer_output_scale), or NULL */
 	/* Gemma 4 per-layer inputs (n_embd_ple > 0): after the MLP,

@@ -23,6 +23,9 @@ const struct arch_desc arch_gemma4 = {
 	.attn_scale = 1.0f,
 	.v_norm = true,
 	.v_from_k = true,
-	.tensors = AT_ROPE_FREQS | AT_OUT_SCALE | AT_PLE | AT_MOE_PAR,
-	.hf = { { .model_type = "gemma4_text", .post_attn_name = "post_attention_norm" } },
+	.router = ROUTER_SOFTMAX_TOPK, /* then x per_expert_scale (ffn_down_exps.scale) */
+	.moe_norm = true,
+	.tensors = AT_ROPE_FREQS | AT_OUT_SCALE | AT_PLE | AT_MOE | AT_MOE_PAR,
+	.hf = { { .model_type = "gemma4_text", .post_attn_name = "post_attention_norm",
+		  .moe_norm = true } },
 };
