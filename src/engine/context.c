@@ -65,22 +65,35 @@ struct fx_context_params fx_context_default_params(void)
 static int kv_for(struct fx_context *c, const struct fx_context_params *p, struct fx_err *err)
 {
 	const struct hparams *hp = &c->m->hp;
-	int32_t *window = fx_calloc((size_t)(hp->n_layer_kv > 0 ? hp->n_layer_kv : 1), sizeof(*window));
-	if (!window)
+	size_t nkv = (size_t)(hp->n_layer_kv > 0 ? hp->n_layer_kv : 1);
+	int32_t *window = fx_calloc(nkv, sizeof(*window));
+	int64_t *kw = fx_calloc(nkv, sizeof(*kw)), *vw = fx_calloc(nkv, sizeof(*vw));
+	if (!window || !kw || !vw) {
+		fx_free(window);
+		fx_free(kw);
+		fx_free(vw);
 		return fx_fail(err, FX_E_NOMEM, "no memory for a KV cache");
+	}
+	/* each K/V layer's window and row widths, from the layer that owns it */
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct layer *L = &c->m->layers[il];
-		if (L->kv_il >= 0)
-			window[L->kv_il] = L->swa && hp->n_swa > 0 ? hp->n_swa : 0;
+		if (L->kv_il < 0 || L->kv_shared)
+			continue;
+		window[L->kv_il] = L->swa && hp->n_swa > 0 ? hp->n_swa : 0;
+		kw[L->kv_il] = (int64_t)L->n_head_kv * L->head_dim;
+		vw[L->kv_il] = (int64_t)L->n_head_kv * L->head_dim_v;
 	}
 	struct kv_geom g = { .n_layer = hp->n_layer_kv,
 			     .k_width = hp->kv_k_width, .v_width = hp->kv_v_width,
+			     .layer_k_width = kw, .layer_v_width = vw,
 			     .k_type = c->k_type, .v_type = c->v_type, .window = window,
 			     .rs_floats = hp->rs_floats };
 	struct kv_shape sh = { .n_seq = (int32_t)c->n_seq_max, .n_ctx = (int32_t)c->n_ctx,
 			       .n_ubatch = (int32_t)c->n_ubatch, .block_size = (int32_t)p->block_size };
 	int rc = kv_backing_create(p->kv_layout, &g, &sh, &c->kv, err);
 	fx_free(window);
+	fx_free(kw);
+	fx_free(vw);
 	return rc;
 }
 
