@@ -654,8 +654,10 @@ static int map_metadata(struct hf *h)
 		return rc;
 	/* Gemma 4: global layers' own head size and K/V heads, per layer */
 	int hd_swa = 0;
-	uint32_t *kvl = h->per_layer_kv ? NULL : gguf_build_alloc(h->g, (size_t)h->n_layer * sizeof(uint32_t));
-	if (!h->per_layer_kv && !kvl)
+	bool layer_heads = !h->per_layer_kv &&
+			   (cfg_get(cfg, "per_layer_config") || cfg_get(cfg, "global_head_dim"));
+	uint32_t *kvl = layer_heads ? gguf_build_alloc(h->g, (size_t)h->n_layer * sizeof(uint32_t)) : NULL;
+	if (layer_heads && !kvl)
 		return FX_E_NOMEM;
 	if (kvl && hf_gemma4_heads(cfg, h->n_layer, h->n_head_kv, &h->head_dim, &hd_swa, kvl)) {
 		char k[128];
