@@ -7,6 +7,8 @@
 #
 #   bench/compare.sh [-t 2] [-p 512] [-n 128] [-r 3] [--rounds 2] [--batched | --batched-only]
 #                    [--models gemma3-270m,smollm2-135m,tinyllama-q4_k_m,tinyllama-q8_0]
+#                    (also qwen35-shape-q8_0, granite4h-shape-q8_0: ~1B hybrid shapes,
+#                    scripts/make-hybrid-speed-models.py)
 #                    [--against REV]
 #
 # llama.cpp: found or built by bench/llama.sh ($LLAMA_BIN, PATH, ../oracle,
@@ -67,6 +69,9 @@ model_path() {
 	tinyllama-*) local t=${1#tinyllama-}
 		local f="$root/models/tinyllama-shape-$t.gguf"
 		[ -f "$f" ] || python3 "$root/scripts/make-speed-models.py" >&2
+		echo "$f" ;;
+	qwen35-shape-*|granite4h-shape-*) local f="$root/models/$1.gguf"
+		[ -f "$f" ] || python3 "$root/scripts/make-hybrid-speed-models.py" >&2
 		echo "$f" ;;
 	*) "$root/scripts/get-model.sh" "$1" | tail -n1 ;;
 	esac

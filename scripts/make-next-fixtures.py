@@ -151,6 +151,19 @@ variant("granitemoehybrid", "granitemoehybrid",
         attention_bias=False, tie_word_embeddings=True,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
 
+variant("granitemoehybrid_dense", "granitemoehybrid",
+        notes="Granite 4.0-H dense style (granite-4.0-h-1b / 350m: num_local_experts 0): as granitemoehybrid but "
+              "no MoE; the shared MLP (shared_mlp.input_linear [gate; up], width shared_intermediate_size) is each "
+              "layer's whole MLP. Layers ['mamba','mamba','attention','mamba'].",
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=16,
+        shared_intermediate_size=48, num_local_experts=0, num_experts_per_tok=0,
+        layer_types=["mamba", "mamba", "attention", "mamba"], position_embedding_type="nope",
+        mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=16, mamba_d_head=16, mamba_d_conv=4, mamba_expand=2,
+        mamba_chunk_size=8, mamba_conv_bias=True, mamba_proj_bias=False, rms_norm_eps=1e-5,
+        embedding_multiplier=3.0, residual_multiplier=0.6, attention_multiplier=0.25, logits_scaling=1.5,
+        attention_bias=False, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+
 variant("nemotron_h", "nemotron_h",
         notes="Nemotron-H / Nemotron 3: every layer is ONE mixer after one pre-norm (no separate FFN): "
               "layers_block_type ['linear_attention','moe','full_attention','mlp'] (= hybrid_override_pattern "

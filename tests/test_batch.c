@@ -367,8 +367,10 @@ int main(void)
 		{ "next/lfm2", false, 0 }, { "next/mamba2", false, 0 },
 		{ "next/granitemoehybrid", false, 0 }, { "next/qwen3_5", false, 0 },
 		{ "next/qwen3_5_moe", false, 0 }, { "next/qwen3_next", false, 0 }, { "next/lfm2_moe", false, 0 },
-		{ "next/nemotron_h", false, 0 }, { "next/gemma4", false, 0 },
-		{ "next/gemma4_ple_kvshare", false, 0 }, { "next/gemma4_moe", false, 0 },
+		{ "next/nemotron_h", false, 0 }, { "next/falcon_h1", false, 0 },
+		{ "next/qwen3_5_vlm_layout", false, 0 }, { "next/granitemoehybrid_dense", false, 0 },
+		{ "next/gemma4", false, 0 }, { "next/gemma4_ple_kvshare", false, 0 },
+		{ "next/gemma4_moe", false, 0 },
 	};
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		char dir[256];

@@ -514,8 +514,9 @@ int main(void)
 	}
 	/* hybrid and recurrent families: per-layer head counts, ssm_* tensors */
 	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5", "qwen3_5_moe",
-					    "qwen3_next", "lfm2_moe", "nemotron_h", "gemma4", "gemma4_ple_kvshare",
-					    "gemma4_moe" };
+					    "qwen3_next", "lfm2_moe", "nemotron_h", "falcon_h1",
+					    "qwen3_5_vlm_layout", "granitemoehybrid_dense", "gemma4",
+					    "gemma4_ple_kvshare", "gemma4_moe" };
 	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		char dir[256];
 		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", next[i]);

@@ -343,7 +343,9 @@ int main(void)
 	/* The 2025-2026 families (tests/fixtures/hf-tiny-next, made by
 	 * scripts/make-next-fixtures.py with transformers 5.23): hybrid models
 	 * whose recurrent layers keep a per-sequence state. */
-	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5", "qwen3_5_moe", "qwen3_next", "lfm2_moe", "nemotron_h", "gemma4", "gemma4_ple_kvshare", "gemma4_moe" };
+	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5", "qwen3_5_moe", "qwen3_next", "lfm2_moe", "nemotron_h", "falcon_h1",
+					    "qwen3_5_vlm_layout", "granitemoehybrid_dense", "gemma4", "gemma4_ple_kvshare",
+					    "gemma4_moe" };
 	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		char dir[256];
 		static struct ref r;

@@ -2,8 +2,9 @@
  * tests/data/hf_tokenizer/cases.txt (byte-level with added tokens and a
  * template; SentencePiece-style with normalizers, byte fallback and
  * decoders; Metaspace; a Split regex; WordPiece with BERT's parts; Unigram
- * with a Precompiled map; BertNormalizer) and a GPT-2-style vocab.json +
- * merges.txt folder (hf_legacy.c), then encoding and streaming pieces,
+ * with a Precompiled map; BertNormalizer), a GPT-2-style vocab.json +
+ * merges.txt folder (hf_legacy.c) and two tokenizer.model folders
+ * (hf_spm*.c), then encoding and streaming pieces,
  * with heap call k failing for every k: each step gives FX_OK with the
  * right result or FX_E_NOMEM, and (under ASan) leaks nothing.
  */
@@ -176,6 +177,47 @@ static void sweep_legacy(const char *tmp)
 	rmdir(dir);
 }
 
+/* tokenizer.model folders (hf_spm*.c): the fuzz seeds' two small models
+ * (0x01, a 4-byte length, the ModelProto, a text), the BPE one under
+ * LlamaTokenizer with add_bos_token, the Unigram one under T5Tokenizer. */
+static void sweep_spm(const char *tmp)
+{
+	static const struct { const char *seed, *cfg; } cases[] = {
+		{ "tests/fuzz/corpus/hf_tokenizer/spm-bpe",
+		  "{\"tokenizer_class\": \"LlamaTokenizer\", \"add_bos_token\": true}" },
+		{ "tests/fuzz/corpus/hf_tokenizer/spm-unigram", "{\"tokenizer_class\": \"T5Tokenizer\"}" },
+	};
+	char dir[256], model[300], cfg[300];
+
+	snprintf(dir, sizeof(dir), "%s/fx_hf_spm_oom_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir))
+		return;
+	snprintf(model, sizeof(model), "%s/tokenizer.model", dir);
+	snprintf(cfg, sizeof(cfg), "%s/tokenizer_config.json", dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		size_t size = 0, len;
+		unsigned char *seed = check_read_file(cases[i].seed, &size);
+		FILE *f;
+
+		if (!seed || size < 5)
+			continue;
+		len = (size_t)seed[1] | (size_t)seed[2] << 8 | (size_t)seed[3] << 16 | (size_t)seed[4] << 24;
+		if (len <= size - 5 && (f = fopen(model, "wb"))) {
+			fwrite(seed + 5, 1, len, f);
+			fclose(f);
+			if ((f = fopen(cfg, "wb"))) {
+				fputs(cases[i].cfg, f);
+				fclose(f);
+			}
+			sweep(dir, cases[i].seed + 31);
+		}
+		free(seed);
+	}
+	remove(model);
+	remove(cfg);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	size_t size = 0;
@@ -209,5 +251,6 @@ int main(void)
 	rmdir(dir);
 	free(data);
 	sweep_legacy(tmp);
+	sweep_spm(tmp);
 	return check_exit();
 }

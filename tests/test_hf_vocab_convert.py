@@ -23,8 +23,14 @@ tokenize loads vocab_only).
 - SmolLM2 and Gemma 3 (the default models, $FX_MODELS_DIR): the converted
   GGUF against the original GGUF, both through `ferrox tokenize`, on the
   llama-spm test strings plus chat-shaped ones, with specials parsed.
-- Vocabularies whose tokenizer.json llama.cpp has no name for must be
-  refused by convert with a message naming the pre-tokenizer.
+- WordPiece (bert-bge, wordpiece-trained) becomes llama.cpp's "bert"
+  vocabulary: bert-bge's converted GGUF against llama.cpp's .out ids (as
+  above), and both converted GGUFs against their own folder's
+  tokenizer.json path, `ferrox tokenize` with specials added, on bert-bge's
+  .inp strings plus EXTRA.
+- Vocabularies whose tokenizer.json llama.cpp has no name for (or that
+  ferrox's GGUF tokenizer cannot run: Unigram, llama.cpp's t5) must be
+  refused by convert with a message naming the pre-tokenizer / model.
 """
 import json
 import os
@@ -48,8 +54,10 @@ COMPARE = {
     "gpt-2": None, "mpt": "space_tokens", "qwen2": None, "qwen35": None,
     "llama-spm": None, "phi-3": None,
     "starcoder": DIGITS_BYTELEVEL, "refact": DIGITS_BYTELEVEL, "command-r": DIGITS_BYTELEVEL,
-    "llama-bpe": "ignore_merges",
+    "llama-bpe": "ignore_merges", "bert-bge": None,
 }
+# WordPiece folders: converted GGUF == the folder's tokenizer.json path
+WORDPIECE = ["bert-bge", "wordpiece-trained"]
 DEFAULTS = {"smollm2-135m": ("SmolLM2-135M-Instruct.Q4_1.gguf", DIGITS_BYTELEVEL),
             "gemma-3-270m": ("gemma-3-270m-q4_k_m.gguf", None)}
 # convert must refuse these, naming what it cannot map:
@@ -57,9 +65,8 @@ DEFAULTS = {"smollm2-135m": ("SmolLM2-135M-Instruct.Q4_1.gguf", DIGITS_BYTELEVEL
 THREE_DIGITS = {"type": "Sequence", "pretokenizers": [
     {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
     {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
-REFUSED = {"bert-bge": ("bert-bge", None, "WordPiece"),
-           "wordpiece-trained": ("wordpiece-trained", None, "WordPiece"),
-           "unigram-trained": ("unigram-trained", None, "Unigram"),
+REFUSED = {"unigram-trained": ("unigram-trained", None, "Unigram model is not converted: llama.cpp writes it as its t5"),
+           "wordpiece-whitespace": ("wordpiece-trained", "whitespace", "WordPiece with pre-tokenizer Whitespace"),
            "three-digits": ("gpt-2", THREE_DIGITS, "/\\p{N}{1,3}/ then /'s|'t")}
 EXTRA = ["<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
          "<start_of_turn>user\nHello, world!<end_of_turn>\n<start_of_turn>model\n",
@@ -80,7 +87,7 @@ def tokenizer_dirs(tmp):
     if not os.path.exists(maker):
         skip("no $FX_HF_TOKENIZERS and no scripts/make-hf-tokenizers.py")
     out = os.path.join(tmp, "tok")
-    names = list(COMPARE) + list(DEFAULTS) + [v[0] for v in REFUSED.values()]
+    names = sorted(set(list(COMPARE) + list(DEFAULTS) + WORDPIECE + [v[0] for v in REFUSED.values()]))
     r = subprocess.run([sys.executable, maker, out] + names, capture_output=True, text=True)
     if r.returncode:
         skip("make-hf-tokenizers.py failed (transformers missing?): " + r.stderr[-400:])
@@ -98,6 +105,8 @@ def checkpoint(src, dst, patch):
             j = json.load(f)
         if patch == "ignore_merges":
             j["model"]["ignore_merges"] = True
+        elif patch == "whitespace":
+            j["pre_tokenizer"] = {"type": "Whitespace"}
         elif patch == "space_tokens":
             j["added_tokens"] += [  # byte-level "ĠĠ" in the vocab, "  " added
                 {"id": i, "content": " " * len(t), "single_word": False, "lstrip": False,
@@ -109,17 +118,18 @@ def checkpoint(src, dst, patch):
             json.dump(j, f, ensure_ascii=False)
 
 
-def tokenize(ferrox, gguf, text):
-    r = subprocess.run([ferrox, "tokenize", "-m", gguf, "--ids", "--no-bos", "--special",
-                        "-p", text], capture_output=True, text=True)
+def tokenize(ferrox, gguf, text, add_special=False):
+    r = subprocess.run([ferrox, "tokenize", "-m", gguf, "--ids", "--special", "-p", text] +
+                       ([] if add_special else ["--no-bos"]), capture_output=True, text=True)
     return r.stdout.strip() if r.returncode == 0 else "error: " + r.stderr.strip()
 
 
 # Under ASan (FX_SANITIZE_RUN=1, ~10x slower) two vocabularies, one of each
 # kind, and not the default models (each comparison loads a model per text).
 if os.environ.get("FX_SANITIZE_RUN") == "1":
-    COMPARE = {k: COMPARE[k] for k in ("gpt-2", "llama-spm")}
+    COMPARE = {k: COMPARE[k] for k in ("gpt-2", "llama-spm", "bert-bge")}
     DEFAULTS = {}
+    WORDPIECE = ["bert-bge"]
 
 
 def main():
@@ -134,7 +144,9 @@ def main():
         out = os.path.join(tmp, "gguf")
         os.makedirs(out)
         done = []
-        for name, patch in list(COMPARE.items()) + [(k, v[1]) for k, v in DEFAULTS.items()]:
+        todo = list(COMPARE.items()) + [(k, v[1]) for k, v in DEFAULTS.items()]
+        todo += [(k, None) for k in WORDPIECE if k not in COMPARE]
+        for name, patch in todo:
             src = os.path.join(toks, name)
             if not os.path.isdir(src):
                 print(f"{name}: no tokenizer folder, not checked")
@@ -168,6 +180,20 @@ def main():
             conv = os.path.join(out, name + ".gguf")
             same = sum(tokenize(ferrox, orig, t) == tokenize(ferrox, conv, t) for t in texts)
             print(f"{name:15} {same} of {len(texts)} (converted GGUF == {DEFAULTS[name][0]})")
+            bad += same != len(texts)
+        with open(os.path.join(LLAMA_DIR, "ggml-vocab-bert-bge.gguf.inp"), encoding="utf-8") as f:
+            texts = f.read().split("\n__ggml_vocab_test__\n")[:-1] + EXTRA
+        for name in [n for n in done if n in WORDPIECE]:
+            ck, conv = os.path.join(tmp, "ck-" + name), os.path.join(out, name + ".gguf")
+            same = shown = 0
+            for t in texts:
+                a, b = tokenize(ferrox, ck, t, True), tokenize(ferrox, conv, t, True)
+                ok = a == b and not a.startswith("error")
+                same += ok
+                if not ok and shown < 3:
+                    shown += 1
+                    print(f"  {name} {t!r}: tokenizer.json {a} GGUF {b}")
+            print(f"{name:15} {same} of {len(texts)} (converted GGUF == tokenizer.json, specials added)")
             bad += same != len(texts)
         for name, (folder, patch, kind) in REFUSED.items():
             src = os.path.join(toks, folder)

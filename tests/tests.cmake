@@ -173,6 +173,27 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(test_hf_legacy_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 
+# Folders with SentencePiece's tokenizer.model and no tokenizer.json
+# (tests/test_hf_spm_oracle.py, src/tokenizer/hf_spm.c): the llama-bpe and
+# unigram-nfkc models of tests/fixtures/spm, one made from the Gemma 3
+# 270M GGUF and one from llama.cpp's ggml-vocab-llama-spm.gguf (when the
+# llama-cpp-python sdist is there), under 17 tokenizer_config.json /
+# config.json variants
+# (LlamaTokenizer legacy or not, with or without prefix space, GemmaTokenizer
+# and T5Tokenizer bare or with their saved configs, TokenizersBackend by
+# several routes), each on 2,050 strings x 4 combinations against
+# transformers' AutoTokenizer, all equal, decoding too; ferrox inspect /
+# tokenize / run on hf-tiny/llama with a tokenizer.model; 14 malformed or
+# unsupported folders refused naming the problem. Skip (77) without the
+# packages (gemma / llama-spm alone without their sources) unless
+# FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_hf_spm_oracle COMMAND ${Python3_EXECUTABLE}
+           ${CMAKE_SOURCE_DIR}/tests/test_hf_spm_oracle.py $<TARGET_FILE:tok_dump>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_hf_spm_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+endif()
+
 # The public libraries (cmake/public-libs.cmake): libferrox.so and
 # libferrox.a define only ferrox.h's FX_API names (nm; fx_serve and its
 # params live in ferrox_server), and each is usable alone: tests/api_smoke.c
@@ -197,8 +218,9 @@ endif()
 
 # tokenizer.json -> `ferrox convert` -> GGUF tokenizes as llama.cpp
 # (tests/test_hf_vocab_convert.py, io/hf_vocab.c): llama.cpp's test
-# vocabularies against their .out ids, the default models against their
-# GGUFs. Tokenizer folders from $FX_HF_TOKENIZERS or
+# vocabularies (bert-bge's WordPiece among them) against their .out ids,
+# the default models against their GGUFs, the WordPiece folders against
+# their own tokenizer.json; Unigram refused. Tokenizer folders from $FX_HF_TOKENIZERS or
 # scripts/make-hf-tokenizers.py; skips (77) without them unless
 # FX_REQUIRE_MODELS=1.
 if(Python3_Interpreter_FOUND)
@@ -226,4 +248,20 @@ if(Python3_Interpreter_FOUND)
            ${CMAKE_SOURCE_DIR}/tests/test_fixture_tokenizers.py $<TARGET_FILE:ferrox-cli> $<TARGET_FILE:tok_dump>
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_fixture_tokenizers PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
+
+# tokenizer_config.json beside tokenizer.json (tests/test_hf_tokenizer_config.py):
+# add_bos_token / add_eos_token true / false / absent under tokenizer_class
+# Llama / LlamaFast / Gemma / Qwen2(Fast) / PreTrainedTokenizerFast / none
+# (scripts/make-hf-tokenizer-configs.py), ferrox's ids against
+# AutoTokenizer.encode (transformers 5.23 ignores both keys there: the
+# post-processor decides); model_max_length as the context when config.json
+# has no length (`ferrox inspect`, `ferrox convert`). The model_max_length
+# part needs nothing; the rest skips (77) without transformers unless
+# FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_hf_tokenizer_config COMMAND ${Python3_EXECUTABLE}
+           ${CMAKE_SOURCE_DIR}/tests/test_hf_tokenizer_config.py $<TARGET_FILE:ferrox-cli> $<TARGET_FILE:tok_dump>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_hf_tokenizer_config PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 endif()

@@ -6,7 +6,10 @@
  *           <hex of the text's bytes, or "-" for none> <add_special 0|1> <parse_special 0|1>
  *       with one stdout line: the ids, comma-separated (an empty line for
  *       none), or "ERR <message>" for a malformed request or a failed
- *       fx_tokenize.
+ *       fx_tokenize. A line "D <ids comma-separated, or ->" instead asks
+ *       for those ids' text through the streaming detokenizer
+ *       (fx_detok_push with special false, then fx_detok_flush), answered
+ *       as the hex of its bytes ("-" for none) or "ERR <message>".
  *   tok_dump --bench MODEL_OR_DIR FILE [ROUNDS]
  *       Times fx_tokenize over FILE's whole bytes (add_special and
  *       parse_special off, one thread) ROUNDS times (default 5) after one
@@ -81,6 +84,49 @@ static const char *parse_request(char *line, size_t *len, bool *add, bool *parse
 	return NULL;
 }
 
+/* Append out[0..n) to *text (*len bytes so far). FX_E_NOMEM. */
+static int append(char **text, size_t *len, const char *out, size_t n)
+{
+	char *grown = realloc(*text, *len + n + 1);
+	if (!grown)
+		return FX_E_NOMEM;
+	memcpy(grown + *len, out, n);
+	*text = grown;
+	*len += n;
+	return FX_OK;
+}
+
+/* Answer a "D <ids>" line (ids in place, NUL-terminated): see the header. */
+static void detok(const struct fx_model *m, char *ids)
+{
+	struct fx_detok st = { 0 };
+	char *text = NULL, out[4096];
+	size_t n = 0, len = 0;
+	int rc = FX_OK;
+	for (char *p = ids; rc == FX_OK && *p && strcmp(ids, "-");) {
+		char *end;
+		long t = strtol(p, &end, 10);
+		if (end == p || (*end && *end != ',')) {
+			printf("ERR not a list of ids\n");
+			free(text);
+			return;
+		}
+		p = *end ? end + 1 : end;
+		if ((rc = fx_detok_push(m, &st, (fx_token)t, false, out, sizeof(out), &n)) == FX_OK)
+			rc = append(&text, &len, out, n);
+	}
+	if (rc == FX_OK && (rc = fx_detok_flush(&st, out, sizeof(out), &n)) == FX_OK)
+		rc = append(&text, &len, out, n);
+	if (rc != FX_OK)
+		printf("ERR fx_detok: %s (%d)", fx_status_str(rc), rc);
+	for (size_t i = 0; rc == FX_OK && i < len; i++)
+		printf("%02x", (unsigned char)text[i]);
+	if (rc == FX_OK && !len)
+		putchar('-');
+	putchar('\n');
+	free(text);
+}
+
 static int serve(const struct fx_model *m)
 {
 	char *line = NULL;
@@ -93,6 +139,10 @@ static int serve(const struct fx_model *m)
 			line[--got] = 0;
 		size_t len, n = 0;
 		bool add, parse;
+		if (line[0] == 'D' && line[1] == ' ') {
+			detok(m, line + 2);
+			continue;
+		}
 		const char *bad = parse_request(line, &len, &add, &parse);
 		if (bad) {
 			printf("ERR %s\n", bad);

@@ -43,6 +43,7 @@ struct fx_context {
 	int32_t row_cap;
 	int32_t *s_cnt;           /* [n_seq_max] rows per sequence (batch, then ubatch) */
 	int32_t *s_start;         /* [n_seq_max] position when the batch began */
+	int32_t *s_ub;            /* [n_seq_max] rows per sequence in the ubatch being formed */
 	int *s_status;            /* [n_seq_max] per-sequence result */
 	float *logits;            /* [logits_rows, n_vocab] */
 	int32_t logits_rows, n_logits;
@@ -157,8 +158,9 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	c->used = fx_calloc(n_seq, sizeof(*c->used));
 	c->s_cnt = fx_calloc(n_seq, sizeof(*c->s_cnt));
 	c->s_start = fx_calloc(n_seq, sizeof(*c->s_start));
+	c->s_ub = fx_calloc(n_seq, sizeof(*c->s_ub));
 	c->s_status = fx_calloc(n_seq, sizeof(*c->s_status));
-	if (!c->used || !c->s_cnt || !c->s_start || !c->s_status) {
+	if (!c->used || !c->s_cnt || !c->s_start || !c->s_ub || !c->s_status) {
 		rc = fx_fail(err, FX_E_NOMEM, "no memory for %u sequences", n_seq);
 		goto fail;
 	}
@@ -207,6 +209,7 @@ void fx_context_free(struct fx_context *c)
 	fx_free(c->b_tok);
 	fx_free(c->s_cnt);
 	fx_free(c->s_start);
+	fx_free(c->s_ub);
 	fx_free(c->s_status);
 	fx_free(c->logits);
 	fwd_scratch_fini(&c->s);
@@ -632,11 +635,22 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 	int32_t done = 0;
 	for (int32_t i = 0; i < b->n; i++)
 		c->row_out[i] = -1;
+	/* Where the backing keeps state snapshots (hybrid models), a ubatch
+	 * ends at them, so the state there exists (kv_snap_every). */
+	int32_t every = kv_snap_every(c->kv);
 	for (int32_t i = 0; i < b->n;) {
 		int32_t nb = 0;
+		if (every)
+			memset(c->s_ub, 0, c->n_seq_max * sizeof(*c->s_ub));
 		for (; i < b->n && nb < (int32_t)c->n_ubatch; i++) {
 			if (st[b->seq[i]] || c->b_skip[i])
 				continue;
+			if (every) {
+				fx_seq s = b->seq[i];
+				if (c->s_ub[s] && (kv_pos(c->kv, s) + c->s_ub[s]) % every == 0)
+					break; /* this row starts the next ubatch */
+				c->s_ub[s]++;
+			}
 			c->tok[nb] = b->token[i];
 			c->ub_seq[nb] = b->seq[i];
 			c->ub_row[nb] = i;

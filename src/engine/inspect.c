@@ -145,6 +145,24 @@ int fx_inspect(const char *path, char **report, struct fx_err *err)
 	else
 		sb_printf(&b, "tokenizer:     %.*s (%s), pre %.*s, %llu tokens\n", (int)tok.n, tok.p,
 			  kind, (int)pre.n, pre.p, (unsigned long long)n_tok);
+	if (hf) {
+		/* where context_length came from, and tokenizer_config.json's
+		 * model_max_length whichever won (a file that cannot be read is
+		 * said here, not fatal: the view loaded without it) */
+		struct hf_ctx_info ci;
+		struct fx_err e2 = { 0 };
+		if (hf_context_info(path, &ci, &e2) == FX_OK) {
+			sb_printf(&b, "context:       %d (%s)\n", (int)ci.n_ctx_train, ci.from);
+			if (ci.model_max_length)
+				sb_printf(&b, "model_max_length: %d (tokenizer_config.json)\n",
+					  (int)ci.model_max_length);
+			else
+				sb_printf(&b, "model_max_length: none (tokenizer_config.json has none, "
+					  "or transformers' no-limit value)\n");
+		} else {
+			sb_printf(&b, "model_max_length: unreadable: %s\n", e2.msg);
+		}
+	}
 	struct gguf_str tmpl;
 	if (gguf_get_str(g, "tokenizer.chat_template", &tmpl))
 		sb_printf(&b, "chat template: present (%llu bytes)\n", (unsigned long long)tmpl.n);

@@ -22,6 +22,7 @@
 #include "core/alloc.h"
 #include "core/json.h"
 #include "io/hf_gemma4.h"
+#include "io/hf_mup.h"
 #include "io/hf_vocab.h"
 #include "io/safetensors.h"
 #include "quant/quant.h"
@@ -105,6 +106,10 @@ static const struct {
 	{ "linear_attn.A_log", "ssm_a" },
 	{ "linear_attn.norm.weight", "ssm_norm.weight" },
 	{ "linear_attn.out_proj.weight", "ssm_out.weight" },
+	{ "pre_ff_layernorm.weight", "ffn_norm.weight" }, /* Falcon-H1 */
+	{ "feed_forward.gate_proj.weight", "ffn_gate.weight" },
+	{ "feed_forward.up_proj.weight", "ffn_up.weight" },
+	{ "feed_forward.down_proj.weight", "ffn_down.weight" },
 	{ "mixer.q_proj.weight", "attn_q.weight" }, /* Nemotron-H: every block is the mixer */
 	{ "mixer.k_proj.weight", "attn_k.weight" },
 	{ "mixer.v_proj.weight", "attn_v.weight" },
@@ -176,6 +181,7 @@ static const struct {
 	{ "backbone.embeddings.weight", "token_embd.weight" }, /* Mamba-2 */
 	{ "backbone.embedding.weight", "token_embd.weight" },
 	{ "backbone.norm_f.weight", "output_norm.weight" },
+	{ "model.final_layernorm.weight", "output_norm.weight" }, /* Falcon-H1 */
 	{ "model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight" }, /* Gemma 4 */
 	{ "model.per_layer_model_projection.weight", "per_layer_model_proj.weight" },
 	{ "model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight" },
@@ -249,6 +255,91 @@ static int read_text(const char *path, size_t max, char **out)
 	buf[n] = 0;
 	*out = buf;
 	return FX_OK;
+}
+
+/* dir/name parsed into *out: NULL when the file is absent. Errors name
+ * the file: FX_E_IO (unreadable, over max bytes), FX_E_FORMAT (not a JSON
+ * object), FX_E_NOMEM. */
+static int read_json_file(const char *dir, const char *name, size_t max, cJSON **out,
+			  struct fx_err *err)
+{
+	char path[4096];
+	struct stat st;
+	char *text = NULL;
+	*out = NULL;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (stat(path, &st) != 0)
+		return FX_OK;
+	int rc = read_text(path, max, &text);
+	if (rc)
+		return fx_fail(err, rc, "%s: %s", path, rc == FX_E_NOMEM ? "out of memory reading it"
+			       : "cannot read it (or it is too large)");
+	rc = fx_json_parse(text, strlen(text), out, NULL);
+	fx_free(text);
+	if (rc == FX_E_NOMEM)
+		return fx_fail(err, rc, "%s: out of memory parsing it", path);
+	if (!*out || !cJSON_IsObject(*out)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return fx_fail(err, FX_E_FORMAT, "%s: not a JSON object", path);
+	}
+	return FX_OK;
+}
+
+/* ---- context length ----------------------------------------------------- */
+
+/* A length key of o that is an integer in 1..2^31-1 into *out. Larger
+ * values (transformers' "no limit" int(1e30), 1e30 as a float) are no
+ * length. */
+static bool ctx_value(const cJSON *o, const char *k, int32_t *out)
+{
+	double d;
+	if (!cfg_num(o, k, &d) || d < 1 || d > 2147483647.0 || d != floor(d))
+		return false;
+	*out = (int32_t)d;
+	return true;
+}
+
+/* See hf_context_info; cfg is config.json (borrowed). tokenizer_config.json
+ * is read only when config.json has no length or with want_mml. */
+static int ctx_info(const char *dir, const cJSON *cfg, bool want_mml, struct hf_ctx_info *out,
+		    struct fx_err *err)
+{
+	static const char *const keys[] = { "max_position_embeddings", "n_ctx", "n_positions",
+					    "max_length", "max_sequence_length", "model_max_length" };
+	cJSON *tc = NULL;
+	int rc = FX_OK;
+	bool from_cfg = false;
+	*out = (struct hf_ctx_info){ .n_ctx_train = 4096 };
+	snprintf(out->from, sizeof(out->from), "default");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && !from_cfg; i++)
+		if ((from_cfg = ctx_value(cfg, keys[i], &out->n_ctx_train)))
+			snprintf(out->from, sizeof(out->from), "config.json %s", keys[i]);
+	if (from_cfg && !want_mml)
+		return FX_OK;
+	/* tokenizer_configs hold chat templates and 100k-entry added-token
+	 * tables: tens of MiB are seen */
+	if ((rc = read_json_file(dir, "tokenizer_config.json", (size_t)64 << 20, &tc, err)))
+		return rc;
+	ctx_value(tc, "model_max_length", &out->model_max_length);
+	cJSON_Delete(tc);
+	if (!from_cfg && out->model_max_length) {
+		out->n_ctx_train = out->model_max_length;
+		snprintf(out->from, sizeof(out->from), "tokenizer_config.json model_max_length");
+	}
+	return FX_OK;
+}
+
+int hf_context_info(const char *dir, struct hf_ctx_info *out, struct fx_err *err)
+{
+	cJSON *cfg = NULL;
+	int rc = read_json_file(dir, "config.json", 1 << 20, &cfg, err);
+	if (!rc && !cfg)
+		rc = fx_fail(err, FX_E_IO, "%s: no config.json", dir);
+	if (!rc)
+		rc = ctx_info(dir, cfg, true, out, err);
+	cJSON_Delete(cfg);
+	return rc;
 }
 
 /* ---- generation_config.json -------------------------------------------- */
@@ -548,7 +639,9 @@ static int map_ssm(struct hf *h, int n_embd)
 	      cfg_num(h->cfg, hy ? "mamba_d_state" : nemo ? "ssm_state_size" : "state_size", &state)))
 		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: a Mamba-2 config needs num_heads "
 			       "and state_size (mamba_n_heads, mamba_d_state)", h->dir);
-	if (nemo && cfg_num(h->cfg, "mamba_head_dim", &hd)) {
+	if (cfg_num(h->cfg, "mamba_d_ssm", &inner)) {
+		/* Falcon-H1 gives the inner width itself */
+	} else if (nemo && cfg_num(h->cfg, "mamba_head_dim", &hd)) {
 		inner = heads * hd;
 	} else if (hy || nemo || !cfg_num(h->cfg, "intermediate_size", &inner)) {
 		cfg_num(h->cfg, hy ? "mamba_expand" : "expand", &expand);
@@ -558,9 +651,15 @@ static int map_ssm(struct hf *h, int n_embd)
 	cfg_num(h->cfg, hy ? "mamba_d_conv" : "conv_kernel", &conv);
 	const cJSON *lim = cfg_get(h->cfg, "time_step_limit");
 	const cJSON *lo = lim ? cJSON_GetArrayItem(lim, 0) : NULL, *hi = lim ? cJSON_GetArrayItem(lim, 1) : NULL;
-	if (lim && (!lo || !cJSON_IsNumber(lo) || lo->valuedouble != 0 || (hi && cJSON_IsNumber(hi))))
+	if (lim && (!lo || !cJSON_IsNumber(lo) || lo->valuedouble != 0 ||
+		    (hi && cJSON_IsNumber(hi) && isfinite(hi->valuedouble))))
 		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: time_step_limit other than "
 			       "(0, inf) is not supported", h->dir);
+	const cJSON *rn = cfg_get(h->cfg, "mamba_rms_norm"), *nbg = cfg_get(h->cfg, "mamba_norm_before_gate");
+	if ((rn && cJSON_IsFalse(rn)) || (nbg && cJSON_IsTrue(nbg)))
+		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: a Mamba-2 output norm other "
+			       "than gate-then-RMSNorm (mamba_rms_norm false or mamba_norm_before_gate "
+			       "true) is not supported", h->dir);
 	if (put_u32(h, "ssm.inner_size", (uint32_t)inner) || put_u32(h, "ssm.state_size", (uint32_t)state) ||
 	    put_u32(h, "ssm.time_step_rank", (uint32_t)heads) ||
 	    put_u32(h, "ssm.group_count", (uint32_t)groups) || put_u32(h, "ssm.conv_kernel", (uint32_t)conv))
@@ -596,8 +695,9 @@ static int map_gdn(struct hf *h)
 static int map_metadata(struct hf *h)
 {
 	const cJSON *cfg = h->cfg;
-	int n_embd, n_ff, ctx = 4096, rc;
+	int n_embd = 0, n_ff = 0, rc; /* set by cfg_int; gcc cannot see it once ctx_info is inlined */
 	double d;
+	struct hf_ctx_info ci;
 	/* A Mamba-2 model (state_size, no attention heads) has no attention
 	 * and no MLP: head_count and feed_forward_length 0, as llama.cpp's
 	 * converter writes them. */
@@ -641,8 +741,8 @@ static int map_metadata(struct hf *h)
 		h->head_dim_v = (int)vd;
 		h->n_rot = (int)rope;
 	}
-	if (cfg_num(cfg, "max_position_embeddings", &d))
-		ctx = (int)d;
+	if ((rc = ctx_info(h->dir, cfg, false, &ci, h->err)))
+		return rc;
 	double eps = 1e-6;
 	if (!cfg_num(cfg, "rms_norm_eps", &eps) && !cfg_num(cfg, "norm_eps", &eps) &&
 	    !cfg_num(cfg, "layer_norm_epsilon", &eps))
@@ -650,6 +750,10 @@ static int map_metadata(struct hf *h)
 			       h->dir);
 	if ((rc = lfm2_ff(h, &n_ff)))
 		return rc;
+	double nle, sis;
+	if (cfg_num(cfg, "num_local_experts", &nle) && nle == 0 &&
+	    cfg_num(cfg, "shared_intermediate_size", &sis) && sis > 0)
+		n_ff = (int)sis; /* dense Granite 4.0-H: the shared MLP's width */
 	if ((rc = map_mixers(h)))
 		return rc;
 	/* Gemma 4: global layers' own head size and K/V heads, per layer */
@@ -679,7 +783,7 @@ static int map_metadata(struct hf *h)
 			return FX_E_NOMEM;
 	if (gguf_build_str(h->g, "general.architecture", h->arch) ||
 	    gguf_build_str(h->g, "general.source", "huggingface") ||
-	    put_u32(h, "context_length", (uint32_t)ctx) ||
+	    put_u32(h, "context_length", (uint32_t)ci.n_ctx_train) ||
 	    put_u32(h, "embedding_length", (uint32_t)n_embd) ||
 	    put_u32(h, "block_count", (uint32_t)h->n_layer) ||
 	    put_u32(h, "feed_forward_length", (uint32_t)n_ff) ||
@@ -706,7 +810,8 @@ static int map_metadata(struct hf *h)
 		{ "swiglu_limit", "swiglu_limit", 0 },
 	};
 	for (size_t i = 0; i < sizeof(scal) / sizeof(scal[0]); i++) {
-		if (!cfg_num(cfg, scal[i].hf, &d))
+		if (!cfg_num(cfg, scal[i].hf, &d) ||
+		    (h->fam->fold_mup && !strcmp(scal[i].hf, "embedding_multiplier")))
 			continue;
 		if (scal[i].op == 1 && d <= 0)
 			return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: %s is %g", h->dir,
@@ -715,8 +820,10 @@ static int map_metadata(struct hf *h)
 			return FX_E_NOMEM;
 	}
 	/* Mixture of experts. */
-	if (cfg_num(cfg, "num_local_experts", &d) || cfg_num(cfg, "num_experts", &d) ||
-	    cfg_num(cfg, "n_routed_experts", &d)) {
+	/* 0 experts (Granite 4.0-H's dense sizes): no MoE, the shared MLP is
+	 * the layer's MLP */
+	if ((cfg_num(cfg, "num_local_experts", &d) || cfg_num(cfg, "num_experts", &d) ||
+	     cfg_num(cfg, "n_routed_experts", &d)) && d > 0) {
 		double used = 0, fe = n_ff, fs = 0;
 		h->n_expert = (int)d;
 		if (!cfg_num(cfg, "num_experts_per_tok", &used))
@@ -1086,7 +1193,35 @@ static int map_gdn_fused(struct hf *h, const struct st_tensor *t, int il, bool q
 	return FX_OK;
 }
 
+/* A multimodal checkpoint's tensor t: the text model's under the family's
+ * text_prefix mapped as if under "model." (into *tt, name in buf), others
+ * (the vision tower, MTP layers) skipped; returns whether to map it. */
+static bool text_tensor(const struct hf *h, const struct st_tensor *t, struct st_tensor *tt,
+			char *buf, size_t n)
+{
+	const char *pfx = h->fam->text_prefix;
+	size_t pn = strlen(pfx);
+	*tt = *t;
+	if (!strncmp(t->name, pfx, pn)) {
+		snprintf(buf, n, "model.%s", t->name + pn);
+		tt->name = buf;
+		return true;
+	}
+	return !strncmp(t->name, "lm_head.", 8);
+}
+
+static int map_tensor_named(struct hf *h, const struct st_tensor *t);
+
 static int map_tensor(struct hf *h, const struct st_tensor *t)
+{
+	if (!h->fam->text_prefix)
+		return map_tensor_named(h, t);
+	char name[256];
+	struct st_tensor tt;
+	return text_tensor(h, t, &tt, name, sizeof(name)) ? map_tensor_named(h, &tt) : FX_OK;
+}
+
+static int map_tensor_named(struct hf *h, const struct st_tensor *t)
 {
 	char buf[160];
 	bool skip;
@@ -1108,10 +1243,16 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 	if (off > 0 && !strcmp(t->name + off, "block_sparse_moe.input_linear.weight"))
 		return map_gate_up(h, t, il, "ffn_gate_exps", "ffn_up_exps");
 	if (off > 0 && !strcmp(t->name + off, "shared_mlp.input_linear.weight"))
-		return map_gate_up(h, t, il, "ffn_gate_shexp", "ffn_up_shexp");
+		return h->n_expert ? map_gate_up(h, t, il, "ffn_gate_shexp", "ffn_up_shexp")
+				   : map_gate_up(h, t, il, "ffn_gate", "ffn_up");
 	const char *name = gguf_name(h, t->name, buf, sizeof(buf), &skip);
 	if (skip)
 		return FX_OK;
+	if (name && !h->n_expert && ends_with(name, ".ffn_down_shexp.weight")) {
+		/* a dense Granite 4.0-H: shared_mlp is the MLP */
+		snprintf(buf, sizeof(buf), "blk.%d.ffn_down.weight", il);
+		name = buf;
+	}
 	if (!name)
 		return fx_fail(h->err, FX_E_UNSUPPORTED,
 			       "%s: tensor '%s' has no mapping for model_type %s", h->dir, t->name,
@@ -1132,6 +1273,9 @@ static int map_tensor(struct hf *h, const struct st_tensor *t)
 	if (!data)
 		return fx_fail(h->err, FX_E_NOMEM, "%s: out of memory converting tensor '%s'",
 			       h->dir, t->name);
+	int rc;
+	if (h->fam->fold_mup && (rc = hf_mup_fold(h->cfg, h->dir, h->g, t, name, &data, &type, h->err)))
+		return rc;
 	if (ends_with(name, ".ssm_a") || ends_with(name, ".ssm_d") || ends_with(name, ".ssm_norm.weight"))
 		return map_ssm_vec(h, t, name);
 	if ((ends_with(name, "shortconv.conv.weight") || ends_with(name, "ssm_conv1d.weight")) &&
@@ -1148,6 +1292,28 @@ static void release_st(void *p)
 	st_set_close(p);
 }
 
+/* Python's json writes float('inf') as a bare Infinity (Mamba configs'
+ * time_step_limit, saved by transformers 4), which is not JSON: outside
+ * strings, [-]Infinity becomes [-]1e999 (strtod's infinity, cJSON's number
+ * parser) padded with spaces, in place. */
+static void infinity_as_number(char *s)
+{
+	bool in_str = false;
+	for (char *p = s; *p; p++) {
+		if (in_str) {
+			if (*p == '\\' && p[1])
+				p++;
+			else if (*p == '"')
+				in_str = false;
+		} else if (*p == '"') {
+			in_str = true;
+		} else if (!strncmp(p, "Infinity", 8)) {
+			memcpy(p, "1e999   ", 8);
+			p += 7;
+		}
+	}
+}
+
 int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **out,
 	    struct fx_err *err)
 {
@@ -1162,6 +1328,7 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 	if (rc)
 		return fx_fail(err, rc, "%s: cannot read config.json (a Hugging Face model directory "
 			       "holds config.json of at most 1 MiB and model.safetensors)", dir);
+	infinity_as_number(text);
 	rc = fx_json_parse(text, strlen(text), &h.cfg, NULL);
 	fx_free(text);
 	if (rc == FX_E_NOMEM) {
@@ -1169,7 +1336,8 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 		goto out;
 	}
 	if (!h.cfg || !cJSON_IsObject(h.cfg)) {
-		rc = fx_fail(err, FX_E_FORMAT, "%s: config.json is not a JSON object", dir);
+		rc = fx_fail(err, FX_E_FORMAT, "%s: config.json is not a JSON object%s", dir,
+			     h.cfg ? "" : " (it does not parse as JSON)");
 		goto out;
 	}
 	const cJSON *mt = cfg_get(h.cfg, "model_type");
@@ -1183,6 +1351,13 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 		rc = fx_fail(err, FX_E_UNSUPPORTED, "%s: model_type '%s' is not supported (supported: %s)",
 			     dir, mt->valuestring, reg->names(names, sizeof(names)));
 		goto out;
+	}
+	/* a multimodal wrapper: the text model's own config */
+	const cJSON *tc = h.fam->text_prefix ? cfg_get(h.cfg, "text_config") : NULL;
+	if (tc && cJSON_IsObject(tc)) {
+		cJSON *text_cfg = cJSON_DetachItemFromObjectCaseSensitive(h.cfg, "text_config");
+		cJSON_Delete(h.cfg);
+		h.cfg = text_cfg;
 	}
 	if ((rc = gguf_build_new(&h.g)) != FX_OK) {
 		rc = fx_fail(err, rc, "no memory");

@@ -3,6 +3,7 @@
 #define FX_IO_HF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "io/gguf.h"
 
@@ -17,6 +18,12 @@ struct hf_family {
 	const char *post_attn_name; /* what HF's post_attention_layernorm is in GGUF
 				     * (blk.N.<name>.weight); NULL: "ffn_norm" */
 	bool moe_norm;              /* norm_topk_prob when config.json omits it (Mixtral) */
+	bool fold_mup;              /* Falcon-H1: muP multipliers folded into the weights
+				     * (io/hf_mup.c), not written as keys */
+	const char *text_prefix;    /* a multimodal checkpoint (Qwen 3.5 as released):
+				     * the text model's config is text_config, its
+				     * tensors are under this prefix (read as "model."),
+				     * the vision tower and MTP layers are skipped */
 };
 
 /* The families hf_open may map (model/arch/registry.c's arch_hf). */
@@ -42,6 +49,32 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
  * keys (a string; absent when it could, or there is none): loading a
  * directory does not need them, ferrox convert refuses to write without. */
 #define HF_TOKENIZER_ERROR "tokenizer.ferrox.error"
+
+/* A checkpoint's training context (the GGUF view's {arch}.context_length)
+ * and where it came from. */
+struct hf_ctx_info {
+	int32_t n_ctx_train;      /* what the view records */
+	int32_t model_max_length; /* tokenizer_config.json's; 0: none (absent, or
+				   * a "no limit" value such as transformers'
+				   * int(1e30)) */
+	char from[80];            /* "config.json max_position_embeddings",
+				   * "tokenizer_config.json model_max_length" or
+				   * "default" */
+};
+
+/* The training context of dir, as hf_open sets it: the first of
+ * config.json's max_position_embeddings, n_ctx, n_positions, max_length,
+ * max_sequence_length, model_max_length (llama.cpp's converter, base.py
+ * set_gguf_parameters) that is an integer in 1..2^31-1; else
+ * tokenizer_config.json's model_max_length (ferrox's addition: transformers
+ * truncates to it, so it is the length the tokenizer was meant for), when
+ * in that range (transformers' int(1e30) / 1e30 "no limit" values and
+ * anything past 2^31-1, which a GGUF context cannot hold, count as none);
+ * else 4096. out->model_max_length is read whatever config.json says.
+ * Errors: FX_E_IO / FX_E_FORMAT naming config.json or tokenizer_config.json
+ * (unreadable, not a JSON object; an absent tokenizer_config.json is
+ * none), FX_E_NOMEM. */
+int hf_context_info(const char *dir, struct hf_ctx_info *out, struct fx_err *err);
 
 /* path as a gguf_file: a Hugging Face directory through hf_open(reg), or
  * else a GGUF file (gguf_open); *is_dir (may be NULL) says which. */

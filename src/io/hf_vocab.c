@@ -1,8 +1,10 @@
 /* tokenizer.json -> llama.cpp's tokenizer.ggml.* keys: what
  * convert_hf_to_gguf.py writes (conversion/base.py get_vocab_base for
  * byte-level BPE, gguf-py's LlamaHfVocab for SentencePiece-style BPE,
- * SpecialVocab for the special ids and add_* flags), read from the JSON
- * files directly, with no Python tokenizer behind it.
+ * conversion/bert.py BertModel.set_vocab for WordPiece, SpecialVocab for
+ * the special ids and add_* flags), read from the JSON files directly,
+ * with no Python tokenizer behind it. Unigram (llama.cpp's t5) is refused:
+ * ferrox's GGUF tokenizer has no UGM model to run it.
  *
  * llama.cpp names the pre-tokenizer by hashing a tokenization (chkhsh);
  * here it is recognised from tokenizer.json's pre_tokenizer itself: its
@@ -502,21 +504,38 @@ static const char *special_text(const struct hv *h, const char *key)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* Does the post-processor's single-sequence template start (at_end: end)
- * with a special token? (SpecialVocab._try_load_from_tokenizer_json) */
-static bool template_adds(const cJSON *pp, bool at_end)
+/* The add_bos / add_eos the post-processor decides, as gguf-py's
+ * SpecialVocab._try_load_from_tokenizer_json reads it (each processor of a
+ * Sequence in turn): ByteLevel leaves both false unless already set;
+ * RobertaProcessing adds both; a TemplateProcessing single of two or more
+ * entries adds EOS when it ends with a special token, and BOS when it
+ * starts with one that is the bos or cls token (or when
+ * tokenizer_config.json names no bos token). -1: left open. */
+static void post_flags(const struct hv *h, const cJSON *pp, int *bos, int *eos)
 {
 	const cJSON *e;
 	if (jstr_is(pp, "type", "Sequence")) {
 		cJSON_ArrayForEach(e, jget(pp, "processors"))
-			if (template_adds(e, at_end))
-				return true;
-		return false;
+			post_flags(h, e, bos, eos);
+		return;
 	}
-	const cJSON *single = jget(pp, "single");
-	int n = cJSON_GetArraySize(single);
-	return jstr_is(pp, "type", "TemplateProcessing") && n > 0 &&
-	       jget(cJSON_GetArrayItem(single, at_end ? n - 1 : 0), "SpecialToken");
+	if (jstr_is(pp, "type", "ByteLevel")) {
+		*bos = *bos < 0 ? 0 : *bos;
+		*eos = *eos < 0 ? 0 : *eos;
+	} else if (jstr_is(pp, "type", "RobertaProcessing")) {
+		*bos = *eos = 1;
+	} else if (jstr_is(pp, "type", "TemplateProcessing")) {
+		const cJSON *single = jget(pp, "single");
+		int n = cJSON_GetArraySize(single);
+		const cJSON *first = jget(jget(cJSON_GetArrayItem(single, 0), "SpecialToken"), "id");
+		const cJSON *last = jget(cJSON_GetArrayItem(single, n - 1), "SpecialToken");
+		if (n > 1 && cJSON_IsString(first)) {
+			const char *b = special_text(h, "bos_token"), *c = special_text(h, "cls_token");
+			*bos = !b || !strcmp(first->valuestring, b) || (c && !strcmp(first->valuestring, c));
+		}
+		if (n > 1 && last)
+			*eos = 1;
+	}
 }
 
 static int put_specials(struct hv *h)
@@ -536,10 +555,16 @@ static int put_specials(struct hv *h)
 		if (id >= 0 && gguf_build_u32(h->g, keys[i][1], (uint32_t)id))
 			return nomem(h);
 	}
-	const cJSON *pp = jget(h->tj, "post_processor");
+	/* the post-processor first; tokenizer_config.json's booleans for what
+	 * it leaves open (SpecialVocab keeps the post-processor's on a
+	 * conflict), else false */
 	const cJSON *ab = jget(h->tc, "add_bos_token"), *ae = jget(h->tc, "add_eos_token");
-	bool bos = cJSON_IsBool(ab) ? cJSON_IsTrue(ab) : template_adds(pp, false);
-	bool eos = cJSON_IsBool(ae) ? cJSON_IsTrue(ae) : template_adds(pp, true);
+	int bos = -1, eos = -1;
+	post_flags(h, jget(h->tj, "post_processor"), &bos, &eos);
+	if (bos < 0)
+		bos = cJSON_IsTrue(ab);
+	if (eos < 0)
+		eos = cJSON_IsTrue(ae);
 	if (gguf_build_bool(h->g, "tokenizer.ggml.add_bos_token", bos) ||
 	    gguf_build_bool(h->g, "tokenizer.ggml.add_eos_token", eos))
 		return nomem(h);
@@ -617,14 +642,175 @@ static int put_template(struct hv *h)
 	return FX_OK;
 }
 
+/* ---- WordPiece: llama.cpp's "bert" -------------------------------------- */
+
+/* The pipeline llama.cpp's WordPiece tokenizer (llm_tokenizer_wpm) runs in
+ * place of tokenizer.json's: BertNormalizer-style lowercasing / accent
+ * stripping (the two keys below), a split on whitespace, punctuation and
+ * CJK characters (BertPreTokenizer), "##" continuations. A tokenizer.json
+ * with other steps would tokenize differently there, so it is refused,
+ * naming the step. */
+static int wp_check(struct hv *h)
+{
+	const cJSON *pre = jget(h->tj, "pre_tokenizer"), *norm = jget(h->tj, "normalizer");
+	const cJSON *pfx = jget(h->model, "continuing_subword_prefix");
+	const cJSON *pt = jget(pre, "type"), *nt = jget(norm, "type");
+	if (pfx && !cJSON_IsNull(pfx) && !(cJSON_IsString(pfx) && !strcmp(pfx->valuestring, "##")))
+		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/tokenizer.json: WordPiece with "
+			       "continuing_subword_prefix '%.40s': llama.cpp's bert vocabulary "
+			       "knows only \"##\"", h->dir, cJSON_IsString(pfx) ? pfx->valuestring : "?");
+	if (!jstr_is(pre, "type", "BertPreTokenizer"))
+		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/tokenizer.json: WordPiece with pre-tokenizer "
+			       "%s: llama.cpp's bert vocabulary splits as BertPreTokenizer, and only "
+			       "that is converted", h->dir, cJSON_IsString(pt) ? pt->valuestring : "none");
+	if (norm && !cJSON_IsNull(norm) && !jstr_is(norm, "type", "BertNormalizer"))
+		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/tokenizer.json: WordPiece with normalizer "
+			       "%s: llama.cpp's bert vocabulary normalizes as BertNormalizer (or not at "
+			       "all), and only that is converted", h->dir,
+			       cJSON_IsString(nt) ? nt->valuestring : "?");
+	if (cJSON_IsFalse(jget(norm, "handle_chinese_chars")))
+		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/tokenizer.json: BertNormalizer without "
+			       "handle_chinese_chars: llama.cpp's bert vocabulary always splits CJK "
+			       "characters", h->dir);
+	return FX_OK;
+}
+
+/* llama.cpp's phantom-space spelling (conversion/bert.py set_vocab):
+ * control tokens as they are, "##x" -> "x", any other token -> "\u2581x".
+ * Rewrites h->tok in place (new strings owned by g). */
+static int wp_phantom(struct hv *h)
+{
+	for (int32_t i = 0; i < h->n; i++) {
+		struct gguf_str *t = &h->tok[i];
+		if (h->type[i] == TT_CONTROL)
+			continue;
+		if (t->n >= 2 && t->p[0] == '#' && t->p[1] == '#') {
+			*t = (struct gguf_str){ t->p + 2, t->n - 2 };
+			continue;
+		}
+		char *o = gguf_build_alloc(h->g, t->n + 3);
+		if (!o)
+			return nomem(h);
+		memcpy(o, "\xe2\x96\x81", 3);
+		memcpy(o + 3, t->p, t->n);
+		*t = (struct gguf_str){ o, t->n + 3 };
+	}
+	return FX_OK;
+}
+
+/* The id of added token text s (gguf-py's SpecialVocab looks special
+ * tokens up among tokenizer.json's added_tokens only); -1. */
+static int32_t find_added(const struct hv *h, const char *s)
+{
+	const cJSON *e;
+	cJSON_ArrayForEach(e, jget(h->tj, "added_tokens"))
+		if (!strcmp(jget(e, "content")->valuestring, s))
+			return (int32_t)jget(e, "id")->valuedouble;
+	return -1;
+}
+
+/* Special ids and add_* flags as gguf-py's SpecialVocab writes them for a
+ * bert vocabulary: bos falls back to cls_token and eos to sep_token;
+ * tokenizer_config.json's names (special_tokens_map.json's when absent)
+ * found among the added tokens, else config.json's <type>_token_id; a name
+ * that is not an added token writes no key (llama.cpp's defaults [CLS]
+ * 101, [SEP] 102, ... then apply, as with llama.cpp's converter). The
+ * flags only from tokenizer_config.json's add_<type>_token booleans:
+ * SpecialVocab reads nothing from BertProcessing, and llama.cpp's
+ * WordPiece adds [CLS] ... [SEP] whatever they say. */
+static int wp_specials(struct hv *h, const cJSON *cfg)
+{
+	static const struct {
+		const char *type, *fallback, *key;
+	} sp[] = {
+		{ "bos", "cls", "tokenizer.ggml.bos_token_id" },
+		{ "eos", "sep", "tokenizer.ggml.eos_token_id" },
+		{ "unk", NULL, "tokenizer.ggml.unknown_token_id" },
+		{ "sep", NULL, "tokenizer.ggml.seperator_token_id" }, /* llama.cpp's spelling */
+		{ "pad", NULL, "tokenizer.ggml.padding_token_id" },
+		{ "cls", NULL, "tokenizer.ggml.cls_token_id" },
+		{ "mask", NULL, "tokenizer.ggml.mask_token_id" },
+	};
+	char k[32];
+	for (size_t i = 0; i < sizeof(sp) / sizeof(sp[0]); i++) {
+		snprintf(k, sizeof(k), "%s_token", sp[i].type);
+		const char *s = special_text(h, k);
+		if (!s && sp[i].fallback) {
+			snprintf(k, sizeof(k), "%s_token", sp[i].fallback);
+			s = special_text(h, k);
+		}
+		int32_t id = s ? find_added(h, s) : -1;
+		snprintf(k, sizeof(k), "%s_token_id", sp[i].type);
+		const cJSON *c = jget(cfg, k);
+		if (id < 0 && cJSON_IsNumber(c) && c->valuedouble >= 0 && c->valuedouble < h->n &&
+		    c->valuedouble == (double)(int32_t)c->valuedouble)
+			id = (int32_t)c->valuedouble;
+		if (id >= 0 && gguf_build_u32(h->g, sp[i].key, (uint32_t)id))
+			return nomem(h);
+	}
+	static const char *const flags[] = { "bos", "eos", "sep" };
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		char key[48];
+		snprintf(k, sizeof(k), "add_%s_token", flags[i]);
+		snprintf(key, sizeof(key), "tokenizer.ggml.add_%s_token", flags[i]);
+		const cJSON *b = jget(h->tc, k);
+		if (cJSON_IsBool(b) && gguf_build_bool(h->g, key, cJSON_IsTrue(b)))
+			return nomem(h);
+	}
+	return FX_OK;
+}
+
+/* A WordPiece tokenizer.json as llama.cpp's "bert" vocabulary
+ * (conversion/bert.py BertModel.set_vocab over base.py get_vocab_base,
+ * then SpecialVocab): token table and types as for BPE (added special ->
+ * CONTROL, other added -> USER_DEFINED, holes [PADi] UNUSED), respelled
+ * with phantom spaces; tokenizer.ggml.pre "default": llama.cpp names it by
+ * hashing a tokenization (bert-bge, jina-v2-en, ...), which a C reader of
+ * the JSON cannot do, and its WordPiece tokenizer reads no pre name;
+ * token_type_count from config.json's type_vocab_size (default 1);
+ * normalizer.lowercase / strip_accents from BertNormalizer (lowercase
+ * false without a normalizer, where llama.cpp's key default would
+ * lowercase). */
+static int map_wordpiece(struct hv *h, const cJSON *cfg)
+{
+	int rc;
+	if ((rc = wp_check(h)) || (rc = count_tokens(h, cfg)) || (rc = fill_tokens(h)) ||
+	    (rc = wp_phantom(h)))
+		return rc;
+	const cJSON *norm = jget(h->tj, "normalizer"), *tv = jget(cfg, "type_vocab_size");
+	const cJSON *lc = jget(norm, "lowercase"), *sa = jget(norm, "strip_accents");
+	bool has_norm = norm && !cJSON_IsNull(norm);
+	uint32_t n_type = cJSON_IsNumber(tv) && tv->valuedouble >= 1 && tv->valuedouble < 1e6
+			  ? (uint32_t)tv->valuedouble : 1;
+	if (gguf_build_str(h->g, "tokenizer.ggml.model", "bert") ||
+	    gguf_build_str(h->g, "tokenizer.ggml.pre", "default") ||
+	    gguf_build_u32(h->g, "tokenizer.ggml.token_type_count", n_type) ||
+	    gguf_build_str_arr(h->g, "tokenizer.ggml.tokens", h->tok, (uint64_t)h->n) ||
+	    gguf_build_arr(h->g, "tokenizer.ggml.token_type", GGUF_T_I32, h->type, (uint64_t)h->n) ||
+	    /* BertNormalizer's lowercase defaults to true */
+	    gguf_build_bool(h->g, "tokenizer.ggml.normalizer.lowercase",
+			    has_norm && !cJSON_IsFalse(lc)) ||
+	    (cJSON_IsBool(sa) &&
+	     gguf_build_bool(h->g, "tokenizer.ggml.normalizer.strip_accents", cJSON_IsTrue(sa))))
+		return nomem(h);
+	return (rc = wp_specials(h, cfg)) ? rc : put_template(h);
+}
+
 static int map_keys(struct hv *h, const cJSON *cfg)
 {
 	int rc;
 	const cJSON *mt = jget(h->model, "type");
+	if (jstr_is(h->model, "type", "WordPiece"))
+		return map_wordpiece(h, cfg);
+	if (jstr_is(h->model, "type", "Unigram"))
+		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/tokenizer.json: a Unigram model is not "
+			       "converted: llama.cpp writes it as its t5 (UGM) vocabulary, which "
+			       "ferrox's GGUF tokenizer does not run (the directory itself "
+			       "tokenizes through tokenizer.json)", h->dir);
 	if (!jstr_is(h->model, "type", "BPE"))
 		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/tokenizer.json: model type '%s' is not "
-			       "mapped to GGUF yet (ferrox convert writes BPE tokenizers)", h->dir,
-			       cJSON_IsString(mt) ? mt->valuestring : "?");
+			       "mapped to GGUF (ferrox convert writes BPE and WordPiece tokenizers)",
+			       h->dir, cJSON_IsString(mt) ? mt->valuestring : "?");
 	bool spm = spm_style(h);
 	const char *pre = NULL;
 	if ((rc = count_tokens(h, cfg)) || (rc = fill_tokens(h)) || (!spm && (rc = pre_name(h, &pre))))
@@ -651,8 +837,16 @@ int hf_vocab_map(struct gguf_file *g, const char *dir, const cJSON *cfg, struct 
 	char path[4096];
 	struct stat st;
 	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
-	if (stat(path, &st) != 0)
+	if (stat(path, &st) != 0) {
+		/* ferrox runs a tokenizer.model folder (tokenizer/hf_spm.c) but
+		 * does not write one as GGUF keys: refuse that (convert only)
+		 * rather than write a GGUF without its tokenizer */
+		snprintf(path, sizeof(path), "%s/tokenizer.model", dir);
+		if (stat(path, &st) == 0)
+			return fx_fail(err, FX_E_UNSUPPORTED, "%s: a SentencePiece tokenizer.model is "
+				       "not converted to GGUF tokenizer keys yet", path);
 		return FX_OK;
+	}
 	if ((rc = load_json(&h, "tokenizer.json", true, &h.tj)) ||
 	    (rc = load_json(&h, "tokenizer_config.json", false, &h.tc)) ||
 	    (rc = load_json(&h, "special_tokens_map.json", false, &h.sm)))

@@ -115,11 +115,11 @@ static int parse_shape(const char *name, const cJSON *j, struct st_tensor *t,
 		return fx_fail(err, FX_E_FORMAT,
 			       "safetensors: tensor '%.128s' has no \"shape\" array", name);
 	int nd = cJSON_GetArraySize(j);
-	if (nd > 4)
+	if (nd > 8)
 		return fx_fail(err, FX_E_UNSUPPORTED,
-			       "safetensors: tensor '%.128s' has %d dims (at most 4 supported)", name,
+			       "safetensors: tensor '%.128s' has %d dims (at most 8 supported)", name,
 			       nd);
-	uint64_t dims[4];
+	uint64_t dims[8];
 	bool zero = false;
 	int i = 0;
 	const cJSON *d;
@@ -133,14 +133,24 @@ static int parse_shape(const char *name, const cJSON *j, struct st_tensor *t,
 	}
 	for (int k = 0; k < 4; k++)
 		t->ne[k] = 1;
-	t->n_dims = nd ? nd : 1;
+	/* More than 4 dims (a vision tower's conv3d, which a text model skips):
+	 * the outer ones fold into ne[3]. */
+	t->n_dims = nd ? (nd < 4 ? nd : 4) : 1;
 	uint64_t n = 1;
 	for (int k = 0; k < nd; k++) {
-		t->ne[k] = (int64_t)dims[nd - 1 - k];
 		if (!zero && n > UINT64_MAX / dims[k])
 			return fx_fail(err, FX_E_FORMAT,
 				       "safetensors: tensor '%.128s' shape is impossibly large", name);
 		n = zero ? 0 : n * dims[k];
+	}
+	if (n > (uint64_t)INT64_MAX)
+		return fx_fail(err, FX_E_FORMAT, "safetensors: tensor '%.128s' shape is impossibly large",
+			       name);
+	for (int k = 0; k < nd; k++) {
+		if (k < 4)
+			t->ne[k] = (int64_t)dims[nd - 1 - k];
+		else
+			t->ne[3] = zero ? 0 : t->ne[3] * (int64_t)dims[nd - 1 - k]; /* <= n */
 	}
 	*n_elem = n;
 	return FX_OK;

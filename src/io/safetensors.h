@@ -17,7 +17,7 @@
 struct st_tensor {
 	char *name;        /* owned, NUL-terminated */
 	int type;          /* FX_TYPE_F32, FX_TYPE_F16 or FX_TYPE_BF16 */
-	int n_dims;        /* 1..4 */
+	int n_dims;        /* 1..4 (a tensor of 5..8 dims has its outer ones folded into ne[3]) */
 	int64_t ne[4];     /* GGUF order: ne[0] is the LAST (contiguous) dim of the
 			    * file's shape; unused dims are 1 */
 	const void *data;  /* in the mapping; NOT aligned in general (the header

@@ -58,7 +58,16 @@ int kv_backing_create(int32_t layout, const struct kv_geom *g, const struct kv_s
 			return rc;
 		struct kv_backing *inner = *out;
 		*out = NULL;
-		if ((rc = kv_recurrent_wrap(inner, s->n_seq, g->rs_floats, out)))
+		/* Snapshots where a prefix can be reused: behind the paged
+		 * cache's blocks, or anywhere when no layer keeps K/V. Every 64
+		 * tokens (and whole blocks), at most 2 per sequence + 8. */
+		bool rows = g->n_layer > 0;
+		int32_t every = rows && layout != FX_KV_PAGED ? 0
+				: (s->block_size > 64 ? s->block_size : 64 / s->block_size * s->block_size);
+		if (s->block_size <= 0)
+			every = rows ? 0 : 64;
+		if ((rc = kv_recurrent_wrap(inner, s->n_seq, g->rs_floats, every, 2 * s->n_seq + 8, rows,
+					    out)))
 			return fx_fail(err, rc, "no memory for %d recurrent states of %lld floats",
 				       s->n_seq, (long long)g->rs_floats);
 		return FX_OK;

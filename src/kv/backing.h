@@ -79,6 +79,7 @@ struct kv_ops {
 			 int32_t max_rows);
 	void (*stats)(const struct kv_backing *b, struct kv_stats *st);
 	void (*destroy)(struct kv_backing *b);
+	int32_t (*snap_every)(const struct kv_backing *b); /* NULL: 0 */
 };
 
 struct kv_backing {
@@ -124,11 +125,17 @@ int kv_paged_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx, int32
  * zeroed when the sequence is empty, copied on fork, handed to the forward
  * pass in kv_view.rs. A state holds no history, so it cannot go back:
  * kv_rm to a position other than 0 or the current one, and kv_shift, are
- * FX_E_UNSUPPORTED; the prefix cache is not used (kv_reuse gives 0).
- * Takes inner (destroyed with the result, or here on failure). Errors:
- * FX_E_NOMEM. */
-int kv_recurrent_wrap(struct kv_backing *inner, int32_t n_seq, int64_t rs_floats,
-		      struct kv_backing **out);
+ * FX_E_UNSUPPORTED.
+ * Prefix caching (every > 0, and an inner backing with a prefix cache or
+ * no K/V layers: kv_rows false): when a commit leaves a sequence at a
+ * multiple of `every`, its state is kept as a snapshot keyed by a hash of
+ * all its tokens (n_snap slots, least recently used replaced); kv_reuse
+ * takes the longest snapshot prefix the inner cache also holds (vLLM and
+ * SGLang keep hybrid states at block boundaries the same way). The engine
+ * ends ubatches at those multiples (kv_snap_every). Takes inner
+ * (destroyed with the result, or here on failure). Errors: FX_E_NOMEM. */
+int kv_recurrent_wrap(struct kv_backing *inner, int32_t n_seq, int64_t rs_floats, int32_t every,
+		      int32_t n_snap, bool kv_rows, struct kv_backing **out);
 
 /* ---- the operations (thin wrappers, one per kv_ops entry) ------------- */
 
@@ -228,6 +235,13 @@ static inline int32_t kv_reuse(struct kv_backing *b, int32_t seq, const int32_t 
 			       int32_t max_rows)
 {
 	return b->ops->reuse(b, seq, tok, n, max_rows);
+}
+
+/* Positions at which the backing keeps state snapshots (the engine ends a
+ * ubatch there, so the state exists), or 0. */
+static inline int32_t kv_snap_every(const struct kv_backing *b)
+{
+	return b->ops->snap_every ? b->ops->snap_every(b) : 0;
 }
 
 static inline void kv_get_stats(const struct kv_backing *b, struct kv_stats *st)

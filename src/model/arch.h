@@ -119,6 +119,8 @@ struct arch_desc {
 	const char *output_norm_name; /* the final norm's tensor; NULL: "output_norm.weight"
 				       * (LFM2: "token_embd_norm.weight") */
 	bool ffn_optional;      /* a layer may have no MLP (Mamba-2: the mixer is all) */
+	bool parallel_ssm;      /* an attention layer holding Mamba-2 tensors runs both on
+				 * the same normed input and adds them (Falcon-H1) */
 	bool mixer_optional;    /* a layer may have no token mixer: its MLP (or MoE) is
 				 * the whole layer, after the layer's one pre-norm
 				 * (Nemotron-H's mlp / moe layers) */

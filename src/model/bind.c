@@ -538,7 +538,7 @@ static int bind_layer(struct model_loader *ld, int il)
 	bool ffn_pre = pre && L->mixer != MIX_NONE;
 	L->has_ffn = layer_has_ffn(ld, il);
 	if ((rc = bind_vec(ld, NAME("attn_norm.weight"), e, pre, &L->attn_norm)) ||
-	    (rc = bind_mixer[L->mixer](ld, il, L)) ||
+	    (rc = bind_mixer[L->mixer](ld, il, L)) || (rc = bind_mixer[L->par_mixer](ld, il, L)) ||
 	    (a->post_norms &&
 	     (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, true, &L->post_attn_norm))) ||
 	    (L->has_ffn && L->mixer != MIX_NONE &&
@@ -578,14 +578,15 @@ static int read_mixers(struct model_loader *ld)
 	hp->rs_floats = 0;
 	for (int il = 0; il < hp->n_layer; il++) {
 		struct layer *L = &m->layers[il];
-		*L = (struct layer){ .mixer = MIX_ATTN, .kv_il = -1, .rs_off = -1 };
+		*L = (struct layer){ .mixer = MIX_ATTN, .par_mixer = MIX_NONE, .kv_il = -1, .rs_off = -1 };
+#define HAS(s) (snprintf(n, sizeof(n), "blk.%d." s, il), gguf_find_tensor(m->g, n))
 		if (per_layer ? gguf_arr_num(kv, (uint64_t)il) != 0 : hp->n_head > 0) {
 			L->kv_il = hp->n_layer_kv++;
 			L->n_head_kv = per_layer ? (int32_t)gguf_arr_num(kv, (uint64_t)il) : hp->n_head_kv;
-			continue;
-		}
-#define HAS(s) (snprintf(n, sizeof(n), "blk.%d." s, il), gguf_find_tensor(m->g, n))
-		if ((groups & AT_SHORTCONV) && HAS("shortconv.in_proj.weight"))
+			if (!m->arch->parallel_ssm || !HAS("ssm_in.weight"))
+				continue;
+			L->par_mixer = MIX_MAMBA2; /* beside the attention */
+		} else if ((groups & AT_SHORTCONV) && HAS("shortconv.in_proj.weight"))
 			L->mixer = MIX_SHORTCONV;
 		else if ((groups & AT_SSM) && HAS("ssm_in.weight"))
 			L->mixer = MIX_MAMBA2;
@@ -606,7 +607,8 @@ static int read_mixers(struct model_loader *ld)
 				       il, ld->arch, hp->conv_kernel);
 		L->rs_off = hp->rs_floats;
 		int64_t taps = hp->conv_kernel - 1;
-		if (L->mixer == MIX_SHORTCONV) {
+		enum layer_mixer rec = L->par_mixer != MIX_NONE ? L->par_mixer : L->mixer;
+		if (rec == MIX_SHORTCONV) {
 			hp->rs_floats += taps * hp->n_embd;
 			continue;
 		}
@@ -617,10 +619,10 @@ static int read_mixers(struct model_loader *ld)
 				       "(%s.ssm.inner_size %lld, time_step_rank %lld heads, group_count "
 				       "%lld, state_size %lld)", ld->arch, (long long)di, (long long)nh,
 				       (long long)ng, (long long)ns);
-		if (L->mixer == MIX_GDN && (ns > 512 || di / nh > 512))
+		if (rec == MIX_GDN && (ns > 512 || di / nh > 512))
 			return fx_fail(ld->err, FX_E_UNSUPPORTED, "GGUF: Gated DeltaNet heads of %lld x %lld "
 				       "(ferrox keeps at most 512 x 512)", (long long)ns, (long long)(di / nh));
-		if (L->mixer == MIX_GDN) {
+		if (rec == MIX_GDN) {
 			/* conv window over q, k, v; then a [key width][value width]
 			 * state per value head */
 			hp->rs_floats += taps * (2 * ng * ns + di) + nh * ns * (di / nh);

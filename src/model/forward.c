@@ -91,7 +91,11 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	 * Mamba-2 mixer's in_proj output, conv output and y; a Gated
 	 * DeltaNet's qkv, z, beta, alpha, conv output and o */
 	size_t rw = 0, cd = (size_t)hp->ssm_inner + 2 * (size_t)hp->n_ssm_group * hp->ssm_state;
+	bool par = false;
 	for (int il = 0; il < hp->n_layer; il++) {
+		par |= m->layers[il].par_mixer != MIX_NONE;
+		if (m->layers[il].par_mixer == MIX_MAMBA2)
+			rw = max_sz(rw, 2 * (size_t)hp->ssm_inner + 2 * cd + (size_t)hp->n_ssm_head);
 		if (m->layers[il].mixer == MIX_SHORTCONV)
 			rw = max_sz(rw, 4 * (size_t)hp->n_embd);
 		if (m->layers[il].mixer == MIX_MAMBA2)
@@ -101,7 +105,8 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 			rw = max_sz(rw, 2 * gc + 2 * (size_t)hp->ssm_inner + 2 * (size_t)hp->n_ssm_head);
 		}
 	}
-	if (rw && !(s->rs = scratch_alloc(s, n * rw, sizeof(float)))) {
+	if ((rw && !(s->rs = scratch_alloc(s, n * rw, sizeof(float)))) ||
+	    (par && !(s->o2 = scratch_alloc(s, n * hp->n_embd, sizeof(float))))) {
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
 	}
@@ -129,7 +134,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 void fwd_scratch_fini(struct fwd_scratch *s)
 {
 	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
-			  s->vrow, s->router, s->exp_out, s->mla, s->rope_cs, s->rs, s->qg, s->qgate,
+			  s->vrow, s->router, s->exp_out, s->mla, s->rope_cs, s->rs, s->qg, s->qgate, s->o2,
 			  s->ple, s->ple_g, s->moe_acc };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
@@ -289,6 +294,21 @@ static const mixer_fn mixers[] = {
 	[MIX_GDN] = gdn_forward,
 };
 
+/* Layer il's token mixing of s->h into s->o: its mixer, plus a parallel
+ * one's output when it has one (Falcon-H1). */
+static void mix(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
+		const struct kv_view *kv, const int32_t *pos, int32_t n)
+{
+	const struct layer *L = &m->layers[il];
+	mixers[L->mixer](m, il, pool, s, kv, pos, n, s->h, s->o);
+	if (L->par_mixer == MIX_NONE)
+		return;
+	mixers[L->par_mixer](m, il, pool, s, kv, pos, n, s->h, s->o2);
+	size_t nd = (size_t)n * (size_t)m->hp.n_embd;
+	for (size_t i = 0; i < nd; i++)
+		s->o[i] += s->o2[i];
+}
+
 void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
 		   const struct kv_view *kv, const fx_token *tok, const int32_t *pos, int32_t n,
 		   const bool *want, float *logits)
@@ -314,12 +334,12 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 			ffn_forward(m, il, pool, s, n, s->h, s->o);
 			rows_step(pool, m, s, s->o, L->post_ffn_norm, pre, next_norm, n);
 		} else if (L->has_ffn) {
-			mixers[L->mixer](m, il, pool, s, kv, pos, n, s->h, s->o);
+			mix(m, il, pool, s, kv, pos, n);
 			rows_step(pool, m, s, s->o, L->post_attn_norm, true, L->ffn_norm, n);
 			ffn_forward(m, il, pool, s, n, s->h, s->o);
 			rows_step(pool, m, s, s->o, L->post_ffn_norm, pre, next_norm, n);
 		} else {
-			mixers[L->mixer](m, il, pool, s, kv, pos, n, s->h, s->o);
+			mix(m, il, pool, s, kv, pos, n);
 			rows_step(pool, m, s, s->o, L->post_attn_norm, pre, next_norm, n);
 		}
 		if (tail) {

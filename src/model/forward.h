@@ -31,6 +31,7 @@ struct fwd_scratch {
 	float *att;          /* [n_max, n_head*head_dim_v] attention output before wo */
 	float *q, *k, *v;    /* [n_max, n_head*head_dim], [n_max, kv width] x2 */
 	float *o;            /* [n_max, n_embd] sublayer output */
+	float *o2;           /* [n_max, n_embd] a parallel mixer's output (Falcon-H1), or NULL */
 	float *gate, *up;    /* [n_max, max(n_ff, n_ff_exp, n_ff_shexp)] */
 	float *router;       /* [n_max, n_expert] router logits, then probabilities */
 	float *exp_out;      /* [n_embd] one expert's output for one token */

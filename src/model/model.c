@@ -463,7 +463,7 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		    (rc = model_chat_template_load(m, path, true, err)))
 			goto fail_path;
 		if (!m->vocab) {
-			rc = fx_fail(err, FX_E_IO, "%s: no tokenizer.json (nor vocab.json + merges.txt) in this directory", path);
+			rc = fx_fail(err, FX_E_IO, "%s: no tokenizer.json (nor vocab.json + merges.txt, nor tokenizer.model) in this directory", path);
 			goto fail;
 		}
 		goto done;
@@ -497,7 +497,8 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	if ((rc = model_sampling_load(m, err)))
 		goto fail_path;
 	/* HF directories keep their tokenizer in tokenizer.json (older ones in
-	 * vocab.json + merges.txt, hf_legacy.c); one without
+	 * vocab.json + merges.txt, hf_legacy.c, or tokenizer.model, hf_spm.c);
+	 * one without
 	 * it runs from token ids only (vocab NULL), as does a GGUF without
 	 * tokenizer keys (ferrox convert of such a directory). */
 	if (hf && (rc = vocab_load_hf(path, &m->vocab, err)))

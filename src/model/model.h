@@ -87,6 +87,9 @@ enum layer_mixer {
 
 struct layer {
 	enum layer_mixer mixer;
+	enum layer_mixer par_mixer;  /* a second mixer on the same normed input, its
+				      * output added (Falcon-H1's Mamba-2 beside
+				      * attention), or MIX_NONE */
 	int32_t kv_il;               /* this layer's index among the backing's K/V
 				      * layers (attention mixers), or -1; a KV-shared
 				      * layer holds the one of the layer it reads */

@@ -197,10 +197,61 @@ int hftok_read_json(const char *dir, const char *name, cJSON **out, struct fx_er
 
 /* The tokenizer.json tree transformers builds for dir's vocab.json +
  * merges.txt (GPT-2 byte-level BPE) into *out (cJSON_Delete), or *out
- * NULL when there is no vocab.json. FX_E_FORMAT naming the file and line,
+ * NULL when there is no vocab.json, or a tokenizer.model that transformers
+ * would read instead (a class other than GPT-2's). FX_E_FORMAT naming the file and line,
  * FX_E_UNSUPPORTED (a tokenizer_class other than GPT-2's), FX_E_IO,
  * FX_E_NOMEM. */
 int hflegacy_bpe_json(const char *dir, cJSON **out, struct fx_err *err);
+/* Helpers hf_spm.c shares. The content of a special-token value t (a
+ * string or {"content": s}), or NULL. */
+const char *hflegacy_content(const cJSON *t);
+/* Append the added token {id, content} to list, its flags from def (an
+ * added_tokens_decoder entry; NULL: special, nothing else). FX_E_NOMEM. */
+int hflegacy_add_token(cJSON *list, int id, const char *content, const cJSON *def);
+/* The id of the added token of that content in list, or -1. */
+int hflegacy_added_id(const cJSON *list, const char *content);
+/* j's post_processor: TemplateProcessing [bos] $A [eos], each when asked
+ * for and named (TokenizersBackend.update_post_processor); none when
+ * neither. The ids are those of j's added_tokens. FX_E_NOMEM. */
+int hflegacy_template(cJSON *j, const char *bos, const char *eos, bool add_bos, bool add_eos);
+
+/* ---- hf_spm_proto.c / hf_spm.c ------------------------------------------ */
+
+/* sentencepiece_model.proto ModelProto.SentencePiece.Type */
+enum { HFSPM_NORMAL = 1, HFSPM_UNKNOWN = 2, HFSPM_CONTROL = 3, HFSPM_USER = 4, HFSPM_UNUSED = 5,
+       HFSPM_BYTE = 6 };
+
+/* One ModelProto piece; text points into the file's bytes. */
+struct hfspm_piece {
+	struct span text;
+	float score;
+	int32_t type; /* HFSPM_* */
+};
+
+/* What ferrox reads of a tokenizer.model (hf_spm_proto.c's header). Spans
+ * point into the caller's file buffer; piece is owned (fx_free). */
+struct hfspm_model {
+	struct hfspm_piece *piece; /* [n_piece] */
+	int32_t n_piece;
+	int32_t model_type;        /* TrainerSpec.ModelType: 1 UNIGRAM, 2 BPE, 3 WORD, 4 CHAR */
+	int32_t vocab_size, unk_id, bos_id, eos_id, pad_id;
+	struct span unk_piece, bos_piece, eos_piece, pad_piece;
+	bool byte_fallback, split_digits;
+	struct span norm_name, charsmap; /* NormalizerSpec name, precompiled_charsmap */
+	bool add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
+};
+
+/* Parse the ModelProto buf[0..n) (path names it in errors) into *m, the
+ * .proto's defaults for absent fields. FX_E_FORMAT naming path and the
+ * byte offset (truncated, varint overflow, wrong wire type, enum out of
+ * range, piece not UTF-8, no pieces), FX_E_NOMEM. */
+int hfspm_parse(const void *buf, size_t n, const char *path, struct hfspm_model *m,
+		struct fx_err *err);
+/* The tokenizer.json tree transformers 5.23 builds for dir's
+ * tokenizer.model (hf_spm.c's header) into *out (cJSON_Delete), or *out
+ * NULL when there is no tokenizer.model. FX_E_FORMAT naming the file,
+ * FX_E_UNSUPPORTED naming the class or option, FX_E_IO, FX_E_NOMEM. */
+int hfspm_json(const char *dir, cJSON **out, struct fx_err *err);
 
 /* ---- hf_encode.c -------------------------------------------------------- */
 

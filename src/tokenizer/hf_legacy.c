@@ -24,7 +24,9 @@
  *   post_processor: TemplateProcessing [bos] $A [eos] when add_bos_token /
  *     add_eos_token.
  * A tokenizer_class other than GPT2Tokenizer(Fast) (Roberta, Qwen2, ...:
- * other pre-tokenizers or processors) is FX_E_UNSUPPORTED.
+ * other pre-tokenizers or processors) is FX_E_UNSUPPORTED. When a
+ * tokenizer.model sits beside the files and the class is not GPT-2's,
+ * transformers reads that instead, and so does ferrox (hf_spm.c).
  *
  * Errors: FX_E_FORMAT naming the file, FX_E_IO, FX_E_UNSUPPORTED,
  * FX_E_NOMEM. Ownership: the tree is the caller's (cJSON_Delete).
@@ -138,7 +140,7 @@ static int legacy_merges(char *text, size_t n, const cJSON *vocab, cJSON *merges
 		if (len && p[len - 1] == '\r')
 			len--;
 		p[len] = '\0'; /* the '\n', the '\r' or the buffer's spare byte */
-		if (strncmp(p, "#version", 8))
+		if (len < 8 || memcmp(p, "#version", 8)) /* not the "#version" line */
 			rc = legacy_merge_line(p, &keys, merges, dir, ln, err);
 		p = nl ? nl + 1 : end;
 	}
@@ -146,16 +148,14 @@ static int legacy_merges(char *text, size_t n, const cJSON *vocab, cJSON *merges
 	return rc;
 }
 
-/* The content of a special-token value: a string or {"content": s}. */
-static const char *legacy_content(const cJSON *t)
+const char *hflegacy_content(const cJSON *t)
 {
 	if (cJSON_IsObject(t))
 		t = cJSON_GetObjectItemCaseSensitive(t, "content");
 	return cJSON_IsString(t) ? t->valuestring : NULL;
 }
 
-/* Append one added token to list. */
-static int legacy_add_token(cJSON *list, int id, const char *content, const cJSON *def)
+int hflegacy_add_token(cJSON *list, int id, const char *content, const cJSON *def)
 {
 	static const char *const flags[] = { "single_word", "lstrip", "rstrip", "normalized", "special" };
 	cJSON *t = cJSON_CreateObject();
@@ -176,8 +176,7 @@ static int legacy_add_token(cJSON *list, int id, const char *content, const cJSO
 	return FX_OK;
 }
 
-/* The id an added token of that content has in list, or -1. */
-static int legacy_added_id(const cJSON *list, const char *content)
+int hflegacy_added_id(const cJSON *list, const char *content)
 {
 	const cJSON *e;
 
@@ -199,7 +198,7 @@ static const char *legacy_special(const cJSON *cfg, const char *key)
 	if (!t)
 		return strcmp(key, "bos_token") && strcmp(key, "eos_token") && strcmp(key, "unk_token")
 			? NULL : "<|endoftext|>";
-	return legacy_content(t);
+	return hflegacy_content(t);
 }
 
 /* added_tokens from tokenizer_config.json (see the header comment). */
@@ -212,14 +211,14 @@ static int legacy_added(const cJSON *cfg, const cJSON *vocab, cJSON *list, const
 	if (!cJSON_IsObject(dec))
 		dec = NULL;
 	cJSON_ArrayForEach(e, dec) {
-		const char *c = legacy_content(e);
+		const char *c = hflegacy_content(e);
 		char *endp;
 		long id = strtol(e->string, &endp, 10);
 
 		if (!c || *endp || endp == e->string || id < 0 || id >= (1 << 30))
 			return fx_fail(err, FX_E_FORMAT, "%s/tokenizer_config.json: added_tokens_decoder "
 				       "entry '%.20s' is not an id with a content", dir, e->string);
-		if ((rc = legacy_add_token(list, (int)id, c, e)))
+		if ((rc = hflegacy_add_token(list, (int)id, c, e)))
 			return rc;
 		if (id >= next)
 			next = (int)id + 1;
@@ -228,10 +227,10 @@ static int legacy_added(const cJSON *cfg, const cJSON *vocab, cJSON *list, const
 		const char *c = legacy_special(cfg, legacy_special_keys[k]);
 		const cJSON *vid;
 
-		if (!c || legacy_added_id(list, c) >= 0)
+		if (!c || hflegacy_added_id(list, c) >= 0)
 			continue;
 		vid = cJSON_GetObjectItemCaseSensitive(vocab, c);
-		if ((rc = legacy_add_token(list, vid ? vid->valueint : next++, c, NULL)))
+		if ((rc = hflegacy_add_token(list, vid ? vid->valueint : next++, c, NULL)))
 			return rc;
 	}
 	return FX_OK;
@@ -265,17 +264,14 @@ static int legacy_template_token(cJSON *single, cJSON *specials, const char *nam
 	return cJSON_AddItemToArray(toks, s) ? FX_OK : (cJSON_Delete(s), FX_E_NOMEM);
 }
 
-/* TemplateProcessing [bos] $A [eos] from add_bos_token / add_eos_token
- * (update_post_processor: a flag whose token is unset is dropped). */
-static int legacy_post(const cJSON *cfg, cJSON *j)
+int hflegacy_template(cJSON *j, const char *bos, const char *eos, bool add_bos, bool add_eos)
 {
-	const char *bos = legacy_special(cfg, "bos_token"), *eos = legacy_special(cfg, "eos_token");
-	bool add_bos = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token")) && bos;
-	bool add_eos = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_eos_token")) && eos;
 	const cJSON *added = cJSON_GetObjectItemCaseSensitive(j, "added_tokens");
 	cJSON *post, *single, *specials, *seq, *a;
 	int rc = FX_OK;
 
+	add_bos = add_bos && bos;
+	add_eos = add_eos && eos;
 	if (!add_bos && !add_eos)
 		return FX_OK;
 	if (!(post = cJSON_AddObjectToObject(j, "post_processor")) ||
@@ -283,7 +279,7 @@ static int legacy_post(const cJSON *cfg, cJSON *j)
 	    !(single = cJSON_AddArrayToObject(post, "single")) ||
 	    !(specials = cJSON_AddObjectToObject(post, "special_tokens")))
 		return FX_E_NOMEM;
-	if (add_bos && (rc = legacy_template_token(single, specials, bos, legacy_added_id(added, bos))))
+	if (add_bos && (rc = legacy_template_token(single, specials, bos, hflegacy_added_id(added, bos))))
 		return rc;
 	if (!(seq = cJSON_CreateObject()) || !cJSON_AddItemToArray(single, seq)) {
 		cJSON_Delete(seq);
@@ -293,7 +289,7 @@ static int legacy_post(const cJSON *cfg, cJSON *j)
 	    !cJSON_AddNumberToObject(a, "type_id", 0))
 		return FX_E_NOMEM;
 	if (add_eos)
-		rc = legacy_template_token(single, specials, eos, legacy_added_id(added, eos));
+		rc = legacy_template_token(single, specials, eos, hflegacy_added_id(added, eos));
 	return rc;
 }
 
@@ -329,7 +325,9 @@ static int legacy_tree(cJSON *j, cJSON *vocab, char *mtext, size_t n, const cJSO
 				   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_prefix_space")))) ||
 	    (rc = legacy_bytelevel(j, "decoder", true)))
 		return rc;
-	return legacy_post(cfg, j);
+	return hflegacy_template(j, legacy_special(cfg, "bos_token"), legacy_special(cfg, "eos_token"),
+				 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token")),
+				 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_eos_token")));
 }
 
 /* Refuse a tokenizer_class whose pipeline is not GPT-2's. */
@@ -345,16 +343,51 @@ static int legacy_check_class(const cJSON *cfg, const char *dir, struct fx_err *
 		       dir, c->valuestring);
 }
 
+/* Does transformers read dir's tokenizer.model rather than vocab.json +
+ * merges.txt? It reads the class's vocab_file: vocab.json only for
+ * GPT2Tokenizer (tokenizer_config.json's tokenizer_class, else
+ * config.json's, else config.json's model_type gpt2); tokenizer.model for
+ * the others (TokenizersBackend, LlamaTokenizer, ...). FX_E_FORMAT,
+ * FX_E_IO, FX_E_NOMEM through hftok_read_json. */
+static int legacy_defer_to_spm(const char *dir, const cJSON *cfg, bool *defer, struct fx_err *err)
+{
+	char path[4200];
+	cJSON *mc = NULL;
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(cfg, "tokenizer_class"), *mt;
+	FILE *f;
+	int rc;
+
+	*defer = false;
+	snprintf(path, sizeof(path), "%s/tokenizer.model", dir);
+	if (!(f = fopen(path, "rb")))
+		return FX_OK;
+	fclose(f);
+	if ((rc = hftok_read_json(dir, "config.json", &mc, err)))
+		return rc;
+	if (!cJSON_IsString(c))
+		c = cJSON_GetObjectItemCaseSensitive(mc, "tokenizer_class");
+	mt = cJSON_GetObjectItemCaseSensitive(mc, "model_type");
+	*defer = cJSON_IsString(c) ? strcmp(c->valuestring, "GPT2Tokenizer") &&
+				     strcmp(c->valuestring, "GPT2TokenizerFast")
+				   : !(cJSON_IsString(mt) && !strcmp(mt->valuestring, "gpt2"));
+	cJSON_Delete(mc);
+	return FX_OK;
+}
+
 int hflegacy_bpe_json(const char *dir, cJSON **out, struct fx_err *err)
 {
 	cJSON *vocab = NULL, *cfg = NULL, *j = NULL;
 	char *mtext = NULL;
 	size_t n = 0;
+	bool defer;
 	int rc;
 
 	*out = NULL;
 	if ((rc = hftok_read_json(dir, "vocab.json", &vocab, err)) || !vocab)
 		return rc;
+	if ((rc = hftok_read_json(dir, "tokenizer_config.json", &cfg, err)) ||
+	    (rc = legacy_defer_to_spm(dir, cfg, &defer, err)) || defer)
+		goto out; /* deferred: *out NULL, hf_spm.c reads tokenizer.model */
 	if ((rc = legacy_check_vocab(vocab, dir, err)) ||
 	    (rc = hftok_read_file(dir, "merges.txt", &mtext, &n, err)))
 		goto out;
@@ -363,8 +396,7 @@ int hflegacy_bpe_json(const char *dir, cJSON **out, struct fx_err *err)
 			     dir);
 		goto out;
 	}
-	if ((rc = hftok_read_json(dir, "tokenizer_config.json", &cfg, err)) ||
-	    (rc = legacy_check_class(cfg, dir, err)))
+	if ((rc = legacy_check_class(cfg, dir, err)))
 		goto out;
 	if (!(j = cJSON_CreateObject())) {
 		rc = FX_E_NOMEM;

@@ -3,6 +3,21 @@
  * added_tokens, normalizer, pre_tokenizer, post_processor, decoder) and
  * around it tokenizer_config.json / special_tokens_map.json (bos, eos) and
  * generation_config.json (eos_token_id: every one ends generation).
+ * Without tokenizer.json, vocab.json + merges.txt (hf_legacy.c), else
+ * SentencePiece's tokenizer.model (hf_spm.c), each turned into the tree
+ * of the tokenizer.json transformers would build.
+ *
+ * Whether BOS / EOS are added is tokenizer.json's post-processor's alone,
+ * as in transformers 5.23: PreTrainedTokenizerBase._from_pretrained drops
+ * tokenizer_config.json's add_bos_token / add_eos_token when a
+ * tokenizer.json is there, so TokenizersBackend.update_post_processor only
+ * runs for a null post-processor, with both flags false (no specials);
+ * per-model classes (LlamaTokenizer, GemmaTokenizer, Qwen2Tokenizer) take
+ * the post-processor from tokenizer.json too. (Those classes do rebuild
+ * the normalizer / pre-tokenizer / decoder from their own code; ferrox
+ * runs the file's, which is the same pipeline for the models' own files.)
+ * Without tokenizer.json the flags apply (hf_legacy.c). Checked by
+ * tests/test_hf_tokenizer_config.py.
  *
  * A component or option value ferrox does not implement is refused with
  * FX_E_UNSUPPORTED naming it, never run differently.
@@ -938,9 +953,11 @@ static fx_token named_token(const struct vocab *v, const cJSON *cfg, const char 
 	return cJSON_IsString(t) ? token_id(v, v->hf, t->valuestring) : -1;
 }
 
-/* bos/eos/unk/pad from tokenizer_config.json, else special_tokens_map.json;
- * generation_config.json's ids; EOG = eos + generation_config eos ids. */
-static int load_dir_specials(struct vocab *v, const char *dir, struct fx_err *err)
+/* bos/eos/unk/pad from tokenizer_config.json, else special_tokens_map.json,
+ * else defaults (hf_spm.c's resolved names, or NULL); generation_config.json's
+ * ids; EOG = eos + generation_config eos ids. */
+static int load_dir_specials(struct vocab *v, const char *dir, const cJSON *defaults,
+			     struct fx_err *err)
 {
 	cJSON *cfg = NULL, *map = NULL, *gen = NULL;
 	const cJSON *e, *x;
@@ -952,8 +969,8 @@ static int load_dir_specials(struct vocab *v, const char *dir, struct fx_err *er
 	    (rc = hftok_read_json(dir, "special_tokens_map.json", &map, err)) ||
 	    (rc = hftok_read_json(dir, "generation_config.json", &gen, err)))
 		goto out;
-	for (int k = 0; k < 2; k++) {
-		const cJSON *c = k ? map : cfg;
+	for (int k = 0; k < 3; k++) {
+		const cJSON *c = k == 2 ? defaults : k ? map : cfg;
 
 		if (v->bos < 0)
 			v->bos = named_token(v, c, "bos_token");
@@ -992,7 +1009,8 @@ out:
 	return rc;
 }
 
-/* add_bos / add_eos as the post-processor does them. */
+/* add_bos / add_eos as the post-processor does them (tokenizer_config.json's
+ * add_bos_token / add_eos_token do not count here: see the file's header). */
 static void post_flags(struct vocab *v)
 {
 	const struct hftok *h = v->hf;
@@ -1020,6 +1038,7 @@ static int compile_fixed(struct hftok *h, struct fx_err *err)
 int vocab_load_hf(const char *dir, struct vocab **out, struct fx_err *err)
 {
 	const char *legacy = "tokenizer.json";
+	const cJSON *priv;
 	struct vocab *v;
 	cJSON *j = NULL;
 	int rc;
@@ -1029,8 +1048,15 @@ int vocab_load_hf(const char *dir, struct vocab **out, struct fx_err *err)
 		legacy = "vocab.json + merges.txt";
 		rc = hflegacy_bpe_json(dir, &j, err);
 	}
+	if (!rc && !j) {
+		legacy = "tokenizer.model";
+		rc = hfspm_json(dir, &j, err);
+	}
 	if (rc || !j)
 		return rc == FX_E_NOMEM ? fx_fail(err, rc, "out of memory reading %s", legacy) : rc;
+	/* hf_spm.c's private object (kind, resolved special tokens); never a
+	 * real tokenizer.json's */
+	priv = strcmp(legacy, "tokenizer.model") ? NULL : item(j, "ferrox");
 	if (!(v = fx_calloc(1, sizeof(*v))) || !(v->hf = fx_calloc(1, sizeof(*v->hf))) ||
 	    !(v->hf->re_mem = pretok_re_context())) {
 		rc = FX_E_NOMEM;
@@ -1039,10 +1065,12 @@ int vocab_load_hf(const char *dir, struct vocab **out, struct fx_err *err)
 	v->type = VOCAB_HF;
 	pretok_init_bytemap(v);
 	if ((rc = compile_fixed(v->hf, err)) || (rc = load_json(v, v->hf, j, err)) ||
-	    (rc = load_dir_specials(v, dir, err)))
+	    (rc = load_dir_specials(v, dir, item(priv, "special_tokens"), err)))
 		goto out;
 	post_flags(v);
-	if (strcmp(legacy, "tokenizer.json"))
+	if (cJSON_IsString(item(priv, "kind")))
+		snprintf(v->kind, sizeof(v->kind), "%s", item(priv, "kind")->valuestring);
+	else if (strcmp(legacy, "tokenizer.json"))
 		snprintf(v->kind, sizeof(v->kind), "%s (BPE, pre-tokenizer ByteLevel)", legacy);
 	*out = v;
 	v = NULL;
@@ -1051,5 +1079,13 @@ out:
 	vocab_free(v);
 	if (rc == FX_E_NOMEM)
 		return fx_fail(err, rc, "out of memory loading %s", legacy);
+	if (rc && err && strcmp(legacy, "tokenizer.json") && !strncmp(err->msg, "tokenizer.json: ", 16)) {
+		/* the tree was built from other files: name them */
+		char msg[sizeof(err->msg)];
+
+		snprintf(msg, sizeof(msg), "%s", err->msg + 16);
+		fx_fail(err, rc, "%s/%s (read as the tokenizer.json transformers builds from it): %s",
+			dir, legacy, msg);
+	}
 	return rc;
 }

@@ -7,9 +7,14 @@
  * that loads tokenizes the text with every add_special / parse_special
  * combination (ids in range, the size query agrees with the fill) and
  * decodes the ids piece by piece and as a stream. A refusal is fine; a
- * crash, a sanitizer report or a leak is a finding. Seeds:
- * tests/fuzz/corpus/hf_tokenizer (the fixtures' two tokenizer kinds, and
- * small WordPiece / Unigram / Metaspace ones written by make_seeds.py). */
+ * crash, a sanitizer report or a leak is a finding.
+ *
+ * tokenizer.model mode (src/tokenizer/hf_spm*.c): input byte 0x01 (never
+ * the start of a JSON text), a 4-byte little-endian length L, L bytes
+ * written as tokenizer.model (no tokenizer.json beside it), then the
+ * text. Seeds: tests/fuzz/corpus/hf_tokenizer (the fixtures' two
+ * tokenizer kinds, small WordPiece / Unigram / Metaspace ones and two
+ * small tokenizer.model files, written by make_seeds.py). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +29,23 @@ static void cleanup(void)
 	char p[128];
 	snprintf(p, sizeof(p), "%s/tokenizer.json", dir);
 	unlink(p);
+	snprintf(p, sizeof(p), "%s/tokenizer.model", dir);
+	unlink(p);
 	rmdir(dir);
+}
+
+/* Write data[0..n) as dir/name, removing dir/other. Returns 0 on success. */
+static int put(const char *name, const char *other, const unsigned char *data, size_t n)
+{
+	char p[128];
+	snprintf(p, sizeof(p), "%s/%s", dir, other);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	FILE *f = fopen(p, "wb");
+	if (!f)
+		return -1;
+	size_t w = fwrite(data, 1, n, f);
+	return fclose(f) != 0 || w != n ? -1 : 0;
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -76,18 +97,25 @@ static void run_text(const struct fx_model *m, const char *text, size_t n, bool 
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
-	const unsigned char *z = memchr(data, 0, size);
-	size_t n_json = z ? (size_t)(z - data) : size;
-	const char *text = z ? (const char *)z + 1 : "";
-	size_t n_text = z ? size - n_json - 1 : 0;
-	char p[128];
-	snprintf(p, sizeof(p), "%s/tokenizer.json", dir);
-	FILE *f = fopen(p, "wb");
-	if (!f)
-		return 0;
-	size_t w = fwrite(data, 1, n_json, f);
-	if (fclose(f) != 0 || w != n_json)
-		return 0;
+	const char *text;
+	size_t n_text;
+	if (size >= 5 && data[0] == 0x01) { /* tokenizer.model mode */
+		size_t len = (size_t)data[1] | (size_t)data[2] << 8 | (size_t)data[3] << 16 |
+			     (size_t)data[4] << 24;
+		if (len > size - 5)
+			len = size - 5;
+		if (put("tokenizer.model", "tokenizer.json", data + 5, len))
+			return 0;
+		text = (const char *)data + 5 + len;
+		n_text = size - 5 - len;
+	} else {
+		const unsigned char *z = memchr(data, 0, size);
+		size_t n_json = z ? (size_t)(z - data) : size;
+		text = z ? (const char *)z + 1 : "";
+		n_text = z ? size - n_json - 1 : 0;
+		if (put("tokenizer.json", "tokenizer.model", data, n_json))
+			return 0;
+	}
 	struct fx_model_params mp = fx_model_default_params();
 	mp.vocab_only = true;
 	struct fx_model *m = NULL;

@@ -19,7 +19,8 @@ corpus/request: request bodies of the kinds tests/test_server.py,
 test_structured.py and test_tool_server.py send (completions, chat,
 structured output, tools).
 
-corpus/hf_tokenizer: tokenizer.json, NUL, a text: the fixtures'
+corpus/hf_tokenizer: tokenizer.json, NUL, a text (or 0x01, a length, a
+  tokenizer.model, a text: spm-bpe, spm-unigram): the fixtures'
 SentencePiece-style and byte-level BPE (tests/fixtures/hf-tiny/llama and
 qwen2), and small WordPiece (Bert normalizer, pre-tokenizer and
 post-processor) and Unigram (Metaspace, NFKC) ones built here with the
@@ -282,6 +283,35 @@ def hf_tokenizer_seeds(d):
     for name, tok in (("wordpiece", wp), ("unigram", ug)):
         with open(os.path.join(d, name), "wb") as f:
             f.write(tok.to_str().encode() + b"\0" + text)
+    spm_seeds(d, text)
+
+
+def spm_seeds(d, text):
+    """tokenizer.model mode (0x01, length, the ModelProto, the text): a
+    BPE with byte fallback and a Unigram with a user-defined piece."""
+    import struct
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    T = pb.ModelProto.SentencePiece
+    for name, mtype, pieces in (
+            ("spm-bpe", pb.TrainerSpec.BPE,
+             [("<unk>", 0, T.UNKNOWN), ("<s>", 0, T.CONTROL), ("</s>", 0, T.CONTROL)] +
+             [("<0x%02X>" % b, 0, T.BYTE) for b in range(256)] +
+             [(p, -i, T.NORMAL) for i, p in enumerate(["\u2581", "h", "e", "l", "o", "he", "ll", "\u2581he",
+                                                       "llo", "\u2581hello", "w", "r", "d"])]),
+            ("spm-unigram", pb.TrainerSpec.UNIGRAM,
+             [("<unk>", 0, T.UNKNOWN), ("<sep>", 0, T.USER_DEFINED), ("\u2581", -1, T.NORMAL),
+              ("\u2581hello", -2, T.NORMAL), ("o", -3, T.NORMAL), ("ok", -2.5, T.NORMAL)])):
+        m = pb.ModelProto()
+        for p, sc, ty in pieces:
+            x = m.pieces.add()
+            x.piece, x.score, x.type = p, sc, ty
+        m.trainer_spec.model_type = mtype
+        m.trainer_spec.byte_fallback = mtype == pb.TrainerSpec.BPE
+        m.trainer_spec.bos_id = 1 if mtype == pb.TrainerSpec.BPE else -1
+        m.trainer_spec.eos_id = 2 if mtype == pb.TrainerSpec.BPE else -1
+        blob = m.SerializeToString()
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(b"\x01" + struct.pack("<I", len(blob)) + blob + text)
 
 
 def main():

@@ -17,7 +17,10 @@ const struct arch_desc arch_qwen35 = {
 	.ffn_norm_name = "post_attention_norm",
 	.tensors = AT_GDN | AT_FUSED,
 	.hf = { { .model_type = "qwen3_5_text", .norm_plus_one = true,
-		  .post_attn_name = "post_attention_norm" } },
+		  .post_attn_name = "post_attention_norm" },
+		{ .model_type = "qwen3_5", .norm_plus_one = true,
+		  .post_attn_name = "post_attention_norm",
+		  .text_prefix = "model.language_model." } },
 };
 
 /* Qwen 3.5 MoE (HF modeling_qwen3_5_moe.py, text model): qwen35's layers
@@ -34,7 +37,10 @@ const struct arch_desc arch_qwen35moe = {
 	.ffn_norm_name = "post_attention_norm",
 	.tensors = AT_GDN | AT_FUSED | AT_MOE | AT_SHEXP | AT_SHEXP_GATE,
 	.hf = { { .model_type = "qwen3_5_moe_text", .norm_plus_one = true,
-		  .post_attn_name = "post_attention_norm", .moe_norm = true } },
+		  .post_attn_name = "post_attention_norm", .moe_norm = true },
+		{ .model_type = "qwen3_5_moe", .norm_plus_one = true,
+		  .post_attn_name = "post_attention_norm", .moe_norm = true,
+		  .text_prefix = "model.language_model." } },
 };
 
 /* Qwen3-Next (HF modeling_qwen3_next.py): qwen35moe's layers; its HF

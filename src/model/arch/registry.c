@@ -9,12 +9,12 @@
 
 extern const struct arch_desc arch_llama, arch_granite, arch_smollm3, arch_qwen2, arch_qwen3,
 	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2, arch_qwen2moe, arch_qwen3moe,
-	arch_gpt_oss, arch_deepseek2, arch_lfm2, arch_mamba2, arch_granite_hybrid, arch_qwen35, arch_qwen35moe, arch_qwen3next, arch_lfm2moe, arch_nemotron_h, arch_gemma4;
+	arch_gpt_oss, arch_deepseek2, arch_lfm2, arch_mamba2, arch_granite_hybrid, arch_qwen35, arch_qwen35moe, arch_qwen3next, arch_lfm2moe, arch_nemotron_h, arch_falcon_h1, arch_gemma4;
 
 static const struct arch_desc *const archs[] = {
 	&arch_llama, &arch_granite, &arch_smollm3, &arch_qwen2, &arch_qwen3, &arch_phi3,
 	&arch_gemma, &arch_gemma2, &arch_gemma3, &arch_olmo2, &arch_qwen2moe, &arch_qwen3moe,
-	&arch_gpt_oss, &arch_deepseek2, &arch_lfm2, &arch_mamba2, &arch_granite_hybrid, &arch_qwen35, &arch_qwen35moe, &arch_qwen3next, &arch_lfm2moe, &arch_nemotron_h, &arch_gemma4,
+	&arch_gpt_oss, &arch_deepseek2, &arch_lfm2, &arch_mamba2, &arch_granite_hybrid, &arch_qwen35, &arch_qwen35moe, &arch_qwen3next, &arch_lfm2moe, &arch_nemotron_h, &arch_falcon_h1, &arch_gemma4,
 };
 
 #define N_ARCHS (sizeof(archs) / sizeof(archs[0]))
