@@ -372,6 +372,8 @@ int main(void)
 		{ "next/olmo3", false, 0 }, { "next/seed_oss", false, 0 },
 		{ "next/ernie4_5", false, 0 }, { "next/ernie4_5_moe", false, 0 }, { "next/glm4_moe", false, 0 },
 		{ "next/minimax_m2", false, 0 }, { "next/llama4", false, 0 },
+		{ "next/gemma4", false, 0 }, { "next/gemma4_ple_kvshare", false, 0 },
+		{ "next/gemma4_moe", false, 0 },
 	};
 	for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
 		char dir[256];

@@ -599,7 +599,8 @@ int main(void)
 					    "qwen3_next", "lfm2_moe", "nemotron_h", "falcon_h1",
 					    "qwen3_5_vlm_layout", "granitemoehybrid_dense",
 					    "olmo3", "seed_oss", "ernie4_5",
-					    "ernie4_5_moe", "glm4_moe", "minimax_m2", "llama4" };
+					    "ernie4_5_moe", "glm4_moe", "minimax_m2", "llama4", "gemma4",
+					    "gemma4_ple_kvshare", "gemma4_moe" };
 	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		char dir[256];
 		snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", next[i]);

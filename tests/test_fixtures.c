@@ -347,7 +347,7 @@ int main(void)
 	static const char *const next[] = { "lfm2", "mamba2", "granitemoehybrid", "qwen3_5", "qwen3_5_moe", "qwen3_next", "lfm2_moe", "nemotron_h", "falcon_h1",
 					    "qwen3_5_vlm_layout", "granitemoehybrid_dense",
 					    "olmo3", "seed_oss", "ernie4_5", "ernie4_5_moe", "glm4_moe", "minimax_m2",
-					    "llama4" };
+					    "llama4", "gemma4", "gemma4_ple_kvshare", "gemma4_moe" };
 	for (size_t i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		char dir[256];
 		static struct ref r;

@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "core/alloc.h"
+#include "ferrox.h"
 #include "kv/backing.h"
 #include "kv/kv.h"
 #include "quant/quant.h"
@@ -167,8 +168,38 @@ static void check_alloc_order(void)
 	kv_destroy(b);
 }
 
+/* Per-layer row widths (Gemma 4: sliding and global layers with their own
+ * head sizes): each paged group's rows are as wide as its widest layer,
+ * not the model's widest; a layer wider than k_width is refused. */
+static void check_group_widths(void)
+{
+	static const int32_t window[3] = { 0, 8, 8 };
+	static const int64_t kw[3] = { 64, 32, 16 }, vw[3] = { 64, 16, 32 };
+	struct kv_geom g = { .n_layer = 3, .k_width = 64, .v_width = 64, .layer_k_width = kw,
+			     .layer_v_width = vw, .k_type = FX_TYPE_F32, .v_type = FX_TYPE_F32,
+			     .window = window };
+	struct kv_backing *b = NULL;
+	CHECK(kv_paged_create(&g, 2, 64, 4, 16, &b) == 0);
+	if (!b)
+		return;
+	struct kv_view v = kv_seq_view(b, 0);
+	const struct kv_paged *set = v.paged.set;
+	CHECK(v.kind == KV_PAGED);
+	CHECKF(set->pool[0].k_width == 64 && set->pool[0].v_width == 64, "full group %lld/%lld",
+	       (long long)set->pool[0].k_width, (long long)set->pool[0].v_width);
+	CHECKF(set->pool[1].k_width == 32 && set->pool[1].v_width == 32, "sliding group %lld/%lld",
+	       (long long)set->pool[1].k_width, (long long)set->pool[1].v_width);
+	CHECK(set->pool[1].k_row == 32 * sizeof(float));
+	kv_destroy(b);
+	static const int64_t wide[3] = { 64, 128, 16 };
+	g.layer_k_width = wide;
+	b = NULL;
+	CHECK(kv_paged_create(&g, 2, 64, 4, 16, &b) == FX_E_INVALID && !b);
+}
+
 int main(void)
 {
+	check_group_widths();
 	static const int32_t sizes[] = { 1, 12, 16, 48 };
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		check_paged(sizes[i]);

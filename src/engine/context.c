@@ -66,23 +66,35 @@ struct fx_context_params fx_context_default_params(void)
 static int kv_for(struct fx_context *c, const struct fx_context_params *p, struct fx_err *err)
 {
 	const struct hparams *hp = &c->m->hp;
-	int32_t *window = fx_calloc((size_t)(hp->n_layer_kv > 0 ? hp->n_layer_kv : 1), sizeof(*window));
-	if (!window)
+	size_t nkv = (size_t)(hp->n_layer_kv > 0 ? hp->n_layer_kv : 1);
+	int32_t *window = fx_calloc(nkv, sizeof(*window));
+	int64_t *kw = fx_calloc(nkv, sizeof(*kw)), *vw = fx_calloc(nkv, sizeof(*vw));
+	if (!window || !kw || !vw) {
+		fx_free(window);
+		fx_free(kw);
+		fx_free(vw);
 		return fx_fail(err, FX_E_NOMEM, "no memory for a KV cache");
+	}
+	/* each K/V layer's window and row widths, from the layer that owns it */
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct layer *L = &c->m->layers[il];
-		if (L->kv_il >= 0)
-			window[L->kv_il] = L->swa && hp->n_swa > 0 ? hp->n_swa : 0;
+		if (L->kv_il < 0 || L->kv_shared)
+			continue;
+		window[L->kv_il] = L->swa && hp->n_swa > 0 ? hp->n_swa : 0;
+		kw[L->kv_il] = (int64_t)L->n_head_kv * L->head_dim;
+		vw[L->kv_il] = (int64_t)L->n_head_kv * L->head_dim_v;
 	}
 	struct kv_geom g = { .n_layer = hp->n_layer_kv,
-			     .k_width = (int64_t)hp->n_head_kv * hp->head_dim,
-			     .v_width = (int64_t)hp->n_head_kv * hp->head_dim_v,
+			     .k_width = hp->kv_k_width, .v_width = hp->kv_v_width,
+			     .layer_k_width = kw, .layer_v_width = vw,
 			     .k_type = c->k_type, .v_type = c->v_type, .window = window,
 			     .rs_floats = hp->rs_floats };
 	struct kv_shape sh = { .n_seq = (int32_t)c->n_seq_max, .n_ctx = (int32_t)c->n_ctx,
 			       .n_ubatch = (int32_t)c->n_ubatch, .block_size = (int32_t)p->block_size };
 	int rc = kv_backing_create(p->kv_layout, &g, &sh, &c->kv, err);
 	fx_free(window);
+	fx_free(kw);
+	fx_free(vw);
 	return rc;
 }
 
@@ -112,7 +124,8 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	uint64_t n_tokens = (uint64_t)n_ctx * n_seq;
 	int kt = p->type_k == FX_KV_DEFAULT ? hp->kv_type : p->type_k;
 	int vt = p->type_v == FX_KV_DEFAULT ? hp->kv_type : p->type_v;
-	if (!kv_type_ok(kt, hp->head_dim) || !kv_type_ok(vt, hp->head_dim_v))
+	if (!kv_type_ok(kt, hp->head_dim) || !kv_type_ok(vt, hp->head_dim_v) ||
+	    !kv_type_ok(kt, hp->head_dim_swa) || !kv_type_ok(vt, hp->head_dim_v_swa))
 		return fx_fail(err, FX_E_INVALID,
 			       "KV cache types %d/%d: f32 (%d), f16 (%d) and q8_0 (%d, head sizes "
 			       "multiple of 32) are supported; this model's heads are %d/%d wide",
@@ -270,7 +283,9 @@ int fx_seq_rm(struct fx_context *c, fx_seq s, uint32_t pos)
 struct shift_rot {
 	const struct fx_model *m;
 	bool *rope;      /* [n_layer] the layer has RoPE */
-	float *cs;       /* [n_layer][n_rot] its table for the shift's delta */
+	float *cs;       /* [n_layer][rot] its table for the shift's delta */
+	int *model_il;   /* [n_layer] the model layer that owns each K/V layer */
+	int rot;         /* cs's stride: the widest n_rot */
 	float *row;      /* [k_width] */
 	int k_type;
 };
@@ -281,9 +296,10 @@ static void shift_rot_row(void *ctx, int il, void *k_row)
 	if (!r->rope[il])
 		return;
 	const struct fx_type_traits *t = fx_type_get(r->k_type);
-	int64_t kw = (int64_t)r->m->hp.n_head_kv * r->m->hp.head_dim;
+	const struct layer *L = &r->m->layers[r->model_il[il]];
+	int64_t kw = (int64_t)L->n_head_kv * L->head_dim;
 	t->to_float(k_row, r->row, kw);
-	attn_k_shift_row(r->m, r->cs + (size_t)il * r->m->hp.n_rot, r->row);
+	attn_k_shift_row(r->m, r->model_il[il], r->cs + (size_t)il * (size_t)r->rot, r->row);
 	t->from_float(r->row, k_row, kw);
 }
 
@@ -292,20 +308,26 @@ static int shift_kv(struct fx_context *c, fx_seq s, int32_t p0, int32_t delta)
 {
 	const struct hparams *hp = &c->m->hp;
 	struct shift_rot r = { .m = c->m, .row = c->s.k, .k_type = c->k_type };
+	r.rot = hp->n_rot > hp->n_rot_swa ? hp->n_rot : hp->n_rot_swa;
+	r.rot = r.rot > 0 ? r.rot : 1;
 	r.rope = fx_calloc((size_t)hp->n_layer, sizeof(*r.rope));
-	r.cs = fx_malloc_array((size_t)hp->n_layer * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1),
-			       sizeof(*r.cs));
-	int rc = r.rope && r.cs ? FX_OK : FX_E_NOMEM;
-	/* The backing's layers are the K/V layers (struct layer's kv_il). */
+	r.model_il = fx_calloc((size_t)hp->n_layer, sizeof(*r.model_il));
+	r.cs = fx_malloc_array((size_t)hp->n_layer * (size_t)r.rot, sizeof(*r.cs));
+	int rc = r.rope && r.cs && r.model_il ? FX_OK : FX_E_NOMEM;
+	/* The backing's layers are the K/V layers (struct layer's kv_il); a
+	 * KV-shared layer's are its source's. */
 	for (int il = 0; !rc && il < hp->n_layer; il++) {
 		int32_t kl = c->m->layers[il].kv_il;
-		if (kl >= 0)
-			r.rope[kl] = attn_k_shift_table(c->m, il, delta, r.cs + (size_t)kl * hp->n_rot);
+		if (kl >= 0 && !c->m->layers[il].kv_shared) {
+			r.model_il[kl] = il;
+			r.rope[kl] = attn_k_shift_table(c->m, il, delta, r.cs + (size_t)kl * (size_t)r.rot);
+		}
 	}
 	struct kv_rerot rr = { .fn = shift_rot_row, .ctx = &r };
 	if (!rc)
 		rc = kv_shift(c->kv, s, p0, delta, &rr);
 	fx_free(r.rope);
+	fx_free(r.model_il);
 	fx_free(r.cs);
 	return rc;
 }

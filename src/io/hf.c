@@ -22,6 +22,7 @@
 #include "core/alloc.h"
 #include "core/json.h"
 #include "io/hf_gdn.h"
+#include "io/hf_gemma4.h"
 #include "io/hf_mup.h"
 #include "io/hf_vocab.h"
 #include "io/safetensors.h"
@@ -134,6 +135,20 @@ static const struct {
 	{ "feed_forward.shared_expert.down_proj.weight", "ffn_down_shexp.weight" },
 	{ "block_sparse_moe.output_linear.weight", "ffn_down_exps.weight" },
 	{ "shared_mlp.output_linear.weight", "ffn_down_shexp.weight" },
+	{ "layer_scalar", "layer_output_scale.weight" }, /* Gemma 4 */
+	{ "per_layer_input_gate.weight", "inp_gate.weight" },
+	{ "per_layer_projection.weight", "proj.weight" },
+	{ "post_per_layer_input_norm.weight", "post_norm.weight" },
+	{ "pre_feedforward_layernorm_2.weight", "pre_ffw_norm_2.weight" },
+	{ "post_feedforward_layernorm_1.weight", "post_ffw_norm_1.weight" },
+	{ "post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight" },
+	{ "router.proj.weight", "ffn_gate_inp.weight" },
+	{ "router.scale", "ffn_gate_inp.scale" },
+	{ "router.per_expert_scale", "ffn_down_exps.scale" },
+	/* [E][2I][n_embd] and [E][n_embd][I]: llama.cpp's {n_embd, 2I, E} and
+	 * {I, n_embd, E} byte for byte */
+	{ "experts.gate_up_proj", "ffn_gate_up_exps.weight" },
+	{ "experts.down_proj", "ffn_down_exps.weight" },
 };
 
 /* Per-expert HF tensors (%d: expert) -> the stacked GGUF tensor kind. */
@@ -177,6 +192,9 @@ static const struct {
 	{ "backbone.embedding.weight", "token_embd.weight" },
 	{ "backbone.norm_f.weight", "output_norm.weight" },
 	{ "model.final_layernorm.weight", "output_norm.weight" }, /* Falcon-H1 */
+	{ "model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight" }, /* Gemma 4 */
+	{ "model.per_layer_model_projection.weight", "per_layer_model_proj.weight" },
+	{ "model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight" },
 };
 
 struct hf {
@@ -446,6 +464,15 @@ static int map_rope(struct hf *h)
 		cfg_num(cfg, "rope_theta", &theta);
 	if (!(rp && cfg_num(rp, "partial_rotary_factor", &prf)))
 		cfg_num(cfg, "partial_rotary_factor", &prf);
+	const cJSON *pt = sc ? cfg_get(sc, "rope_type") : NULL;
+	if (pt && cJSON_IsString(pt) && !strcmp(pt->valuestring, "proportional")) {
+		/* Gemma 4: every pair over the whole head, the unturned ones by
+		 * frequency factors (hf_gemma4.c) */
+		if ((rc = hf_gemma4_rope_freqs(h->g, h->head_dim, prf, h->err)))
+			return rc;
+		h->n_rot = h->head_dim;
+		sc = NULL;
+	}
 	if ((rc = put_f32(h, "rope.freq_base", (float)theta)) ||
 	    (rc = put_u32(h, "rope.dimension_count",
 			   (uint32_t)(h->n_rot ? h->n_rot : lround(h->head_dim * prf)))))
@@ -762,6 +789,31 @@ static int map_metadata(struct hf *h)
 		n_ff = (int)d;
 	if ((rc = map_mixers(h)))
 		return rc;
+	/* Gemma 4: global layers' own head size and K/V heads, per layer */
+	int hd_swa = 0;
+	bool layer_heads = !h->per_layer_kv &&
+			   (cfg_get(cfg, "per_layer_config") || cfg_get(cfg, "global_head_dim"));
+	uint32_t *kvl = layer_heads ? gguf_build_alloc(h->g, (size_t)h->n_layer * sizeof(uint32_t)) : NULL;
+	if (layer_heads && !kvl)
+		return FX_E_NOMEM;
+	if (kvl && hf_gemma4_heads(cfg, h->n_layer, h->n_head_kv, &h->head_dim, &hd_swa, kvl)) {
+		char k[128];
+		snprintf(k, sizeof(k), "%s.attention.head_count_kv", h->arch);
+		h->head_dim_v = h->head_dim;
+		h->per_layer_kv = true;
+		if (gguf_build_arr(h->g, k, GGUF_T_U32, kvl, (uint64_t)h->n_layer) ||
+		    put_u32(h, "attention.key_length_swa", (uint32_t)hd_swa) ||
+		    put_u32(h, "attention.value_length_swa", (uint32_t)hd_swa) ||
+		    put_u32(h, "rope.dimension_count_swa", (uint32_t)hd_swa))
+			return FX_E_NOMEM;
+	}
+	static const char *const g4[][2] = {
+		{ "num_kv_shared_layers", "attention.shared_kv_layers" },
+		{ "hidden_size_per_layer_input", "embedding_length_per_layer_input" },
+	};
+	for (size_t i = 0; i < sizeof(g4) / sizeof(g4[0]); i++)
+		if (cfg_num(cfg, g4[i][0], &d) && d > 0 && put_u32(h, g4[i][1], (uint32_t)d))
+			return FX_E_NOMEM;
 	if (gguf_build_str(h->g, "general.architecture", h->arch) ||
 	    gguf_build_str(h->g, "general.source", "huggingface") ||
 	    put_u32(h, "context_length", (uint32_t)ci.n_ctx_train) ||
@@ -811,8 +863,9 @@ static int map_metadata(struct hf *h)
 	     cfg_num(cfg, "n_routed_experts", &d) || cfg_num(cfg, "moe_num_experts", &d)) && d > 0) {
 		double used = 0, fe = fe_l4 > 0 ? fe_l4 : n_ff, fs = fe_l4, nsh;
 		h->n_expert = (int)d;
-		if (!cfg_num(cfg, "num_experts_per_tok", &used))
-			cfg_num(cfg, "moe_k", &used); /* ERNIE 4.5 MoE */
+		if (!cfg_num(cfg, "num_experts_per_tok", &used) &&
+		    !cfg_num(cfg, "moe_k", &used)) /* ERNIE 4.5 MoE */
+			cfg_num(cfg, "top_k_experts", &used); /* Gemma 4 */
 		cfg_num(cfg, "moe_intermediate_size", &fe);
 		if (fs <= 0 && !cfg_num(cfg, "shared_expert_intermediate_size", &fs) &&
 		    !cfg_num(cfg, "shared_intermediate_size", &fs)) /* Granite 4.0-H */

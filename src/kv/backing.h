@@ -28,10 +28,16 @@
 /* What a backing stores per layer: K rows of k_width and V rows of v_width
  * elements of k_type / v_type (kv_type_ok), and for each layer its
  * attention window (window[il] > 0: the layer sees the last window[il]
- * positions, so older rows may be released; 0: every position). */
+ * positions, so older rows may be released; 0: every position). A layer
+ * may use fewer elements of its rows (layer_k_width / layer_v_width, when
+ * given: Gemma 4's sliding and global layers have their own head sizes):
+ * the paged backing then sizes each group's rows for the widest of its
+ * layers; the contiguous ones keep k_width / v_width, the widest of all. */
 struct kv_geom {
 	int32_t n_layer;
 	int64_t k_width, v_width;
+	const int64_t *layer_k_width, *layer_v_width; /* [n_layer] or NULL, borrowed
+						       * during creation */
 	int k_type, v_type;
 	const int32_t *window; /* [n_layer], borrowed during creation */
 	int64_t rs_floats;     /* recurrent state per sequence (floats, all recurrent

@@ -677,14 +677,25 @@ static int paged_pools(struct paged_backing *pb, const struct kv_geom *g, int32_
 		if (g->window[il] > k->window)
 			k->window = g->window[il];
 	}
+	/* Each group's rows: the widest of its layers (all of k_width /
+	 * v_width without per-layer widths). */
+	int64_t kw[KV_GROUPS] = { 0 }, vw[KV_GROUPS] = { 0 };
+	for (int il = 0; il < g->n_layer; il++) {
+		int64_t a = g->layer_k_width ? g->layer_k_width[il] : g->k_width;
+		int64_t b = g->layer_v_width ? g->layer_v_width[il] : g->v_width;
+		if (a <= 0 || a > g->k_width || b <= 0 || b > g->v_width)
+			return FX_E_INVALID;
+		kw[k->group[il]] = a > kw[k->group[il]] ? a : kw[k->group[il]];
+		vw[k->group[il]] = b > vw[k->group[il]] ? b : vw[k->group[il]];
+	}
 	k->k_type = g->k_type;
 	k->v_type = g->v_type;
 	int64_t full = n_ctx / bs;
 	int64_t swa = (int64_t)n_seq * (((int64_t)k->window + KEEP_BACK + n_ub) / bs + 2);
 	int64_t blocks[KV_GROUPS] = { full, swa < full ? swa : full };
 	for (int i = 0; i < KV_GROUPS; i++) {
-		int rc = n[i] ? kv_pool_init(&k->pool[i], n[i], (int32_t)blocks[i], bs, g->k_width,
-					     g->v_width, g->k_type, g->v_type)
+		int rc = n[i] ? kv_pool_init(&k->pool[i], n[i], (int32_t)blocks[i], bs, kw[i], vw[i],
+					     g->k_type, g->v_type)
 			      : FX_OK;
 		if (rc)
 			return rc;

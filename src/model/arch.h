@@ -87,6 +87,14 @@ enum arch_group {
 	AT_GDN = 1u << 17,        /* attn_qkv (also AT_FUSED's name), attn_gate, ssm_beta,
 				   * ssm_alpha with ssm_conv1d, ssm_dt, ssm_a, ssm_norm, ssm_out:
 				   * Gated DeltaNet mixers (llama.cpp's qwen35 names) */
+	AT_OUT_SCALE = 1u << 18,  /* layer_output_scale: the residual stream times a learned
+				   * scalar after the layer (Gemma 4) */
+	AT_PLE = 1u << 19,        /* per_layer_token_embd, per_layer_model_proj,
+				   * per_layer_proj_norm; per layer inp_gate, proj, post_norm:
+				   * per-layer inputs (Gemma 4 E2B/E4B) */
+	AT_MOE_PAR = 1u << 20,    /* ffn_gate_inp.scale, ffn_gate_up_exps, ffn_down_exps.scale,
+				   * pre_ffw_norm_2, post_ffw_norm_1, post_ffw_norm_2: a MoE
+				   * beside the dense MLP (Gemma 4 26B-A4B) */
 };
 
 /* Most HF model_types one row maps (llama: llama, mistral, mixtral). */
@@ -131,6 +139,12 @@ struct arch_desc {
 	bool attn_out_gate;     /* attn_q holds per head [query; gate] (2 x head_dim rows):
 				 * attention output x sigmoid(gate) before attn_output
 				 * (Qwen 3.5 / Qwen3-Next gated attention) */
+	float attn_scale;       /* >0: Q.K scale unless the file gives attention.scale
+				 * (Gemma 4: 1, its Q/K norms set the scale); 0:
+				 * 1/sqrt(head_dim) */
+	bool v_norm;            /* RMSNorm without weight of each V head (Gemma 4) */
+	bool v_from_k;          /* a layer without attn_v takes V from its K projection,
+				 * before K's norm and RoPE (Gemma 4 attention_k_eq_v) */
 	unsigned tensors;       /* AT_* groups a file may hold beyond those implied */
 	struct hf_family hf[ARCH_MAX_HF]; /* the config.json model_types it maps */
 };

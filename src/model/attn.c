@@ -56,8 +56,9 @@ static void decorate_worker(void *arg, int ith, int nth)
 	const struct decorate_args *a = arg;
 	const struct fx_model *m = a->m;
 	const struct hparams *hp = &m->hp;
-	int64_t width = (int64_t)a->n_heads * hp->head_dim;
-	float *cs = a->cs + (size_t)ith * hp->n_rot;
+	int hd = a->L->head_dim, n_rot = a->L->n_rot;
+	int64_t width = (int64_t)a->n_heads * hd;
+	float *cs = a->cs + (size_t)ith * (size_t)(hp->n_rot > hp->n_rot_swa ? hp->n_rot : hp->n_rot_swa);
 	long t0, t1;
 	fx_split(a->n, ith, nth, &t0, &t1);
 	for (long t = t0; t < t1; t++) {
@@ -67,15 +68,15 @@ static void decorate_worker(void *arg, int ith, int nth)
 		if (a->norm_w && m->arch->qk_norm == QK_NORM_FULL)
 			op_rmsnorm(row, a->norm_w, width, hp->eps, row);
 		if (a->L->rope)
-			op_rope_table(cs, hp->n_rot, (float)a->pos[t], a->L->inv_freq, hp->rope_mscale);
+			op_rope_table(cs, n_rot, (float)a->pos[t], a->L->inv_freq, hp->rope_mscale);
 		for (int hh = 0; hh < a->n_heads; hh++) {
-			float *head = row + (size_t)hh * hp->head_dim;
+			float *head = row + (size_t)hh * hd;
 			if (a->norm_w && m->arch->qk_norm == QK_NORM_HEAD)
-				op_rmsnorm(head, a->norm_w, hp->head_dim, hp->eps, head);
+				op_rmsnorm(head, a->norm_w, hd, hp->eps, head);
 			if (a->L->rope)
-				op_rope_apply(head, hp->n_rot, cs, m->arch->rope == ROPE_NEOX);
+				op_rope_apply(head, n_rot, cs, m->arch->rope == ROPE_NEOX);
 			if (a->L->rope && hp->qk_l2)
-				op_rmsnorm(head, NULL, hp->head_dim, hp->eps, head);
+				op_rmsnorm(head, NULL, hd, hp->eps, head);
 		}
 		if (a->query && !a->L->rope && hp->attn_temp_scale != 0) {
 			float ts = log1pf(floorf(((float)a->pos[t] + 1.0f) / hp->attn_temp_floor)) *
@@ -91,15 +92,15 @@ bool attn_k_shift_table(const struct fx_model *m, int il, int32_t delta, float *
 	const struct layer *L = &m->layers[il];
 	if (!L->rope)
 		return false;
-	op_rope_table(cs, m->hp.n_rot, (float)delta, L->inv_freq, 1.0f);
+	op_rope_table(cs, L->n_rot, (float)delta, L->inv_freq, 1.0f);
 	return true;
 }
 
-void attn_k_shift_row(const struct fx_model *m, const float *cs, float *k)
+void attn_k_shift_row(const struct fx_model *m, int il, const float *cs, float *k)
 {
-	const struct hparams *hp = &m->hp;
-	for (int hh = 0; hh < hp->n_head_kv; hh++)
-		op_rope_apply(k + (size_t)hh * hp->head_dim, hp->n_rot, cs, m->arch->rope == ROPE_NEOX);
+	const struct layer *L = &m->layers[il];
+	for (int hh = 0; hh < L->n_head_kv; hh++)
+		op_rope_apply(k + (size_t)hh * L->head_dim, L->n_rot, cs, m->arch->rope == ROPE_NEOX);
 }
 
 static void qk_decorate(const struct fx_model *m, const struct layer *L, struct fx_pool *pool,
@@ -193,8 +194,8 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 	const struct hparams *hp = &m->hp;
 	const struct layer *L = &m->layers[a->il];
 	struct fwd_scratch *s = a->s;
-	int G = hp->n_head / hp->n_head_kv; /* GQA: query heads per KV head */
-	int hd = hp->head_dim, dv = hp->head_dim_v;
+	int G = hp->n_head / L->n_head_kv; /* GQA: query heads per KV head */
+	int hd = L->head_dim, dv = L->head_dim_v;
 	float *mx = s->scores + (size_t)ith * (2 + KCHUNK) * hp->n_head, *l = mx + hp->n_head;
 	float *sc = l + hp->n_head; /* [nh][KCHUNK] */
 	float *acc = s->vrow + (size_t)ith * (size_t)(hp->n_head + 1) * dv;
@@ -391,10 +392,10 @@ static void attend_worker(void *arg, int ith, int nth)
 		}
 		return;
 	}
-	int G = hp->n_head / hp->n_head_kv, hpi = G;
-	while (hpi % 2 == 0 && (long)a->n * hp->n_head_kv * (G / hpi) < 4L * nth)
+	int nkv = a->m->layers[a->il].n_head_kv, G = hp->n_head / nkv, hpi = G;
+	while (hpi % 2 == 0 && (long)a->n * nkv * (G / hpi) < 4L * nth)
 		hpi /= 2;
-	long per_tok = (long)hp->n_head_kv * (G / hpi), n_items = (long)a->n * per_tok;
+	long per_tok = (long)nkv * (G / hpi), n_items = (long)a->n * per_tok;
 	for (long i = ith; i < n_items; i += nth) {
 		long r = i % per_tok;
 		attend_heads(a, ith, (int32_t)(i / per_tok), (int)(r * hpi), hpi, -1, false);
@@ -468,30 +469,41 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
 {
 	const struct hparams *hp = &m->hp;
 	const struct layer *L = &m->layers[il];
+	int64_t kw = (int64_t)L->n_head_kv * L->head_dim, vw = (int64_t)L->n_head_kv * L->head_dim_v;
 	if (L->wkv_a.data) {
 		mla_project(m, L, pool, s, n, h);
+	} else if (L->kv_shared) { /* K/V are an earlier layer's, already cached */
+		op_matmul(pool, &L->wq, h, n, s->q, s->qbuf);
 	} else {
+		/* no V projection (Gemma 4 k_eq_v): V is the K projection */
 		const struct wmat *w[] = { &L->wq, &L->wk, &L->wv };
 		float *y[] = { m->arch->attn_out_gate ? s->qg : s->q, s->k, s->v };
-		op_matmul_n(pool, 3, w, h, n, y, s->qbuf);
+		op_matmul_n(pool, L->wv.data ? 3 : 2, w, h, n, y, s->qbuf);
+		if (!L->wv.data)
+			memcpy(s->v, s->k, (size_t)n * (size_t)kw * sizeof(float));
 		if (m->arch->attn_out_gate)
 			split_query_gate(hp, s, n);
 	}
 	qk_decorate(m, L, pool, s, s->q, hp->n_head, L->bq, L->q_norm, true, pos, n);
-	qk_decorate(m, L, pool, s, s->k, hp->n_head_kv, L->bk, L->k_norm, false, pos, n);
-	int64_t kw = (int64_t)hp->n_head_kv * hp->head_dim, vw = (int64_t)hp->n_head_kv * hp->head_dim_v;
-	if (L->bv)
-		add_bias(s->v, L->bv, n, vw);
-	for (int32_t t = 0; t < n; t++) {
-		fx_type_get(kv_k_type(&kv[t]))->from_float(s->k + t * kw, kv_k_row(&kv[t], L->kv_il, pos[t]), kw);
-		fx_type_get(kv_v_type(&kv[t]))->from_float(s->v + t * vw, kv_v_row(&kv[t], L->kv_il, pos[t]), vw);
+	if (!L->kv_shared) {
+		qk_decorate(m, L, pool, s, s->k, L->n_head_kv, L->bk, L->k_norm, false, pos, n);
+		if (L->bv)
+			add_bias(s->v, L->bv, n, vw);
+		if (m->arch->v_norm) /* Gemma 4: weightless RMSNorm per V head */
+			for (int64_t r = 0; r < (int64_t)n * L->n_head_kv; r++)
+				op_rmsnorm(s->v + r * L->head_dim_v, NULL, L->head_dim_v, hp->eps,
+					   s->v + r * L->head_dim_v);
+		for (int32_t t = 0; t < n; t++) {
+			fx_type_get(kv_k_type(&kv[t]))->from_float(s->k + t * kw, kv_k_row(&kv[t], L->kv_il, pos[t]), kw);
+			fx_type_get(kv_v_type(&kv[t]))->from_float(s->v + t * vw, kv_v_row(&kv[t], L->kv_il, pos[t]), vw);
+		}
 	}
 	struct attn_args a = { .m = m, .il = il, .kvl = L->kv_il, .s = s, .kv = kv, .pos = pos, .n = n,
 			       .ks = fx_pool_kernels(pool) };
 	atomic_init(&a.next, 0);
 	fx_pool_run(pool, attend_worker, &a);
 	if (m->arch->attn_out_gate) {
-		size_t nw = (size_t)n * (size_t)hp->n_head * (size_t)hp->head_dim_v;
+		size_t nw = (size_t)n * (size_t)hp->n_head * (size_t)L->head_dim_v;
 		for (size_t i = 0; i < nw; i++)
 			s->att[i] *= 1.0f / (1.0f + expf(-s->qgate[i]));
 	}

@@ -231,10 +231,15 @@ static int bind_qkv(struct model_loader *ld, int il, struct layer *L, int64_t e,
 		L->wv = mat_rows(&qkv, q + kd, vd);
 		return FX_OK;
 	}
-	if ((rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_q.weight", il), n), e, q, true, &L->wq)) ||
-	    (rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_k.weight", il), n), e, kd, true, &L->wk)))
+	if ((rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_q.weight", il), n), e, q, true, &L->wq)))
 		return rc;
-	return bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_v.weight", il), n), e, vd, true, &L->wv);
+	if (L->kv_shared) /* reads an earlier layer's K/V: no projections */
+		return FX_OK;
+	if ((rc = bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_k.weight", il), n), e, kd, true, &L->wk)))
+		return rc;
+	/* Gemma 4's k_eq_v layers: V is the K projection (then needs K's width) */
+	bool v_opt = ld->m->arch->v_from_k && kd == vd;
+	return bind_mat(ld, (snprintf(n, sizeof(n), "blk.%d.attn_v.weight", il), n), e, vd, !v_opt, &L->wv);
 }
 
 /* Gate and up: separate, or (AT_FUSED) ffn_up holding [gate; up] (Phi-3's
@@ -277,9 +282,15 @@ static int bind_experts(struct model_loader *ld, int il, struct layer *L)
 	if (!L->exp)
 		return fx_fail(ld->err, FX_E_NOMEM, "no memory for experts");
 	bool gated = ld->m->arch->act != ACT_RELU2; /* non-gated experts have no ffn_gate_exps */
+	/* Gemma 4: gate and up fused, ffn_gate_up_exps [n_embd, 2 f, n_expert],
+	 * each expert's gate rows first */
+	snprintf(n, sizeof(n), "blk.%d.ffn_gate_up_exps.weight", il);
+	bool fused = (arch_groups(ld->m->arch) & AT_MOE_PAR) && gguf_find_tensor(ld->m->g, n);
 	for (int k = gated ? 0 : 1; k < 3; k++) {
-		int64_t in = k == 2 ? f : e, out = k == 2 ? e : f;
-		snprintf(n, sizeof(n), "blk.%d.%s.weight", il, kind[k]);
+		if (fused && k == 1)
+			continue;
+		int64_t in = k == 2 ? f : e, out = k == 2 ? e : (fused ? 2 * f : f);
+		snprintf(n, sizeof(n), "blk.%d.%s.weight", il, fused && k == 0 ? "ffn_gate_up_exps" : kind[k]);
 		const struct gguf_tensor *t = take(ld, n);
 		if (!t || t->n_dims != 3 || t->ne[0] != in || t->ne[1] != out || t->ne[2] != hp->n_expert)
 			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: tensor %s is %s, want [%lld, %lld, %d]",
@@ -293,8 +304,11 @@ static int bind_experts(struct model_loader *ld, int il, struct layer *L)
 				    .n_out = out * hp->n_expert, .row_bytes = fx_row_size(t->type, in) };
 		if ((rc = requant(ld, &all)))
 			return rc;
-		for (int x = 0; x < hp->n_expert; x++)
-			L->exp[3 * x + k] = mat_rows(&all, (int64_t)x * out, out);
+		for (int x = 0; x < hp->n_expert; x++) {
+			L->exp[3 * x + k] = mat_rows(&all, (int64_t)x * out, fused && k == 0 ? f : out);
+			if (fused && k == 0)
+				L->exp[3 * x + 1] = mat_rows(&all, (int64_t)x * out + f, f);
+		}
 	}
 	for (int k = 0; k < 3; k++) {
 		int64_t out = k == 2 ? e : f;
@@ -333,14 +347,43 @@ static int bind_experts(struct model_loader *ld, int il, struct layer *L)
 	return FX_OK;
 }
 
-/* The MLP: a router (ffn_gate_inp) makes it an MoE layer, else dense. */
+/* Gemma 4's MoE beside the dense MLP (AT_MOE_PAR): its norms, router
+ * scales and experts. */
+static int bind_moe_par(struct model_loader *ld, int il, struct layer *L)
+{
+	const struct hparams *hp = &ld->m->hp;
+	int64_t e = hp->n_embd;
+	char n[96];
+	int rc;
+#define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
+	if ((rc = bind_vec(ld, NAME("pre_ffw_norm_2.weight"), e, true, &L->moe_pre_norm)) ||
+	    (rc = bind_vec(ld, NAME("post_ffw_norm_1.weight"), e, true, &L->moe_post_norm_1)) ||
+	    (rc = bind_vec(ld, NAME("post_ffw_norm_2.weight"), e, true, &L->moe_post_norm_2)) ||
+	    (rc = bind_vec(ld, NAME("ffn_gate_inp.scale"), e, true, &L->router_scale)) ||
+	    (rc = bind_mat(ld, NAME("ffn_gate_inp.weight"), e, hp->n_expert, true, &L->router)) ||
+	    (rc = bind_experts(ld, il, L)) ||
+	    (rc = bind_vec(ld, NAME("ffn_down_exps.scale"), hp->n_expert, true, &L->exp_scale)))
+		return rc;
+#undef NAME
+	if (L->sh_up.data || L->router_b || L->exp_b[0] || L->exp_b[1] || L->exp_b[2])
+		return fx_fail(ld->err, FX_E_FORMAT, "blk.%d: a MoE beside the MLP takes no shared "
+			       "expert nor biases", il);
+	return FX_OK;
+}
+
+/* The MLP: a router (ffn_gate_inp) makes it an MoE layer, else dense;
+ * pre_ffw_norm_2 (AT_MOE_PAR) adds a MoE beside the dense MLP. */
 static int bind_ffn(struct model_loader *ld, int il, struct layer *L)
 {
 	const struct hparams *hp = &ld->m->hp;
 	char n[96];
 	int rc;
+	snprintf(n, sizeof(n), "blk.%d.pre_ffw_norm_2.weight", il);
+	if ((arch_groups(ld->m->arch) & AT_MOE_PAR) && gguf_find_tensor(ld->m->g, n) &&
+	    (rc = bind_moe_par(ld, il, L)))
+		return rc;
 	snprintf(n, sizeof(n), "blk.%d.ffn_gate_inp.weight", il);
-	if (gguf_find_tensor(ld->m->g, n)) {
+	if (!L->moe_pre_norm && gguf_find_tensor(ld->m->g, n)) {
 		if ((rc = bind_mat(ld, n, hp->n_embd, hp->n_expert, true, &L->router)))
 			return rc;
 		return bind_experts(ld, il, L);
@@ -356,27 +399,28 @@ static int bind_attn(struct model_loader *ld, int il, struct layer *L)
 {
 	const struct hparams *hp = &ld->m->hp;
 	const struct arch_desc *a = ld->m->arch;
-	int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim;
-	int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
-	int64_t qn = a->qk_norm == QK_NORM_FULL ? q : hp->head_dim;
-	int64_t kn = a->qk_norm == QK_NORM_FULL ? kd : hp->head_dim;
-	bool qk = a->qk_norm == QK_NORM_HEAD || a->qk_norm == QK_NORM_FULL; /* weighted */
+	int64_t e = hp->n_embd, q = (int64_t)hp->n_head * L->head_dim;
+	int64_t kd = (int64_t)L->n_head_kv * L->head_dim, vd = (int64_t)L->n_head_kv * L->head_dim_v;
+	int64_t qn = a->qk_norm == QK_NORM_FULL ? q : L->head_dim;
+	int64_t kn = a->qk_norm == QK_NORM_FULL ? kd : L->head_dim;
+	/* weighted Q/K norms (Llama 4's L2 one has no tensors) */
+	bool qk = a->qk_norm == QK_NORM_HEAD || a->qk_norm == QK_NORM_FULL, kq = qk && !L->kv_shared;
 	char n[96];
 	int rc;
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
 	/* gated attention: attn_q holds [query; gate] per head */
-	if (a->attn_out_gate && hp->head_dim != hp->head_dim_v)
+	if (a->attn_out_gate && L->head_dim != L->head_dim_v)
 		return fx_fail(ld->err, FX_E_UNSUPPORTED, "GGUF: gated attention needs key_length == "
-			       "value_length (%d, %d)", hp->head_dim, hp->head_dim_v);
+			       "value_length (%d, %d)", L->head_dim, L->head_dim_v);
 	if ((rc = bind_qkv(ld, il, L, e, a->attn_out_gate ? 2 * q : q, kd, vd)) ||
-	    (rc = bind_mat(ld, NAME("attn_output.weight"), (int64_t)hp->n_head * hp->head_dim_v, e,
+	    (rc = bind_mat(ld, NAME("attn_output.weight"), (int64_t)hp->n_head * L->head_dim_v, e,
 			   true, &L->wo)) ||
 	    (rc = bind_vec(ld, NAME("attn_q.bias"), q, false, &L->bq)) ||
 	    (rc = bind_vec(ld, NAME("attn_k.bias"), kd, false, &L->bk)) ||
 	    (rc = bind_vec(ld, NAME("attn_v.bias"), vd, false, &L->bv)) ||
 	    (rc = bind_vec(ld, NAME("attn_output.bias"), e, false, &L->bo)) ||
 	    (qk && (rc = bind_vec(ld, NAME("attn_q_norm.weight"), qn, true, &L->q_norm))) ||
-	    (qk && (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, true, &L->k_norm))) ||
+	    (kq && (rc = bind_vec(ld, NAME("attn_k_norm.weight"), kn, true, &L->k_norm))) ||
 	    (rc = bind_vec(ld, NAME("attn_sinks.weight"), hp->n_head, false, &L->sinks)))
 		return rc;
 #undef NAME
@@ -506,7 +550,14 @@ static int bind_layer(struct model_loader *ld, int il)
 			    e, ffn_pre, &L->ffn_norm))) ||
 	    (L->has_ffn && (rc = bind_ffn(ld, il, L))) ||
 	    (a->post_norms &&
-	     (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, true, &L->post_ffn_norm))))
+	     (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, true, &L->post_ffn_norm))) ||
+	    (rc = bind_vec(ld, NAME("layer_output_scale.weight"), 1, false, &L->out_scale)))
+		return rc;
+	int64_t p = hp->n_embd_ple;
+	if (p > 0 &&
+	    ((rc = bind_mat(ld, NAME("inp_gate.weight"), e, p, true, &L->ple_gate)) ||
+	     (rc = bind_mat(ld, NAME("proj.weight"), p, e, true, &L->ple_proj)) ||
+	     (rc = bind_vec(ld, NAME("post_norm.weight"), e, true, &L->ple_norm))))
 		return rc;
 #undef NAME
 	return FX_OK;
@@ -538,6 +589,7 @@ static int read_mixers(struct model_loader *ld)
 		bool gdn = (groups & AT_GDN) && HAS("ssm_beta.weight");
 		if (!gdn && (per_layer ? gguf_arr_num(kv, (uint64_t)il) != 0 : hp->n_head > 0)) {
 			L->kv_il = hp->n_layer_kv++;
+			L->n_head_kv = per_layer ? (int32_t)gguf_arr_num(kv, (uint64_t)il) : hp->n_head_kv;
 			if (!m->arch->parallel_ssm || !HAS("ssm_in.weight"))
 				continue;
 			L->par_mixer = MIX_MAMBA2; /* beside the attention */
@@ -595,6 +647,56 @@ static int get_bool_key(struct model_loader *ld, const char *k, bool *v)
 {
 	if (gguf_find(ld->m->g, k) && !gguf_get_bool(ld->m->g, k, v))
 		return gguf_type_error(ld->m->g, k, "bool", ld->err);
+	return FX_OK;
+}
+
+/* Each attention layer's geometry (the sliding layers' own head size where
+ * the file gives one, its K/V head count), the K/V-shared layers (the last
+ * n_kv_shared: kv_il of the last earlier layer of the same kind, sliding
+ * or global, as Gemma 4's kv_sharing "reuse"; the others renumbered), and
+ * the backing's row widths. FX_E_FORMAT when a layer's heads do not divide
+ * or a shared layer has no earlier layer of its kind. */
+static int read_geometry(struct model_loader *ld)
+{
+	struct fx_model *m = ld->m;
+	struct hparams *hp = &m->hp;
+	int32_t first_shared = hp->n_layer - hp->n_kv_shared;
+	int64_t kw = 0, vw = 0;
+	bool any = false;
+	hp->n_layer_kv = 0;
+	for (int il = 0; il < hp->n_layer; il++) {
+		struct layer *L = &m->layers[il];
+		if (L->kv_il < 0)
+			continue;
+		L->head_dim = L->swa ? hp->head_dim_swa : hp->head_dim;
+		L->head_dim_v = L->swa ? hp->head_dim_v_swa : hp->head_dim_v;
+		L->n_rot = L->swa ? hp->n_rot_swa : hp->n_rot;
+		if (L->n_head_kv <= 0 || hp->n_head % L->n_head_kv)
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d has %d K/V heads for %d "
+				       "query heads", il, L->n_head_kv, hp->n_head);
+		if (il >= first_shared) {
+			int src = -1;
+			for (int j = first_shared - 1; j >= 0 && src < 0; j--)
+				if (m->layers[j].kv_il >= 0 && m->layers[j].swa == L->swa)
+					src = j;
+			if (src < 0 || m->layers[src].n_head_kv != L->n_head_kv ||
+			    m->layers[src].head_dim != L->head_dim)
+				return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d shares K/V (%s."
+					       "attention.shared_kv_layers %d) but no earlier %s layer "
+					       "has its K/V shape", il, ld->arch, hp->n_kv_shared,
+					       L->swa ? "sliding-window" : "global");
+			L->kv_il = m->layers[src].kv_il;
+			L->kv_shared = true;
+			continue;
+		}
+		L->kv_il = hp->n_layer_kv++;
+		int64_t k = (int64_t)L->n_head_kv * L->head_dim, v = (int64_t)L->n_head_kv * L->head_dim_v;
+		kw = k > kw ? k : kw;
+		vw = v > vw ? v : vw;
+		any = true;
+	}
+	hp->kv_k_width = any ? kw : (int64_t)hp->n_head_kv * hp->head_dim;
+	hp->kv_v_width = any ? vw : (int64_t)hp->n_head_kv * hp->head_dim_v;
 	return FX_OK;
 }
 
@@ -688,10 +790,18 @@ static int bind_globals(struct model_loader *ld)
 		return rc;
 	if (!fx_type_get(m->tok_embd.type)->to_float)
 		return fx_fail(ld->err, FX_E_UNSUPPORTED, "token_embd type cannot be dequantized");
+	int64_t lp = (int64_t)hp->n_layer * hp->n_embd_ple;
+	if (hp->n_embd_ple > 0 &&
+	    ((rc = bind_mat(ld, "per_layer_token_embd.weight", lp, hp->n_vocab, true, &m->ple_embd)) ||
+	     (rc = bind_mat(ld, "per_layer_model_proj.weight", hp->n_embd, lp, true, &m->ple_model_proj)) ||
+	     (rc = bind_vec(ld, "per_layer_proj_norm.weight", hp->n_embd_ple, true, &m->ple_proj_norm))))
+		return rc;
+	if (m->ple_embd.data && !fx_type_get(m->ple_embd.type)->to_float)
+		return fx_fail(ld->err, FX_E_UNSUPPORTED, "per_layer_token_embd type cannot be dequantized");
 	if (!m->output.data)
 		m->output = m->tok_embd; /* tied embeddings */
 	m->layers = fx_calloc((size_t)hp->n_layer, sizeof(*m->layers));
-	m->inv_freq = fx_calloc((size_t)hp->n_rot, sizeof(float));
+	m->inv_freq = fx_calloc((size_t)(hp->n_rot / 2 + hp->n_rot_swa / 2) + 1, sizeof(float));
 	if (!m->layers || !m->inv_freq)
 		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %d layers", hp->n_layer);
 	return FX_OK;
@@ -713,7 +823,9 @@ static int bind_rope(struct model_loader *ld)
 	/* Sliding layers have their own RoPE only where the family says so
 	 * (Gemma 3: base 10000, no scaling); elsewhere they share the global one. */
 	if (hp->has_rope_swa)
-		rope_inv_freq(f_swa, hp->n_rot, hp->rope_base_swa, &none, NULL);
+		rope_inv_freq(f_swa, hp->n_rot_swa, hp->rope_base_swa, &none, NULL);
+	else if (hp->n_rot_swa != hp->n_rot) /* their own head size, the global base */
+		rope_inv_freq(f_swa, hp->n_rot_swa, hp->rope_base, &none, NULL);
 	else
 		memcpy(f_swa, f_global, (size_t)(hp->n_rot / 2) * sizeof(float));
 	for (int il = 0; il < hp->n_layer; il++)
@@ -729,7 +841,8 @@ int model_bind_weights(struct model_loader *ld)
 		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %llu tensors",
 			       (unsigned long long)m->g->n_tensors);
 	if ((rc = check_tensors(ld, false)) || (rc = bind_globals(ld)) || (rc = read_mixers(ld)) ||
-	    (rc = read_swa_layers(ld)) || (rc = read_rope_layers(ld)) || (rc = bind_rope(ld)))
+	    (rc = read_swa_layers(ld)) || (rc = read_geometry(ld)) || (rc = read_rope_layers(ld)) ||
+	    (rc = bind_rope(ld)))
 		goto out;
 	for (int il = 0; il < m->hp.n_layer && !rc; il++)
 		rc = bind_layer(ld, il);

@@ -254,11 +254,53 @@ static void moe(const struct fx_model *m, const struct layer *L, struct fx_pool 
 	}
 }
 
+/* Gemma 4's MoE beside the dense MLP (Gemma4TextDecoderLayer.forward,
+ * Gemma4TextRouter, Gemma4TextExperts): out = post_1(MLP(h)) +
+ * post_2(experts), the experts on RMSNorm(x) pre_2 and routed from
+ * RMSNorm(x) (no weight) x router_scale / sqrt(n_embd), where x is the
+ * residual stream s->x; h [n, n_embd] is overwritten once the dense MLP has
+ * read it. */
+static void moe_parallel(const struct fx_model *m, const struct layer *L, struct fx_pool *pool,
+			 struct fwd_scratch *s, int32_t n, float *h, float *out)
+{
+	const struct hparams *hp = &m->hp;
+	int64_t d = hp->n_embd;
+	int idx[64];
+	float w[64], rs = 1.0f / sqrtf((float)d);
+	glu(m, pool, s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, NULL, n, h, out);
+	for (int32_t t = 0; t < n; t++) {
+		float *ht = h + (size_t)t * d;
+		op_rmsnorm(out + (size_t)t * d, L->moe_post_norm_1, d, hp->eps, out + (size_t)t * d);
+		op_rmsnorm(s->x + (size_t)t * d, NULL, d, hp->eps, ht);
+		for (int64_t i = 0; i < d; i++)
+			ht[i] = ht[i] * L->router_scale[i] * rs;
+	}
+	op_matmul(pool, &L->router, h, n, s->router, s->qbuf);
+	for (int32_t t = 0; t < n; t++) {
+		float *ht = h + (size_t)t * d, *ot = out + (size_t)t * d, *acc = s->moe_acc;
+		op_rmsnorm(s->x + (size_t)t * d, L->moe_pre_norm, d, hp->eps, ht);
+		int k = route_softmax_topk(hp, NULL, s->router + (size_t)t * hp->n_expert, idx, w);
+		memset(acc, 0, (size_t)d * sizeof(float));
+		for (int j = 0; j < k; j++) {
+			const struct wmat *e = &L->exp[3 * idx[j]];
+			float wj = w[j] * L->exp_scale[idx[j]];
+			glu(m, pool, s, &e[0], &e[1], &e[2], NULL, 1, ht, s->exp_out);
+			for (int64_t i = 0; i < d; i++)
+				acc[i] += wj * s->exp_out[i];
+		}
+		op_rmsnorm(acc, L->moe_post_norm_2, d, hp->eps, acc);
+		for (int64_t i = 0; i < d; i++)
+			ot[i] += acc[i];
+	}
+}
+
 void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
-		 int32_t n, const float *h, float *out)
+		 int32_t n, float *h, float *out)
 {
 	const struct layer *L = &m->layers[il];
-	if (L->router.data)
+	if (L->moe_pre_norm)
+		moe_parallel(m, L, pool, s, n, h, out);
+	else if (L->router.data)
 		moe(m, L, pool, s, n, h, out);
 	else
 		glu(m, pool, s, &L->ffn_gate, &L->ffn_up, &L->ffn_down, NULL, n, h, out);

@@ -30,8 +30,13 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 {
 	const struct hparams *hp = &m->hp;
 	size_t n = (size_t)n_max;
-	size_t qw = (size_t)hp->n_head * hp->head_dim, aw = (size_t)hp->n_head * hp->head_dim_v;
-	size_t kw = (size_t)hp->n_head_kv * hp->head_dim, vw = (size_t)hp->n_head_kv * hp->head_dim_v;
+	/* the widest layer's heads (sliding layers may have their own size;
+	 * hp->n_head_kv is the largest count) */
+	size_t hd = max_sz((size_t)hp->head_dim, (size_t)hp->head_dim_swa);
+	size_t dv = max_sz((size_t)hp->head_dim_v, (size_t)hp->head_dim_v_swa);
+	size_t rot = max_sz((size_t)hp->n_rot, (size_t)hp->n_rot_swa);
+	size_t qw = (size_t)hp->n_head * hd, aw = (size_t)hp->n_head * dv;
+	size_t kw = (size_t)hp->n_head_kv * hd, vw = (size_t)hp->n_head_kv * dv;
 	*s = (struct fwd_scratch){ .n_max = n_max, .n_ctx = n_ctx, .n_threads = n_threads };
 	/* The widest activation row any matmul converts, in the widest format. */
 	size_t qb = 0;
@@ -70,12 +75,10 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	}
 	s->scores = scratch_alloc(s, (size_t)n_threads * (2 + FWD_KCHUNK) * (size_t)hp->n_head, sizeof(float));
 	s->qbuf = scratch_alloc(s, qb ? qb : 1, 1);
-	s->vrow = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_head + 1) * hp->head_dim_v,
-				sizeof(float));
+	s->vrow = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_head + 1) * dv, sizeof(float));
 	/* A query converted for the K cache: f32 at most, or q8_0/q8_1 with
 	 * the AVX2 kernels' scale arrays (q8_1's are the larger). */
-	s->qconv_stride = max_sz((size_t)hp->head_dim * sizeof(float),
-				 kern_act_row_bytes_max(FX_TYPE_Q8_1, hp->head_dim));
+	s->qconv_stride = max_sz(hd * sizeof(float), kern_act_row_bytes_max(FX_TYPE_Q8_1, (int64_t)hd));
 	s->qconv_stride = (s->qconv_stride + 63) & ~(size_t)63;
 	s->qconv = scratch_alloc(s, (size_t)n_threads * (size_t)hp->n_head, s->qconv_stride);
 	s->erow = scratch_alloc(s, m->tok_embd.row_bytes, 1);
@@ -108,8 +111,19 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
 	}
-	s->rope_cs = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1),
-				   sizeof(float));
+	s->rope_cs = scratch_alloc(s, (size_t)n_threads * (rot > 0 ? rot : 1), sizeof(float));
+	for (int il = 0; il < hp->n_layer && !s->moe_acc; il++)
+		if (m->layers[il].moe_pre_norm &&
+		    !(s->moe_acc = scratch_alloc(s, (size_t)hp->n_embd, sizeof(float)))) {
+			fwd_scratch_fini(s);
+			return FX_E_NOMEM;
+		}
+	size_t lp = (size_t)hp->n_layer * (size_t)hp->n_embd_ple;
+	if (lp && (!(s->ple = scratch_alloc(s, n * lp, sizeof(float))) ||
+		   !(s->ple_g = scratch_alloc(s, n * lp, sizeof(float))))) {
+		fwd_scratch_fini(s);
+		return FX_E_NOMEM;
+	}
 	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
 	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->erow || !s->rope_cs || !s->router || !s->exp_out ||
 	    !s->exp_in) {
@@ -122,7 +136,8 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 void fwd_scratch_fini(struct fwd_scratch *s)
 {
 	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
-			  s->vrow, s->router, s->exp_out, s->exp_in, s->mla, s->rope_cs, s->rs, s->qg, s->qgate, s->o2 };
+			  s->vrow, s->router, s->exp_out, s->exp_in, s->mla, s->rope_cs, s->rs, s->qg, s->qgate,
+			  s->o2, s->ple, s->ple_g, s->moe_acc };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
 	fx_free(s->qbuf);
@@ -218,6 +233,57 @@ static void rows_step(struct fx_pool *pool, const struct fx_model *m, struct fwd
 		rows_worker(&a, 0, 1);
 }
 
+/* Gemma 4's per-layer inputs (Gemma4TextModel.get_per_layer_inputs and
+ * project_per_layer_inputs) from the scaled embeddings s->x [n, n_embd]
+ * into s->ple [n][n_layer][P]: per layer, (RMSNorm(per_layer_model_proj(x)
+ * / sqrt(n_embd)) * per_layer_proj_norm + per_layer_token_embd[tok] *
+ * sqrt(P)) / sqrt(2). */
+static void ple_inputs(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
+		       const fx_token *tok, int32_t n)
+{
+	const struct hparams *hp = &m->hp;
+	int64_t P = hp->n_embd_ple, LP = (int64_t)hp->n_layer * P;
+	const struct fx_type_traits *tt = fx_type_get(m->ple_embd.type);
+	float ps = 1.0f / sqrtf((float)hp->n_embd), ts = sqrtf((float)P), r2 = 1.0f / sqrtf(2.0f);
+	op_matmul(pool, &m->ple_model_proj, s->x, n, s->ple, s->qbuf);
+	for (int32_t t = 0; t < n; t++) {
+		float *row = s->ple + (size_t)t * LP, *tk = s->ple_g;
+		tt->to_float((const uint8_t *)m->ple_embd.data + (size_t)tok[t] * m->ple_embd.row_bytes, tk, LP);
+		for (int64_t l = 0; l < hp->n_layer; l++) {
+			float *p = row + l * P;
+			for (int64_t i = 0; i < P; i++)
+				p[i] *= ps;
+			op_rmsnorm(p, m->ple_proj_norm, P, hp->eps, p);
+			for (int64_t i = 0; i < P; i++)
+				p[i] = (p[i] + tk[l * P + i] * ts) * r2;
+		}
+	}
+}
+
+/* After layer il's last sublayer (its residual added, no pre norm yet):
+ * Gemma 4's per-layer input, x += post_norm(proj(gelu_tanh(inp_gate x) *
+ * ple[il])), then the residual stream times layer_output_scale
+ * (Gemma4TextDecoderLayer.forward). */
+static void layer_tail(const struct fx_model *m, int il, struct fx_pool *pool,
+		       struct fwd_scratch *s, int32_t n)
+{
+	const struct layer *L = &m->layers[il];
+	int64_t d = m->hp.n_embd, P = m->hp.n_embd_ple, LP = (int64_t)m->hp.n_layer * P;
+	if (L->ple_gate.data) {
+		kern_glu_fn gelu = fx_pool_kernels(pool)->glu[KERN_GLU_GELU];
+		op_matmul(pool, &L->ple_gate, s->x, n, s->ple_g, s->qbuf);
+		for (int32_t t = 0; t < n; t++)
+			gelu(s->ple_g + (size_t)t * P, s->ple + (size_t)t * LP + (size_t)il * P, P);
+		op_matmul(pool, &L->ple_proj, s->ple_g, n, s->o, s->qbuf);
+		rows_step(pool, m, s, s->o, L->ple_norm, false, NULL, n);
+	}
+	if (L->out_scale) {
+		size_t nd = (size_t)n * (size_t)d;
+		for (size_t i = 0; i < nd; i++)
+			s->x[i] *= L->out_scale[0];
+	}
+}
+
 /* Each layer's token mixer by its kind (struct layer's mixer): one body,
  * the mixer a field of the layer. */
 typedef void (*mixer_fn)(const struct fx_model *m, int il, struct fx_pool *pool,
@@ -253,25 +319,35 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 	int64_t d = hp->n_embd;
 	size_t nd = (size_t)n * (size_t)d;
 	embed(m, tok, n, s->x, s->erow);
+	if (m->ple_embd.data)
+		ple_inputs(m, pool, s, tok, n);
 	if (s->capture)
 		memcpy(s->capture, s->x, nd * sizeof(float));
 	rows_step(pool, m, s, NULL, NULL, true, m->layers[0].attn_norm, n);
 	for (int il = 0; il < hp->n_layer; il++) {
 		const struct layer *L = &m->layers[il];
-		bool more = il + 1 < hp->n_layer;
+		/* tail: Gemma 4's per-layer input and output scale come after
+		 * the layer's last residual add, before the next pre norm */
+		bool tail = L->out_scale || L->ple_gate.data;
+		bool more = il + 1 < hp->n_layer, pre = more && !tail;
 		const float *next_norm = more ? m->layers[il + 1].attn_norm : NULL;
 		if (L->mixer == MIX_NONE) {
 			/* the MLP is the layer: on this layer's pre-norm, in h */
 			ffn_forward(m, il, pool, s, n, s->h, s->o);
-			rows_step(pool, m, s, s->o, L->post_ffn_norm, more, next_norm, n);
+			rows_step(pool, m, s, s->o, L->post_ffn_norm, pre, next_norm, n);
 		} else if (L->has_ffn) {
 			mix(m, il, pool, s, kv, pos, n);
 			rows_step(pool, m, s, s->o, L->post_attn_norm, true, L->ffn_norm, n);
 			ffn_forward(m, il, pool, s, n, s->h, s->o);
-			rows_step(pool, m, s, s->o, L->post_ffn_norm, more, next_norm, n);
+			rows_step(pool, m, s, s->o, L->post_ffn_norm, pre, next_norm, n);
 		} else {
 			mix(m, il, pool, s, kv, pos, n);
-			rows_step(pool, m, s, s->o, L->post_attn_norm, more, next_norm, n);
+			rows_step(pool, m, s, s->o, L->post_attn_norm, pre, next_norm, n);
+		}
+		if (tail) {
+			layer_tail(m, il, pool, s, n);
+			if (more)
+				rows_step(pool, m, s, NULL, NULL, true, next_norm, n);
 		}
 		if (s->capture && more)
 			memcpy(s->capture + (size_t)(il + 1) * nd, s->x, nd * sizeof(float));

@@ -43,7 +43,7 @@ struct fwd_scratch {
 	float *vrow;         /* [n_threads, n_head + 1, head_dim_v] running V sums of a
 			      * head group, then one V row as f32 */
 	void *qconv;         /* [n_threads, n_head] Q heads in K's dot type */
-	float *rope_cs;      /* [n_threads, n_rot] one token's RoPE cos/sin */
+	float *rope_cs;      /* [n_threads, max(n_rot, n_rot_swa)] one token's RoPE cos/sin */
 	size_t qconv_stride; /* bytes per thread in qconv */
 	void *erow;          /* one token_embd row unpacked from x8 groups */
 	void *qbuf;          /* activations quantized for op_matmul */
@@ -52,6 +52,12 @@ struct fwd_scratch {
 			      * the gates; else NULL */
 	float *rs;           /* recurrent mixers (recur.c): [n_max, 4 n_embd] for a
 			      * short convolution's [B; C; x] and its output, or NULL */
+	float *moe_acc;      /* [n_embd] one token's expert sum of a parallel MoE
+			      * (Gemma 4), or NULL */
+	float *ple;          /* Gemma 4 per-layer inputs: [n_max, n_layer * n_embd_ple],
+			      * or NULL */
+	float *ple_g;        /* [n_max, n_layer * n_embd_ple]: a token's per-layer
+			      * embeddings, then a layer's gate rows; or NULL */
 	size_t bytes;        /* all of the above together */
 	float *capture;      /* NULL, or [n_layer + 1][n][n_embd] hidden states of the
 			      * last call, HF's convention: embeddings, each layer's
@@ -78,9 +84,9 @@ void attn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct
  * mscale the row already carries is not applied again. attn_k_shift_table
  * fills cs [n_rot] for (il, delta) and returns false when the layer has no
  * RoPE (NoPE: the row stays as it is); attn_k_shift_row then rotates one
- * f32 row k [n_head_kv * head_dim] in place. */
+ * f32 row k [n_head_kv * head_dim] of layer il (its geometry) in place. */
 bool attn_k_shift_table(const struct fx_model *m, int il, int32_t delta, float *cs);
-void attn_k_shift_row(const struct fx_model *m, const float *cs, float *k);
+void attn_k_shift_row(const struct fx_model *m, int il, const float *cs, float *k);
 
 /* Gated short-convolution mixer of layer il (MIX_SHORTCONV, LFM2) on h
  * [n, n_embd] (already normed), into out [n, n_embd]: [B; C; x] = sc_in h,
@@ -122,9 +128,11 @@ void mamba2_forward(const struct fx_model *m, int il, struct fx_pool *pool, stru
 void gdn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
 		 const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h, float *out);
 
-/* Gated MLP sublayer: out [n, n_embd] = down(act(gate h) * up h). */
+/* Gated MLP sublayer: out [n, n_embd] = down(act(gate h) * up h), or a
+ * mixture of experts; a layer with a MoE beside its MLP (Gemma 4) also
+ * reads the residual stream s->x and overwrites h. */
 void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
-		 int32_t n, const float *h, float *out);
+		 int32_t n, float *h, float *out);
 
 /* Run rows tok[n] at positions pos[n] with K/V backings kv[n] (n <=
  * s->n_max, every position reserved in its backing by the caller) and

@@ -46,8 +46,10 @@ static int get_int(struct model_loader *ld, const char *suffix, int32_t *v, bool
 
 /* attention.head_count_kv: one value, or one per layer (hybrid models, as
  * llama.cpp writes them: 0 for a layer without attention, which
- * model_bind_weights gives a recurrent mixer); ferrox's attention layers
- * share one count. *v keeps its default when the key is absent. */
+ * model_bind_weights gives a recurrent mixer; Gemma 4: global layers with
+ * fewer K/V heads). *v becomes the largest count (the scratch's size;
+ * each layer's is struct layer's n_head_kv); it keeps its default when the
+ * key is absent. */
 static int get_head_count_kv(struct model_loader *ld, int32_t *v)
 {
 	char k[128];
@@ -61,10 +63,10 @@ static int get_head_count_kv(struct model_loader *ld, int32_t *v)
 			       (unsigned long long)kv->n, n_layer);
 	for (int32_t il = 0; il < n_layer; il++) {
 		double x = gguf_arr_num(kv, (uint64_t)il);
-		if (x < 0 || x > FX_MAX_HEADS || x != (int32_t)x || (x && got && x != got))
-			return fx_fail(ld->err, FX_E_UNSUPPORTED, "GGUF: %s[%d] is %g; ferrox needs "
-				       "one K/V head count (or 0) for every layer", k, il, x);
-		got = x ? (int32_t)x : got;
+		if (x < 0 || x > FX_MAX_HEADS || x != (int32_t)x)
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s[%d] is %g, not a K/V head count "
+				       "of 0..%d", k, il, x, FX_MAX_HEADS);
+		got = x > got ? (int32_t)x : got;
 	}
 	*v = got ? got : *v; /* no attention layer at all: the count is not used */
 	return FX_OK;
@@ -211,6 +213,23 @@ static int read_hparams(struct model_loader *ld)
 	    (rc = get_int(ld, "rope.dimension_count", &hp->n_rot, false)) ||
 	    (rc = get_int(ld, "attention.sliding_window", &hp->n_swa, false)))
 		return rc;
+	hp->head_dim_swa = hp->head_dim;
+	hp->head_dim_v_swa = hp->head_dim_v;
+	hp->n_rot_swa = hp->n_rot;
+	if ((rc = get_int(ld, "attention.key_length_swa", &hp->head_dim_swa, false)) ||
+	    (rc = get_int(ld, "attention.value_length_swa", &hp->head_dim_v_swa, false)) ||
+	    (rc = get_int(ld, "rope.dimension_count_swa", &hp->n_rot_swa, false)) ||
+	    (rc = get_int(ld, "attention.shared_kv_layers", &hp->n_kv_shared, false)) ||
+	    (rc = get_int(ld, "embedding_length_per_layer_input", &hp->n_embd_ple, false)))
+		return rc;
+	if (hp->n_head &&
+	    (hp->head_dim_swa <= 0 || hp->head_dim_v_swa <= 0 || hp->n_rot_swa <= 0 ||
+	     hp->n_rot_swa > hp->head_dim_swa || hp->n_rot_swa % 2 || hp->n_kv_shared >= hp->n_layer ||
+	     hp->n_embd_ple > (1 << 16)))
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: bad sliding-layer or shared attention shape "
+			       "(key_length_swa %d, rope dims %d, shared_kv_layers %d of %d, "
+			       "embedding_length_per_layer_input %d)", hp->head_dim_swa, hp->n_rot_swa,
+			       hp->n_kv_shared, hp->n_layer, hp->n_embd_ple);
 	if (hp->n_head &&
 	    (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv || hp->head_dim <= 0 ||
 	     hp->head_dim_v <= 0 || hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2))
@@ -257,6 +276,8 @@ static int read_hparams(struct model_loader *ld)
 	if ((rc = check_moe(ld)))
 		return rc;
 	hp->attn_scale = hp->head_dim ? 1.0f / sqrtf((float)hp->head_dim) : 1.0f;
+	if (ld->m->arch->attn_scale > 0)
+		hp->attn_scale = ld->m->arch->attn_scale;
 	if ((rc = get_float(ld, "attention.scale", &hp->attn_scale)))
 		return rc;
 	hp->rope_base_swa = ld->m->arch->rope_base_swa > 0 ? ld->m->arch->rope_base_swa : hp->rope_base;

@@ -36,6 +36,18 @@ struct hparams {
 	int32_t head_dim;    /* per-head Q/K width ({arch}.attention.key_length) */
 	int32_t head_dim_v;  /* per-head V width (value_length) */
 	int32_t n_rot;       /* rotated dims per head (rope.dimension_count) */
+	/* Sliding-window layers' own head geometry (Gemma 4: key_length_swa,
+	 * value_length_swa, rope.dimension_count_swa); equal to the global
+	 * values when the file gives none. struct layer holds each layer's. */
+	int32_t head_dim_swa, head_dim_v_swa, n_rot_swa;
+	int64_t kv_k_width, kv_v_width; /* K and V row widths in the backing: the widest
+					 * of the layers that own K/V (a narrower layer
+					 * uses the start of its rows) */
+	int32_t n_kv_shared; /* the last n_kv_shared layers write no K/V and read those of
+			      * the last earlier layer of their kind (Gemma 4
+			      * attention.shared_kv_layers; 0: none) */
+	int32_t n_embd_ple;  /* per-layer input width (Gemma 4
+			      * embedding_length_per_layer_input; 0: none) */
 	int32_t n_ctx_train;
 	int32_t n_swa;       /* sliding window in tokens (0: none): a query at p
 			      * sees keys p - n_swa < j <= p */
@@ -84,13 +96,21 @@ struct layer {
 				      * output added (Falcon-H1's Mamba-2 beside
 				      * attention), or MIX_NONE */
 	int32_t kv_il;               /* this layer's index among the backing's K/V
-				      * layers (attention mixers), or -1 */
+				      * layers (attention mixers), or -1; a KV-shared
+				      * layer holds the one of the layer it reads */
+	bool kv_shared;              /* reads kv_il's K/V and writes none (no K/V
+				      * projections: Gemma 4's last shared_kv_layers) */
+	/* This layer's attention geometry (hparams' global or sliding values,
+	 * the K/V head count per layer where the file lists it): */
+	int32_t n_head_kv, head_dim, head_dim_v, n_rot;
 	int64_t rs_off;              /* floats into the sequence's recurrent state
 				      * (kv_view.rs) where this layer's starts, or -1 */
 	const float *attn_norm;      /* [n_embd], NULL without pre norms */
 	struct wmat wq;              /* n_embd -> n_head * head_dim */
 	struct wmat wk;              /* n_embd -> n_head_kv * head_dim */
-	struct wmat wv;              /* n_embd -> n_head_kv * head_dim_v */
+	struct wmat wv;              /* n_embd -> n_head_kv * head_dim_v; data NULL in a
+				      * layer whose V is its K projection (Gemma 4's
+				      * attention_k_eq_v full layers) */
 	struct wmat wo;              /* n_head * head_dim_v -> n_embd */
 	const float *bq, *bk, *bv, *bo;     /* projection biases or NULL */
 	const float *q_norm, *k_norm;       /* [head_dim] (per head) or [n_head*head_dim]
@@ -139,11 +159,26 @@ struct layer {
 	struct wmat gdn_z;                  /* n_embd -> value width: the output gate (attn_gate) */
 	struct wmat gdn_beta, gdn_alpha;    /* n_embd -> value heads (ssm_beta, ssm_alpha) */
 	bool has_ffn;                       /* the layer has an MLP sublayer (Mamba-2: none) */
+	/* A MoE beside the dense MLP (Gemma 4 26B-A4B; router and exp set):
+	 * f = post_1(MLP(h)) + post_2(sum_j w_j expert_j(RMSNorm(x) pre_2)), routed
+	 * by softmax(router(RMSNorm(x) router_scale / sqrt(n_embd))), the top k
+	 * renormalised, times exp_scale[expert]; x is the residual stream. */
+	const float *moe_pre_norm;          /* [n_embd] pre_ffw_norm_2, or NULL */
+	const float *moe_post_norm_1, *moe_post_norm_2; /* [n_embd] */
+	const float *router_scale;          /* [n_embd] ffn_gate_inp.scale */
+	const float *exp_scale;             /* [n_expert] ffn_down_exps.scale */
+	const float *out_scale;             /* [1]: the residual stream times it after the
+					     * layer (Gemma 4 layer_output_scale), or NULL */
+	/* Gemma 4 per-layer inputs (n_embd_ple > 0): after the MLP,
+	 * x += post_norm(proj(gelu_tanh(inp_gate x) * ple[il])). */
+	struct wmat ple_gate;               /* n_embd -> n_embd_ple (inp_gate) */
+	struct wmat ple_proj;               /* n_embd_ple -> n_embd (proj) */
+	const float *ple_norm;              /* [n_embd] (post_norm) */
 };
 
 /* The dense matrices of layer L, in a fixed order (NULL data where the
  * layer has none); MoE experts are in L->exp. Returns the count (LAYER_MATS). */
-#define LAYER_MATS 23
+#define LAYER_MATS 25
 static inline int layer_mats(const struct layer *L, const struct wmat *ws[LAYER_MATS])
 {
 	const struct wmat *all[LAYER_MATS] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate,
@@ -151,7 +186,7 @@ static inline int layer_mats(const struct layer *L, const struct wmat *ws[LAYER_
 					       &L->sh_up, &L->sh_down, &L->wq_a, &L->wq_b,
 					       &L->wkv_a, &L->wkv_b, &L->sc_in, &L->sc_out,
 					       &L->ssm_in, &L->ssm_out, &L->gdn_qkv, &L->gdn_z,
-					       &L->gdn_beta, &L->gdn_alpha };
+					       &L->gdn_beta, &L->gdn_alpha, &L->ple_gate, &L->ple_proj };
 	for (int i = 0; i < LAYER_MATS; i++)
 		ws[i] = all[i];
 	return LAYER_MATS;
@@ -176,7 +211,11 @@ struct fx_model {
 	struct wmat output;           /* lm head: n_embd -> n_vocab (tok_embd when tied) */
 	const float *output_norm;     /* [n_embd] */
 	struct layer *layers;         /* [n_layer] */
-	float *inv_freq;              /* [2][n_rot / 2]: global, sliding (owned) */
+	float *inv_freq;              /* [n_rot / 2 + n_rot_swa / 2]: global, sliding (owned) */
+	/* Gemma 4 per-layer inputs (hp.n_embd_ple > 0; else data NULL): */
+	struct wmat ple_embd;         /* n_vocab rows of n_layer * n_embd_ple */
+	struct wmat ple_model_proj;   /* n_embd -> n_layer * n_embd_ple */
+	const float *ple_proj_norm;   /* [n_embd_ple] */
 	float **owned;                /* norm vectors converted to f32 (owned) */
 	int n_owned;
 	bool vocab_only;

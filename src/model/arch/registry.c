@@ -11,14 +11,14 @@ extern const struct arch_desc arch_llama, arch_granite, arch_smollm3, arch_qwen2
 	arch_phi3, arch_gemma, arch_gemma2, arch_gemma3, arch_olmo2, arch_qwen2moe, arch_qwen3moe,
 	arch_gpt_oss, arch_deepseek2, arch_lfm2, arch_mamba2, arch_granite_hybrid, arch_qwen35,
 	arch_qwen35moe, arch_qwen3next, arch_lfm2moe, arch_nemotron_h, arch_falcon_h1,
-	arch_seed_oss, arch_ernie4_5, arch_ernie4_5_moe, arch_glm4moe, arch_minimax_m2, arch_llama4;
+	arch_seed_oss, arch_ernie4_5, arch_ernie4_5_moe, arch_glm4moe, arch_minimax_m2, arch_llama4, arch_gemma4;
 
 static const struct arch_desc *const archs[] = {
 	&arch_llama, &arch_granite, &arch_smollm3, &arch_qwen2, &arch_qwen3, &arch_phi3,
 	&arch_gemma, &arch_gemma2, &arch_gemma3, &arch_olmo2, &arch_qwen2moe, &arch_qwen3moe,
 	&arch_gpt_oss, &arch_deepseek2, &arch_lfm2, &arch_mamba2, &arch_granite_hybrid, &arch_qwen35,
 	&arch_qwen35moe, &arch_qwen3next, &arch_lfm2moe, &arch_nemotron_h, &arch_falcon_h1,
-	&arch_seed_oss, &arch_ernie4_5, &arch_ernie4_5_moe, &arch_glm4moe, &arch_minimax_m2, &arch_llama4,
+	&arch_seed_oss, &arch_ernie4_5, &arch_ernie4_5_moe, &arch_glm4moe, &arch_minimax_m2, &arch_llama4, &arch_gemma4,
 };
 
 #define N_ARCHS (sizeof(archs) / sizeof(archs[0]))
@@ -96,6 +96,11 @@ static const struct {
 	{ AT_SSM, "a Mamba-2 mixer", { "ssm_in.weight", "ssm_conv1d.bias", "ssm_d" } },
 	{ AT_GDN, "a Gated DeltaNet mixer", { "attn_gate.weight", "ssm_beta.weight",
 		"ssm_alpha.weight" } },
+	{ AT_OUT_SCALE, "a layer output scale", { "layer_output_scale.weight" } },
+	{ AT_PLE, "a per-layer input", { "inp_gate.weight", "proj.weight", "post_norm.weight" } },
+	{ AT_MOE_PAR, "a parallel mixture of experts", { "ffn_gate_inp.scale", "ffn_gate_up_exps.weight",
+		"ffn_down_exps.scale", "pre_ffw_norm_2.weight", "post_ffw_norm_1.weight",
+		"post_ffw_norm_2.weight" } },
 };
 
 static const struct {
@@ -107,6 +112,9 @@ static const struct {
 	{ 0, "a base tensor", "output.weight" },
 	{ AT_ROPE_FREQS, "RoPE frequency factors", "rope_freqs.weight" },
 	{ AT_EMBD_NORM, "LFM2's final norm", "token_embd_norm.weight" },
+	{ AT_PLE, "the per-layer inputs", "per_layer_token_embd.weight" },
+	{ AT_PLE, "the per-layer inputs", "per_layer_model_proj.weight" },
+	{ AT_PLE, "the per-layer inputs", "per_layer_proj_norm.weight" },
 };
 
 static bool span_is(const char *p, size_t n, const char *s)
