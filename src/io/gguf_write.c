@@ -64,6 +64,20 @@ static bool is_matrix(const struct gguf_tensor *t)
 	return t->n_dims == 2 && t->name.n >= n && !memcmp(t->name.p + t->name.n - n, suf, n);
 }
 
+/* 2-D tensors llama.cpp keeps in f32 whatever the file type (llama-quant.cpp;
+ * its ssm_conv kernel asserts f32 taps): convolution taps and norms of
+ * recurrent mixers. */
+static bool keep_f32(const struct gguf_tensor *t)
+{
+	static const char *const suf[] = { "ssm_conv1d.weight", "shortconv.conv.weight", "norm.weight" };
+	for (size_t i = 0; i < sizeof(suf) / sizeof(suf[0]); i++) {
+		size_t n = strlen(suf[i]);
+		if (t->name.n >= n && !memcmp(t->name.p + t->name.n - n, suf[i], n))
+			return true;
+	}
+	return false;
+}
+
 static bool fits(int type, int64_t ne0)
 {
 	const struct fx_type_traits *tt = fx_type_get(type);
@@ -102,7 +116,9 @@ static int target_type(const struct gguf_tensor *t, const struct gguf_write_opts
 		       int *type, struct fx_err *err)
 {
 	int want = t->type, out_type = opt->out_type;
-	if (out_type >= 0 && is_matrix(t)) {
+	if (out_type >= 0 && is_matrix(t) && keep_f32(t)) {
+		want = FX_TYPE_F32;
+	} else if (out_type >= 0 && is_matrix(t)) {
 		want = opt->q4_k_m ? q4_k_m_type(t, opt->n_layer) : out_type;
 		while (!fits(want, t->ne[0]) && want != FX_TYPE_F16)
 			want = fx_type_fallback(want);
