@@ -77,6 +77,48 @@ static float softplus(float x)
 	return x > 20.0f ? x : log1pf(expf(x));
 }
 
+/* A causal depthwise convolution + SiLU, one row (token) after another:
+ * out[t][c] = silu(b[c] + sum_j w[c][j] window[j][c] + w[c][taps] in[t][c])
+ * for channels [c0, c1) of ch, the window (the sequence's previous `taps`
+ * inputs, oldest first, in kv[t].rs at off) shifted by one. Mamba-2's xBC
+ * and the Gated DeltaNet's qkv (no bias) (HF causal_conv1d_update). */
+struct conv_args {
+	const struct kv_view *kv;
+	int64_t off;       /* floats into the state */
+	const float *in;   /* [n][stride], the channels from in[t * stride] */
+	size_t stride;
+	float *out;        /* [n][ch] */
+	const float *w, *b; /* [ch][taps + 1], [ch] or NULL */
+	int64_t ch;
+	int32_t n;
+	int taps;
+};
+
+static void conv_worker(void *arg, int ith, int nth)
+{
+	const struct conv_args *a = arg;
+	long c0, c1;
+	fx_split((long)a->ch, ith, nth, &c0, &c1);
+	int k = a->taps + 1;
+	for (int32_t t = 0; t < a->n; t++) {
+		const float *x = a->in + (size_t)t * a->stride;
+		float *st = a->kv[t].rs + a->off;
+		float *c = a->out + (size_t)t * a->ch;
+		for (long ch = c0; ch < c1; ch++) {
+			const float *w = a->w + (size_t)ch * k;
+			float acc = a->b ? a->b[ch] : 0.0f;
+			for (int j = 0; j < a->taps; j++)
+				acc += w[j] * st[(size_t)j * a->ch + ch];
+			acc += w[a->taps] * x[ch];
+			for (int j = 0; j + 1 < a->taps; j++)
+				st[(size_t)j * a->ch + ch] = st[(size_t)(j + 1) * a->ch + ch];
+			if (a->taps > 0)
+				st[(size_t)(a->taps - 1) * a->ch + ch] = x[ch];
+			c[ch] = silu(acc);
+		}
+	}
+}
+
 struct mamba2_args {
 	const struct fx_model *m;
 	const struct layer *L;
@@ -88,32 +130,6 @@ struct mamba2_args {
 	int64_t di, cd, nh, hd, ng, ns, pw;
 	int taps;
 };
-
-/* The causal depthwise conv over xBC for channels [c0, c1), row by row. */
-static void mamba2_conv_worker(void *arg, int ith, int nth)
-{
-	const struct mamba2_args *a = arg;
-	long c0, c1;
-	fx_split((long)a->cd, ith, nth, &c0, &c1);
-	int k = a->taps + 1;
-	for (int32_t t = 0; t < a->n; t++) {
-		const float *x = a->p + (size_t)t * a->pw + a->di;
-		float *st = a->kv[t].rs + a->L->rs_off; /* [taps][cd], oldest first */
-		float *c = a->c + (size_t)t * a->cd;
-		for (long ch = c0; ch < c1; ch++) {
-			const float *w = a->L->ssm_conv + (size_t)ch * k;
-			float acc = a->L->ssm_conv_b[ch];
-			for (int j = 0; j < a->taps; j++)
-				acc += w[j] * st[(size_t)j * a->cd + ch];
-			acc += w[a->taps] * x[ch];
-			for (int j = 0; j + 1 < a->taps; j++)
-				st[(size_t)j * a->cd + ch] = st[(size_t)(j + 1) * a->cd + ch];
-			if (a->taps > 0)
-				st[(size_t)(a->taps - 1) * a->cd + ch] = x[ch];
-			c[ch] = silu(acc);
-		}
-	}
-}
 
 /* The state update and output of heads [h0, h1), row by row. */
 static void mamba2_scan_worker(void *arg, int ith, int nth)
@@ -188,7 +204,10 @@ void mamba2_forward(const struct fx_model *m, int il, struct fx_pool *pool, stru
 	a.c = p + (size_t)n * a.pw;
 	a.y = a.c + (size_t)n * a.cd;
 	op_matmul(pool, &L->ssm_in, h, n, p, s->qbuf);
-	fx_pool_run(pool, mamba2_conv_worker, &a);
+	struct conv_args ca = { .kv = kv, .off = L->rs_off, .in = p + a.di, .stride = (size_t)a.pw,
+				.out = a.c, .w = L->ssm_conv, .b = L->ssm_conv_b, .ch = a.cd, .n = n,
+				.taps = a.taps };
+	fx_pool_run(pool, conv_worker, &ca);
 	fx_pool_run(pool, mamba2_scan_worker, &a);
 	if (n > 1)
 		fx_pool_run(pool, mamba2_norm_worker, &a);
@@ -213,33 +232,6 @@ struct gdn_args {
 	int64_t cd, vw, nv, nk, dk, dv;
 	int taps;
 };
-
-/* The causal depthwise conv (no bias) + SiLU over qkv for channels
- * [c0, c1), row by row. */
-static void gdn_conv_worker(void *arg, int ith, int nth)
-{
-	const struct gdn_args *a = arg;
-	long c0, c1;
-	fx_split((long)a->cd, ith, nth, &c0, &c1);
-	int k = a->taps + 1;
-	for (int32_t t = 0; t < a->n; t++) {
-		const float *x = a->qkv + (size_t)t * a->cd;
-		float *st = a->kv[t].rs + a->L->rs_off; /* [taps][cd], oldest first */
-		float *c = a->c + (size_t)t * a->cd;
-		for (long ch = c0; ch < c1; ch++) {
-			const float *w = a->L->ssm_conv + (size_t)ch * k;
-			float acc = 0.0f;
-			for (int j = 0; j < a->taps; j++)
-				acc += w[j] * st[(size_t)j * a->cd + ch];
-			acc += w[a->taps] * x[ch];
-			for (int j = 0; j + 1 < a->taps; j++)
-				st[(size_t)j * a->cd + ch] = st[(size_t)(j + 1) * a->cd + ch];
-			if (a->taps > 0)
-				st[(size_t)(a->taps - 1) * a->cd + ch] = x[ch];
-			c[ch] = silu(acc);
-		}
-	}
-}
 
 /* x[0..n) scaled to unit L2 norm (eps 1e-6 under the root, HF l2norm),
  * times mul, into out. */
@@ -322,7 +314,9 @@ void gdn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct 
 	const struct wmat *w[] = { &L->gdn_qkv, &L->gdn_z, &L->gdn_beta, &L->gdn_alpha };
 	float *y[] = { qkv, z, b, al };
 	op_matmul_n(pool, 4, w, h, n, y, s->qbuf);
-	fx_pool_run(pool, gdn_conv_worker, &a);
+	struct conv_args ca = { .kv = kv, .off = L->rs_off, .in = qkv, .stride = (size_t)a.cd,
+				.out = a.c, .w = L->ssm_conv, .b = NULL, .ch = a.cd, .n = n, .taps = a.taps };
+	fx_pool_run(pool, conv_worker, &ca);
 	fx_pool_run(pool, gdn_head_worker, &a);
 	op_matmul(pool, &L->ssm_out, a.o, n, out, s->qbuf);
 }
