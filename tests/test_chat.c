@@ -97,6 +97,13 @@ static void error_messages(void)
 	rc = fx_chat_render("{% set ns = namespace(a=1) %}{% set ns.x = [ns] %}{{ ns }}", "[]", NULL, NULL, false,
 			    NULL, NULL, 1, &p, &err);
 	CHECKF(rc == FX_E_INVALID && strstr(err.msg, "namespace"), "msg %s", err.msg);
+	/* a slice inside a tuple key (fuzz_chat's 1-CPU-hour campaign: the slice
+	 * had no object, UB in eval_slice): a parse error */
+	rc = fx_chat_render("{{ \"x\"[::-1,] }}", "[]", NULL, NULL, false, NULL, NULL, 1, &p, &err);
+	CHECKF(rc == FX_E_FORMAT && strstr(err.msg, "slice inside a subscript tuple"), "rc %d msg %s",
+	       rc, err.msg);
+	rc = fx_chat_render("{{ [1, 2][1, 0:1] }}", "[]", NULL, NULL, false, NULL, NULL, 1, &p, &err);
+	CHECKF(rc == FX_E_FORMAT, "rc %d msg %s", rc, err.msg);
 	fx_chat_prompt_free(NULL);
 	/* A slice index that is not an integer is an error naming it (jinja2:
 	 * TypeError; expect.json has more). It was read as a bool after the

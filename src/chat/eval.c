@@ -288,6 +288,8 @@ static int eval_slice(struct ev *e, const struct node *n, struct frame *f, struc
 	struct value obj, parts[3] = { v_none(), v_none(), v_none() };
 	const struct node *pn[3] = { n->a, n->b, n->c };
 	int64_t ix[3];
+	if (n->args.n < 1) /* the parser gives every slice its object */
+		return ev_fail(e, "%s", "a slice without an object");
 	int rc = eval(e, n->args.a[0], f, &obj);
 	if (rc)
 		return rc;

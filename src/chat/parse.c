@@ -326,9 +326,17 @@ static struct node *postfix(struct ps *p, struct node *n)
 			struct node *first = subscribed(p);
 			if (is_op(p, ",")) {
 				struct node *tup = mk(p, N_TUPLE);
+				if (!tup)
+					return NULL;
 				add(p, &tup->args, first);
 				while (skip_op(p, ",") && !is_op(p, "]"))
 					add(p, &tup->args, subscribed(p));
+				/* a[1:2, 3]: a slice has no meaning inside a tuple key
+				 * (found by fuzz_chat: the slice had no object) */
+				for (size_t i = 0; i < tup->args.n && !p->rc; i++)
+					if (tup->args.a[i] && tup->args.a[i]->type == N_SLICE)
+						fail(p, "a slice inside a subscript tuple (%s) is not supported",
+						     "a[x:y, z]");
 				first = tup;
 			}
 			if (first && first->type == N_SLICE) {
