@@ -973,6 +973,12 @@ static int map_metadata(struct hf *h)
 	}
 	if (h->fam->gating_func && put_u32(h, "expert_gating_func", (uint32_t)h->fam->gating_func))
 		return FX_E_NOMEM;
+	/* leading dense layers before the MoE ones, llama.cpp's key (ferrox
+	 * reads each layer's tensors) */
+	double ld;
+	if ((cfg_num(cfg, "num_dense_layers", &ld) || cfg_num(cfg, "first_k_dense_replace", &ld)) &&
+	    ld > 0 && put_u32(h, "leading_dense_block_count", (uint32_t)ld))
+		return FX_E_NOMEM;
 	return FX_OK;
 }
 
