@@ -67,7 +67,10 @@ THREE_DIGITS = {"type": "Sequence", "pretokenizers": [
     {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
 REFUSED = {"unigram-trained": ("unigram-trained", None, "Unigram model is not converted: llama.cpp writes it as its t5"),
            "wordpiece-whitespace": ("wordpiece-trained", "whitespace", "WordPiece with pre-tokenizer Whitespace"),
-           "three-digits": ("gpt-2", THREE_DIGITS, "/\\p{N}{1,3}/ then /'s|'t")}
+           "three-digits": ("gpt-2", THREE_DIGITS, "/\\p{N}{1,3}/ then /'s|'t"),
+           # a normalizer llama.cpp's BPE vocabularies would not run (found by a
+           # new user: it was dropped silently and the GGUF tokenized otherwise)
+           "lowercase": ("gpt-2", "lowercase", "normalizer 'Lowercase' has no place")}
 EXTRA = ["<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
          "<start_of_turn>user\nHello, world!<end_of_turn>\n<start_of_turn>model\n",
          "Numbers: 1234567890 and 3.14159, dates 2024-06-01.",
@@ -107,6 +110,8 @@ def checkpoint(src, dst, patch):
             j["model"]["ignore_merges"] = True
         elif patch == "whitespace":
             j["pre_tokenizer"] = {"type": "Whitespace"}
+        elif patch == "lowercase":
+            j["normalizer"] = {"type": "Lowercase"}
         elif patch == "space_tokens":
             j["added_tokens"] += [  # byte-level "ĠĠ" in the vocab, "  " added
                 {"id": i, "content": " " * len(t), "single_word": False, "lstrip": False,

@@ -606,6 +606,36 @@ static bool norm_metaspace(const cJSON *norm)
 	return jstr_is(norm, "type", "Replace") && jstr_is(norm, "content", "\xe2\x96\x81");
 }
 
+/* The first step of normalizer norm (a Sequence's members too) that
+ * llama.cpp's gpt2 / llama vocabularies do not run, or NULL when there is
+ * none: they run no normalizer, so only steps whose effect the GGUF keeps
+ * otherwise pass: SentencePiece's Prepend("▁") (add_space_prefix) and
+ * Replace(" ", "▁") (its own space handling), and NFC, which llama.cpp's
+ * converter drops too (Qwen 2, Command-R: input already in NFC tokenizes
+ * the same). A Lowercase, say, would be lost: the converted file would
+ * tokenize differently, so convert refuses it. */
+static const char *norm_lost(const cJSON *norm)
+{
+	if (!norm || cJSON_IsNull(norm))
+		return NULL;
+	const cJSON *t = jget(norm, "type"), *e;
+	if (!cJSON_IsString(t))
+		return "(no type)";
+	if (!strcmp(t->valuestring, "Sequence")) {
+		cJSON_ArrayForEach(e, jget(norm, "normalizers")) {
+			const char *lost = norm_lost(e);
+			if (lost)
+				return lost;
+		}
+		return NULL;
+	}
+	if (!strcmp(t->valuestring, "NFC") ||
+	    (!strcmp(t->valuestring, "Prepend") && jstr_is(norm, "prepend", "\xe2\x96\x81")) ||
+	    (!strcmp(t->valuestring, "Replace") && jstr_is(norm, "content", "\xe2\x96\x81")))
+		return NULL;
+	return t->valuestring;
+}
+
 /* SentencePiece-style: byte fallback, or spaces become U+2581 (Metaspace
  * pre-tokenizer or a Replace(" ", "▁") normalizer). */
 static bool spm_style(const struct hv *h)
@@ -811,6 +841,11 @@ static int map_keys(struct hv *h, const cJSON *cfg)
 		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/tokenizer.json: model type '%s' is not "
 			       "mapped to GGUF (ferrox convert writes BPE and WordPiece tokenizers)",
 			       h->dir, cJSON_IsString(mt) ? mt->valuestring : "?");
+	const char *lost = norm_lost(jget(h->tj, "normalizer"));
+	if (lost)
+		return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/tokenizer.json: normalizer '%.40s' has no "
+			       "place in llama.cpp's BPE vocabularies (they run no normalizer): the "
+			       "GGUF would tokenize differently", h->dir, lost);
 	bool spm = spm_style(h);
 	const char *pre = NULL;
 	if ((rc = count_tokens(h, cfg)) || (rc = fill_tokens(h)) || (!spm && (rc = pre_name(h, &pre))))
