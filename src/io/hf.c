@@ -1466,5 +1466,15 @@ int hf_open_any(const char *path, const struct hf_registry *reg, struct gguf_fil
 	bool dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 	if (is_dir)
 		*is_dir = dir;
-	return dir ? hf_open(path, reg, out, err) : gguf_open(path, out, err);
+	if (dir)
+		return hf_open(path, reg, out, err);
+	int rc = gguf_open(path, out, err);
+	/* one file of a Hugging Face directory: say to pass the directory */
+	size_t n = strlen(path);
+	if (rc == FX_E_FORMAT && n > 5 && (!strcmp(path + n - 5, ".json") ||
+					   (n > 12 && !strcmp(path + n - 12, ".safetensors")) ||
+					   (n > 6 && !strcmp(path + n - 6, ".model"))))
+		return fx_fail(err, rc, "%s is not a GGUF file: for a Hugging Face checkpoint, pass "
+			       "its directory (config.json, *.safetensors, tokenizer files)", path);
+	return rc;
 }
