@@ -485,16 +485,14 @@ def stream_ttft(cl, prompt, n):
     return first, text
 
 
-def run_gemma_prefix():
-    """Gemma 3 has sliding-window layers (window 512): a second request that
-    shares a 1,000-token prefix is served from the cache (full layers: the
-    whole prefix; sliding layers: its last window), so its TTFT is a fraction
-    of the first's and its text equals a fresh server's."""
+def prefix_case(model, name, what):
+    """A second request sharing a ~1,000-token prefix with the first is
+    served from the cache (prefix hits on /metrics, TTFT below a third of
+    the first's), and its greedy text equals a fresh server's."""
     args = ("--parallel", "2", "--ctx-size", "2048")
     qa, qb = "\n\nQuestion: which word comes first?", "\n\nQuestion: which word comes last?"
     res = {}
-
-    with Server(GEMMA, *args) as srv:
+    with Server(model, *args) as srv:
         T.server = srv
         cl = srv.client()
         prefix = shared_prefix(srv, 1000)
@@ -512,12 +510,11 @@ def run_gemma_prefix():
             print(f"     TTFT {t_a * 1000:.0f} ms cold, {t_b * 1000:.0f} ms sharing the prefix "
                   f"({t_b / t_a:.2f}x); prefix hits {hits(m0, m1):.0f} then {hits(m1, m2):.0f}")
             assert hits(m0, m1) == 0, hits(m0, m1)
-            assert hits(m1, m2) >= 900, hits(m1, m2)  # the prefix's full blocks
+            assert hits(m1, m2) >= 900, hits(m1, m2)
             assert t_b < t_a / 3, (t_a, t_b)
 
-        check("Gemma 3 (sliding layers): a 1,000-token shared prefix is served from the cache",
-              reuse)
-    with Server(GEMMA, *args) as srv:
+        check(f"{name}: a ~1,000-token shared prefix is served from the cache ({what})", reuse)
+    with Server(model, *args) as srv:
         T.server = srv
 
         def fresh():
@@ -526,58 +523,29 @@ def run_gemma_prefix():
             assert text == res["b"], (text, res["b"])
             assert len(text) > 0
 
-        check("Gemma 3: the cached reply equals a fresh server's", fresh)
+        check(f"{name}: the cached reply equals a fresh server's", fresh)
+
+
+def run_gemma_prefix():
+    """Gemma 3 has sliding-window layers (window 512): full layers reuse the
+    whole prefix, sliding layers its last window."""
+    prefix_case(GEMMA, "Gemma 3", "full blocks, and the sliding layers' last window")
 
 
 def run_hybrid_prefix():
     """A hybrid model (the Qwen 3.5 fixture: Gated DeltaNet + attention, with
     the qwen2 fixture's 256-token tokenizer) has no per-token history to
-    share: a second request sharing a ~1,000-token prefix starts from a state
-    snapshot (taken every 64 tokens) and the paged cache's blocks, so its
-    TTFT is a fraction of the first's, and its text equals a fresh server's
-    (measured: 314 ms cold, 10 ms sharing ~2,000 prefix tokens)."""
+    share: the second request starts from a state snapshot (taken every 64
+    tokens) and the paged cache's blocks (measured: 314 ms cold, 10 ms
+    sharing ~2,000 prefix tokens)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     tmp = os.path.join("/tmp", f"fx_hybrid_{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(os.path.join(root, "tests", "fixtures", "hf-tiny-next", "qwen3_5"), tmp)
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(root, "tests", "fixtures", "hf-tiny", "qwen2", f), tmp)
-    args = ("--parallel", "2", "--ctx-size", "2048")
-    qa, qb = "\n\nQuestion: which word comes first?", "\n\nQuestion: which word comes last?"
-    res = {}
     try:
-        with Server(tmp, *args) as srv:
-            T.server = srv
-            cl = srv.client()
-            prefix = shared_prefix(srv, 1000)
-
-            def reuse():
-                m0, _ = srv.metrics()
-                t_a, _ = stream_ttft(cl, prefix + qa, 8)
-                m1, _ = srv.metrics()
-                t_b, res["b"] = stream_ttft(cl, prefix + qb, 16)
-                m2, _ = srv.metrics()
-
-                def hits(x, y):
-                    return metric(y, "vllm:gpu_prefix_cache_hits_total") - metric(x, "vllm:gpu_prefix_cache_hits_total")
-                print(f"     TTFT {t_a * 1000:.0f} ms cold, {t_b * 1000:.0f} ms sharing the prefix; "
-                      f"prefix hits {hits(m0, m1):.0f} then {hits(m1, m2):.0f}")
-                assert hits(m0, m1) == 0, hits(m0, m1)
-                assert hits(m1, m2) >= 900, hits(m1, m2)  # snapshots every 64 tokens
-                assert t_b < t_a / 3, (t_a, t_b)
-
-            check("Qwen 3.5 (hybrid): a ~1,000-token shared prefix starts from a state snapshot",
-                  reuse)
-        with Server(tmp, *args) as srv:
-            T.server = srv
-
-            def fresh():
-                assert "b" in res, "no reply from the cached run"
-                _, text = stream_ttft(srv.client(), prefix + qb, 16)
-                assert text == res["b"], (text, res["b"])
-                assert len(text) > 0
-
-            check("Qwen 3.5 (hybrid): the reply after the snapshot equals a fresh server's", fresh)
+        prefix_case(tmp, "Qwen 3.5 (hybrid)", "a state snapshot")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
