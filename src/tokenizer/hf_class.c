@@ -211,9 +211,10 @@ static int32_t hfc_next_id(const cJSON *j)
 /* TokenizersBackend.__init__ after the class's __init__: each named token
  * (the class's defaults, overridden by the config) not yet an added token
  * becomes a special one, at its vocabulary id or appended. Also records
- * them in j's "ferrox" object (special_tokens: defaults for
- * load_dir_specials). FX_E_NOMEM. */
-static int hfc_named_tokens(cJSON *j, const cJSON *cfg, const cJSON *map, const char *const dflt[7])
+ * them in j's "ferrox" object (class: cls, for the vocabulary's kind;
+ * special_tokens: defaults for load_dir_specials). FX_E_NOMEM. */
+static int hfc_named_tokens(cJSON *j, const char *cls, const cJSON *cfg, const cJSON *map,
+			    const char *const dflt[7])
 {
 	static const char *const keys[7] = {
 		"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"
@@ -225,7 +226,8 @@ static int hfc_named_tokens(cJSON *j, const cJSON *cfg, const cJSON *map, const 
 
 	if (!list && !(list = cJSON_AddArrayToObject(j, "added_tokens")))
 		return FX_E_NOMEM;
-	if (!(f = cJSON_AddObjectToObject(j, "ferrox")) || !(st = cJSON_AddObjectToObject(f, "special_tokens")))
+	if (!(f = cJSON_AddObjectToObject(j, "ferrox")) || !cJSON_AddStringToObject(f, "class", cls) ||
+	    !(st = cJSON_AddObjectToObject(f, "special_tokens")))
 		return FX_E_NOMEM;
 	for (int k = 0; k < 7; k++) {
 		const char *s = hfc_named(cfg, map, keys[k], dflt[k]);
@@ -330,5 +332,5 @@ int hftok_class_apply(cJSON *j, const char *cls, const char *dir, const cJSON *c
 	    (rc = hfc_set_opt(model, "dropout", -1, NULL)) || (rc = hfc_set_json(j, "pre_tokenizer", pre)) ||
 	    (rc = hfc_set_json(j, "decoder", dec)))
 		return rc;
-	return hfc_named_tokens(j, cfg, map, dflt);
+	return hfc_named_tokens(j, cls, cfg, map, dflt);
 }

@@ -13,9 +13,10 @@
  * tokenizer.json is there, so TokenizersBackend.update_post_processor only
  * runs for a null post-processor, with both flags false (no specials);
  * per-model classes (LlamaTokenizer, GemmaTokenizer, Qwen2Tokenizer) take
- * the post-processor from tokenizer.json too. (Those classes do rebuild
- * the normalizer / pre-tokenizer / decoder from their own code; ferrox
- * runs the file's, which is the same pipeline for the models' own files.)
+ * the post-processor from tokenizer.json too. Those classes rebuild the
+ * model options, normalizer, pre-tokenizer and decoder from their own
+ * code: apply_class rewrites the tree so (hf_class.c), or refuses a
+ * rebuilding class ferrox does not reproduce.
  * Without tokenizer.json the flags apply (hf_legacy.c). Checked by
  * tests/test_hf_tokenizer_config.py.
  *
@@ -1118,7 +1119,14 @@ int vocab_load_hf(const char *dir, struct vocab **out, struct fx_err *err)
 	post_flags(v);
 	if (cJSON_IsString(item(priv, "kind")))
 		snprintf(v->kind, sizeof(v->kind), "%s", item(priv, "kind")->valuestring);
-	else if (strcmp(legacy, "tokenizer.json"))
+	else if (cJSON_IsString(item(priv, "class"))) { /* hf_class.c rebuilt the pipeline */
+		char k[sizeof(v->kind)];
+
+		memcpy(k, v->kind, sizeof(k));
+		/* "tokenizer.json (model, pre-tokenizer T)" -> "tokenizer.json as CLASS (...)" */
+		snprintf(v->kind, sizeof(v->kind), "tokenizer.json as %.24s %.50s",
+			 item(priv, "class")->valuestring, k + strlen("tokenizer.json "));
+	} else if (strcmp(legacy, "tokenizer.json"))
 		snprintf(v->kind, sizeof(v->kind), "%s (BPE, pre-tokenizer ByteLevel)", legacy);
 	*out = v;
 	v = NULL;
