@@ -48,7 +48,12 @@ add_eos_token and model_max_length.
    scripts/get-llama-sdist.sh; not checked, saying so, when absent) on the
    no-class folders of part 1, with the tiny llama weights.
 
-Part 1 skips (77) without transformers / tokenizers; sources that cannot
+4. The class with config.json (part_class_resolution): the tiny llama and
+   qwen2 checkpoints under 7 model_types x 9 tokenizer_class values; the
+   class ferrox rebuilds with (`ferrox inspect`) or refuses must be the
+   one AutoTokenizer loads, and the ids equal on the 50 strings.
+
+Parts 1 and 4 skip (77) without transformers / tokenizers; sources that cannot
 be made are skipped, saying so; FX_REQUIRE_MODELS=1 turns both into
 failures.
 """
@@ -146,8 +151,68 @@ def part_flags(ferrox, tok_dump, tmp):
         if equal != len(texts):
             fails.append("%s: %d of %d differ" % (folder, len(texts) - equal, len(texts)))
     print("%d folders checked" % len(made))
+    fails += part_class_resolution(ferrox, tok_dump, tmp, orc)
     fails += part_convert_flags(ferrox, tmp, cfgs, sources)
     return fails, None
+
+
+RES_CLASSES = [None, "PreTrainedTokenizerFast", "LlamaTokenizer", "LlamaTokenizerFast", "GemmaTokenizer",
+               "Qwen2TokenizerFast", "GPT2Tokenizer", "BertTokenizer", "FooTokenizer"]
+RES_TYPES = ["llama", "qwen2", "qwen3", "gemma3_text", "phi3", "mistral", "mixtral"]
+
+
+def part_class_resolution(ferrox, tok_dump, tmp, orc):
+    """Part 4: failures. The tiny llama (Metaspace) and qwen2 (ByteLevel)
+    checkpoints with config.json's model_type and tokenizer_config.json's
+    tokenizer_class varied (RES_TYPES x RES_CLASSES): the class AutoTokenizer
+    loads (hub class against the model type's registered one, the
+    ByteLevel-LlamaTokenizer rule, MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS)
+    must be the one `ferrox inspect` names ("tokenizer.json as CLASS" for a
+    class that rebuilds the pipeline, nothing for TokenizersBackend), or
+    ferrox refuses naming it; the ids must equal AutoTokenizer's."""
+    from transformers import AutoTokenizer
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    texts = orc.tricky_strings()
+    fails, n, n_ref = [], 0, 0
+    for src in ("llama", "qwen2"):
+        for cls in RES_CLASSES:
+            for mt in RES_TYPES:
+                d = os.path.join(tmp, "res-%s-%s-%s" % (src, cls or "noclass", mt))
+                os.makedirs(d)
+                for f in ("tokenizer.json", "model.safetensors"):
+                    os.symlink(os.path.join(FIXTURES, src, f), os.path.join(d, f))
+                for f, key, val in (("config.json", "model_type", mt), ("tokenizer_config.json", "tokenizer_class", cls)):
+                    with open(os.path.join(FIXTURES, src, f), encoding="utf-8") as fh:
+                        c = json.load(fh)
+                    c.pop(key, None)
+                    if val is not None:
+                        c[key] = val
+                    with open(os.path.join(d, f), "w", encoding="utf-8") as fh:
+                        json.dump(c, fh)
+                tok = AutoTokenizer.from_pretrained(d)
+                k = type(tok)
+                want = None if k is TokenizersBackend or "__init__" not in k.__dict__ else k.__name__
+                rc, out, err = run([ferrox, "inspect", "-m", d])
+                m = re.search(r"tokenizer.json as (\w+)", out)
+                got = m.group(1) if m else None
+                name = os.path.basename(d)
+                n += 1
+                if rc:
+                    ok = want is not None and ("with %s, which" % want) in err
+                    n_ref += ok
+                    print("%-52s %-16s refused%s" % (name, want, "" if ok else "  FAIL: " + err.strip()[-200:]))
+                    if not ok:
+                        fails.append("%s: refused (%s), transformers loads %s" % (name, err.strip()[-120:], want))
+                    continue
+                fx = ferrox_ids(tok_dump, d, texts)
+                equal = 0 if isinstance(fx, str) else sum(tok.encode(t) == ids for t, ids in zip(texts, fx))
+                ok = got == want and equal == len(texts)
+                print("%-52s transformers %-16s ferrox %-16s %d of %d equal%s" % (
+                    name, want, got, equal, len(texts), "" if ok else "  FAIL"))
+                if not ok:
+                    fails.append("%s: class %s (transformers %s), %d of %d equal" % (name, got, want, equal, len(texts)))
+    print("part 4: %d folders, %d refused naming the class, %d failures" % (n, n_ref, len(fails)))
+    return fails
 
 
 def part_convert_flags(ferrox, tmp, cfgs, sources):
