@@ -53,6 +53,9 @@ CLASSES = {
     "qwen2": [None, "PreTrainedTokenizerFast", "Qwen2Tokenizer", "Qwen2TokenizerFast"],
     # the llama fixture with "<s> $A </s>": a post-processor that adds EOS
     "fixture-llama-eos": [None, "PreTrainedTokenizerFast"],
+    # the llama fixture with an added_tokens_decoder (CFG_PATCH), which a
+    # rebuilding class reads instead of tokenizer.json's added_tokens
+    "fixture-llama-atd": ["LlamaTokenizer", "GemmaTokenizer"],
 }
 # tokenizer.json keys replaced before use: transformers' GGUF converter
 # (scripts/make-hf-tokenizers.py) leaves Qwen2's NFC normalizer out, which
@@ -67,6 +70,17 @@ PATCH = {"qwen2": {"normalizer": {"type": "NFC"}},
                       {"SpecialToken": {"id": "</s>", "type_id": 1}}],
              "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]},
                                 "</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}}}}
+# tokenizer_config.json keys set for a source: the piece "er" as a special
+# added token (it splits words; id 54 in the fixture) and a new token
+# appended after the 256 pieces
+def _added(content, special=True):
+    return {"content": content, "lstrip": False, "normalized": not special, "rstrip": False,
+            "single_word": False, "special": special}
+
+
+_ATD = {"added_tokens_decoder": {"0": _added("<pad>"), "1": _added("<s>"), "2": _added("</s>"),
+                                 "3": _added("<unk>"), "54": _added("er"), "256": _added("<tool>")}}
+CFG_PATCH = {"fixture-llama-atd": _ATD}
 # classes transformers rebuilds the pipeline with that ferrox does not
 # reproduce: ferrox must refuse these folders, naming the class (checked
 # by tests/test_hf_tokenizer_config.py, not against transformers)
@@ -99,6 +113,7 @@ def variants(out, sources, refused=False):
         if os.path.exists(p):
             with open(p, encoding="utf-8") as f:
                 base = {key: v for key, v in json.load(f).items() if key not in DROP}
+        base.update(CFG_PATCH.get(name, {}))
         for cls in CLASSES[name] + (REFUSED.get(name, []) if refused else []):
             for bos, eos in FLAGS:
                 cfg = dict(base)

@@ -106,6 +106,7 @@ def part_flags(ferrox, tok_dump, tmp):
     build = os.path.dirname(os.path.dirname(os.path.abspath(tok_dump)))
     sources = [("fixture-llama", os.path.join(FIXTURES, "llama")),
                ("fixture-llama-eos", os.path.join(FIXTURES, "llama")),
+               ("fixture-llama-atd", os.path.join(FIXTURES, "llama")),
                ("fixture-qwen2", os.path.join(FIXTURES, "qwen2"))]
     found = {v[0]: v[1] for v in mk.ensure(os.path.join(build, "hf-tokenizers"), MADE)}
     fails = []

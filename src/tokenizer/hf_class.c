@@ -18,6 +18,7 @@
  * from tokenizer.model) and refuses the other rebuilding classes.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -208,6 +209,59 @@ static int32_t hfc_next_id(const cJSON *j)
 	return next;
 }
 
+/* The added tokens a rebuilding class starts from: from_pretrained passes
+ * tokenizer_config.json's added_tokens_decoder when it has one (then
+ * tokenizer.json's added_tokens are not read: convert_to_native_format
+ * takes the file's vocabulary without them), else tokenizer.json's list
+ * stays. Entries in id order, as TokenizersBackend.__init__ adds them.
+ * FX_E_FORMAT (a malformed entry), FX_E_NOMEM. */
+static int hfc_added_from_cfg(cJSON *j, const char *dir, const cJSON *cfg, struct fx_err *err)
+{
+	const cJSON *dec = hfc_item(cfg, "added_tokens_decoder"), *e;
+	cJSON *list;
+	long last = -1;
+
+	if (!dec)
+		return FX_OK;
+	if (!cJSON_IsObject(dec))
+		return fx_fail(err, FX_E_FORMAT, "%s/tokenizer_config.json: added_tokens_decoder is not "
+			       "an object", dir);
+	if (!(list = cJSON_CreateArray()))
+		return FX_E_NOMEM;
+	for (;;) { /* the next larger id each round: entries are few */
+		const cJSON *best = NULL;
+		long best_id = 0;
+
+		cJSON_ArrayForEach(e, dec) {
+			char *endp;
+			long id = strtol(e->string, &endp, 10);
+
+			if (!hflegacy_content(e) || *endp || endp == e->string || id < 0 || id >= (1L << 28)) {
+				cJSON_Delete(list);
+				return fx_fail(err, FX_E_FORMAT, "%s/tokenizer_config.json: added_tokens_"
+					       "decoder entry '%.20s' is not an id with a content", dir,
+					       e->string);
+			}
+			if (id > last && (!best || id < best_id)) {
+				best = e;
+				best_id = id;
+			}
+		}
+		if (!best)
+			break;
+		last = best_id;
+		if (hflegacy_added_id(list, hflegacy_content(best)) < 0 &&
+		    hflegacy_add_token(list, (int)best_id, hflegacy_content(best), best)) {
+			cJSON_Delete(list);
+			return FX_E_NOMEM;
+		}
+	}
+	if (hfc_item(j, "added_tokens"))
+		return cJSON_ReplaceItemInObjectCaseSensitive(j, "added_tokens", list) ? FX_OK
+			: (cJSON_Delete(list), FX_E_NOMEM);
+	return cJSON_AddItemToObject(j, "added_tokens", list) ? FX_OK : (cJSON_Delete(list), FX_E_NOMEM);
+}
+
 /* TokenizersBackend.__init__ after the class's __init__: each named token
  * (the class's defaults, overridden by the config) not yet an added token
  * becomes a special one, at its vocabulary id or appended. Also records
@@ -331,6 +385,8 @@ int hftok_class_apply(cJSON *j, const char *cls, const char *dir, const cJSON *c
 	if (rc || (rc = hfc_set_opt(model, "ignore_merges", 0, NULL)) ||
 	    (rc = hfc_set_opt(model, "dropout", -1, NULL)) || (rc = hfc_set_json(j, "pre_tokenizer", pre)) ||
 	    (rc = hfc_set_json(j, "decoder", dec)))
+		return rc;
+	if ((rc = hfc_added_from_cfg(j, dir, cfg, err)))
 		return rc;
 	return hfc_named_tokens(j, cls, cfg, map, dflt);
 }
