@@ -130,6 +130,14 @@ const char *hftok_class_resolve(const cJSON *cfg, const cJSON *mcfg, bool byte_l
 	return r->kind == HFC_REBUILD ? r->cls : r->name;
 }
 
+const char *hftok_class_registered(const char *type, bool *incorrect)
+{
+	const struct hfc_type *r = hfc_type_row(type);
+
+	*incorrect = r && r->incorrect;
+	return r ? r->cls : NULL;
+}
+
 /* ---- rewriting the tree ---------------------------------------------------- */
 
 /* Replace (or add) j[key] with the JSON text s. FX_E_NOMEM. */

@@ -227,6 +227,10 @@ int hflegacy_template(cJSON *j, const char *bos, const char *eos, bool add_bos, 
  * from cfg / mcfg). */
 const char *hftok_class_resolve(const cJSON *cfg, const cJSON *mcfg, bool byte_level,
 				const char **hub);
+/* The class name transformers 5.23 registers for config.json model_type
+ * type (TOKENIZER_MAPPING_NAMES), or NULL for none; *incorrect: the type
+ * is in MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS. Static strings. */
+const char *hftok_class_registered(const char *type, bool *incorrect);
 /* Rewrite tokenizer.json tree j (in place) as class cls's __init__
  * rebuilds it: model options, normalizer, pre-tokenizer, decoder, the
  * class's named tokens as added tokens, and a "ferrox" object
