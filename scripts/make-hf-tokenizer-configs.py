@@ -45,7 +45,8 @@ CLASSES = {
     # their own pipelines (and named tokens: Gemma's <mask> is appended)
     "fixture-llama": [None, "PreTrainedTokenizerFast", "LlamaTokenizer", "LlamaTokenizerFast",
                       "GemmaTokenizer", "Qwen2Tokenizer"],
-    "fixture-qwen2": [None, "PreTrainedTokenizerFast", "LlamaTokenizerFast", "Qwen2Tokenizer"],
+    "fixture-qwen2": [None, "PreTrainedTokenizerFast", "LlamaTokenizerFast", "Qwen2Tokenizer",
+                      "GPT2Tokenizer"],
     "llama-spm": [None, "PreTrainedTokenizerFast", "LlamaTokenizer", "LlamaTokenizerFast"],
     "gemma-3-270m": [None, "PreTrainedTokenizerFast", "GemmaTokenizer"],
     "smollm2-135m": [None, "PreTrainedTokenizerFast", "LlamaTokenizer"],
@@ -84,7 +85,7 @@ CFG_PATCH = {"fixture-llama-atd": _ATD}
 # classes transformers rebuilds the pipeline with that ferrox does not
 # reproduce: ferrox must refuse these folders, naming the class (checked
 # by tests/test_hf_tokenizer_config.py, not against transformers)
-REFUSED = {"fixture-qwen2": ["GPT2Tokenizer", "BertTokenizerFast"]}
+REFUSED = {"fixture-qwen2": ["CLIPTokenizer", "BertTokenizerFast"]}
 FLAGS = [(None, None), (True, False), (False, False), (True, True), (False, True)]
 MAX_LENGTHS = [None, 512, int(1e30), 1e30]
 DROP = ("tokenizer_class", "add_bos_token", "add_eos_token", "model_max_length")

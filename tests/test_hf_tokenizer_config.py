@@ -29,9 +29,9 @@ add_eos_token and model_max_length.
    tests/data/tokenizer plus 20 random ones, also where the class rebuilds
    a pipeline other than the file's (the fixture's Metaspace split true
    under LlamaTokenizer / GemmaTokenizer / Qwen2Tokenizer, the Qwen2
-   fixture under Qwen2Tokenizer: tokenizer/hf_class.c rebuilds it as
+   fixture under Qwen2Tokenizer / GPT2Tokenizer: tokenizer/hf_class.c rebuilds it as
    transformers does). Folders whose class rebuilds a pipeline ferrox does
-   not reproduce (REFUSED: GPT2Tokenizer, BertTokenizerFast) must be
+   not reproduce (REFUSED: CLIPTokenizer, BertTokenizerFast) must be
    refused with an error naming the class.
 2. model_max_length (io/hf.c hf_context_info): the tiny llama checkpoint
    with config.json's max_position_embeddings removed takes its context
@@ -49,7 +49,7 @@ add_eos_token and model_max_length.
    no-class folders of part 1, with the tiny llama weights.
 
 4. The class with config.json (part_class_resolution): the tiny llama and
-   qwen2 checkpoints under 7 model_types x 9 tokenizer_class values; the
+   qwen2 checkpoints under 7 model_types x 10 tokenizer_class values; the
    class ferrox rebuilds with (`ferrox inspect`) or refuses must be the
    one AutoTokenizer loads, and the ids equal on the 50 strings.
 
@@ -158,7 +158,7 @@ def part_flags(ferrox, tok_dump, tmp):
 
 
 RES_CLASSES = [None, "PreTrainedTokenizerFast", "LlamaTokenizer", "LlamaTokenizerFast", "GemmaTokenizer",
-               "Qwen2TokenizerFast", "GPT2Tokenizer", "BertTokenizer", "FooTokenizer"]
+               "Qwen2TokenizerFast", "GPT2Tokenizer", "BertTokenizer", "CLIPTokenizer", "FooTokenizer"]
 RES_TYPES = ["llama", "qwen2", "qwen3", "gemma3_text", "phi3", "mistral", "mixtral"]
 
 

@@ -14,8 +14,9 @@
  * scripts/gen-hf-class-table.py from transformers) lists every class name
  * and model type with what it does; hftok_class_apply rewrites the tree
  * for the rebuilding classes ferrox reproduces (LlamaTokenizer,
- * GemmaTokenizer, Qwen2Tokenizer; the same pipelines hf_spm.c builds
- * from tokenizer.model) and refuses the other rebuilding classes.
+ * GemmaTokenizer, Qwen2Tokenizer, GPT2Tokenizer; Llama's and Gemma's are
+ * the pipelines hf_spm.c builds from tokenizer.model) and refuses the
+ * other rebuilding classes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +320,7 @@ int hftok_class_apply(cJSON *j, const char *cls, const char *dir, const cJSON *c
 {
 	static const char *const llama[7] = { "<s>", "</s>", "<unk>" };
 	static const char *const gemma[7] = { "<bos>", "<eos>", "<unk>", NULL, "<pad>", NULL, "<mask>" };
+	static const char *const gpt2[7] = { "<|endoftext|>", "<|endoftext|>", "<|endoftext|>" };
 	static const char *const qwen2[7] = { NULL, "<|endoftext|>", "<|endoftext|>", NULL, "<|endoftext|>" };
 	cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
 	const cJSON *type = hfc_item(model, "type");
@@ -327,11 +329,12 @@ int hftok_class_apply(cJSON *j, const char *cls, const char *dir, const cJSON *c
 	bool prefix, legacy;
 	int rc;
 
-	if (strcmp(cls, "LlamaTokenizer") && strcmp(cls, "GemmaTokenizer") && strcmp(cls, "Qwen2Tokenizer"))
+	if (strcmp(cls, "LlamaTokenizer") && strcmp(cls, "GemmaTokenizer") && strcmp(cls, "Qwen2Tokenizer") &&
+	    strcmp(cls, "GPT2Tokenizer"))
 		return fx_fail(err, FX_E_UNSUPPORTED, "%s: transformers 5.23 loads this tokenizer.json "
 			       "with %s, which replaces the file's normalizer / pre-tokenizer / decoder "
-			       "with its own; ferrox reproduces only LlamaTokenizer, GemmaTokenizer and "
-			       "Qwen2Tokenizer (set tokenizer_class to PreTrainedTokenizerFast in "
+			       "with its own; ferrox reproduces only LlamaTokenizer, GemmaTokenizer, "
+			       "Qwen2Tokenizer and GPT2Tokenizer (set tokenizer_class to PreTrainedTokenizerFast in "
 			       "tokenizer_config.json to use the file's pipeline)", dir, cls);
 	if (!cJSON_IsString(type) || strcmp(type->valuestring, "BPE"))
 		return fx_fail(err, FX_E_UNSUPPORTED, "%s: %s over a tokenizer.json whose model is not "
@@ -371,6 +374,21 @@ int hftok_class_apply(cJSON *j, const char *cls, const char *dir, const cJSON *c
 		snprintf(dec, sizeof(dec), "{\"type\":\"Sequence\",\"decoders\":[" HFC_FROM_META ","
 			 HFC_BYTES "]}");
 		rc = hfc_set_json(j, "normalizer", HFC_TO_META);
+	} else if (!strcmp(cls, "GPT2Tokenizer")) { /* tokenization_gpt2.py */
+		if ((rc = hfc_cfg_bool(cfg, dir, "add_prefix_space", false, &prefix, err)))
+			return rc;
+		dflt = gpt2;
+		if ((rc = hfc_set_opt(model, "unk_token", -1, NULL)) ||
+		    (rc = hfc_set_opt(model, "fuse_unk", 0, NULL)) ||
+		    (rc = hfc_set_opt(model, "byte_fallback", 0, NULL)) ||
+		    (rc = hfc_set_opt(model, "continuing_subword_prefix", -1, "")) ||
+		    (rc = hfc_set_opt(model, "end_of_word_suffix", -1, "")))
+			return rc;
+		snprintf(pre, sizeof(pre), "{\"type\":\"ByteLevel\",\"add_prefix_space\":%s,"
+			 "\"trim_offsets\":true,\"use_regex\":true}", prefix ? "true" : "false");
+		snprintf(dec, sizeof(dec), "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
+			 "\"trim_offsets\":true,\"use_regex\":true}");
+		rc = hfc_set_json(j, "normalizer", NULL);
 	} else { /* tokenization_qwen2.py */
 		if ((rc = hfc_cfg_bool(cfg, dir, "add_prefix_space", false, &prefix, err)))
 			return rc;
