@@ -29,7 +29,7 @@ TokenizersBackend.convert_to_native_format): a class with its own __init__
 decoder from its own code and keeps only tokenizer.json's vocabulary,
 merges and post-processor, so it is paired with the tokenizer.json whose
 pipeline it rebuilds (Metaspace BPE for Llama, Gemma's for Gemma, Qwen2's
-for Qwen2), and once, in REBUILT, with one it does not; a
+for Qwen2), and with classes whose pipeline differs from the file's (the fixtures); a
 LlamaTokenizer class over a ByteLevel tokenizer.json is loaded as
 TokenizersBackend instead (kept: smollm2-135m); PreTrainedTokenizerFast
 and no class are TokenizersBackend over the file as it is.
@@ -41,9 +41,12 @@ import sys
 
 CLASSES = {
     # the fixture's Metaspace splits on spaces (split true); LlamaTokenizer
-    # rebuilds it with split false: other pieces, same specials (REBUILT)
-    "fixture-llama": [None, "PreTrainedTokenizerFast", "LlamaTokenizer", "LlamaTokenizerFast"],
-    "fixture-qwen2": [None, "PreTrainedTokenizerFast", "LlamaTokenizerFast"],
+    # rebuilds it with split false, GemmaTokenizer and Qwen2Tokenizer with
+    # their own pipelines (and named tokens: Gemma's <mask> is appended)
+    "fixture-llama": [None, "PreTrainedTokenizerFast", "LlamaTokenizer", "LlamaTokenizerFast",
+                      "GemmaTokenizer", "Qwen2Tokenizer"],
+    "fixture-qwen2": [None, "PreTrainedTokenizerFast", "LlamaTokenizerFast", "Qwen2Tokenizer",
+                      "GPT2Tokenizer"],
     "llama-spm": [None, "PreTrainedTokenizerFast", "LlamaTokenizer", "LlamaTokenizerFast"],
     "gemma-3-270m": [None, "PreTrainedTokenizerFast", "GemmaTokenizer"],
     "smollm2-135m": [None, "PreTrainedTokenizerFast", "LlamaTokenizer"],
@@ -51,6 +54,9 @@ CLASSES = {
     "qwen2": [None, "PreTrainedTokenizerFast", "Qwen2Tokenizer", "Qwen2TokenizerFast"],
     # the llama fixture with "<s> $A </s>": a post-processor that adds EOS
     "fixture-llama-eos": [None, "PreTrainedTokenizerFast"],
+    # the llama fixture with an added_tokens_decoder (CFG_PATCH), which a
+    # rebuilding class reads instead of tokenizer.json's added_tokens
+    "fixture-llama-atd": ["LlamaTokenizer", "GemmaTokenizer"],
 }
 # tokenizer.json keys replaced before use: transformers' GGUF converter
 # (scripts/make-hf-tokenizers.py) leaves Qwen2's NFC normalizer out, which
@@ -65,10 +71,21 @@ PATCH = {"qwen2": {"normalizer": {"type": "NFC"}},
                       {"SpecialToken": {"id": "</s>", "type_id": 1}}],
              "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]},
                                 "</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}}}}
-# (source, class) pairs whose class rebuilds a pipeline other than the
-# file's: ferrox runs tokenizer.json's, so only the special tokens' places
-# can agree there
-REBUILT = {("fixture-llama", "LlamaTokenizer"), ("fixture-llama", "LlamaTokenizerFast")}
+# tokenizer_config.json keys set for a source: the piece "er" as a special
+# added token (it splits words; id 54 in the fixture) and a new token
+# appended after the 256 pieces
+def _added(content, special=True):
+    return {"content": content, "lstrip": False, "normalized": not special, "rstrip": False,
+            "single_word": False, "special": special}
+
+
+_ATD = {"added_tokens_decoder": {"0": _added("<pad>"), "1": _added("<s>"), "2": _added("</s>"),
+                                 "3": _added("<unk>"), "54": _added("er"), "256": _added("<tool>")}}
+CFG_PATCH = {"fixture-llama-atd": _ATD}
+# classes transformers rebuilds the pipeline with that ferrox does not
+# reproduce: ferrox must refuse these folders, naming the class (checked
+# by tests/test_hf_tokenizer_config.py, not against transformers)
+REFUSED = {"fixture-qwen2": ["CLIPTokenizer", "BertTokenizerFast"]}
 FLAGS = [(None, None), (True, False), (False, False), (True, True), (False, True)]
 MAX_LENGTHS = [None, 512, int(1e30), 1e30]
 DROP = ("tokenizer_class", "add_bos_token", "add_eos_token", "model_max_length")
@@ -78,8 +95,9 @@ def flag_name(v):
     return "-" if v is None else "T" if v else "F"
 
 
-def variants(out, sources):
-    """[(folder name, path)] for sources [(NAME, SRCDIR)], written under out."""
+def variants(out, sources, refused=False):
+    """[(folder name, path)] for sources [(NAME, SRCDIR)], written under out;
+    with refused, REFUSED's classes too."""
     made, k = [], 0
     for name, src in sources:
         tj = os.path.abspath(os.path.join(src, "tokenizer.json"))
@@ -96,7 +114,8 @@ def variants(out, sources):
         if os.path.exists(p):
             with open(p, encoding="utf-8") as f:
                 base = {key: v for key, v in json.load(f).items() if key not in DROP}
-        for cls in CLASSES[name]:
+        base.update(CFG_PATCH.get(name, {}))
+        for cls in CLASSES[name] + (REFUSED.get(name, []) if refused else []):
             for bos, eos in FLAGS:
                 cfg = dict(base)
                 if cls is not None:

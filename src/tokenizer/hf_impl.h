@@ -215,6 +215,31 @@ int hflegacy_added_id(const cJSON *list, const char *content);
  * neither. The ids are those of j's added_tokens. FX_E_NOMEM. */
 int hflegacy_template(cJSON *j, const char *bos, const char *eos, bool add_bos, bool add_eos);
 
+/* ---- hf_class.c ---------------------------------------------------------- */
+
+/* The class AutoTokenizer (transformers 5.23, models/auto/
+ * tokenization_auto.py) loads a tokenizer.json folder with, from
+ * tokenizer_config.json cfg and config.json mcfg (either may be NULL),
+ * when that class does not keep the file's pipeline: the name of a class
+ * that rebuilds it, or of one that does not read tokenizer.json at all.
+ * NULL: TokenizersBackend over the file as it is. byte_level: the file
+ * names a ByteLevel component. *hub: the declared class, or NULL (borrowed
+ * from cfg / mcfg). */
+const char *hftok_class_resolve(const cJSON *cfg, const cJSON *mcfg, bool byte_level,
+				const char **hub);
+/* The class name transformers 5.23 registers for config.json model_type
+ * type (TOKENIZER_MAPPING_NAMES), or NULL for none; *incorrect: the type
+ * is in MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS. Static strings. */
+const char *hftok_class_registered(const char *type, bool *incorrect);
+/* Rewrite tokenizer.json tree j (in place) as class cls's __init__
+ * rebuilds it: model options, normalizer, pre-tokenizer, decoder, the
+ * class's named tokens as added tokens, and a "ferrox" object
+ * (special_tokens) for load_dir_specials. cfg / map: tokenizer_config.json
+ * and special_tokens_map.json (may be NULL). FX_E_UNSUPPORTED naming cls
+ * for a class ferrox does not reproduce or a non-BPE model, FX_E_NOMEM. */
+int hftok_class_apply(cJSON *j, const char *cls, const char *dir, const cJSON *cfg, const cJSON *map,
+		      struct fx_err *err);
+
 /* ---- hf_spm_proto.c / hf_spm.c ------------------------------------------ */
 
 /* sentencepiece_model.proto ModelProto.SentencePiece.Type */

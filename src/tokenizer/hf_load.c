@@ -13,9 +13,10 @@
  * tokenizer.json is there, so TokenizersBackend.update_post_processor only
  * runs for a null post-processor, with both flags false (no specials);
  * per-model classes (LlamaTokenizer, GemmaTokenizer, Qwen2Tokenizer) take
- * the post-processor from tokenizer.json too. (Those classes do rebuild
- * the normalizer / pre-tokenizer / decoder from their own code; ferrox
- * runs the file's, which is the same pipeline for the models' own files.)
+ * the post-processor from tokenizer.json too. Those classes rebuild the
+ * model options, normalizer, pre-tokenizer and decoder from their own
+ * code: apply_class rewrites the tree so (hf_class.c), or refuses a
+ * rebuilding class ferrox does not reproduce.
  * Without tokenizer.json the flags apply (hf_legacy.c). Checked by
  * tests/test_hf_tokenizer_config.py.
  *
@@ -1035,6 +1036,47 @@ static int compile_fixed(struct hftok *h, struct fx_err *err)
 	return rc ? rc : hftok_regex(h, word, sizeof(word) - 1, "word", &h->re_word, err);
 }
 
+/* Whether a component of tree o names a ByteLevel type (transformers
+ * looks for the text "ByteLevel" in tokenizer.json; the vocabulary is
+ * left out here, where such a token text would be a coincidence). */
+static bool names_byte_level(const cJSON *o)
+{
+	const cJSON *e;
+
+	if (cJSON_IsString(o))
+		return !strcmp(o->valuestring, "ByteLevel");
+	cJSON_ArrayForEach(e, o)
+		if (names_byte_level(e))
+			return true;
+	return false;
+}
+
+/* tokenizer.json tree j as the class transformers picks for dir loads it
+ * (hf_class.c): unchanged for TokenizersBackend, rebuilt for a class with
+ * its own __init__ that ferrox reproduces, refused (naming the class) for
+ * any other. FX_E_FORMAT / FX_E_IO from the config files, FX_E_NOMEM. */
+static int apply_class(const char *dir, cJSON *j, struct fx_err *err)
+{
+	cJSON *cfg = NULL, *map = NULL, *mcfg = NULL;
+	const char *cls, *hub;
+	bool bl;
+	int rc;
+
+	if ((rc = hftok_read_json(dir, "tokenizer_config.json", &cfg, err)) ||
+	    (rc = hftok_read_json(dir, "special_tokens_map.json", &map, err)) ||
+	    (rc = hftok_read_json(dir, "config.json", &mcfg, err)))
+		goto out;
+	bl = names_byte_level(item(j, "normalizer")) || names_byte_level(item(j, "pre_tokenizer")) ||
+	     names_byte_level(item(j, "decoder")) || names_byte_level(item(j, "post_processor"));
+	if ((cls = hftok_class_resolve(cfg, mcfg, bl, &hub)))
+		rc = hftok_class_apply(j, cls, dir, cfg, map, err);
+out:
+	cJSON_Delete(cfg);
+	cJSON_Delete(map);
+	cJSON_Delete(mcfg);
+	return rc;
+}
+
 int vocab_load_hf(const char *dir, struct vocab **out, struct fx_err *err)
 {
 	const char *legacy = "tokenizer.json";
@@ -1054,9 +1096,16 @@ int vocab_load_hf(const char *dir, struct vocab **out, struct fx_err *err)
 	}
 	if (rc || !j)
 		return rc == FX_E_NOMEM ? fx_fail(err, rc, "out of memory reading %s", legacy) : rc;
-	/* hf_spm.c's private object (kind, resolved special tokens); never a
-	 * real tokenizer.json's */
-	priv = strcmp(legacy, "tokenizer.model") ? NULL : item(j, "ferrox");
+	if (!strcmp(legacy, "tokenizer.json")) {
+		cJSON_DeleteItemFromObjectCaseSensitive(j, "ferrox"); /* ours alone */
+		if ((rc = apply_class(dir, j, err))) {
+			cJSON_Delete(j);
+			return rc == FX_E_NOMEM ? fx_fail(err, rc, "out of memory reading %s", legacy) : rc;
+		}
+	}
+	/* the private object of hf_spm.c / hf_class.c (kind, resolved special
+	 * tokens); a real tokenizer.json's was dropped above */
+	priv = strcmp(legacy, "vocab.json + merges.txt") ? item(j, "ferrox") : NULL;
 	if (!(v = fx_calloc(1, sizeof(*v))) || !(v->hf = fx_calloc(1, sizeof(*v->hf))) ||
 	    !(v->hf->re_mem = pretok_re_context())) {
 		rc = FX_E_NOMEM;
@@ -1070,7 +1119,14 @@ int vocab_load_hf(const char *dir, struct vocab **out, struct fx_err *err)
 	post_flags(v);
 	if (cJSON_IsString(item(priv, "kind")))
 		snprintf(v->kind, sizeof(v->kind), "%s", item(priv, "kind")->valuestring);
-	else if (strcmp(legacy, "tokenizer.json"))
+	else if (cJSON_IsString(item(priv, "class"))) { /* hf_class.c rebuilt the pipeline */
+		char k[sizeof(v->kind)];
+
+		memcpy(k, v->kind, sizeof(k));
+		/* "tokenizer.json (model, pre-tokenizer T)" -> "tokenizer.json as CLASS (...)" */
+		snprintf(v->kind, sizeof(v->kind), "tokenizer.json as %.24s %.50s",
+			 item(priv, "class")->valuestring, k + strlen("tokenizer.json "));
+	} else if (strcmp(legacy, "tokenizer.json"))
 		snprintf(v->kind, sizeof(v->kind), "%s (BPE, pre-tokenizer ByteLevel)", legacy);
 	*out = v;
 	v = NULL;

@@ -157,26 +157,8 @@ static int spm_index(struct spm_ctx *c)
 
 /* ---- the class ------------------------------------------------------------ */
 
+/* a model type's registered class, beyond enum spm_class */
 enum { SPMR_UNREGISTERED = -1, SPMR_GENERIC = -2 };
-
-/* config.json model types: the tokenizer class transformers 5.23
- * registers for each (models/auto/tokenization_auto.py
- * TOKENIZER_MAPPING_NAMES; llama has none), and whether the type is in
- * MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS. Other types are refused. */
-static const struct {
-	const char *type;
-	int reg; /* enum spm_class, or SPMR_* */
-	bool incorrect;
-} spm_types[] = {
-	{ "llama", SPMR_UNREGISTERED, false },
-	{ "gemma", SPMC_GEMMA, false }, { "gemma2", SPMC_GEMMA, false },
-	{ "gemma3", SPMC_GEMMA, false }, { "gemma3_text", SPMC_GEMMA, false },
-	{ "gemma3n", SPMC_GEMMA, false }, { "gemma3n_text", SPMC_GEMMA, false },
-	{ "recurrent_gemma", SPMC_GEMMA, false },
-	{ "t5", SPMC_T5, false }, { "mt5", SPMC_T5, false },
-	{ "mistral", SPMR_GENERIC, false }, { "mixtral", SPMR_GENERIC, false },
-	{ "umt5", SPMR_GENERIC, false }, { "phi3", SPMR_GENERIC, true }, { "llava", SPMR_GENERIC, true },
-};
 
 static const char *const spm_class_names[] = {
 	[SPMC_NONE] = "TokenizersBackend", [SPMC_LLAMA] = "LlamaTokenizer",
@@ -228,17 +210,19 @@ static int spm_class(struct spm_ctx *c)
 				       cJSON_IsString(tc) ? tc->valuestring : "(not a string)");
 	}
 	if (cJSON_IsString(mt) && *mt->valuestring) {
-		size_t k = 0;
+		/* the model type's registered class (hf_class_table.h, shared
+		 * with the tokenizer.json path) */
+		const char *rn = hftok_class_registered(mt->valuestring, &incorrect);
 
-		while (k < sizeof(spm_types) / sizeof(*spm_types) && strcmp(spm_types[k].type, mt->valuestring))
-			k++;
-		if (k == sizeof(spm_types) / sizeof(*spm_types))
-			return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/config.json: model_type %.60s with "
-				       "tokenizer.model is not supported (ferrox knows how transformers "
-				       "picks the tokenizer for llama, gemma*, t5, mt5, mistral, mixtral, "
-				       "umt5, phi3, llava)", c->dir, mt->valuestring);
-		reg = spm_types[k].reg;
-		incorrect = spm_types[k].incorrect;
+		if (rn && (!strcmp(rn, "TokenizersBackend") || !strcmp(rn, "PreTrainedTokenizerFast")))
+			reg = SPMR_GENERIC;
+		else if (rn && (reg = spm_class_by_name(rn)) < 0)
+			return fx_fail(c->err, FX_E_UNSUPPORTED, "%s/config.json: model_type %.60s "
+				       "(tokenizer class %.60s) with tokenizer.model is not supported "
+				       "(only LlamaTokenizer, GemmaTokenizer, T5Tokenizer, "
+				       "TokenizersBackend)", c->dir, mt->valuestring, rn);
+		else if (!rn)
+			reg = SPMR_UNREGISTERED;
 	}
 	if (hub >= 0 && reg != SPMR_UNREGISTERED && reg != hub)
 		c->cls = reg == SPMR_GENERIC ? SPMC_NONE : incorrect ? (enum spm_class)reg : (enum spm_class)hub;
