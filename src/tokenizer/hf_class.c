@@ -168,6 +168,20 @@ static int hfc_set_opt(cJSON *model, const char *key, int b, const char *s)
 	return cJSON_AddItemToObject(model, key, o) ? FX_OK : (cJSON_Delete(o), FX_E_NOMEM);
 }
 
+/* The BPE options GPT2Tokenizer and Qwen2Tokenizer set (byte-level: no unk,
+ * no byte fallback, no subword prefix or suffix). Errors as hfc_set_opt. */
+static int hfc_byte_level_opts(cJSON *model)
+{
+	int rc;
+	if ((rc = hfc_set_opt(model, "unk_token", -1, NULL)) ||
+	    (rc = hfc_set_opt(model, "fuse_unk", 0, NULL)) ||
+	    (rc = hfc_set_opt(model, "byte_fallback", 0, NULL)) ||
+	    (rc = hfc_set_opt(model, "continuing_subword_prefix", -1, "")) ||
+	    (rc = hfc_set_opt(model, "end_of_word_suffix", -1, "")))
+		return rc;
+	return FX_OK;
+}
+
 /* A boolean option of tokenizer_config.json into *out (def when absent or
  * null). FX_E_UNSUPPORTED for another type. */
 static int hfc_cfg_bool(const cJSON *cfg, const char *dir, const char *key, bool def, bool *out,
@@ -378,11 +392,7 @@ int hftok_class_apply(cJSON *j, const char *cls, const char *dir, const cJSON *c
 		if ((rc = hfc_cfg_bool(cfg, dir, "add_prefix_space", false, &prefix, err)))
 			return rc;
 		dflt = gpt2;
-		if ((rc = hfc_set_opt(model, "unk_token", -1, NULL)) ||
-		    (rc = hfc_set_opt(model, "fuse_unk", 0, NULL)) ||
-		    (rc = hfc_set_opt(model, "byte_fallback", 0, NULL)) ||
-		    (rc = hfc_set_opt(model, "continuing_subword_prefix", -1, "")) ||
-		    (rc = hfc_set_opt(model, "end_of_word_suffix", -1, "")))
+		if ((rc = hfc_byte_level_opts(model)))
 			return rc;
 		snprintf(pre, sizeof(pre), "{\"type\":\"ByteLevel\",\"add_prefix_space\":%s,"
 			 "\"trim_offsets\":true,\"use_regex\":true}", prefix ? "true" : "false");
@@ -393,11 +403,7 @@ int hftok_class_apply(cJSON *j, const char *cls, const char *dir, const cJSON *c
 		if ((rc = hfc_cfg_bool(cfg, dir, "add_prefix_space", false, &prefix, err)))
 			return rc;
 		dflt = qwen2;
-		if ((rc = hfc_set_opt(model, "unk_token", -1, NULL)) ||
-		    (rc = hfc_set_opt(model, "fuse_unk", 0, NULL)) ||
-		    (rc = hfc_set_opt(model, "byte_fallback", 0, NULL)) ||
-		    (rc = hfc_set_opt(model, "continuing_subword_prefix", -1, "")) ||
-		    (rc = hfc_set_opt(model, "end_of_word_suffix", -1, "")))
+		if ((rc = hfc_byte_level_opts(model)))
 			return rc;
 		snprintf(pre, sizeof(pre), "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
 			 "\"pattern\":{\"Regex\":\"" HFC_QWEN2_RE "\"},\"behavior\":\"Isolated\","
