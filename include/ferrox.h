@@ -89,6 +89,13 @@ FX_API int32_t fx_model_n_vocab(const struct fx_model *m);
 FX_API bool fx_model_has_vocab(const struct fx_model *m);
 FX_API int32_t fx_model_n_ctx_train(const struct fx_model *m);
 FX_API const char *fx_model_arch_name(const struct fx_model *m); /* "gemma3", ... */
+/* Width of the residual stream: a hidden row's floats (fx_batch_hidden). */
+FX_API int32_t fx_model_n_embd(const struct fx_model *m);
+/* Multi-token-prediction blocks the model carries (Qwen 3.5 and Qwen3-Next
+ * mtp.*, GLM-4.5's extra layer; GGUF {arch}.nextn_predict_layers), loaded
+ * beside the layers and run only by an MTP context
+ * (fx_context_params.mtp); 0 when none. */
+FX_API int32_t fx_model_n_mtp(const struct fx_model *m);
 /* *total: bytes of every tensor of the file, norms included, as
  * llama-bench's size column (after --quant: the matrices as requantized). *per_token: bytes one decode step reads
  * from them: every matrix once (MoE layers: n_expert_used of n_expert
@@ -192,6 +199,16 @@ struct fx_context_params {
 	int32_t kv_layout;  /* enum fx_kv_layout (FX_KV_CONTIGUOUS) */
 	uint32_t block_size;/* paged: tokens per block (16) */
 	int32_t kernels;    /* enum fx_kernels (FX_KERNELS_AUTO) */
+	bool hidden;        /* keep every computed row's final hidden state, after the
+			     * final norm (fx_batch_hidden): the input of an MTP
+			     * context's rows (false) */
+	bool mtp;           /* a draft context: its forward is the model's first
+			     * multi-token-prediction block (fx_model_n_mtp > 0; else
+			     * FX_E_INVALID), with K/V of its own (contiguous layout
+			     * only: FX_E_UNSUPPORTED otherwise); every batch row
+			     * pairs its token with a target hidden row (fx_batch.hidden)
+			     * and its logits predict the token after the next. As
+			     * llama.cpp's LLAMA_CONTEXT_TYPE_MTP (false) */
 };
 
 /* Which compute kernels a context runs. AUTO picks the fastest set the CPU
@@ -302,6 +319,11 @@ struct fx_batch {
 	const fx_token *token;  /* [n] */
 	const bool *logits;     /* [n] rows whose logits to keep; NULL: the last
 				 * row of each sequence in the batch */
+	const float *hidden;    /* MTP contexts only: [n, n_embd], row i the target's final
+				 * hidden state (fx_batch_hidden of its context) at the
+				 * position before token[i]'s, zeros for position 0; the
+				 * MTP row at position p pairs token p with hidden p - 1
+				 * (llama.cpp's common_speculative draft-mtp). Borrowed */
 };
 
 /* Run a batch. Each sequence succeeds or fails as a whole: one that does
@@ -315,6 +337,14 @@ FX_API int fx_batch_decode(struct fx_context *ctx, const struct fx_batch *b, int
 /* Logits [n_vocab] of batch row i of the last fx_batch_decode, or NULL when
  * not kept (or its sequence failed). Valid until the next decode. */
 FX_API const float *fx_batch_logits(const struct fx_context *ctx, int32_t i);
+
+/* Final hidden state [fx_model_n_embd] (after the final norm, the LM
+ * head's input; an MTP context's: after its head norm) of batch row i of
+ * the last fx_batch_decode or fx_decode, for every row computed, on a
+ * context created with hidden = true; else NULL (also for rows served
+ * from the prefix cache, which are not computed). Valid until the next
+ * decode. */
+FX_API const float *fx_batch_hidden(const struct fx_context *ctx, int32_t i);
 
 /* ---- single sequence (sequence 0) ---- */
 

@@ -47,6 +47,15 @@ struct fx_context {
 	int *s_status;            /* [n_seq_max] per-sequence result */
 	float *logits;            /* [logits_rows, n_vocab] */
 	int32_t logits_rows, n_logits;
+	/* A draft context running the model's multi-token-prediction block
+	 * (fx_context_params.mtp), and final hidden rows kept for the caller
+	 * (fx_context_params.hidden; an MTP context's own, for chained drafts): */
+	bool mtp, keep_hidden;
+	float *ub_hin;            /* [n_ubatch, n_embd] MTP: the ubatch's target hidden rows */
+	float *ub_hid;            /* [n_ubatch, n_embd] the ubatch's final hidden rows */
+	float *hid;               /* [hid_rows, n_embd] by batch row, of the last batch */
+	bool *hid_ok;             /* [hid_rows] the row was computed in the last batch */
+	int32_t hid_rows;
 	struct fx_err err;
 };
 
@@ -66,7 +75,10 @@ struct fx_context_params fx_context_default_params(void)
 static int kv_for(struct fx_context *c, const struct fx_context_params *p, struct fx_err *err)
 {
 	const struct hparams *hp = &c->m->hp;
-	size_t nkv = (size_t)(hp->n_layer_kv > 0 ? hp->n_layer_kv : 1);
+	/* an MTP context holds the blocks' K/V only (their kv_il count them) */
+	int il0 = c->mtp ? hp->n_layer : 0, il1 = c->mtp ? hp->n_layer + hp->n_nextn : hp->n_layer;
+	int32_t n_kv = c->mtp ? hp->n_nextn : hp->n_layer_kv;
+	size_t nkv = (size_t)(n_kv > 0 ? n_kv : 1);
 	int32_t *window = fx_calloc(nkv, sizeof(*window));
 	int64_t *kw = fx_calloc(nkv, sizeof(*kw)), *vw = fx_calloc(nkv, sizeof(*vw));
 	if (!window || !kw || !vw) {
@@ -76,7 +88,7 @@ static int kv_for(struct fx_context *c, const struct fx_context_params *p, struc
 		return fx_fail(err, FX_E_NOMEM, "no memory for a KV cache");
 	}
 	/* each K/V layer's window and row widths, from the layer that owns it */
-	for (int il = 0; il < hp->n_layer; il++) {
+	for (int il = il0; il < il1; il++) {
 		const struct layer *L = &c->m->layers[il];
 		if (L->kv_il < 0 || L->kv_shared)
 			continue;
@@ -84,11 +96,11 @@ static int kv_for(struct fx_context *c, const struct fx_context_params *p, struc
 		kw[L->kv_il] = (int64_t)L->n_head_kv * L->head_dim;
 		vw[L->kv_il] = (int64_t)L->n_head_kv * L->head_dim_v;
 	}
-	struct kv_geom g = { .n_layer = hp->n_layer_kv,
+	struct kv_geom g = { .n_layer = n_kv,
 			     .k_width = hp->kv_k_width, .v_width = hp->kv_v_width,
 			     .layer_k_width = kw, .layer_v_width = vw,
 			     .k_type = c->k_type, .v_type = c->v_type, .window = window,
-			     .rs_floats = hp->rs_floats };
+			     .rs_floats = c->mtp ? 0 : hp->rs_floats };
 	struct kv_shape sh = { .n_seq = (int32_t)c->n_seq_max, .n_ctx = (int32_t)c->n_ctx,
 			       .n_ubatch = (int32_t)c->n_ubatch, .block_size = (int32_t)p->block_size };
 	int rc = kv_backing_create(p->kv_layout, &g, &sh, &c->kv, err);
@@ -133,6 +145,14 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	uint32_t n_ub = p->n_ubatch ? p->n_ubatch : n_ctx;
 	if (n_ub > n_tokens)
 		n_ub = (uint32_t)n_tokens;
+	if (p->mtp && hp->n_nextn <= 0)
+		return fx_fail(err, FX_E_INVALID, "an MTP context needs a model with multi-token-"
+			       "prediction blocks; this %s file has none", m->arch->name);
+	/* The prefix cache keys rows by their tokens alone; an MTP row also
+	 * depends on the hidden row it was given (a draft's own, or the
+	 * target's), so an MTP context keeps its rows per sequence. */
+	if (p->mtp && p->kv_layout != FX_KV_CONTIGUOUS)
+		return fx_fail(err, FX_E_UNSUPPORTED, "an MTP context uses the contiguous KV layout");
 	if (p->kernels == FX_KERNELS_PORTABLE && m->repacked)
 		return fx_fail(err, FX_E_INVALID, "the portable kernels cannot read weights repacked "
 			       "for the SIMD kernels: load the model with fx_model_params.repack = false "
@@ -146,6 +166,8 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	c->n_seq_max = n_seq;
 	c->k_type = kt;
 	c->v_type = vt;
+	c->mtp = p->mtp;
+	c->keep_hidden = p->hidden;
 	if ((rc = fx_pool_create(p->n_threads, &c->pool))) {
 		rc = fx_fail(err, rc, "cannot start %d threads", p->n_threads);
 		goto fail;
@@ -166,7 +188,7 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	}
 	c->used[0] = true;
 	if ((rc = fwd_scratch_init(&c->s, m, (int32_t)n_ub, (int32_t)n_ctx,
-				   fx_pool_n_threads(c->pool)))) {
+				   fx_pool_n_threads(c->pool), c->mtp))) {
 		rc = fx_fail(err, rc, "no memory for %u-token batches (try a smaller ubatch)", n_ub);
 		goto fail;
 	}
@@ -178,6 +200,12 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	c->want = fx_calloc(n_ub, sizeof(*c->want));
 	c->logits_rows = 1;
 	c->logits = fx_malloc_array((size_t)hp->n_vocab, sizeof(float));
+	size_t hd = (size_t)n_ub * (size_t)hp->n_embd;
+	if ((c->mtp && !(c->ub_hin = fx_malloc_array(hd, sizeof(float)))) ||
+	    ((c->mtp || c->keep_hidden) && !(c->ub_hid = fx_malloc_array(hd, sizeof(float))))) {
+		rc = fx_fail(err, FX_E_NOMEM, "no memory for hidden rows");
+		goto fail;
+	}
 	if (!c->pos || !c->tok || !c->ub_seq || !c->ub_row || !c->views || !c->want || !c->logits) {
 		rc = fx_fail(err, FX_E_NOMEM, "no memory for batch staging");
 		goto fail;
@@ -212,6 +240,10 @@ void fx_context_free(struct fx_context *c)
 	fx_free(c->s_ub);
 	fx_free(c->s_status);
 	fx_free(c->logits);
+	fx_free(c->ub_hin);
+	fx_free(c->ub_hid);
+	fx_free(c->hid);
+	fx_free(c->hid_ok);
 	fwd_scratch_fini(&c->s);
 	fx_pool_free(c->pool);
 	fx_free(c);
@@ -535,6 +567,22 @@ static int grow_logits(struct fx_context *c, int32_t n_logits)
 	return FX_OK;
 }
 
+/* Room for the final hidden row of each of rows batch rows. */
+static int grow_hidden(struct fx_context *c, int32_t rows)
+{
+	if (rows <= c->hid_rows)
+		return FX_OK;
+	float *h = fx_realloc_array(c->hid, (size_t)rows * (size_t)c->m->hp.n_embd, sizeof(float));
+	if (h)
+		c->hid = h;
+	bool *ok = h ? fx_realloc_array(c->hid_ok, (size_t)rows, sizeof(*ok)) : NULL;
+	if (!ok)
+		return FX_E_NOMEM;
+	c->hid_ok = ok;
+	c->hid_rows = rows;
+	return FX_OK;
+}
+
 /* Reserve each sequence's rows of the ubatch staged in c (nb rows). A
  * sequence the backing cannot serve (impossible after kv_admit; kept for
  * safety) is rolled back to where the batch found it, gets status rc, and
@@ -576,12 +624,38 @@ static int32_t reserve_ubatch(struct fx_context *c, int32_t nb, int *st)
 	return n;
 }
 
+/* The forward pass over the nb rows staged in c: the model's layers, or
+ * (MTP context) its first multi-token-prediction block on the rows'
+ * target hidden states; the final hidden rows to c->hid when kept. */
+static void forward_ubatch(struct fx_context *c, const struct fx_batch *b, int32_t nb, float *logits)
+{
+	const struct fx_model *m = c->m;
+	size_t d = (size_t)m->hp.n_embd;
+	float *hid = c->keep_hidden ? c->ub_hid : NULL;
+	if (c->mtp) {
+		for (int32_t r = 0; r < nb; r++)
+			memcpy(c->ub_hin + (size_t)r * d, b->hidden + (size_t)c->ub_row[r] * d,
+			       d * sizeof(float));
+		model_forward_mtp(m, 0, c->pool, &c->s, c->views, c->tok, c->ub_hin, c->pos, nb,
+				  c->want, logits, hid);
+	} else {
+		model_forward(m, c->pool, &c->s, c->views, c->tok, c->pos, nb, c->want, logits, hid);
+	}
+	for (int32_t r = 0; hid && r < nb; r++) {
+		memcpy(c->hid + (size_t)c->ub_row[r] * d, hid + (size_t)r * d, d * sizeof(float));
+		c->hid_ok[c->ub_row[r]] = true;
+	}
+}
+
 int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_status)
 {
 	const struct fx_model *m = c->m;
 	int32_t nv = m->hp.n_vocab;
 	if (!b || b->n <= 0 || !b->seq || !b->token)
 		return fx_fail(&c->err, FX_E_INVALID, "fx_batch_decode: an empty batch");
+	if (c->mtp && !b->hidden)
+		return fx_fail(&c->err, FX_E_INVALID, "an MTP context needs each row's target hidden "
+			       "state (fx_batch.hidden)");
 	for (int32_t i = 0; i < b->n; i++)
 		if (!seq_ok(c, b->seq[i]))
 			return fx_fail(&c->err, FX_E_INVALID, "batch row %d: sequence %d does not exist",
@@ -620,7 +694,7 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 	 * committed uncomputed: their blocks entered the prefix cache, and a
 	 * later identical prompt reused K/V never written.) */
 	c->n_logits = 0;
-	if (grow_logits(c, n_keep)) {
+	if (grow_logits(c, n_keep) || (c->keep_hidden && grow_hidden(c, b->n))) {
 		for (int32_t i = 0; i < b->n; i++)
 			st[b->seq[i]] = FX_E_NOMEM;
 		if (seq_status)
@@ -635,6 +709,8 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 	int32_t done = 0;
 	for (int32_t i = 0; i < b->n; i++)
 		c->row_out[i] = -1;
+	if (c->keep_hidden)
+		memset(c->hid_ok, 0, (size_t)b->n * sizeof(*c->hid_ok));
 	/* Where the backing keeps state snapshots (hybrid models), a ubatch
 	 * ends at them, so the state there exists (kv_snap_every). */
 	int32_t every = kv_snap_every(c->kv);
@@ -658,8 +734,7 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 		}
 		if (!nb || !(nb = reserve_ubatch(c, nb, st)))
 			continue;
-		model_forward(m, c->pool, &c->s, c->views, c->tok, c->pos, nb, c->want,
-			      c->logits + (size_t)done * nv);
+		forward_ubatch(c, b, nb, c->logits + (size_t)done * nv);
 		for (int32_t r = 0; r < nb; r++) {
 			kv_commit(c->kv, c->ub_seq[r], &c->tok[r], 1);
 			if (c->want[r])
@@ -689,6 +764,13 @@ const float *fx_batch_logits(const struct fx_context *c, int32_t i)
 	return c->logits + (size_t)c->row_out[i] * (size_t)c->m->hp.n_vocab;
 }
 
+const float *fx_batch_hidden(const struct fx_context *c, int32_t i)
+{
+	if (!c->keep_hidden || i < 0 || i >= c->hid_rows || !c->hid_ok[i])
+		return NULL;
+	return c->hid + (size_t)i * (size_t)c->m->hp.n_embd;
+}
+
 /* ---- single sequence --------------------------------------------------- */
 
 int fx_decode(struct fx_context *c, const fx_token *tokens, int32_t n, bool all_logits)
@@ -701,6 +783,9 @@ int fx_decode(struct fx_context *c, const fx_token *tokens, int32_t n, bool all_
 		c->b_seq[i] = 0;
 		c->b_keep[i] = all_logits || i == n - 1;
 	}
+	if (c->mtp)
+		return fx_fail(&c->err, FX_E_INVALID, "fx_decode: an MTP context takes fx_batch_decode "
+			       "with the target's hidden rows");
 	struct fx_batch b = { .n = n, .seq = c->b_seq, .token = tokens, .logits = c->b_keep };
 	return fx_batch_decode(c, &b, NULL);
 }

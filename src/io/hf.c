@@ -22,6 +22,7 @@
 #include "core/alloc.h"
 #include "core/json.h"
 #include "io/hf_gdn.h"
+#include "io/hf_mtp.h"
 #include "io/hf_gemma4.h"
 #include "io/hf_mup.h"
 #include "io/hf_vocab.h"
@@ -34,6 +35,10 @@ static const struct {
 } layer_names[] = {
 	{ "input_layernorm.weight", "attn_norm.weight" },
 	{ "self_attn.q_proj.weight", "attn_q.weight" },
+	{ "eh_proj.weight", "nextn.eh_proj.weight" }, /* MTP blocks (hf_mtp.c) */
+	{ "enorm.weight", "nextn.enorm.weight" },
+	{ "hnorm.weight", "nextn.hnorm.weight" },
+	{ "shared_head.norm.weight", "nextn.shared_head_norm.weight" },
 	{ "self_attn.k_proj.weight", "attn_k.weight" },
 	{ "self_attn.v_proj.weight", "attn_v.weight" },
 	{ "self_attn.o_proj.weight", "attn_output.weight" },
@@ -213,6 +218,7 @@ struct hf {
 	struct hf_gdn gdn_sz;         /* its key / value heads and widths */
 	int n_nextn;                  /* multi-token-prediction layers after the last
 				       * (GLM-4.5 num_nextn_predict_layers): skipped */
+	int n_mtp;                    /* Qwen's mtp.* blocks, kept as blk.{n_layer + i} */
 	struct stack *stacks;
 	int n_stacks;
 };
@@ -628,14 +634,15 @@ static int map_mixers(struct hf *h)
 	if (any && h->fam->recurrent_flags) {
 		/* llama.cpp's qwen35 form: one K/V head count, and a flag per
 		 * layer (the tensors tell ferrox the same) */
-		uint8_t *rec = gguf_build_alloc(h->g, (size_t)h->n_layer);
+		int nb = h->n_layer + h->n_mtp; /* the MTP blocks attend */
+		uint8_t *rec = gguf_build_alloc(h->g, (size_t)nb);
 		if (!rec)
 			return FX_E_NOMEM;
-		for (int il = 0; il < h->n_layer; il++)
-			rec[il] = recurrent_type(cJSON_GetArrayItem(lt, il)->valuestring);
+		for (int il = 0; il < nb; il++)
+			rec[il] = il < h->n_layer && recurrent_type(cJSON_GetArrayItem(lt, il)->valuestring);
 		char k[128];
 		snprintf(k, sizeof(k), "%s.attention.recurrent_layers", h->arch);
-		return gguf_build_arr(h->g, k, GGUF_T_BOOL, rec, (uint64_t)h->n_layer) ? FX_E_NOMEM : FX_OK;
+		return gguf_build_arr(h->g, k, GGUF_T_BOOL, rec, (uint64_t)nb) ? FX_E_NOMEM : FX_OK;
 	}
 	h->per_layer_kv = any; /* map_metadata then writes no scalar count */
 	if (!any)
@@ -818,7 +825,8 @@ static int map_metadata(struct hf *h)
 	    gguf_build_str(h->g, "general.source", "huggingface") ||
 	    put_u32(h, "context_length", (uint32_t)ci.n_ctx_train) ||
 	    put_u32(h, "embedding_length", (uint32_t)n_embd) ||
-	    put_u32(h, "block_count", (uint32_t)h->n_layer) ||
+	    put_u32(h, "block_count", (uint32_t)(h->n_layer + h->n_mtp)) ||
+	    (h->n_mtp && put_u32(h, "nextn_predict_layers", (uint32_t)h->n_mtp)) ||
 	    put_u32(h, "feed_forward_length", (uint32_t)n_ff) ||
 	    put_u32(h, "attention.head_count", (uint32_t)h->n_head) ||
 	    (!h->per_layer_kv && put_u32(h, "attention.head_count_kv", (uint32_t)h->n_head_kv)) ||
@@ -995,7 +1003,7 @@ static const char *gguf_name(struct hf *h, const char *name, char *buf, size_t n
 	int il, off = 0;
 	if ((sscanf(name, "model.layers.%d.%n", &il, &off) == 1 ||
 	     sscanf(name, "backbone.layers.%d.%n", &il, &off) == 1) && off > 0 && il >= 0 &&
-	    il < h->n_layer) {
+	    il < h->n_layer + h->n_mtp) {
 		const char *rest = name + off;
 		if (strstr(rest, "rotary_emb.inv_freq")) {
 			*skip = true;
@@ -1258,10 +1266,14 @@ static int map_tensor_named(struct hf *h, const struct st_tensor *t);
 
 static int map_tensor(struct hf *h, const struct st_tensor *t)
 {
+	char name[256];
+	struct st_tensor tt = *t;
+	if (hf_mtp_rename(t->name, h->n_layer, name, sizeof(name))) {
+		tt.name = name;
+		return map_tensor_named(h, &tt);
+	}
 	if (!h->fam->text_prefix)
 		return map_tensor_named(h, t);
-	char name[256];
-	struct st_tensor tt;
 	return text_tensor(h, t, &tt, name, sizeof(name)) ? map_tensor_named(h, &tt) : FX_OK;
 }
 
@@ -1421,6 +1433,11 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 		rc = fx_fail(err, rc, "no memory");
 		goto out;
 	}
+	if ((rc = st_set_open_dir(dir, &h.st, err)) != FX_OK)
+		goto out;
+	h.g->release = release_st;
+	h.g->release_arg = h.st;
+	h.n_mtp = hf_mtp_count(h.st);
 	if ((rc = map_metadata(&h)) != FX_OK) {
 		if (rc == FX_E_NOMEM)
 			fx_fail(err, rc, "no memory");
@@ -1434,10 +1451,6 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 		rc = fx_fail(err, rc, "no memory");
 		goto out;
 	}
-	if ((rc = st_set_open_dir(dir, &h.st, err)) != FX_OK)
-		goto out;
-	h.g->release = release_st;
-	h.g->release_arg = h.st;
 	for (size_t f = 0; f < h.st->n_files; f++)
 		for (size_t i = 0; i < h.st->files[f]->n_tensors; i++)
 			if ((rc = map_tensor(&h, &h.st->files[f]->tensors[i])) != FX_OK) {

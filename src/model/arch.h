@@ -95,6 +95,10 @@ enum arch_group {
 	AT_MOE_PAR = 1u << 20,    /* ffn_gate_inp.scale, ffn_gate_up_exps, ffn_down_exps.scale,
 				   * pre_ffw_norm_2, post_ffw_norm_1, post_ffw_norm_2: a MoE
 				   * beside the dense MLP (Gemma 4 26B-A4B) */
+	AT_NEXTN = 1u << 21,      /* nextn.eh_proj, nextn.enorm, nextn.hnorm, nextn.embed_tokens,
+				   * nextn.shared_head_head, nextn.shared_head_norm: the
+				   * multi-token-prediction blocks after the last layer
+				   * ({arch}.nextn_predict_layers; Qwen 3.5, GLM-4.5) */
 };
 
 /* Most HF model_types one row maps (llama: llama, mistral, mixtral). */

@@ -20,7 +20,7 @@ static int read_swa_layers(struct model_loader *ld)
 	const struct gguf_kv *kv = gguf_find(m->g, model_key(ld, k, sizeof(k), "attention.sliding_window_pattern"));
 	int period = m->arch->swa_period;
 	if (kv && kv->type == GGUF_T_ARRAY) {
-		if (kv->n != (uint64_t)m->hp.n_layer || kv->arr_type == GGUF_T_STRING || !kv->data)
+		if (!model_layer_arr_ok(&m->hp, kv) || kv->arr_type == GGUF_T_STRING || !kv->data)
 			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s has %llu entries for %d layers",
 				       k, (unsigned long long)kv->n, m->hp.n_layer);
 		for (int il = 0; il < m->hp.n_layer; il++)
@@ -708,7 +708,7 @@ static int read_rope_layers(struct model_loader *ld)
 	struct fx_model *m = ld->m;
 	char k[128];
 	const struct gguf_kv *kv = gguf_find(m->g, model_key(ld, k, sizeof(k), "rope.layers"));
-	if (kv && (kv->type != GGUF_T_ARRAY || kv->n != (uint64_t)m->hp.n_layer || !kv->data ||
+	if (kv && (kv->type != GGUF_T_ARRAY || !model_layer_arr_ok(&m->hp, kv) || !kv->data ||
 		   kv->arr_type == GGUF_T_STRING))
 		return fx_fail(ld->err, FX_E_FORMAT, "%s must list one flag per layer", k);
 	int p = m->arch->no_rope_period;
@@ -800,8 +800,10 @@ static int bind_globals(struct model_loader *ld)
 		return fx_fail(ld->err, FX_E_UNSUPPORTED, "per_layer_token_embd type cannot be dequantized");
 	if (!m->output.data)
 		m->output = m->tok_embd; /* tied embeddings */
-	m->layers = fx_calloc((size_t)hp->n_layer, sizeof(*m->layers));
+	m->layers = fx_calloc((size_t)(hp->n_layer + hp->n_nextn), sizeof(*m->layers));
 	m->inv_freq = fx_calloc((size_t)(hp->n_rot / 2 + hp->n_rot_swa / 2) + 1, sizeof(float));
+	if (hp->n_nextn && !(m->nextn = fx_calloc((size_t)hp->n_nextn, sizeof(*m->nextn))))
+		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %d layers", hp->n_layer);
 	if (!m->layers || !m->inv_freq)
 		return fx_fail(ld->err, FX_E_NOMEM, "no memory for %d layers", hp->n_layer);
 	return FX_OK;
@@ -833,6 +835,49 @@ static int bind_rope(struct model_loader *ld)
 	return FX_OK;
 }
 
+/* The multi-token-prediction blocks: each an attention layer with the
+ * global geometry and RoPE (its K/V the block's own, kv_il = its index
+ * among the blocks: an MTP context's backing holds only them), bound like
+ * any layer, plus its nextn.* tensors (llama.cpp's qwen35 load_block_mtp:
+ * embed_tokens, shared_head_head and shared_head_norm optional). */
+static int bind_nextn(struct model_loader *ld)
+{
+	struct fx_model *m = ld->m;
+	const struct hparams *hp = &m->hp;
+	char k[128], n[96];
+	const struct gguf_kv *kv = gguf_find(m->g, model_key(ld, k, sizeof(k), "attention.head_count_kv"));
+	int64_t e = hp->n_embd;
+	int rc;
+	for (int i = 0; i < hp->n_nextn; i++) {
+		int il = hp->n_layer + i;
+		struct layer *L = &m->layers[il];
+		int32_t nkv = kv && kv->type == GGUF_T_ARRAY && kv->n > (uint64_t)il
+				      ? (int32_t)gguf_arr_num(kv, (uint64_t)il) : hp->n_head_kv;
+		*L = (struct layer){ .mixer = MIX_ATTN, .par_mixer = MIX_NONE, .kv_il = i, .rs_off = -1,
+				     .n_head_kv = nkv, .head_dim = hp->head_dim, .head_dim_v = hp->head_dim_v,
+				     .n_rot = hp->n_rot, .rope = true, .inv_freq = m->inv_freq };
+		if (nkv <= 0 || hp->n_head % nkv || (int64_t)nkv * hp->head_dim > hp->kv_k_width ||
+		    (int64_t)nkv * hp->head_dim_v > hp->kv_v_width)
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: multi-token-prediction block %d (blk.%d) "
+				       "has %d K/V heads for %d query heads", i, il, nkv, hp->n_head);
+		struct nextn *x = &m->nextn[i];
+#define NAME(s) (snprintf(n, sizeof(n), "blk.%d.nextn." s, il), n)
+		if ((rc = bind_layer(ld, il)) ||
+		    (rc = bind_mat(ld, NAME("eh_proj.weight"), 2 * e, e, true, &x->eh_proj)) ||
+		    (rc = bind_vec(ld, NAME("enorm.weight"), e, true, &x->enorm)) ||
+		    (rc = bind_vec(ld, NAME("hnorm.weight"), e, true, &x->hnorm)) ||
+		    (rc = bind_mat(ld, NAME("embed_tokens.weight"), e, hp->n_vocab, false, &x->embd)) ||
+		    (rc = bind_mat(ld, NAME("shared_head_head.weight"), e, hp->n_vocab, false, &x->head)) ||
+		    (rc = bind_vec(ld, NAME("shared_head_norm.weight"), e, false, &x->head_norm)))
+			return rc;
+#undef NAME
+		if (x->embd.data && !fx_type_get(x->embd.type)->to_float)
+			return fx_fail(ld->err, FX_E_UNSUPPORTED, "blk.%d.nextn.embed_tokens type cannot be "
+				       "dequantized", il);
+	}
+	return FX_OK;
+}
+
 int model_bind_weights(struct model_loader *ld)
 {
 	struct fx_model *m = ld->m;
@@ -846,6 +891,8 @@ int model_bind_weights(struct model_loader *ld)
 		goto out;
 	for (int il = 0; il < m->hp.n_layer && !rc; il++)
 		rc = bind_layer(ld, il);
+	if (!rc)
+		rc = bind_nextn(ld);
 	if (!rc)
 		rc = check_tensors(ld, true);
 out:

@@ -25,6 +25,14 @@ static inline const char *model_key(const struct model_loader *ld, char *buf, si
 	return buf;
 }
 
+/* Whether a per-layer array key has one entry per decoder layer, or per
+ * block of block_count (llama.cpp's length when multi-token-prediction
+ * blocks follow the layers; theirs are not read from it). */
+static inline bool model_layer_arr_ok(const struct hparams *hp, const struct gguf_kv *kv)
+{
+	return kv->n == (uint64_t)hp->n_layer || kv->n == (uint64_t)(hp->n_layer + hp->n_nextn);
+}
+
 /* Bind every tensor of ld->m->g to ld->m (hparams read): which layers use
  * the sliding window and RoPE, the RoPE frequencies, the global and
  * per-layer tensors the row asks for. A file holding a tensor the row does

@@ -26,7 +26,7 @@ static void *scratch_alloc(struct fwd_scratch *s, size_t n, size_t size)
 }
 
 int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_max,
-		     int32_t n_ctx, int n_threads)
+		     int32_t n_ctx, int n_threads, bool mtp)
 {
 	const struct hparams *hp = &m->hp;
 	size_t n = (size_t)n_max;
@@ -40,7 +40,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 	*s = (struct fwd_scratch){ .n_max = n_max, .n_ctx = n_ctx, .n_threads = n_threads };
 	/* The widest activation row any matmul converts, in the widest format. */
 	size_t qb = 0;
-	for (int il = 0; il < hp->n_layer; il++) {
+	for (int il = 0; il < hp->n_layer + hp->n_nextn; il++) {
 		const struct layer *L = &m->layers[il];
 		const struct wmat *ws[LAYER_MATS];
 		for (int i = 0; i < layer_mats(L, ws); i++)
@@ -50,6 +50,11 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 			qb = max_sz(qb, op_matmul_scratch(&L->exp[x], 1));
 	}
 	qb = max_sz(qb, op_matmul_scratch(&m->output, n_max));
+	for (int i = 0; i < hp->n_nextn; i++) {
+		qb = max_sz(qb, op_matmul_scratch(&m->nextn[i].eh_proj, n_max));
+		if (m->nextn[i].head.data)
+			qb = max_sz(qb, op_matmul_scratch(&m->nextn[i].head, n_max));
+	}
 	s->x = scratch_alloc(s, n * hp->n_embd, sizeof(float));
 	s->h = scratch_alloc(s, n * hp->n_embd, sizeof(float));
 	s->o = scratch_alloc(s, n * hp->n_embd, sizeof(float));
@@ -124,6 +129,10 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
 	}
+	if (mtp && !(s->cat = scratch_alloc(s, n * 2 * (size_t)hp->n_embd, sizeof(float)))) {
+		fwd_scratch_fini(s);
+		return FX_E_NOMEM;
+	}
 	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
 	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->erow || !s->rope_cs || !s->router || !s->exp_out ||
 	    !s->exp_in) {
@@ -137,7 +146,7 @@ void fwd_scratch_fini(struct fwd_scratch *s)
 {
 	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
 			  s->vrow, s->router, s->exp_out, s->exp_in, s->mla, s->rope_cs, s->rs, s->qg, s->qgate,
-			  s->o2, s->ple, s->ple_g, s->moe_acc };
+			  s->o2, s->ple, s->ple_g, s->moe_acc, s->cat };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
 	fx_free(s->qbuf);
@@ -146,17 +155,17 @@ void fwd_scratch_fini(struct fwd_scratch *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static void embed(const struct fx_model *m, const fx_token *tok, int32_t n, float *x, void *erow)
+/* Rows of the embedding matrix e for tok[n] into x [n, n_embd], times
+ * sc. */
+static void embed_rows(const struct wmat *e, int64_t d, float sc, const fx_token *tok, int32_t n,
+		       float *x, void *erow)
 {
-	const struct fx_type_traits *tt = fx_type_get(m->tok_embd.type);
-	int64_t d = m->hp.n_embd;
-	/* Gemma scales by sqrt(n_embd), Granite by embedding_scale. */
-	float sc = (m->arch->embd_scale ? sqrtf((float)d) : 1.0f) * m->hp.embd_mul;
+	const struct fx_type_traits *tt = fx_type_get(e->type);
 	for (int32_t t = 0; t < n; t++) {
 		float *row = x + (size_t)t * d;
-		const uint8_t *src = (const uint8_t *)m->tok_embd.data + (size_t)tok[t] * m->tok_embd.row_bytes;
-		if (m->tok_embd.x8) { /* repacked with a tied lm head */
-			kern_x8_unpack_row(m->tok_embd.type, d, src - (size_t)(tok[t] % 8) * m->tok_embd.row_bytes,
+		const uint8_t *src = (const uint8_t *)e->data + (size_t)tok[t] * e->row_bytes;
+		if (e->x8) { /* repacked with a tied lm head */
+			kern_x8_unpack_row(e->type, d, src - (size_t)(tok[t] % 8) * e->row_bytes,
 					   tok[t] % 8, erow);
 			src = erow;
 		}
@@ -165,6 +174,14 @@ static void embed(const struct fx_model *m, const fx_token *tok, int32_t n, floa
 			for (int64_t i = 0; i < d; i++)
 				row[i] *= sc;
 	}
+}
+
+static void embed(const struct fx_model *m, const fx_token *tok, int32_t n, float *x, void *erow)
+{
+	int64_t d = m->hp.n_embd;
+	/* Gemma scales by sqrt(n_embd), Granite by embedding_scale. */
+	float sc = (m->arch->embd_scale ? sqrtf((float)d) : 1.0f) * m->hp.embd_mul;
+	embed_rows(&m->tok_embd, d, sc, tok, n, x, erow);
 }
 
 /* RMSNorm each row; w NULL (no pre norm, OLMo 2) copies the rows. */
@@ -311,25 +328,19 @@ static void mix(const struct fx_model *m, int il, struct fx_pool *pool, struct f
 		s->o[i] += s->o2[i];
 }
 
-void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
-		   const struct kv_view *kv, const fx_token *tok, const int32_t *pos, int32_t n,
-		   const bool *want, float *logits)
+/* Layers [il0, il1) on the residual stream s->x [n, n_embd], s->h
+ * holding layer il0's pre norm of it; afterwards s->x is the last layer's
+ * output (no final norm). Captures hidden states (s->capture) per layer. */
+static void run_layers(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
+		       const struct kv_view *kv, const int32_t *pos, int32_t n, int il0, int il1)
 {
-	const struct hparams *hp = &m->hp;
-	int64_t d = hp->n_embd;
-	size_t nd = (size_t)n * (size_t)d;
-	embed(m, tok, n, s->x, s->erow);
-	if (m->ple_embd.data)
-		ple_inputs(m, pool, s, tok, n);
-	if (s->capture)
-		memcpy(s->capture, s->x, nd * sizeof(float));
-	rows_step(pool, m, s, NULL, NULL, true, m->layers[0].attn_norm, n);
-	for (int il = 0; il < hp->n_layer; il++) {
+	size_t nd = (size_t)n * (size_t)m->hp.n_embd;
+	for (int il = il0; il < il1; il++) {
 		const struct layer *L = &m->layers[il];
 		/* tail: Gemma 4's per-layer input and output scale come after
 		 * the layer's last residual add, before the next pre norm */
 		bool tail = L->out_scale || L->ple_gate.data;
-		bool more = il + 1 < hp->n_layer, pre = more && !tail;
+		bool more = il + 1 < il1, pre = more && !tail;
 		const float *next_norm = more ? m->layers[il + 1].attn_norm : NULL;
 		if (L->mixer == MIX_NONE) {
 			/* the MLP is the layer: on this layer's pre-norm, in h */
@@ -352,19 +363,34 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 		if (s->capture && more)
 			memcpy(s->capture + (size_t)(il + 1) * nd, s->x, nd * sizeof(float));
 	}
-	if (s->capture) {
-		float *last = s->capture + (size_t)hp->n_layer * nd;
-		norm_rows(s->x, m->output_norm, n, d, hp->eps, last);
-	}
+}
+
+/* The final norm (norm_w) of every row of s->x into hidden [n, n_embd]
+ * when it is not NULL, and of the wanted rows through the LM head out into
+ * logits [n_wanted, n_vocab] (Granite's logit scale, the final softcap).
+ * Each row's norm is the same operation either way. */
+static void lm_head(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
+		    const float *norm_w, const struct wmat *out, int32_t n, const bool *want,
+		    float *logits, float *hidden)
+{
+	const struct hparams *hp = &m->hp;
+	int64_t d = hp->n_embd;
+	if (hidden)
+		norm_rows(s->x, norm_w, n, d, hp->eps, hidden);
 	/* Only the rows whose logits are wanted go through the LM head. */
 	int32_t n_out = 0;
-	for (int32_t t = 0; want && t < n; t++)
-		if (want[t])
-			norm_rows(s->x + (size_t)t * d, m->output_norm, 1, d, hp->eps,
-				  s->h + (size_t)n_out++ * d);
+	for (int32_t t = 0; want && t < n; t++) {
+		if (!want[t])
+			continue;
+		float *dst = s->h + (size_t)n_out++ * d;
+		if (hidden)
+			memcpy(dst, hidden + (size_t)t * d, (size_t)d * sizeof(float));
+		else
+			norm_rows(s->x + (size_t)t * d, norm_w, 1, d, hp->eps, dst);
+	}
 	if (!n_out)
 		return;
-	op_matmul(pool, &m->output, s->h, n_out, logits, s->qbuf);
+	op_matmul(pool, out, s->h, n_out, logits, s->qbuf);
 	size_t nl = (size_t)n_out * (size_t)hp->n_vocab;
 	if (hp->logit_div != 1.0f)
 		for (size_t i = 0; i < nl; i++)
@@ -372,4 +398,48 @@ void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_sc
 	if (hp->final_softcap > 0)
 		for (size_t i = 0; i < nl; i++)
 			logits[i] = hp->final_softcap * tanhf(logits[i] / hp->final_softcap);
+}
+
+void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
+		   const struct kv_view *kv, const fx_token *tok, const int32_t *pos, int32_t n,
+		   const bool *want, float *logits, float *hidden)
+{
+	const struct hparams *hp = &m->hp;
+	int64_t d = hp->n_embd;
+	size_t nd = (size_t)n * (size_t)d;
+	embed(m, tok, n, s->x, s->erow);
+	if (m->ple_embd.data)
+		ple_inputs(m, pool, s, tok, n);
+	if (s->capture)
+		memcpy(s->capture, s->x, nd * sizeof(float));
+	rows_step(pool, m, s, NULL, NULL, true, m->layers[0].attn_norm, n);
+	run_layers(m, pool, s, kv, pos, n, 0, hp->n_layer);
+	if (s->capture) {
+		float *last = s->capture + (size_t)hp->n_layer * nd;
+		norm_rows(s->x, m->output_norm, n, d, hp->eps, last);
+	}
+	lm_head(m, pool, s, m->output_norm, &m->output, n, want, logits, hidden);
+}
+
+void model_forward_mtp(const struct fx_model *m, int blk, struct fx_pool *pool,
+		       struct fwd_scratch *s, const struct kv_view *kv, const fx_token *tok,
+		       const float *h_in, const int32_t *pos, int32_t n, const bool *want,
+		       float *logits, float *hidden)
+{
+	const struct hparams *hp = &m->hp;
+	const struct nextn *x = &m->nextn[blk];
+	int64_t d = hp->n_embd;
+	int il = hp->n_layer + blk;
+	/* [enorm(embd(t)); hnorm(h)] per row, then eh_proj: the block's input */
+	embed_rows(x->embd.data ? &x->embd : &m->tok_embd, d, 1.0f, tok, n, s->h, s->erow);
+	for (int32_t t = 0; t < n; t++) {
+		float *c = s->cat + (size_t)t * 2 * (size_t)d;
+		op_rmsnorm(s->h + (size_t)t * d, x->enorm, d, hp->eps, c);
+		op_rmsnorm(h_in + (size_t)t * d, x->hnorm, d, hp->eps, c + d);
+	}
+	op_matmul(pool, &x->eh_proj, s->cat, n, s->x, s->qbuf);
+	rows_step(pool, m, s, NULL, NULL, true, m->layers[il].attn_norm, n);
+	run_layers(m, pool, s, kv, pos, n, il, il + 1);
+	lm_head(m, pool, s, x->head_norm ? x->head_norm : m->output_norm,
+		x->head.data ? &x->head : &m->output, n, want, logits, hidden);
 }

@@ -58,14 +58,18 @@ struct fwd_scratch {
 			      * or NULL */
 	float *ple_g;        /* [n_max, n_layer * n_embd_ple]: a token's per-layer
 			      * embeddings, then a layer's gate rows; or NULL */
+	float *cat;          /* [n_max, 2 n_embd] a multi-token-prediction block's input
+			      * [enorm(embedding); hnorm(hidden)] (MTP scratch only) */
 	size_t bytes;        /* all of the above together */
 	float *capture;      /* NULL, or [n_layer + 1][n][n_embd] hidden states of the
 			      * last call, HF's convention: embeddings, each layer's
 			      * output, the last one after the final norm (tests) */
 };
 
+/* Sized for model_forward, or with mtp for model_forward_mtp (the
+ * model's multi-token-prediction blocks). FX_E_NOMEM. */
 int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_max,
-		     int32_t n_ctx, int n_threads);
+		     int32_t n_ctx, int n_threads, bool mtp);
 void fwd_scratch_fini(struct fwd_scratch *s);
 
 /* Self-attention sublayer of layer il on h [n, n_embd] (already normed):
@@ -137,9 +141,25 @@ void ffn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct 
 /* Run rows tok[n] at positions pos[n] with K/V backings kv[n] (n <=
  * s->n_max, every position reserved in its backing by the caller) and
  * write the logits of the rows with want[t] set, in row order, to logits
- * [n_wanted, n_vocab]; want NULL (or all false) skips the LM head. */
+ * [n_wanted, n_vocab]; want NULL (or all false) skips the LM head.
+ * hidden, when not NULL, receives every row's final hidden state [n,
+ * n_embd] (after the final norm: the LM head's input). */
 void model_forward(const struct fx_model *m, struct fx_pool *pool, struct fwd_scratch *s,
 		   const struct kv_view *kv, const fx_token *tok, const int32_t *pos, int32_t n,
-		   const bool *want, float *logits);
+		   const bool *want, float *logits, float *hidden);
+
+/* Multi-token-prediction block blk (< hp.n_nextn) on rows tok[n] paired
+ * with h_in [n, n_embd], each the target model's final hidden row (after
+ * its final norm; model_forward's hidden) of the position before the
+ * token's, positions pos[n] in backings kv[n] that hold the blocks' K/V
+ * (kv_il = block index): x = eh_proj([enorm(embd tok); hnorm(h)]), the
+ * block's decoder layer, then its head norm into hidden (NULL: not kept)
+ * and head into logits as model_forward. Follows llama.cpp's
+ * llama_model_qwen35::graph_mtp (vLLM's Qwen3NextMTP, DeepSeek-V3's MTP
+ * module). */
+void model_forward_mtp(const struct fx_model *m, int blk, struct fx_pool *pool,
+		       struct fwd_scratch *s, const struct kv_view *kv, const fx_token *tok,
+		       const float *h_in, const int32_t *pos, int32_t n, const bool *want,
+		       float *logits, float *hidden);
 
 #endif

@@ -57,7 +57,7 @@ static int get_head_count_kv(struct model_loader *ld, int32_t *v)
 	if (!kv || kv->type != GGUF_T_ARRAY)
 		return get_int(ld, "attention.head_count_kv", v, false);
 	int32_t n_layer = ld->m->hp.n_layer, got = 0;
-	if (kv->n != (uint64_t)n_layer || kv->arr_type == GGUF_T_STRING ||
+	if (!model_layer_arr_ok(&ld->m->hp, kv) || kv->arr_type == GGUF_T_STRING ||
 	    kv->arr_type == GGUF_T_ARRAY || !kv->data)
 		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s has %llu entries for %d layers", k,
 			       (unsigned long long)kv->n, n_layer);
@@ -189,6 +189,13 @@ static int read_hparams(struct model_loader *ld)
 	    (rc = get_int(ld, "feed_forward_length", &hp->n_ff, true)) ||
 	    (rc = get_int(ld, "attention.head_count", &hp->n_head, true)))
 		return rc;
+	/* the multi-token-prediction blocks come after the decoder layers */
+	if ((rc = get_int(ld, "nextn_predict_layers", &hp->n_nextn, false)))
+		return rc;
+	if (hp->n_nextn > 16 || hp->n_nextn >= hp->n_layer)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.nextn_predict_layers is %d of %d blocks "
+			       "(at most 16, and fewer than block_count)", ld->arch, hp->n_nextn, hp->n_layer);
+	hp->n_layer -= hp->n_nextn;
 	/* n_head and n_ff may be 0 in models without attention or MLP (Mamba-2);
 	 * the layers that have them check their shapes when bound. */
 	if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head < 0 || hp->n_ff < 0 ||
@@ -566,6 +573,7 @@ void fx_model_free(struct fx_model *m)
 	fx_free(m->owned);
 	fx_free(m->weights);
 	fx_free(m->layers);
+	fx_free(m->nextn);
 	fx_free(m->inv_freq);
 	vocab_free(m->vocab);
 	gguf_close(m->g);
@@ -581,6 +589,16 @@ int32_t fx_model_n_vocab(const struct fx_model *m)
 int32_t fx_model_n_ctx_train(const struct fx_model *m)
 {
 	return m->hp.n_ctx_train;
+}
+
+int32_t fx_model_n_embd(const struct fx_model *m)
+{
+	return m->hp.n_embd;
+}
+
+int32_t fx_model_n_mtp(const struct fx_model *m)
+{
+	return m->hp.n_nextn;
 }
 
 const char *fx_model_arch_name(const struct fx_model *m)

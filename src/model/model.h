@@ -22,7 +22,10 @@
 struct hparams {
 	int32_t n_vocab;
 	int32_t n_embd;      /* residual stream width */
-	int32_t n_layer;
+	int32_t n_layer;     /* decoder layers the forward pass runs */
+	int32_t n_nextn;     /* multi-token-prediction blocks stored after them
+			      * ({arch}.nextn_predict_layers; GGUF's block_count counts
+			      * both, as llama.cpp writes it) */
 	int32_t n_ff;        /* MLP hidden width */
 	int32_t n_expert, n_expert_used; /* MoE: experts per layer, experts per token (0: dense) */
 	int32_t n_ff_exp;    /* hidden width of one expert */
@@ -192,6 +195,20 @@ static inline int layer_mats(const struct layer *L, const struct wmat *ws[LAYER_
 	return LAYER_MATS;
 }
 
+/* A multi-token-prediction block (DeepSeek-V3's MTP module; Qwen 3.5's
+ * mtp.*, GLM-4.5's last layer), llama.cpp's blk.N.nextn.* tensors: from a
+ * token t at position p and the target's final hidden row h of position
+ * p - 1, x = eh_proj([enorm(embd(t)); hnorm(h)]) runs through
+ * layers[n_layer + i] (attention over the block's own K/V) and
+ * head(head_norm(x)) predicts the token after t's successor. */
+struct nextn {
+	struct wmat eh_proj;          /* 2 n_embd -> n_embd */
+	const float *enorm, *hnorm;   /* [n_embd] */
+	struct wmat embd;             /* own embeddings, or data NULL: tok_embd */
+	struct wmat head;             /* own lm head, or data NULL: output */
+	const float *head_norm;       /* [n_embd] shared_head_norm, or NULL: output_norm */
+};
+
 /* The sampling defaults the model's file gives (model/sampling.c). */
 struct model_sampling {
 	uint32_t set;            /* FX_SAMPLING_* bits of the fields present */
@@ -210,7 +227,9 @@ struct fx_model {
 	struct wmat tok_embd;         /* n_vocab rows of n_embd */
 	struct wmat output;           /* lm head: n_embd -> n_vocab (tok_embd when tied) */
 	const float *output_norm;     /* [n_embd] */
-	struct layer *layers;         /* [n_layer] */
+	struct layer *layers;         /* [n_layer + n_nextn]: the decoder layers, then each
+				       * multi-token-prediction block's decoder layer */
+	struct nextn *nextn;          /* [n_nextn] or NULL (owned) */
 	float *inv_freq;              /* [n_rot / 2 + n_rot_swa / 2]: global, sliding (owned) */
 	/* Gemma 4 per-layer inputs (hp.n_embd_ple > 0; else data NULL): */
 	struct wmat ple_embd;         /* n_vocab rows of n_layer * n_embd_ple */

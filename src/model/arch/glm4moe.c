@@ -14,6 +14,6 @@ const struct arch_desc arch_glm4moe = {
 	.qk_norm = QK_NORM_HEAD,
 	.router = ROUTER_SIGMOID_BIAS,
 	.moe_norm = true,
-	.tensors = AT_QKV_BIAS | AT_MOE | AT_SHEXP,
+	.tensors = AT_QKV_BIAS | AT_MOE | AT_SHEXP | AT_NEXTN,
 	.hf = { { .model_type = "glm4_moe", .moe_norm = true } },
 };

@@ -101,6 +101,9 @@ static const struct {
 	{ AT_MOE_PAR, "a parallel mixture of experts", { "ffn_gate_inp.scale", "ffn_gate_up_exps.weight",
 		"ffn_down_exps.scale", "pre_ffw_norm_2.weight", "post_ffw_norm_1.weight",
 		"post_ffw_norm_2.weight" } },
+	{ AT_NEXTN, "a multi-token-prediction block", { "nextn.eh_proj.weight", "nextn.enorm.weight",
+		"nextn.hnorm.weight", "nextn.embed_tokens.weight", "nextn.shared_head_head.weight",
+		"nextn.shared_head_norm.weight" } },
 };
 
 static const struct {
