@@ -267,6 +267,11 @@ FX_API int fx_seq_reuse_prefix(struct fx_context *ctx, fx_seq seq, const int32_t
  * already released: the paged layout keeps 32 rows beyond the window, so
  * going back up to 32 tokens always works; the sequence is unchanged). */
 FX_API int fx_seq_rm(struct fx_context *ctx, fx_seq seq, uint32_t pos);
+/* Whether fx_seq_rm can take any sequence back to any earlier position
+ * (what speculative decoding's roll-back needs): false for a model with
+ * recurrent layers, whose state exists only at the snapshots
+ * (src/kv/recurrent.c). */
+FX_API bool fx_context_can_roll_back(const struct fx_context *ctx);
 /* Context shift: move seq's tokens at positions [p0, p1) to [p0 + delta,
  * p1 + delta), re-rotating their cached K by delta with each layer's own
  * RoPE (NoPE layers: positions only), and drop the tokens at [p0 + delta,
@@ -392,6 +397,14 @@ FX_API void fx_sampler_free(struct fx_sampler *s);
  * is NULL, or when a matcher is set and allows no token (or its mask ran
  * out of memory). */
 FX_API fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits);
+/* As fx_sampler_sample, the draw's noise keyed by (seed, pos) alone: pos
+ * is the position in the sequence of the token being sampled (the KV
+ * position it will take). Plain decoding that samples every position this
+ * way and a speculative step that samples the verified rows the same way
+ * (fx_spec_verify) give the same tokens for the same seed, whatever was
+ * drafted. fx_sampler_sample(s, l) is fx_sampler_sample_at(s, l, k) for
+ * its k-th call. */
+FX_API fx_token fx_sampler_sample_at(struct fx_sampler *s, const float *logits, int64_t pos);
 struct fx_matcher; /* a grammar position: see "grammars" below */
 
 /* Constrain the sampler's picks to what matcher m allows (NULL: none).
@@ -405,6 +418,69 @@ struct fx_matcher; /* a grammar position: see "grammars" below */
 FX_API void fx_sampler_set_matcher(struct fx_sampler *s, struct fx_matcher *m);
 /* Record a token in the penalty history (prompt tokens and sampled ones). */
 FX_API void fx_sampler_accept(struct fx_sampler *s, fx_token t);
+
+/* ---- speculative decoding (src/engine/spec.c) ------------------------ */
+
+/* Proposers, as llama.cpp's --spec-type names them. */
+enum fx_spec_type {
+	FX_SPEC_NGRAM_SIMPLE = 1u << 0, /* "ngram-simple": prompt lookup in the sequence's own text */
+};
+
+struct fx_spec_params {
+	size_t size;            /* sizeof(struct fx_spec_params) */
+	uint32_t types;         /* FX_SPEC_* bits; 0: off */
+	int32_t n_max;          /* most tokens drafted per step (16; llama.cpp
+				 * --spec-draft-n-max / --draft-max) */
+	int32_t n_min;          /* fewer drafted: none verified (0; --spec-draft-n-min /
+				 * --draft-min) */
+	int32_t ngram_size_n;   /* ngram-simple: tokens matched (12; --spec-ngram-simple-size-n) */
+	int32_t ngram_size_m;   /* ngram-simple: tokens copied after the match, at most
+				 * (48; --spec-ngram-simple-size-m) */
+};
+
+FX_API struct fx_spec_params fx_spec_default_params(void);
+
+/* "ngram-simple" (comma-separated, llama.cpp's --spec-type spelling) into
+ * FX_SPEC_* bits. Errors: FX_E_INVALID naming an unknown or not yet
+ * supported type (draft-simple, draft-mtp, ngram-mod, ...). */
+FX_API int fx_spec_types_parse(const char *list, uint32_t *types, struct fx_err *err);
+
+/* Drafts for the sequence hist[0..n) (prompt and output so far, the last
+ * sampled token, not yet decoded, at hist[n - 1]) into draft[0..cap):
+ * ngram-simple as llama.cpp's common_ngram_simple_draft: the last
+ * ngram_size_n tokens are searched for backwards in the history before
+ * them; after the latest earlier occurrence, up to ngram_size_m tokens
+ * (and at most cap, n_max) that followed it are the draft, none when
+ * fewer than ngram_size_n would be copied. Returns the count (0: no draft). */
+FX_API int32_t fx_spec_draft(const struct fx_spec_params *p, const fx_token *hist, int32_t n,
+			     fx_token *draft, int32_t cap);
+
+/* Verify drafts for sequence seq after a fx_batch_decode whose rows
+ * row .. row + k of that sequence were [last, draft[0..k)], with logits kept
+ * for all of them (positions p .. p + k, p the sequence's position of
+ * last): row i's token is sampled at position p + i + 1
+ * (fx_sampler_sample_at) and recorded (fx_sampler_accept; the sampler's
+ * grammar matcher, if any, fx_matcher_accept), and drafting stops at the
+ * first sampled token that differs from draft[i], at an end-of-generation
+ * token (returned, not recorded) or where the matcher is done. out[0..*n_out)
+ * (room for k + 1) gets the sampled tokens: the accepted drafts then the
+ * target's own token; the sequence is rolled back to p + *n_out rows (the
+ * rejected drafts' K/V removed: fx_seq_rm), so out[*n_out - 1] is the next
+ * token to decode, as after plain decoding. With the same sampler seed the
+ * tokens are those plain decoding samples, token for token, whatever was
+ * drafted (lossless by construction; at temperature 0 the argmax).
+ * Errors: FX_E_INVALID (a row without logits, bad arguments), FX_E_NOMEM
+ * (the matcher), -1 from the sampler as FX_E_INVALID (the grammar allows
+ * nothing); FX_E_UNSUPPORTED for a model with recurrent layers (their
+ * state cannot go back to a drafted position yet). */
+FX_API int fx_spec_accept(struct fx_context *ctx, fx_seq seq, struct fx_sampler *smp, int32_t row,
+			  const fx_token *draft, int32_t k, fx_token *out, int32_t *n_out);
+
+/* One speculative step of sequence seq on its own: decode [last,
+ * draft[0..k)] with every row's logits, then fx_spec_accept. The
+ * sequence is unchanged when the decode fails (its error). */
+FX_API int fx_spec_verify(struct fx_context *ctx, fx_seq seq, struct fx_sampler *smp, fx_token last,
+			  const fx_token *draft, int32_t k, fx_token *out, int32_t *n_out);
 
 /* ---- grammars: constrained decoding (src/grammar) -------------------- */
 

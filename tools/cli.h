@@ -52,6 +52,15 @@ int cli_sampling_opt(int argc, char **argv, int *i, struct cli_sampling *s);
  * stderr which values came from the model. */
 void cli_sampling_apply(struct cli_sampling *s, const struct fx_model *m, int32_t n_ctx);
 
+/* Speculative decoding flags, llama.cpp's spellings (tools/main.c):
+ * --spec-type LIST, --spec-draft-n-max / --draft / --draft-n / --draft-max N,
+ * --spec-draft-n-min / --draft-min / --draft-n-min N,
+ * --spec-ngram-simple-size-n N, --spec-ngram-simple-size-m N. Same
+ * contract as cli_sampling_opt. */
+int cli_spec_opt(int argc, char **argv, int *i, struct fx_spec_params *sp);
+/* The help lines of those flags. */
+extern const char cli_spec_help[];
+
 /* A grammar named on the command line (tools/grammar.c). */
 enum { CLI_GRAMMAR_NONE, CLI_GRAMMAR_GBNF, CLI_GRAMMAR_SCHEMA, CLI_GRAMMAR_REGEX };
 struct cli_grammar {

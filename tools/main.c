@@ -65,6 +65,48 @@ void cli_sampling_init(struct cli_sampling *s)
 	*s = (struct cli_sampling){ .sp = fx_sampler_default_params(), .model_defaults = true };
 }
 
+const char cli_spec_help[] =
+	"  --spec-type LIST       speculative decoding: ngram-simple (drafts copied from where\n"
+	"                         the last tokens occurred before), none (default)\n"
+	"  --spec-draft-n-max N   most tokens drafted per step (default 16; --draft-max)\n"
+	"  --spec-draft-n-min N   fewer drafted: verify none (default 0; --draft-min)\n"
+	"  --spec-ngram-simple-size-n N  tokens matched (default 12)\n"
+	"  --spec-ngram-simple-size-m N  tokens copied after a match, at most (default 48)\n";
+
+int cli_spec_opt(int argc, char **argv, int *i, struct fx_spec_params *sp)
+{
+	static const struct {
+		const char *name;
+		int which; /* 0 n_max, 1 n_min, 2 size n, 3 size m */
+	} opts[] = {
+		{ "--spec-draft-n-max", 0 }, { "--draft", 0 }, { "--draft-n", 0 }, { "--draft-max", 0 },
+		{ "--spec-draft-n-min", 1 }, { "--draft-min", 1 }, { "--draft-n-min", 1 },
+		{ "--spec-ngram-simple-size-n", 2 }, { "--spec-ngram-simple-size-m", 3 },
+	};
+	const char *a = argv[*i], *v;
+	if (!strcmp(a, "--spec-type")) {
+		struct fx_err err;
+		if (!(v = cli_value(argc, argv, i)))
+			return -1;
+		if (fx_spec_types_parse(v, &sp->types, &err)) {
+			fprintf(stderr, "error: %s\n", err.msg);
+			return -1;
+		}
+		return 1;
+	}
+	for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++) {
+		long long n;
+		if (strcmp(a, opts[k].name))
+			continue;
+		if (!(v = cli_value(argc, argv, i)) || !cli_int(a, v, opts[k].which >= 2 ? 1 : 0, 1024, &n))
+			return -1;
+		*(opts[k].which == 0 ? &sp->n_max : opts[k].which == 1 ? &sp->n_min :
+		  opts[k].which == 2 ? &sp->ngram_size_n : &sp->ngram_size_m) = (int32_t)n;
+		return 1;
+	}
+	return 0;
+}
+
 int cli_sampling_opt(int argc, char **argv, int *i, struct cli_sampling *s)
 {
 	static const struct {

@@ -16,6 +16,7 @@ struct run_opts {
 	int32_t type_k, type_v;
 	struct cli_sampling samp;
 	struct cli_grammar grammar;
+	struct fx_spec_params spec;
 };
 
 static int parse(int argc, char **argv, struct run_opts *o)
@@ -24,12 +25,15 @@ static int parse(int argc, char **argv, struct run_opts *o)
 	o->n_predict = 128;
 	o->n_ctx = 4096;
 	o->type_k = o->type_v = FX_KV_DEFAULT;
+	o->spec = fx_spec_default_params();
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
 		int took = cli_sampling_opt(argc, argv, &i, &o->samp);
 		if (!took)
 			took = cli_grammar_opt(argc, argv, &i, &o->grammar);
+		if (!took)
+			took = cli_spec_opt(argc, argv, &i, &o->spec);
 		if (took < 0)
 			return 2;
 		if (took)
@@ -87,7 +91,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "  -j, --json-schema S    constrain the output to JSON matching schema S\n"
 			       "  -jf, --json-schema-file F  the same, read from file F\n"
 			       "  --regex R              constrain the output to strings matching regex R\n"
-			       "                         (with a grammar, generation ends where it must)\n");
+			       "                         (with a grammar, generation ends where it must)\n%s",
+			       cli_spec_help);
 			return 1;
 		} else {
 			fprintf(stderr, "error: unknown option '%s' (see ferrox run --help)\n", a);
@@ -133,6 +138,66 @@ static void emit(const struct fx_model *m, struct fx_detok *st, fx_token t, bool
 	}
 }
 
+/* Most drafted tokens one step verifies. */
+#define STEP_MAX 256
+
+/* The sequence's tokens so far (prompt and output), for the drafters. */
+struct step {
+	fx_token *hist;
+	int32_t n_hist, cap;
+};
+
+static bool step_push(struct step *s, fx_token t)
+{
+	if (s->n_hist == s->cap) {
+		int32_t cap = s->cap * 2 + 64;
+		fx_token *h = realloc(s->hist, (size_t)cap * sizeof(*h));
+		if (!h)
+			return false;
+		s->hist = h;
+		s->cap = cap;
+	}
+	s->hist[s->n_hist++] = t;
+	return true;
+}
+
+/* One step: decode [last, draft[0..k)] with every row's logits, then
+ * sample them (fx_spec_accept; its time into *t_sample). */
+static int step_run(struct fx_context *ctx, struct fx_sampler *smp, fx_token last, const fx_token *draft,
+		    int32_t k, fx_token *out, int32_t *n_out, double *t_sample, bool *in_decode)
+{
+	fx_seq seq[STEP_MAX + 1] = { 0 };
+	fx_token tok[STEP_MAX + 1];
+	bool keep[STEP_MAX + 1];
+	*n_out = 0;
+	for (int32_t i = 0; i <= k; i++) {
+		tok[i] = i ? draft[i - 1] : last;
+		keep[i] = true;
+	}
+	struct fx_batch b = { .n = k + 1, .seq = seq, .token = tok, .logits = keep };
+	int rc = fx_batch_decode(ctx, &b, NULL);
+	if ((*in_decode = rc != FX_OK))
+		return rc;
+	double ts = cli_now();
+	rc = fx_spec_accept(ctx, 0, smp, 0, draft, k, out, n_out);
+	*t_sample += cli_now() - ts;
+	return rc;
+}
+
+static void step_error(struct fx_context *ctx, int rc, bool in_decode)
+{
+	if (in_decode)
+		fprintf(stderr, "\nerror: %s\n", fx_context_errmsg(ctx));
+	else if (rc == FX_E_NOMEM)
+		fprintf(stderr, "\nerror: out of memory (the grammar matcher)\n");
+	else if (rc == FX_E_UNSUPPORTED)
+		fprintf(stderr, "\nerror: --spec-type: this model has recurrent layers, whose state "
+			"cannot go back to a rejected draft yet\n");
+	else
+		fprintf(stderr, "\nerror: the grammar allows no token here (out of memory, or a "
+			"grammar the model's tokens cannot spell)\n");
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { 0 };
@@ -147,6 +212,8 @@ int cmd_run(int argc, char **argv)
 	struct fx_grammar_vocab *gv = NULL;
 	struct fx_matcher *mt = NULL;
 	fx_token *toks = NULL;
+	struct step st_ = { 0 };
+	bool in_decode = false; /* the last step failed in its forward pass */
 	int status = 1;
 
 	double t0 = cli_now();
@@ -190,6 +257,11 @@ int cmd_run(int argc, char **argv)
 	if (fx_context_create(m, &cp, &ctx, &err) ||
 	    fx_sampler_create(&o.samp.sp, fx_model_n_vocab(m), &smp, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
+		goto out;
+	}
+	if (o.spec.types && !fx_context_can_roll_back(ctx)) {
+		fprintf(stderr, "error: --spec-type: %s has recurrent layers, whose state cannot go back "
+			"to a rejected draft yet; run without it\n", fx_model_arch_name(m));
 		goto out;
 	}
 	if (o.grammar.kind) {
@@ -236,35 +308,46 @@ int cmd_run(int argc, char **argv)
 	int32_t n_keep = (int32_t)(keep < (long long)n_prompt ? keep : (long long)n_prompt);
 	int n_shift = 0;
 	double t2 = cli_now();
-	long long n_gen = 0;
+	long long n_gen = 0, n_drafted = 0, n_accepted = 0;
 	double t_sample = 0; /* in the sampler and the grammar matcher */
 	const char *stop = "the -n limit";
+	/* Each step decodes the last token with the drafts after it (none
+	 * without --spec-type: plain decoding) and samples every row at its
+	 * position (fx_spec_accept), so speculative output is plain output. */
+	st_ = (struct step){ .hist = toks, .n_hist = (int32_t)n_prompt, .cap = (int32_t)n_prompt };
+	toks = NULL;
+	fx_token out_t[STEP_MAX + 1];
+	int32_t n_out = 0;
+	double ts = cli_now();
+	int src = fx_spec_accept(ctx, 0, smp, (int32_t)n_prompt - 1, NULL, 0, out_t, &n_out);
+	t_sample += cli_now() - ts;
 	for (;;) {
-		if (o.n_predict >= 0 && n_gen >= o.n_predict)
-			break;
-		double ts = cli_now();
-		fx_token t = fx_sampler_sample(smp, fx_get_logits(ctx, NULL));
-		if (t < 0) {
-			fprintf(stderr, "\nerror: the grammar allows no token here (out of memory, or a "
-				"grammar the model's tokens cannot spell)\n");
+		if (src) {
+			step_error(ctx, src, in_decode);
 			goto out;
 		}
-		if (fx_token_is_eog(m, t)) {
-			stop = "an end-of-generation token";
+		bool done = false;
+		for (int32_t i = 0; i < n_out && !done; i++) {
+			fx_token t = out_t[i];
+			if (fx_token_is_eog(m, t)) {
+				stop = "an end-of-generation token";
+				done = true;
+			} else if (!step_push(&st_, t)) {
+				fprintf(stderr, "\nerror: out of memory\n");
+				goto out;
+			} else {
+				emit(m, &st, t, false);
+				n_gen++;
+				if (mt && fx_matcher_is_done(mt)) {
+					stop = "the end of the grammar";
+					done = true;
+				} else if (o.n_predict >= 0 && n_gen >= o.n_predict) {
+					done = true;
+				}
+			}
+		}
+		if (done)
 			break;
-		}
-		if (mt && fx_matcher_accept(mt, t)) {
-			fprintf(stderr, "\nerror: the grammar matcher ran out of memory\n");
-			goto out;
-		}
-		t_sample += cli_now() - ts;
-		fx_sampler_accept(smp, t);
-		emit(m, &st, t, false);
-		n_gen++;
-		if (mt && fx_matcher_is_done(mt)) {
-			stop = "the end of the grammar";
-			break;
-		}
 		if (fx_context_n_past(ctx) >= fx_context_n_ctx(ctx)) {
 			if (!o.context_shift) {
 				stop = "a full context";
@@ -273,10 +356,21 @@ int cmd_run(int argc, char **argv)
 			if (!shift_context(ctx, n_keep, &stop, &n_shift))
 				break;
 		}
-		if (fx_decode(ctx, &t, 1, false)) {
-			fprintf(stderr, "\nerror: %s\n", fx_context_errmsg(ctx));
-			goto out;
-		}
+		/* drafts fit in the context and the -n budget */
+		long long room = (long long)fx_context_n_ctx(ctx) - fx_context_n_past(ctx) - 1;
+		if (o.n_predict >= 0 && o.n_predict - n_gen - 1 < room)
+			room = o.n_predict - n_gen - 1;
+		if (room > STEP_MAX)
+			room = STEP_MAX;
+		fx_token draft[STEP_MAX];
+		int32_t k = room > 0 ? fx_spec_draft(&o.spec, st_.hist, st_.n_hist, draft, (int32_t)room) : 0;
+		if (k < o.spec.n_min)
+			k = 0;
+		src = step_run(ctx, smp, st_.hist[st_.n_hist - 1], draft, k, out_t, &n_out, &t_sample,
+			       &in_decode);
+		n_drafted += k;
+		for (int32_t i = 0; i < k && i < n_out && out_t[i] == draft[i]; i++)
+			n_accepted++;
 	}
 	double t_gen = cli_now() - t2;
 	char tail[16];
@@ -288,15 +382,20 @@ int cmd_run(int argc, char **argv)
 	fprintf(stderr, "\nferrox: stopped at %s\n", stop);
 	if (n_shift)
 		fprintf(stderr, "ferrox: %d context shifts (keeping %d tokens)\n", n_shift, n_keep);
-	fprintf(stderr, "ferrox: load %.2f s | prompt %zu tokens, %.2f tokens/s | generation %lld tokens, %.2f tokens/s\n",
+	fprintf(stderr, "ferrox: load %.2f s | prompt %zu tokens, %.2f tokens/s | generation %lld tokens, %.2f tokens/s",
 		t_load, n_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), n_gen,
 		n_gen ? n_gen / (t_gen > 0 ? t_gen : 1e-9) : 0.0);
+	if (o.spec.types)
+		fprintf(stderr, " | draft %lld, accepted %lld (%.1f%%)", n_drafted, n_accepted,
+			n_drafted ? 100.0 * (double)n_accepted / (double)n_drafted : 0.0);
+	fprintf(stderr, "\n");
 	if (n_gen)
 		fprintf(stderr, "ferrox: sampling%s %.3f ms per token\n", mt ? " and grammar" : "",
 			t_sample / (double)n_gen * 1e3);
 	status = 0;
 out:
 	free(toks);
+	free(st_.hist);
 	fx_sampler_free(smp);
 	fx_matcher_free(mt);
 	fx_grammar_vocab_free(gv);

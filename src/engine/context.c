@@ -797,6 +797,16 @@ const float *fx_get_logits(const struct fx_context *c, int32_t *n_rows)
 	return c->n_logits ? c->logits : NULL;
 }
 
+const struct fx_model *context_model(const struct fx_context *c)
+{
+	return c->m;
+}
+
+bool fx_context_can_roll_back(const struct fx_context *c)
+{
+	return c->mtp || c->m->hp.rs_floats == 0;
+}
+
 void context_set_capture(struct fx_context *c, float *buf)
 {
 	c->s.capture = buf;

@@ -9,4 +9,7 @@
  * hold the largest call); NULL stops. */
 void context_set_capture(struct fx_context *c, float *buf);
 
+/* The model the context runs (borrowed). */
+const struct fx_model *context_model(const struct fx_context *c);
+
 #endif

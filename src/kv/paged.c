@@ -343,8 +343,11 @@ static int pb_rm(struct kv_backing *b, int32_t seq, int32_t pos)
 		pos = 0;
 	if (pos >= q->n_tokens)
 		return FX_OK;
-	/* A window's rows before pos must still be there. */
-	if (win(pb, 1) && pos && pos - win(pb, 1) + 1 < q->swa_lo)
+	/* A window's rows before pos must still be there. (Unclamped, the
+	 * window's start was below 0 for any pos within the first window,
+	 * and every roll-back there was refused.) */
+	int32_t w1 = win(pb, 1), lo1 = pos - w1 + 1 > 0 ? pos - w1 + 1 : 0;
+	if (w1 && pos && lo1 < q->swa_lo)
 		return FX_E_INVALID;
 	for (int g = 0; g < KV_GROUPS; g++) {
 		int32_t w = win(pb, g), lo = pos - w + 1 > 0 ? (pos - w + 1) / bs : 0;

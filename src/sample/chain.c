@@ -300,9 +300,9 @@ fx_token sample_argmax(const struct sample_cands *c)
 /* Inverse-CDF draw from softmax(logit) over the candidates in play (llama.cpp's
  * dist sampler, with our RNG in place of std::mt19937). Zero-probability
  * candidates are never drawn. */
-fx_token sample_dist(struct sample_cands *c, struct sample_rng *r)
+fx_token sample_dist(struct sample_cands *c, double u)
 {
-	double u = sample_rng_uniform(r), acc = 0.0;
+	double acc = 0.0;
 	int32_t last = 0;
 
 	sample_probs(c);
@@ -353,4 +353,18 @@ uint64_t sample_rng_next(struct sample_rng *r)
 double sample_rng_uniform(struct sample_rng *r)
 {
 	return (double)(sample_rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+double sample_noise(uint64_t seed, int64_t pos)
+{
+	uint64_t z = mix64(seed + 0x9e3779b97f4a7c15ull);
+	z = mix64(z ^ ((uint64_t)pos * 0xd1b54a32d192ed03ull + 0x632be59bd9b4e019ull));
+	return (double)(z >> 11) * 0x1.0p-53;
 }

@@ -76,8 +76,18 @@ void sample_rng_seed(struct sample_rng *r, uint64_t seed);
 uint64_t sample_rng_next(struct sample_rng *r);
 double sample_rng_uniform(struct sample_rng *r); /* in [0, 1), 53 bits */
 
-/* Draw one candidate from softmax(logit), using one uniform from r.
- * Returns its id. */
-fx_token sample_dist(struct sample_cands *c, struct sample_rng *r);
+/* The uniform in [0, 1) (53 bits) that position pos of a stream draws
+ * under seed: a pure function of (seed, pos), so a position's draw is the
+ * same whether it is sampled alone (plain decoding) or as one of the rows a
+ * speculative step verifies (counter-based, as Salmon et al. 2011's
+ * Philox: here two rounds of splitmix64's finaliser). */
+double sample_noise(uint64_t seed, int64_t pos);
+
+/* The grammar matcher set on s (fx_sampler_set_matcher), or NULL. */
+struct fx_matcher *sample_matcher(const struct fx_sampler *s);
+
+/* Draw one candidate from softmax(logit) by inverse CDF at the uniform u
+ * in [0, 1). Returns its id. */
+fx_token sample_dist(struct sample_cands *c, double u);
 
 #endif

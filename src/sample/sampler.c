@@ -24,7 +24,7 @@ struct fx_sampler {
 	int32_t *count;             /* [n_vocab] occurrences in ring, or NULL */
 	int32_t ring_len;           /* tokens in ring, <= p.repeat_last_n */
 	int32_t ring_head;          /* next slot to write; the oldest once full */
-	struct sample_rng rng;
+	int64_t draws;              /* fx_sampler_sample calls so far: their positions */
 	struct fx_matcher *matcher; /* borrowed, or NULL: no constraint */
 	float *masked;              /* [n_vocab] logits under the matcher's mask, on first need */
 };
@@ -105,7 +105,6 @@ int fx_sampler_create(const struct fx_sampler_params *p, int32_t n_vocab,
 			goto out_free_ring;
 		}
 	}
-	sample_rng_seed(&s->rng, q.seed);
 	*out = s;
 	return FX_OK;
 
@@ -143,8 +142,8 @@ static fx_token argmax_logits(const float *x, int32_t n)
 	return best;
 }
 
-/* The chain over logits (not modified). */
-static fx_token run_chain(struct fx_sampler *s, const float *logits)
+/* The chain over logits (not modified), drawing at position pos. */
+static fx_token run_chain(struct fx_sampler *s, const float *logits, int64_t pos)
 {
 	const struct fx_sampler_params *p = &s->p;
 	struct sample_cands c;
@@ -161,17 +160,23 @@ static fx_token run_chain(struct fx_sampler *s, const float *logits)
 	sample_top_p(&c, p->top_p);
 	sample_min_p(&c, p->min_p);
 	sample_temp(&c, p->temp);
-	return sample_dist(&c, &s->rng);
+	return sample_dist(&c, sample_noise(p->seed, pos));
 }
 
 /* Returns -1 when s or logits is NULL, or the matcher allows nothing. */
 fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits)
 {
+	return s ? fx_sampler_sample_at(s, logits, s->draws) : -1;
+}
+
+fx_token fx_sampler_sample_at(struct fx_sampler *s, const float *logits, int64_t pos)
+{
 	fx_token t;
 
 	if (!s || !logits)
 		return -1;
-	t = run_chain(s, logits);
+	s->draws++;
+	t = run_chain(s, logits, pos);
 	if (!s->matcher || fx_matcher_allows(s->matcher, t))
 		return t;
 	/* Rejected: mask every token the grammar cannot take and run the
@@ -181,7 +186,12 @@ fx_token fx_sampler_sample(struct fx_sampler *s, const float *logits)
 	memcpy(s->masked, logits, (size_t)s->n_vocab * sizeof(float));
 	if (fx_matcher_mask(s->matcher, s->masked) <= 0)
 		return -1;
-	return run_chain(s, s->masked);
+	return run_chain(s, s->masked, pos);
+}
+
+struct fx_matcher *sample_matcher(const struct fx_sampler *s)
+{
+	return s->matcher;
 }
 
 void fx_sampler_set_matcher(struct fx_sampler *s, struct fx_matcher *m)
