@@ -576,6 +576,153 @@ static void check_llama4_switches(const char *tmp)
 	r.st = NULL;
 }
 
+/* qwen3_next's mapping as ferrox wrote it before llama.cpp's qwen3next
+ * layout: DeltaNet value heads tiled, ssm_beta / ssm_alpha split. */
+static const struct hf_family *tiled_find(const char *model_type, const char **arch)
+{
+	static struct hf_family f;
+	const struct hf_family *x = arch_hf.find(model_type, arch);
+	if (!x)
+		return NULL;
+	f = *x;
+	f.gdn_grouped = false;
+	return &f;
+}
+
+static const char *tiled_names(char *buf, size_t n)
+{
+	return arch_hf.names(buf, n);
+}
+
+/* ferrox's f32 conversion of fixture `name` (in tmp), rewritten by edit
+ * (names, keys or values of the open file changed in place) into a second
+ * file; both files' prompt logits must be bit-identical (same) or differ
+ * (!same), and edit must have changed something. */
+static void check_edited(const char *name, const char *tmp, int (*edit)(struct gguf_file *g),
+			 bool same)
+{
+	static struct ref r;
+	char dir[256], a[600], b[600];
+	struct fx_err err = { 0 };
+	struct gguf_file *g = NULL;
+	snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", name);
+	snprintf(a, sizeof(a), "%s/%s-written.gguf", tmp, name);
+	snprintf(b, sizeof(b), "%s/%s-edited.gguf", tmp, name);
+	CHECKF(load_ref(dir, &r), "%s: cannot read its references", name);
+	CHECKF(fx_convert(dir, a, "f32", NULL, &err) == FX_OK, "%s: convert: %s", name, err.msg);
+	CHECKF(gguf_open(a, &g, &err) == FX_OK, "%s: re-open: %s", name, err.msg);
+	int n_edit = g ? edit(g) : 0;
+	CHECKF(n_edit > 0, "%s: nothing to edit", name);
+	CHECKF(g && gguf_write(g, b, -1, &err) == FX_OK, "%s: write edited: %s", name, err.msg);
+	gguf_close(g);
+	int32_t nv = 0, nv2 = 0;
+	bool nov;
+	float *la = prompt_logits(a, &r, &nv, &nov, &err);
+	CHECKF(la, "%s: written form: %s", name, err.msg);
+	float *lb = prompt_logits(b, &r, &nv2, &nov, &err);
+	CHECKF(lb, "%s: edited form: %s", name, err.msg);
+	CHECKF(la && lb && nv == nv2 &&
+	       !memcmp(la, lb, (size_t)r.n_prompt * (size_t)nv * sizeof(float)) == same,
+	       "%s: the edited form's logits %s", name, same ? "differ" : "are the same");
+	printf("%s: %d names, keys or values edited, logits %s\n", name, n_edit,
+	       same ? "bit-identical" : "moved");
+	free(la);
+	free(lb);
+	st_close(r.st);
+	r.st = NULL;
+	unlink(a);
+	unlink(b);
+}
+
+/* Falcon-H1 as ferrox wrote it before: blk.N.ffn_norm.weight. */
+static int falcon_norm_weight(struct gguf_file *g)
+{
+	static char names[64][32];
+	int n = 0;
+	for (uint64_t i = 0; i < g->n_tensors && n < 64; i++) {
+		struct gguf_str *s = &g->tensors[i].name;
+		if (s->n < 9 || memcmp(s->p + s->n - 9, ".ffn_norm", 9))
+			continue;
+		snprintf(names[n], sizeof(names[n]), "%.*s.weight", (int)s->n, s->p);
+		s->p = names[n];
+		s->n = strlen(names[n++]);
+	}
+	return n;
+}
+
+/* Nemotron-H as llama.cpp's converter writes it: no RMS epsilon key, only
+ * attention.layer_norm_epsilon (with big, that key set to 0.5, which must
+ * move the logits: the fixture's 1e-5 is also ferrox's default). */
+static int nemotron_eps(struct gguf_file *g, bool big)
+{
+	static const char key[] = "nemotron_h_moe.attention.layer_norm_rms_epsilon";
+	static const char other[] = "ferrox.test.renamed";
+	static const float half = 0.5f;
+	int n = 0;
+	for (uint64_t i = 0; i < g->n_kv; i++) {
+		struct gguf_kv *kv = &g->kv[i];
+		if (kv->key.n == strlen(key) && !memcmp(kv->key.p, key, strlen(key))) {
+			kv->key = (struct gguf_str){ other, strlen(other) };
+			n++;
+		}
+	}
+	struct gguf_kv *ln = (struct gguf_kv *)gguf_find(g, "nemotron_h_moe.attention.layer_norm_epsilon");
+	if (!ln || ln->type != GGUF_T_F32)
+		return 0;
+	if (big)
+		ln->data = &half, n++;
+	return n;
+}
+
+static int nemotron_no_rms_eps(struct gguf_file *g)
+{
+	return nemotron_eps(g, false);
+}
+
+static int nemotron_big_eps(struct gguf_file *g)
+{
+	return nemotron_eps(g, true);
+}
+
+/* The forms of these families ferrox reads besides the llama.cpp layout it
+ * writes: ferrox's earlier Qwen3-Next (tiled heads, split beta / alpha:
+ * same heads in another order, so within TOL rather than bit for bit) and
+ * Falcon-H1 files, and llama.cpp's Nemotron-H keys. */
+static void check_llamacpp_forms(const char *tmp)
+{
+	static struct ref r;
+	static const char dir[] = "tests/fixtures/hf-tiny-next/qwen3_next";
+	const struct hf_registry reg = { .find = tiled_find, .names = tiled_names };
+	struct fx_err err = { 0 };
+	struct gguf_file *v = NULL;
+	char p[600];
+	snprintf(p, sizeof(p), "%s/qwen3_next-tiled.gguf", tmp);
+	CHECKF(load_ref(dir, &r) && r.st, "qwen3_next: cannot read its references");
+	CHECKF(hf_open(dir, &reg, &v, &err) == FX_OK, "qwen3_next tiled: %s", err.msg);
+	CHECKF(v && gguf_find_tensor(v, "blk.0.ssm_beta.weight") &&
+	       !gguf_find_tensor(v, "blk.0.ssm_ba.weight"),
+	       "qwen3_next tiled: no ssm_beta, or an ssm_ba");
+	CHECKF(v && gguf_write(v, p, -1, &err) == FX_OK, "qwen3_next tiled: write: %s", err.msg);
+	gguf_close(v);
+	int32_t nv = 0;
+	bool nov;
+	float *l = prompt_logits(p, &r, &nv, &nov, &err);
+	CHECKF(l, "qwen3_next tiled: %s", err.msg);
+	const struct st_tensor *ref = r.st ? st_find(r.st, "logits") : NULL;
+	if (l && ref && (size_t)ref->ne[0] * (size_t)ref->ne[1] == (size_t)r.n_prompt * (size_t)nv) {
+		double e = rel_err(l, ref->data, (size_t)r.n_prompt * (size_t)nv);
+		CHECKF(e <= TOL, "qwen3_next tiled: rel err %.3g vs transformers", e);
+		printf("qwen3_next, ferrox's earlier tiled form: rel err %.2e\n", e);
+	}
+	free(l);
+	st_close(r.st);
+	r.st = NULL;
+	unlink(p);
+	check_edited("falcon_h1", tmp, falcon_norm_weight, true);
+	check_edited("nemotron_h", tmp, nemotron_no_rms_eps, true);
+	check_edited("nemotron_h", tmp, nemotron_big_eps, false);
+}
+
 int main(void)
 {
 	static const char *const fixtures[] = {
@@ -608,6 +755,7 @@ int main(void)
 		check_roundtrip(next[i], dir, tmp);
 	}
 	check_llama4_switches(tmp);
+	check_llamacpp_forms(tmp);
 	check_types(tmp);
 	check_wide_rows(tmp);
 	check_real_gguf(tmp);

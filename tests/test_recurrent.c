@@ -221,7 +221,8 @@ int main(void)
 	 * the backing keeps positions only) */
 	static const char *const dirs[] = { DIR, "tests/fixtures/hf-tiny-next/mamba2",
 					    "tests/fixtures/hf-tiny-next/granitemoehybrid",
-					    "tests/fixtures/hf-tiny-next/qwen3_5" };
+					    "tests/fixtures/hf-tiny-next/qwen3_5",
+					    "tests/fixtures/hf-tiny-next/qwen3_next" /* grouped heads, ssm_ba */ };
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		struct fx_err err = { 0 };
 		struct fx_model *m = NULL;

@@ -25,6 +25,7 @@
 #include "io/hf_mtp.h"
 #include "io/hf_gemma4.h"
 #include "io/hf_mup.h"
+#include "io/hf_ssm.h"
 #include "io/hf_vocab.h"
 #include "io/safetensors.h"
 #include "quant/quant.h"
@@ -114,7 +115,7 @@ static const struct {
 	{ "linear_attn.A_log", "ssm_a" },
 	{ "linear_attn.norm.weight", "ssm_norm.weight" },
 	{ "linear_attn.out_proj.weight", "ssm_out.weight" },
-	{ "pre_ff_layernorm.weight", "ffn_norm.weight" }, /* Falcon-H1 */
+	{ "pre_ff_layernorm.weight", "ffn_norm" }, /* Falcon-H1, as llama.cpp: no .weight */
 	{ "feed_forward.gate_proj.weight", "ffn_gate.weight" },
 	{ "feed_forward.up_proj.weight", "ffn_up.weight" },
 	{ "feed_forward.down_proj.weight", "ffn_down.weight" },
@@ -827,14 +828,18 @@ static int map_metadata(struct hf *h)
 	    put_u32(h, "embedding_length", (uint32_t)n_embd) ||
 	    put_u32(h, "block_count", (uint32_t)(h->n_layer + h->n_mtp)) ||
 	    (h->n_mtp && put_u32(h, "nextn_predict_layers", (uint32_t)h->n_mtp)) ||
-	    put_u32(h, "feed_forward_length", (uint32_t)n_ff) ||
+	    (!h->fam->ff_per_layer && put_u32(h, "feed_forward_length", (uint32_t)n_ff)) ||
 	    put_u32(h, "attention.head_count", (uint32_t)h->n_head) ||
 	    (!h->per_layer_kv && put_u32(h, "attention.head_count_kv", (uint32_t)h->n_head_kv)) ||
 	    put_u32(h, "attention.key_length", (uint32_t)h->head_dim) ||
 	    put_u32(h, "attention.value_length", (uint32_t)h->head_dim_v) ||
-	    put_f32(h, "attention.layer_norm_rms_epsilon", (float)eps))
+	    put_f32(h, "attention.layer_norm_rms_epsilon", (float)eps) ||
+	    (cfg_num(cfg, "layer_norm_epsilon", &d) && /* llama.cpp's converter too */
+	     put_f32(h, "attention.layer_norm_epsilon", (float)d)))
 		return FX_E_NOMEM;
-	if ((rc = map_rope(h)) || (rc = map_window(h)))
+	if ((h->fam->ff_per_layer &&
+	     (rc = hf_ssm_ff_per_layer(h->g, cfg, h->arch, h->n_layer, n_ff, h->dir, h->err))) ||
+	    (rc = map_rope(h)) || (rc = map_window(h)))
 		return rc;
 	/* Optional scalars, llama.cpp's keys. */
 	static const struct {
@@ -1302,7 +1307,8 @@ static int map_tensor_named(struct hf *h, const struct st_tensor *t)
 	if (off > 0 && (!strcmp(t->name + off, "linear_attn.in_proj_qkvz.weight") ||
 			!strcmp(t->name + off, "linear_attn.in_proj_ba.weight")))
 		return hf_gdn_split_fused(h->g, &h->gdn_sz, t, il,
-					  t->name[off + strlen("linear_attn.in_proj_")] == 'q', h->dir, h->err);
+					  t->name[off + strlen("linear_attn.in_proj_")] == 'q',
+					  !h->fam->gdn_grouped, h->dir, h->err);
 	if (off > 0 && !strcmp(t->name + off, "block_sparse_moe.input_linear.weight"))
 		return map_gate_up(h, t, il, "ffn_gate_exps", "ffn_up_exps");
 	if (off > 0 && !strcmp(t->name + off, "shared_mlp.input_linear.weight"))
@@ -1322,7 +1328,7 @@ static int map_tensor_named(struct hf *h, const struct st_tensor *t)
 			       h->fam->model_type);
 	struct st_tensor tiled;
 	int rt;
-	if (h->gdn) { /* DeltaNet value heads in llama.cpp's tiled order */
+	if (h->gdn && !h->fam->gdn_grouped) { /* DeltaNet value heads in llama.cpp's tiled order */
 		if ((rt = hf_gdn_tile(h->g, &h->gdn_sz, t, name, &tiled, h->dir, h->err)))
 			return rt;
 		t = &tiled;
@@ -1429,6 +1435,10 @@ int hf_open(const char *dir, const struct hf_registry *reg, struct gguf_file **o
 		cJSON_Delete(h.cfg);
 		h.cfg = text_cfg;
 	}
+	if (h.fam->moe_arch && hf_ssm_has_moe(h.cfg))
+		h.arch = h.fam->moe_arch;
+	else if (h.fam->moe_arch)
+		hf_ssm_drop_moe_keys(h.cfg);
 	if ((rc = gguf_build_new(&h.g)) != FX_OK) {
 		rc = fx_fail(err, rc, "no memory");
 		goto out;

@@ -24,10 +24,19 @@ struct hf_family {
 				     * the text model's config is text_config, its
 				     * tensors are under this prefix (read as "model."),
 				     * the vision tower and MTP layers are skipped */
+	bool gdn_grouped;           /* Gated DeltaNet value heads kept grouped by key head
+				     * and in_proj_ba fused as ssm_ba (llama.cpp's
+				     * qwen3next), not tiled (qwen35) */
 	bool recurrent_flags;       /* recurrent layers as llama.cpp's {arch}.attention.recurrent_layers
 				     * beside one head_count_kv (Qwen 3.5), not 0s in a per-layer count */
 	bool rope_sections;         /* write llama.cpp's {arch}.rope.dimension_sections (Qwen 3.5) */
 	int gating_func;            /* llama.cpp's {arch}.expert_gating_func to write (2: sigmoid), 0: none */
+	const char *moe_arch;       /* general.architecture instead when a layer is an MoE
+				     * (layer_types / layers_block_type "moe"): llama.cpp's
+				     * nemotron_h_moe */
+	bool ff_per_layer;          /* feed_forward_length per layer from the layer types:
+				     * "mlp" intermediate_size, "moe" moe_intermediate_size,
+				     * others 0 (llama.cpp's nemotron_h; io/hf_ssm.c) */
 	bool gate_up_halves;        /* fused experts' gate_up_proj holds [gate | up] halves
 				     * on its last axis (Llama 4), not interleaved (gpt-oss) */
 };

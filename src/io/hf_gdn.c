@@ -70,7 +70,7 @@ int hf_gdn_tile(struct gguf_file *g, const struct hf_gdn *d, const struct st_ten
 }
 
 int hf_gdn_split_fused(struct gguf_file *g, const struct hf_gdn *d, const struct st_tensor *t,
-		       int il, bool qkvz, const char *dir, struct fx_err *err)
+		       int il, bool qkvz, bool tiled, const char *dir, struct fx_err *err)
 {
 	int64_t nk = d->nk, r = nk > 0 ? d->nv / nk : 0, dk = d->dk, dv = d->dv;
 	int64_t grp = qkvz ? 2 * dk + 2 * r * dv : 2 * r;
@@ -79,6 +79,11 @@ int hf_gdn_split_fused(struct gguf_file *g, const struct hf_gdn *d, const struct
 			       "%lld key heads", dir, t->name, (long long)nk);
 	size_t row = fx_row_size(t->type, t->ne[0]);
 	const uint8_t *src = t->data;
+	if (!qkvz && !tiled) { /* llama.cpp's qwen3next keeps in_proj_ba as it is */
+		char name[96];
+		snprintf(name, sizeof(name), "blk.%d.ssm_ba.weight", il);
+		return gguf_build_tensor(g, name, t->type, 2, t->ne, t->data);
+	}
 	/* each output: rows before the value heads (q, k: per key head dk each),
 	 * then value head jj (tiled) from grouped head g r + i at row offset
 	 * off + i * per of key group g */
@@ -97,7 +102,7 @@ int hf_gdn_split_fused(struct gguf_file *g, const struct hf_gdn *d, const struct
 			for (int64_t k = 0; k < nk; k++, o += (size_t)dk * row)
 				memcpy(o, src + (size_t)(k * grp + q * dk) * row, (size_t)dk * row);
 		for (int64_t jj = 0; jj < d->nv; jj++, o += (size_t)pt->per * row) {
-			int64_t gk = jj % nk, i = jj / nk;
+			int64_t gk = tiled ? jj % nk : jj / r, i = tiled ? jj / nk : jj % r;
 			memcpy(o, src + (size_t)(gk * grp + pt->off + i * pt->per) * row,
 			       (size_t)pt->per * row);
 		}

@@ -30,11 +30,13 @@ int hf_gdn_tile(struct gguf_file *g, const struct hf_gdn *d, const struct st_ten
 
 /* Qwen3-Next's fused in_proj_qkvz (qkvz true) or in_proj_ba of layer il,
  * grouped per key head (Qwen3NextGatedDeltaNet.fix_query_key_value_ordering:
- * per key head [q dk | k dk | v r dv | z r dv], or [b r | a r]), written
- * as Qwen 3.5's attn_qkv ([all q | all k | all v]), attn_gate, ssm_beta,
- * ssm_alpha with value heads tiled as hf_gdn_tile orders them. Errors as
- * hf_gdn_tile. */
+ * per key head [q dk | k dk | v r dv | z r dv], or [b r | a r]). tiled:
+ * written as Qwen 3.5's attn_qkv ([all q | all k | all v]), attn_gate,
+ * ssm_beta, ssm_alpha with value heads tiled as hf_gdn_tile orders them;
+ * else as llama.cpp's qwen3next (conversion/qwen.py): attn_qkv and
+ * attn_gate with value heads in HF's grouped order, in_proj_ba unchanged
+ * as ssm_ba. Errors as hf_gdn_tile. */
 int hf_gdn_split_fused(struct gguf_file *g, const struct hf_gdn *d, const struct st_tensor *t,
-		       int il, bool qkvz, const char *dir, struct fx_err *err);
+		       int il, bool qkvz, bool tiled, const char *dir, struct fx_err *err);
 
 #endif

@@ -85,8 +85,9 @@ enum arch_group {
 	AT_SSM = 1u << 16,        /* ssm_in, ssm_conv1d, ssm_dt, ssm_a, ssm_d, ssm_norm, ssm_out:
 				   * Mamba-2 mixers (llama.cpp's names) */
 	AT_GDN = 1u << 17,        /* attn_qkv (also AT_FUSED's name), attn_gate, ssm_beta,
-				   * ssm_alpha with ssm_conv1d, ssm_dt, ssm_a, ssm_norm, ssm_out:
-				   * Gated DeltaNet mixers (llama.cpp's qwen35 names) */
+				   * ssm_alpha (or qwen3next's fused ssm_ba) with ssm_conv1d,
+				   * ssm_dt, ssm_a, ssm_norm, ssm_out: Gated DeltaNet mixers
+				   * (llama.cpp's qwen35 / qwen3next names) */
 	AT_OUT_SCALE = 1u << 18,  /* layer_output_scale: the residual stream times a learned
 				   * scalar after the layer (Gemma 4) */
 	AT_PLE = 1u << 19,        /* per_layer_token_embd, per_layer_model_proj,
@@ -125,6 +126,9 @@ struct arch_desc {
 				 * ({arch}.expert_weights_norm) */
 	const char *ffn_norm_name; /* the pre-MLP norm's tensor suffix; NULL: "ffn_norm"
 				    * (gpt-oss in llama.cpp: "post_attention_norm") */
+	bool ffn_norm_bare;     /* the pre-MLP norm is blk.N.<ffn_norm_name> without
+				 * ".weight" (llama.cpp's falcon-h1 loader and
+				 * converter); the ".weight" name is read too */
 	const char *output_norm_name; /* the final norm's tensor; NULL: "output_norm.weight"
 				       * (LFM2: "token_embd_norm.weight") */
 	bool ffn_optional;      /* a layer may have no MLP (Mamba-2: the mixer is all) */

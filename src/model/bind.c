@@ -388,10 +388,15 @@ static int bind_ffn(struct model_loader *ld, int il, struct layer *L)
 			return rc;
 		return bind_experts(ld, il, L);
 	}
-	if ((rc = bind_gate_up(ld, il, L, hp->n_embd, hp->n_ff)))
+	/* the layer's own width where feed_forward_length is per layer */
+	char k[128];
+	const struct gguf_kv *kv = gguf_find(ld->m->g, model_key(ld, k, sizeof(k), "feed_forward_length"));
+	double ff = kv && kv->type == GGUF_T_ARRAY ? gguf_arr_num(kv, (uint64_t)il) : 0;
+	int64_t w = ff > 0 ? (int64_t)ff : hp->n_ff;
+	if ((rc = bind_gate_up(ld, il, L, hp->n_embd, w)))
 		return rc;
 	snprintf(n, sizeof(n), "blk.%d.ffn_down.weight", il);
-	return bind_mat(ld, n, hp->n_ff, hp->n_embd, true, &L->ffn_down);
+	return bind_mat(ld, n, w, hp->n_embd, true, &L->ffn_down);
 }
 
 /* The attention mixer's tensors (Q/K/V/O, biases, Q/K norms, sinks). */
@@ -487,10 +492,18 @@ static int bind_gdn(struct model_loader *ld, int il, struct layer *L)
 	char n[96];
 	int rc;
 #define NAME(s) (snprintf(n, sizeof(n), "blk.%d." s, il), n)
+	L->gdn_grouped = gguf_find_tensor(ld->m->g, NAME("ssm_ba.weight")) != NULL;
+	int64_t nk = hp->n_ssm_group;
+	if (L->gdn_grouped && (nk <= 0 || nv % nk))
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: layer %d: %lld value heads do not group "
+			       "over %lld key heads", il, (long long)nv, (long long)nk);
 	if ((rc = bind_mat(ld, NAME("attn_qkv.weight"), e, cd, true, &L->gdn_qkv)) ||
 	    (rc = bind_mat(ld, NAME("attn_gate.weight"), e, vw, true, &L->gdn_z)) ||
-	    (rc = bind_mat(ld, NAME("ssm_beta.weight"), e, nv, true, &L->gdn_beta)) ||
-	    (rc = bind_mat(ld, NAME("ssm_alpha.weight"), e, nv, true, &L->gdn_alpha)) ||
+	    (L->gdn_grouped &&
+	     (rc = bind_mat(ld, NAME("ssm_ba.weight"), e, 2 * nv, true, &L->gdn_beta))) ||
+	    (!L->gdn_grouped &&
+	     ((rc = bind_mat(ld, NAME("ssm_beta.weight"), e, nv, true, &L->gdn_beta)) ||
+	      (rc = bind_mat(ld, NAME("ssm_alpha.weight"), e, nv, true, &L->gdn_alpha)))) ||
 	    (rc = bind_taps(ld, NAME("ssm_conv1d.weight"), cd, hp->conv_kernel, &L->ssm_conv)) ||
 	    (rc = bind_vec_n(ld, NAME("ssm_dt.bias"), nv, &L->ssm_dt_b)) ||
 	    (rc = bind_vec_n(ld, NAME("ssm_a"), nv, &L->ssm_a)) ||
@@ -523,6 +536,18 @@ static bool layer_has_ffn(const struct model_loader *ld, int il)
 	return false;
 }
 
+/* Layer il's pre-MLP norm tensor name into n: blk.N.<the row's name>.weight,
+ * or without ".weight" where the row says so and the file has it. */
+static const char *ffn_norm_name(struct model_loader *ld, int il, char *n, size_t sz)
+{
+	const struct arch_desc *a = ld->m->arch;
+	const char *base = a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm";
+	snprintf(n, sz, "blk.%d.%s", il, base);
+	if (!a->ffn_norm_bare || !gguf_find_tensor(ld->m->g, n))
+		snprintf(n, sz, "blk.%d.%s.weight", il, base);
+	return n;
+}
+
 static int bind_layer(struct model_loader *ld, int il)
 {
 	const struct hparams *hp = &ld->m->hp;
@@ -545,9 +570,7 @@ static int bind_layer(struct model_loader *ld, int il)
 	    (a->post_norms &&
 	     (rc = bind_vec(ld, NAME("post_attention_norm.weight"), e, true, &L->post_attn_norm))) ||
 	    (L->has_ffn && L->mixer != MIX_NONE &&
-	     (rc = bind_vec(ld, (snprintf(n, sizeof(n), "blk.%d.%s.weight", il,
-					  a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm"), n),
-			    e, ffn_pre, &L->ffn_norm))) ||
+	     (rc = bind_vec(ld, ffn_norm_name(ld, il, n, sizeof(n)), e, ffn_pre, &L->ffn_norm))) ||
 	    (L->has_ffn && (rc = bind_ffn(ld, il, L))) ||
 	    (a->post_norms &&
 	     (rc = bind_vec(ld, NAME("post_ffw_norm.weight"), e, true, &L->post_ffn_norm))) ||
@@ -586,7 +609,7 @@ static int read_mixers(struct model_loader *ld)
 		/* A layer holding a DeltaNet's tensors is one whatever one K/V
 		 * head count says (llama.cpp's qwen35 files flag their layers in
 		 * attention.recurrent_layers). */
-		bool gdn = (groups & AT_GDN) && HAS("ssm_beta.weight");
+		bool gdn = (groups & AT_GDN) && (HAS("ssm_beta.weight") || HAS("ssm_ba.weight"));
 		if (!gdn && (per_layer ? gguf_arr_num(kv, (uint64_t)il) != 0 : hp->n_head > 0)) {
 			L->kv_il = hp->n_layer_kv++;
 			L->n_head_kv = per_layer ? (int32_t)gguf_arr_num(kv, (uint64_t)il) : hp->n_head_kv;
@@ -597,7 +620,7 @@ static int read_mixers(struct model_loader *ld)
 			L->mixer = MIX_SHORTCONV;
 		else if ((groups & AT_SSM) && HAS("ssm_in.weight"))
 			L->mixer = MIX_MAMBA2;
-		else if ((groups & AT_GDN) && HAS("ssm_beta.weight"))
+		else if (gdn)
 			L->mixer = MIX_GDN;
 		else if (m->arch->mixer_optional && (HAS("ffn_up.weight") || HAS("ffn_gate_inp.weight")))
 			L->mixer = MIX_NONE;

@@ -72,6 +72,30 @@ static int get_head_count_kv(struct model_loader *ld, int32_t *v)
 	return FX_OK;
 }
 
+/* feed_forward_length: one value, or one per layer (llama.cpp's nemotron_h:
+ * 0 for a layer without an MLP). *v becomes the largest (the scratch's
+ * size; model/bind.c binds each MLP at its layer's width). */
+static int get_ff_length(struct model_loader *ld, int32_t *v)
+{
+	char k[128];
+	const struct gguf_kv *kv = gguf_find(ld->m->g, model_key(ld, k, sizeof(k), "feed_forward_length"));
+	if (!kv || kv->type != GGUF_T_ARRAY)
+		return get_int(ld, "feed_forward_length", v, true);
+	int32_t n_layer = ld->m->hp.n_layer;
+	if (kv->n != (uint64_t)n_layer || kv->arr_type == GGUF_T_STRING ||
+	    kv->arr_type == GGUF_T_ARRAY || !kv->data)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s has %llu entries for %d layers", k,
+			       (unsigned long long)kv->n, n_layer);
+	*v = 0;
+	for (int32_t il = 0; il < n_layer; il++) {
+		double x = gguf_arr_num(kv, (uint64_t)il);
+		if (x < 0 || x > INT32_MAX || x != (int32_t)x)
+			return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s[%d] is %g, not a width", k, il, x);
+		*v = x > *v ? (int32_t)x : *v;
+	}
+	return FX_OK;
+}
+
 static int get_float(struct model_loader *ld, const char *suffix, float *v)
 {
 	char k[128];
@@ -186,7 +210,7 @@ static int read_hparams(struct model_loader *ld)
 	if ((rc = get_int(ld, "context_length", &hp->n_ctx_train, true)) ||
 	    (rc = get_int(ld, "embedding_length", &hp->n_embd, true)) ||
 	    (rc = get_int(ld, "block_count", &hp->n_layer, true)) ||
-	    (rc = get_int(ld, "feed_forward_length", &hp->n_ff, true)) ||
+	    (rc = get_ff_length(ld, &hp->n_ff)) ||
 	    (rc = get_int(ld, "attention.head_count", &hp->n_head, true)))
 		return rc;
 	/* the multi-token-prediction blocks come after the decoder layers */
@@ -243,7 +267,10 @@ static int read_hparams(struct model_loader *ld)
 		return fx_fail(ld->err, FX_E_FORMAT,
 			       "GGUF: bad attention shape (n_head %d, n_head_kv %d, head_dim %d, n_rot %d)",
 			       hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_rot);
-	if ((rc = get_float(ld, "attention.layer_norm_rms_epsilon", &hp->eps)) ||
+	/* llama.cpp's nemotron_h files give only the LayerNorm key (its loader
+	 * falls back to it, as here) */
+	if ((rc = get_float(ld, "attention.layer_norm_epsilon", &hp->eps)) ||
+	    (rc = get_float(ld, "attention.layer_norm_rms_epsilon", &hp->eps)) ||
 	    (rc = get_float(ld, "rope.freq_base", &hp->rope_base)) ||
 	    (rc = get_float(ld, "final_logit_softcapping", &hp->final_softcap)) ||
 	    (rc = get_float(ld, "attn_logit_softcapping", &hp->attn_softcap)))

@@ -161,6 +161,11 @@ struct layer {
 	struct wmat gdn_qkv;                /* n_embd -> 2 key width + value width (attn_qkv) */
 	struct wmat gdn_z;                  /* n_embd -> value width: the output gate (attn_gate) */
 	struct wmat gdn_beta, gdn_alpha;    /* n_embd -> value heads (ssm_beta, ssm_alpha) */
+	bool gdn_grouped;                   /* value heads grouped by key head (head j reads key
+					     * head j / (nv / nk)) and gdn_beta is llama.cpp's
+					     * fused ssm_ba, n_embd -> per key head [beta r |
+					     * alpha r], gdn_alpha unused (qwen3next); else
+					     * tiled (head j reads key head j mod nk) */
 	bool has_ffn;                       /* the layer has an MLP sublayer (Mamba-2: none) */
 	/* A MoE beside the dense MLP (Gemma 4 26B-A4B; router and exp set):
 	 * f = post_1(MLP(h)) + post_2(sum_j w_j expert_j(RMSNorm(x) pre_2)), routed

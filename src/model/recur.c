@@ -10,6 +10,7 @@
 #include "model/forward.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "kernels/kern.h"
 
@@ -259,7 +260,8 @@ static void gdn_head_worker(void *arg, int ith, int nth)
 		const float *c = a->c + (size_t)t * a->cd;
 		float *st = a->kv[t].rs + L->rs_off + (size_t)a->taps * a->cd; /* [nv][dk][dv] */
 		for (long j = j0; j < j1; j++) {
-			int64_t kh = j % a->nk; /* value heads tiled over key heads (llama.cpp's order) */
+			/* value heads tiled over key heads (qwen35) or grouped (qwen3next) */
+			int64_t kh = L->gdn_grouped ? j / (a->nv / a->nk) : j % a->nk;
 			l2norm(c + kh * dk, dk, qmul, qn);
 			l2norm(c + kw + kh * dk, dk, 1.0f, kn);
 			const float *v = c + 2 * kw + j * dv;
@@ -312,8 +314,19 @@ void gdn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct 
 	a.c = al + (size_t)n * a.nv;
 	a.o = a.c + (size_t)n * a.cd;
 	const struct wmat *w[] = { &L->gdn_qkv, &L->gdn_z, &L->gdn_beta, &L->gdn_alpha };
-	float *y[] = { qkv, z, b, al };
-	op_matmul_n(pool, 4, w, h, n, y, s->qbuf);
+	/* fused ssm_ba: into the conv / output space (n (cd + vw) >= n 2 nv
+	 * floats, both written later), then split per key head into b, a */
+	float *y[] = { qkv, z, L->gdn_grouped ? a.c : b, al };
+	op_matmul_n(pool, L->gdn_grouped ? 3 : 4, w, h, n, y, s->qbuf);
+	if (L->gdn_grouped) {
+		int64_t r = a.nv / a.nk;
+		for (int32_t t = 0; t < n; t++)
+			for (int64_t g = 0; g < a.nk; g++) {
+				const float *ba = a.c + (size_t)t * 2 * a.nv + (size_t)g * 2 * r;
+				memcpy(b + (size_t)t * a.nv + g * r, ba, (size_t)r * sizeof(float));
+				memcpy(al + (size_t)t * a.nv + g * r, ba + r, (size_t)r * sizeof(float));
+			}
+	}
 	struct conv_args ca = { .kv = kv, .off = L->rs_off, .in = qkv, .stride = (size_t)a.cd,
 				.out = a.c, .w = L->ssm_conv, .b = NULL, .ch = a.cd, .n = n, .taps = a.taps };
 	fx_pool_run(pool, conv_worker, &ca);

@@ -45,7 +45,11 @@ const struct arch_desc arch_qwen35moe = {
 
 /* Qwen3-Next (HF modeling_qwen3_next.py): qwen35moe's layers; its HF
  * checkpoints fuse the DeltaNet projections per key head (in_proj_qkvz,
- * in_proj_ba), which the HF mapping splits into qwen35's tensors. */
+ * in_proj_ba). As llama.cpp's qwen3next, the HF mapping splits in_proj_qkvz
+ * into attn_qkv and attn_gate but keeps value heads grouped by key head
+ * (HF's order: value head j reads key head j / (nv / nk)) and in_proj_ba
+ * fused as ssm_ba; a file with ssm_beta / ssm_alpha instead has them
+ * tiled as qwen35's (ferrox's earlier conversions). */
 const struct arch_desc arch_qwen3next = {
 	.name = "qwen3next",
 	.rope = ROPE_NEOX,
@@ -56,6 +60,6 @@ const struct arch_desc arch_qwen3next = {
 	.moe_norm = true,
 	.ffn_norm_name = "post_attention_norm",
 	.tensors = AT_GDN | AT_FUSED | AT_MOE | AT_SHEXP | AT_SHEXP_GATE | AT_NEXTN,
-	.hf = { { .model_type = "qwen3_next", .norm_plus_one = true,
+	.hf = { { .model_type = "qwen3_next", .norm_plus_one = true, .gdn_grouped = true,
 		  .post_attn_name = "post_attention_norm", .moe_norm = true, .recurrent_flags = true } },
 };

@@ -12,12 +12,14 @@ extern const struct arch_desc arch_llama, arch_granite, arch_smollm3, arch_qwen2
 	arch_gpt_oss, arch_deepseek2, arch_lfm2, arch_mamba2, arch_granite_hybrid, arch_qwen35,
 	arch_qwen35moe, arch_qwen3next, arch_lfm2moe, arch_nemotron_h, arch_falcon_h1,
 	arch_seed_oss, arch_ernie4_5, arch_ernie4_5_moe, arch_glm4moe, arch_minimax_m2, arch_llama4, arch_gemma4;
+extern const struct arch_desc arch_nemotron_h_moe;
 
 static const struct arch_desc *const archs[] = {
 	&arch_llama, &arch_granite, &arch_smollm3, &arch_qwen2, &arch_qwen3, &arch_phi3,
 	&arch_gemma, &arch_gemma2, &arch_gemma3, &arch_olmo2, &arch_qwen2moe, &arch_qwen3moe,
 	&arch_gpt_oss, &arch_deepseek2, &arch_lfm2, &arch_mamba2, &arch_granite_hybrid, &arch_qwen35,
 	&arch_qwen35moe, &arch_qwen3next, &arch_lfm2moe, &arch_nemotron_h, &arch_falcon_h1,
+	&arch_nemotron_h_moe,
 	&arch_seed_oss, &arch_ernie4_5, &arch_ernie4_5_moe, &arch_glm4moe, &arch_minimax_m2, &arch_llama4, &arch_gemma4,
 };
 
@@ -95,7 +97,7 @@ static const struct {
 		"ssm_a", "ssm_norm.weight", "ssm_out.weight" } },
 	{ AT_SSM, "a Mamba-2 mixer", { "ssm_in.weight", "ssm_conv1d.bias", "ssm_d" } },
 	{ AT_GDN, "a Gated DeltaNet mixer", { "attn_gate.weight", "ssm_beta.weight",
-		"ssm_alpha.weight" } },
+		"ssm_alpha.weight", "ssm_ba.weight" } },
 	{ AT_OUT_SCALE, "a layer output scale", { "layer_output_scale.weight" } },
 	{ AT_PLE, "a per-layer input", { "inp_gate.weight", "proj.weight", "post_norm.weight" } },
 	{ AT_MOE_PAR, "a parallel mixture of experts", { "ffn_gate_inp.scale", "ffn_gate_up_exps.weight",
@@ -156,6 +158,10 @@ long arch_tensor_group(const struct arch_desc *a, const char *name, size_t n, co
 	 * post_attention_norm is Gemma's post norm. */
 	if (a->ffn_norm_name && sn == strlen(a->ffn_norm_name) + 7 &&
 	    !memcmp(s, a->ffn_norm_name, sn - 7) && !memcmp(s + sn - 7, ".weight", 7)) {
+		*what = "a pre-sublayer norm";
+		return AT_PRE_NORMS;
+	}
+	if (a->ffn_norm_bare && span_is(s, sn, a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm")) {
 		*what = "a pre-sublayer norm";
 		return AT_PRE_NORMS;
 	}
