@@ -424,6 +424,8 @@ FX_API void fx_sampler_accept(struct fx_sampler *s, fx_token t);
 /* Proposers, as llama.cpp's --spec-type names them. */
 enum fx_spec_type {
 	FX_SPEC_NGRAM_SIMPLE = 1u << 0, /* "ngram-simple": prompt lookup in the sequence's own text */
+	FX_SPEC_DRAFT_SIMPLE = 1u << 1, /* "draft-simple": a smaller model with the same
+					 * vocabulary drafts greedily (fx_spec_drafter_create) */
 };
 
 struct fx_spec_params {
@@ -436,6 +438,8 @@ struct fx_spec_params {
 	int32_t ngram_size_n;   /* ngram-simple: tokens matched (12; --spec-ngram-simple-size-n) */
 	int32_t ngram_size_m;   /* ngram-simple: tokens copied after the match, at most
 				 * (48; --spec-ngram-simple-size-m) */
+	float p_min;            /* draft-simple: stop drafting where the draft model's
+				 * top token has a lower probability (0; --spec-draft-p-min) */
 };
 
 FX_API struct fx_spec_params fx_spec_default_params(void);
@@ -454,6 +458,26 @@ FX_API int fx_spec_types_parse(const char *list, uint32_t *types, struct fx_err 
  * fewer than ngram_size_n would be copied. Returns the count (0: no draft). */
 FX_API int32_t fx_spec_draft(const struct fx_spec_params *p, const fx_token *hist, int32_t n,
 			     fx_token *draft, int32_t cap);
+
+/* A proposer with state: ngram-simple over the history, and/or a draft
+ * model (draft, may be NULL; borrowed, must outlive the drafter) run in a
+ * context of its own (n_ctx tokens, n_threads) whose K/V follows the
+ * target sequence's history from call to call (the common prefix kept,
+ * the rest rolled back: llama.cpp's common_speculative draft-simple).
+ * Errors: FX_E_INVALID (the draft model's vocabulary differs from the
+ * target's in size or BOS/EOS; draft-simple asked without a draft model),
+ * FX_E_UNSUPPORTED (a draft model with recurrent layers), FX_E_NOMEM. */
+struct fx_spec_drafter;
+FX_API int fx_spec_drafter_create(const struct fx_spec_params *p, const struct fx_model *target,
+				  const struct fx_model *draft, uint32_t n_ctx, int32_t n_threads,
+				  struct fx_spec_drafter **out, struct fx_err *err);
+FX_API void fx_spec_drafter_free(struct fx_spec_drafter *d);
+/* Drafts continuing hist[0..n) (as fx_spec_draft) into draft[0..cap),
+ * at most n_max: ngram-simple's when it has one, else the draft model's
+ * greedy tokens (stopping below p_min). Returns the count; 0 when there
+ * is none or the draft model's step failed. */
+FX_API int32_t fx_spec_drafter_draft(struct fx_spec_drafter *d, const fx_token *hist, int32_t n,
+				     fx_token *draft, int32_t cap);
 
 /* Verify drafts for sequence seq after a fx_batch_decode whose rows
  * row .. row + k of that sequence were [last, draft[0..k)], with logits kept

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ferrox.h"
@@ -75,13 +76,9 @@ static void plain(struct fx_context *c, fx_seq seq, struct fx_sampler *s, const 
  * [last, drafts] of seq, beside one plain row of other (>= 0) whose own
  * plain generation goes into og. */
 static void spec(struct fx_context *c, fx_seq seq, struct fx_sampler *s, const fx_token *prompt, int n,
-		 int32_t nv, int size_n, int n_max, struct gen *g, fx_seq other, struct fx_sampler *os,
+		 int32_t nv, struct fx_spec_drafter *dr, struct gen *g, fx_seq other, struct fx_sampler *os,
 		 const fx_token *oprompt, int on, struct gen *og)
 {
-	struct fx_spec_params sp = fx_spec_default_params();
-	sp.types = FX_SPEC_NGRAM_SIMPLE;
-	sp.ngram_size_n = size_n;
-	sp.n_max = n_max;
 	fx_token hist[N_MAX + N_GEN], tok[N_MAX], draft[64], out[65];
 	fx_seq sq[N_MAX];
 	bool keep[N_MAX];
@@ -108,7 +105,7 @@ static void spec(struct fx_context *c, fx_seq seq, struct fx_sampler *s, const f
 	fx_token olast = og ? oprompt[on - 1] : 0;
 	while (g->n < N_GEN || (og && og->n < N_GEN)) {
 		bool mine = g->n < N_GEN; /* this sequence still generating */
-		int k = mine ? fx_spec_draft(&sp, hist, nh, draft, 64) : 0;
+		int k = mine ? fx_spec_drafter_draft(dr, hist, nh, draft, 64) : 0;
 		if (k > N_GEN - g->n - 1)
 			k = N_GEN - g->n - 1;
 		bn = 0;
@@ -175,11 +172,23 @@ static struct fx_context *context(const struct fx_model *m, int32_t layout, uint
 	return c;
 }
 
-static void model_case(const char *file)
+static struct fx_spec_drafter *drafter_new(const struct fx_model *m, const struct fx_model *dm, int size_n,
+					   int n_max)
 {
-	char path[512];
-	if (!check_model_path(file, path, sizeof(path)))
-		return;
+	struct fx_spec_params sp = fx_spec_default_params();
+	struct fx_spec_drafter *d = NULL;
+	struct fx_err err;
+	sp.types = dm ? FX_SPEC_DRAFT_SIMPLE : FX_SPEC_NGRAM_SIMPLE;
+	sp.ngram_size_n = size_n;
+	sp.n_max = n_max;
+	CHECKF(fx_spec_drafter_create(&sp, m, dm, 1024, 2, &d, &err) == FX_OK, "drafter: %s", err.msg);
+	return d;
+}
+
+/* model (a GGUF path) against plain decoding with the cases below; dm
+ * (may be NULL): the draft model, else ngram-simple */
+static void model_case(const char *file, const char *path, const struct fx_model *dm)
+{
 	struct fx_model *m = NULL;
 	struct fx_err err;
 	if (fx_model_load(path, NULL, &m, &err)) {
@@ -221,12 +230,14 @@ static void model_case(const char *file)
 		fx_sampler_free(s);
 		fx_sampler_free(os);
 		/* alone */
+		struct fx_spec_drafter *dr = drafter_new(m, dm, cases[i].size_n, cases[i].n_max);
 		s = sampler(m, cases[i].temp, 42);
-		spec(c, 0, s, p, (int)np, nv, cases[i].size_n, cases[i].n_max, &got, -1, NULL, NULL, 0, NULL);
+		spec(c, 0, s, p, (int)np, nv, dr, &got, -1, NULL, NULL, 0, NULL);
 		CHECKF(same(&ref, &got), "%s case %zu: speculative output differs from plain", file, i);
 		CHECKF(cases[i].temp > 0 || got.accepted > 0, "%s case %zu: no draft accepted (%ld drafted)",
 		       file, i, got.drafted);
-		printf("%s case %zu (temp %.1f, n %d, max %d, %s): %ld drafted, %ld accepted, %s\n", file, i,
+		printf("%s%s case %zu (temp %.1f, n %d, max %d, %s): %ld drafted, %ld accepted, %s\n", file,
+		       dm ? " with a draft model" : "", i,
 		       (double)cases[i].temp, cases[i].size_n, cases[i].n_max,
 		       cases[i].layout == FX_KV_PAGED ? "paged" : "contiguous", got.drafted, got.accepted,
 		       same(&ref, &got) ? "same tokens and logits" : "DIFFERENT");
@@ -236,12 +247,13 @@ static void model_case(const char *file)
 		s = sampler(m, cases[i].temp, 42);
 		os = sampler(m, cases[i].temp, 7);
 		CHECK(fx_seq_add(c, &s1) == FX_OK);
-		spec(c, 0, s, p, (int)np, nv, cases[i].size_n, cases[i].n_max, &got, s1, os, q, (int)nq, &ogot);
+		spec(c, 0, s, p, (int)np, nv, dr, &got, s1, os, q, (int)nq, &ogot);
 		CHECKF(same(&ref, &got) && same(&oref, &ogot), "%s case %zu: in a batch, the speculative "
 		       "(%d) or the plain sequence (%d: %d of %d tokens) differs", file, i, same(&ref, &got),
 		       same(&oref, &ogot), ogot.n, oref.n);
 		fx_sampler_free(s);
 		fx_sampler_free(os);
+		fx_spec_drafter_free(dr);
 		fx_context_free(c);
 	}
 	fx_model_free(m);
@@ -282,7 +294,38 @@ static void drafter(void)
 int main(void)
 {
 	drafter();
-	model_case("SmolLM2-135M-Instruct.Q4_1.gguf");
-	model_case("gemma-3-270m-q4_k_m.gguf");
+	char sb[512], gb[512];
+	const char *smol = check_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", sb, sizeof(sb));
+	const char *gemma = check_model_path("gemma-3-270m-q4_k_m.gguf", gb, sizeof(gb));
+	if (smol)
+		model_case("SmolLM2", smol, NULL);
+	if (gemma)
+		model_case("Gemma 3", gemma, NULL);
+	/* a draft model with the target's vocabulary: SmolLM2 Q4_1 drafting
+	 * for a Q8_0 SmolLM2 ferrox's convert makes from it (no larger model
+	 * of that vocabulary is at hand: a correctness check) */
+	char q8[64];
+	struct fx_err err;
+	struct fx_model *dm = NULL;
+	snprintf(q8, sizeof(q8), "/tmp/test_spec_%d.gguf", (int)getpid());
+	if (smol && fx_convert(smol, q8, "q8_0", NULL, &err) == FX_OK &&
+	    fx_model_load(smol, NULL, &dm, &err) == FX_OK) {
+		model_case("SmolLM2 Q8_0", q8, dm);
+		/* vocabularies that differ are refused */
+		struct fx_model *g = NULL;
+		struct fx_spec_drafter *d = NULL;
+		struct fx_spec_params sp = fx_spec_default_params();
+		if (gemma && fx_model_load(gemma, NULL, &g, &err) == FX_OK) {
+			CHECK(fx_spec_drafter_create(&sp, g, dm, 256, 1, &d, &err) == FX_E_INVALID && !d &&
+			      strstr(err.msg, "vocabulary"));
+			fx_model_free(g);
+		}
+		sp.types = FX_SPEC_DRAFT_SIMPLE;
+		CHECK(fx_spec_drafter_create(&sp, dm, NULL, 256, 1, &d, &err) == FX_E_INVALID && !d);
+	} else if (smol) {
+		CHECKF(0, "convert or load for the draft-model case: %s", err.msg);
+	}
+	fx_model_free(dm);
+	unlink(q8);
 	return check_exit();
 }

@@ -31,9 +31,10 @@ static void on_sigint(int sig)
 }
 
 struct chat_opts {
-	const char *model, *tmpl_path, *system;
+	const char *model, *tmpl_path, *system, *draft_model;
 	long long n_predict, n_ctx, n_threads;
 	struct cli_sampling samp;
+	struct fx_spec_params spec;
 };
 
 static void usage(FILE *f)
@@ -48,7 +49,9 @@ static void usage(FILE *f)
 		   "                     (generation_config.json / general.sampling.*) or not; flags win\n"
 		   "  --system TEXT      a system message first\n"
 		   "  --template FILE    a Jinja chat template instead of the model's\n"
-		   "Type a message and Enter; /reset starts over, /exit (or end of input) quits.\n");
+		   "%s"
+		   "Type a message and Enter; /reset starts over, /exit (or end of input) quits.\n",
+		cli_spec_help);
 }
 
 static int parse(int argc, char **argv, struct chat_opts *o)
@@ -56,16 +59,21 @@ static int parse(int argc, char **argv, struct chat_opts *o)
 	cli_sampling_init(&o->samp);
 	o->n_predict = 1024;
 	o->n_ctx = 4096;
+	o->spec = fx_spec_default_params();
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
 		int took = cli_sampling_opt(argc, argv, &i, &o->samp);
+		if (!took)
+			took = cli_spec_opt(argc, argv, &i, &o->spec);
 		if (took < 0)
 			return 2;
 		if (took)
 			continue;
 		if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
 			VAL(); o->model = v;
+		} else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft") || !strcmp(a, "--spec-draft-model")) {
+			VAL(); o->draft_model = v;
 		} else if (!strcmp(a, "--template")) {
 			VAL(); o->tmpl_path = v;
 		} else if (!strcmp(a, "--system")) {
@@ -133,6 +141,8 @@ struct session {
 	struct fx_model *m;
 	struct fx_context *ctx;
 	struct fx_sampler *smp;
+	struct fx_spec_drafter *dr;    /* NULL: plain decoding */
+	int32_t spec_n_min;
 	const char *tmpl, *bos, *eos;
 	fx_token *held;       /* the tokens the context holds, in order */
 	size_t n_held, cap_held;
@@ -192,43 +202,86 @@ static int feed_prompt(struct session *s, const struct fx_chat_prompt *p)
 	return rc;
 }
 
-/* Generate and stream one reply; its text goes to *reply (malloc'ed). */
+/* Most drafted tokens one step verifies. */
+#define CHAT_STEP 256
+
+/* Append text[0..n) to the growing reply; false without memory. */
+static bool add_text(char **text, size_t *len, size_t *cap, const char *p, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		size_t c = 2 * (*len + n + 1);
+		char *t = realloc(*text, c);
+		if (!t)
+			return false;
+		*text = t;
+		*cap = c;
+	}
+	memcpy(*text + *len, p, n);
+	*len += n;
+	(*text)[*len] = 0;
+	return true;
+}
+
+/* Generate and stream one reply; its text goes to *reply (malloc'ed).
+ * Each step decodes the last token and any drafts (--spec-type) and
+ * samples every row at its position, so the reply is the same with or
+ * without speculation. */
 static int generate(struct session *s, long long n_predict, char **out)
 {
 	struct fx_detok st = { 0 };
 	size_t len = 0, cap = 1024;
 	char *text = malloc(cap), buf[512];
 	size_t nb;
+	fx_token o[CHAT_STEP + 1], draft[CHAT_STEP];
+	int32_t n_o = 1;
 	if (!text)
 		return 1;
-	for (long long k = 0; k < n_predict; k++) {
-		if (g_interrupt) {
-			fprintf(stderr, " [interrupted]");
-			break;
-		}
-		fx_token t = fx_sampler_sample(s->smp, fx_get_logits(s->ctx, NULL));
-		if (fx_token_is_eog(s->m, t))
-			break;
-		fx_sampler_accept(s->smp, t);
-		if (fx_detok_push(s->m, &st, t, false, buf, sizeof(buf), &nb) == FX_OK && nb) {
-			fwrite(buf, 1, nb, stdout);
-			fflush(stdout);
-			if (len + nb + 1 > cap) {
-				char *tt = realloc(text, cap = 2 * (len + nb + 1));
-				if (!tt) {
+	text[0] = 0;
+	o[0] = fx_sampler_sample_at(s->smp, fx_get_logits(s->ctx, NULL), fx_context_n_past(s->ctx));
+	if (!fx_token_is_eog(s->m, o[0]))
+		fx_sampler_accept(s->smp, o[0]);
+	for (long long k = 0;;) {
+		bool done = false;
+		for (int32_t i = 0; i < n_o && !done; i++) {
+			if ((done = fx_token_is_eog(s->m, o[i])))
+				break;
+			if (fx_detok_push(s->m, &st, o[i], false, buf, sizeof(buf), &nb) == FX_OK && nb) {
+				fwrite(buf, 1, nb, stdout);
+				fflush(stdout);
+				if (!add_text(&text, &len, &cap, buf, nb)) {
 					free(text);
 					return 1;
 				}
-				text = tt;
 			}
-			memcpy(text + len, buf, nb);
-			len += nb;
+			done = ++k >= n_predict;
+		}
+		if (done)
+			break;
+		if (g_interrupt) {
+			fprintf(stderr, " [interrupted]");
+			break;
 		}
 		if (fx_context_n_past(s->ctx) + 1 >= fx_context_n_ctx(s->ctx)) {
 			fprintf(stderr, "\n[context full]");
 			break;
 		}
-		if (fx_decode(s->ctx, &t, 1, false) || !hold(s, &t, 1)) {
+		/* last joins the held tokens (the step decodes it); drafts fit
+		 * in the context and the reply's budget */
+		fx_token last = o[n_o - 1];
+		long long room = (long long)fx_context_n_ctx(s->ctx) - fx_context_n_past(s->ctx) - 2;
+		if (n_predict - k - 1 < room)
+			room = n_predict - k - 1;
+		if (room > CHAT_STEP)
+			room = CHAT_STEP;
+		if (!hold(s, &last, 1)) {
+			free(text);
+			return 1;
+		}
+		int32_t nd = room > 0 ? fx_spec_drafter_draft(s->dr, s->held, (int32_t)s->n_held, draft,
+							       (int32_t)room) : 0;
+		if (nd < s->spec_n_min)
+			nd = 0;
+		if (fx_spec_verify(s->ctx, 0, s->smp, last, draft, nd, o, &n_o) || !hold(s, draft, (size_t)n_o - 1)) {
 			fprintf(stderr, "\nerror: %s\n", fx_context_errmsg(s->ctx));
 			free(text);
 			return 1;
@@ -236,16 +289,10 @@ static int generate(struct session *s, long long n_predict, char **out)
 	}
 	fx_detok_flush(&st, buf, sizeof(buf), &nb);
 	fwrite(buf, 1, nb, stdout);
-	if (len + nb + 1 > cap) {
-		char *tt = realloc(text, len + nb + 1);
-		if (!tt) {
-			free(text);
-			return 1;
-		}
-		text = tt;
+	if (!add_text(&text, &len, &cap, buf, nb)) {
+		free(text);
+		return 1;
 	}
-	memcpy(text + len, buf, nb);
-	text[len + nb] = 0;
 	printf("\n");
 	fflush(stdout);
 	*out = text;
@@ -269,6 +316,7 @@ int cmd_chat(int argc, char **argv)
 	if (rc)
 		return rc == 1 ? 0 : rc;
 	struct session s = { 0 };
+	struct fx_model *dm = NULL;
 	struct fx_err err = { 0 };
 	char *tmpl_file = NULL, *bos = NULL, *eos = NULL;
 	cJSON *msgs = NULL;
@@ -302,6 +350,22 @@ int cmd_chat(int argc, char **argv)
 		o.samp.sp.seed = ((uint64_t)time(NULL) * 1000000007ULL ^ ((uint64_t)getpid() << 32)) & INT64_MAX;
 	if (fx_context_create(s.m, &cp, &s.ctx, &err) ||
 	    fx_sampler_create(&o.samp.sp, fx_model_n_vocab(s.m), &s.smp, &err)) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		goto out;
+	}
+	if (o.draft_model && !o.spec.types)
+		o.spec.types = FX_SPEC_DRAFT_SIMPLE; /* as llama.cpp: -md alone drafts with it */
+	s.spec_n_min = o.spec.n_min;
+	if (o.spec.types && !fx_context_can_roll_back(s.ctx)) {
+		fprintf(stderr, "error: --spec-type: %s has recurrent layers, whose state cannot go back "
+			"to a rejected draft yet; run without it\n", fx_model_arch_name(s.m));
+		goto out;
+	}
+	if (o.draft_model && fx_model_load(o.draft_model, NULL, &dm, &err)) {
+		fprintf(stderr, "error: draft model: %s\n", err.msg);
+		goto out;
+	}
+	if (o.spec.types && fx_spec_drafter_create(&o.spec, s.m, dm, cp.n_ctx, cp.n_threads, &s.dr, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;
 	}
@@ -379,6 +443,8 @@ out:
 	free(bos);
 	free(eos);
 	fx_sampler_free(s.smp);
+	fx_spec_drafter_free(s.dr);
+	fx_model_free(dm);
 	fx_context_free(s.ctx);
 	fx_model_free(s.m);
 	return status;

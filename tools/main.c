@@ -67,7 +67,10 @@ void cli_sampling_init(struct cli_sampling *s)
 
 const char cli_spec_help[] =
 	"  --spec-type LIST       speculative decoding: ngram-simple (drafts copied from where\n"
-	"                         the last tokens occurred before), none (default)\n"
+	"                         the last tokens occurred before), draft-simple (a draft model,\n"
+	"                         -md), none (default); both: ngram first\n"
+	"  -md, --model-draft F   the draft model (same vocabulary; implies draft-simple)\n"
+	"  --spec-draft-p-min P   draft-simple: stop below this top-token probability (default 0)\n"
 	"  --spec-draft-n-max N   most tokens drafted per step (default 16; --draft-max)\n"
 	"  --spec-draft-n-min N   fewer drafted: verify none (default 0; --draft-min)\n"
 	"  --spec-ngram-simple-size-n N  tokens matched (default 12)\n"
@@ -84,6 +87,17 @@ int cli_spec_opt(int argc, char **argv, int *i, struct fx_spec_params *sp)
 		{ "--spec-ngram-simple-size-n", 2 }, { "--spec-ngram-simple-size-m", 3 },
 	};
 	const char *a = argv[*i], *v;
+	if (!strcmp(a, "--spec-draft-p-min") || !strcmp(a, "--draft-p-min")) {
+		double f;
+		if (!(v = cli_value(argc, argv, i)) || !cli_float(a, v, &f))
+			return -1;
+		if (f < 0 || f > 1) {
+			fprintf(stderr, "error: %s takes a probability in [0, 1], not %s\n", a, v);
+			return -1;
+		}
+		sp->p_min = (float)f;
+		return 1;
+	}
 	if (!strcmp(a, "--spec-type")) {
 		struct fx_err err;
 		if (!(v = cli_value(argc, argv, i)))

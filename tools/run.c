@@ -10,7 +10,7 @@
 #include "ferrox.h"
 
 struct run_opts {
-	const char *model, *prompt, *quant;
+	const char *model, *prompt, *quant, *draft_model;
 	long long n_predict, n_ctx, n_threads, n_keep;
 	bool echo, context_shift;
 	int32_t type_k, type_v;
@@ -40,6 +40,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			continue;
 		if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
 			VAL(); o->model = v;
+		} else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft") || !strcmp(a, "--spec-draft-model")) {
+			VAL(); o->draft_model = v;
 		} else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
 			VAL(); o->prompt = v;
 		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
@@ -205,7 +207,8 @@ int cmd_run(int argc, char **argv)
 	if (rc)
 		return rc == 1 ? 0 : rc;
 	struct fx_err err = { 0 };
-	struct fx_model *m = NULL;
+	struct fx_model *m = NULL, *dm = NULL;
+	struct fx_spec_drafter *dr = NULL;
 	struct fx_context *ctx = NULL;
 	struct fx_sampler *smp = NULL;
 	struct fx_grammar *gram = NULL;
@@ -259,9 +262,19 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;
 	}
+	if (o.draft_model && !o.spec.types)
+		o.spec.types = FX_SPEC_DRAFT_SIMPLE; /* as llama.cpp: -md alone drafts with it */
 	if (o.spec.types && !fx_context_can_roll_back(ctx)) {
 		fprintf(stderr, "error: --spec-type: %s has recurrent layers, whose state cannot go back "
 			"to a rejected draft yet; run without it\n", fx_model_arch_name(m));
+		goto out;
+	}
+	if (o.draft_model && fx_model_load(o.draft_model, &mp, &dm, &err)) {
+		fprintf(stderr, "error: draft model: %s\n", err.msg);
+		goto out;
+	}
+	if (o.spec.types && fx_spec_drafter_create(&o.spec, m, dm, cp.n_ctx, cp.n_threads, &dr, &err)) {
+		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;
 	}
 	if (o.grammar.kind) {
@@ -363,7 +376,7 @@ int cmd_run(int argc, char **argv)
 		if (room > STEP_MAX)
 			room = STEP_MAX;
 		fx_token draft[STEP_MAX];
-		int32_t k = room > 0 ? fx_spec_draft(&o.spec, st_.hist, st_.n_hist, draft, (int32_t)room) : 0;
+		int32_t k = room > 0 ? fx_spec_drafter_draft(dr, st_.hist, st_.n_hist, draft, (int32_t)room) : 0;
 		if (k < o.spec.n_min)
 			k = 0;
 		src = step_run(ctx, smp, st_.hist[st_.n_hist - 1], draft, k, out_t, &n_out, &t_sample,
@@ -401,6 +414,8 @@ out:
 	fx_grammar_vocab_free(gv);
 	fx_grammar_free(gram);
 	fx_context_free(ctx);
+	fx_spec_drafter_free(dr);
+	fx_model_free(dm);
 	fx_model_free(m);
 	return status;
 }

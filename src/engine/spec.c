@@ -7,6 +7,7 @@
  * al. 2023 accept by a ratio test instead; this scheme gives up some
  * acceptance for identical output); drafting follows llama.cpp's
  * common/speculative.cpp and ngram-map.cpp. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,7 @@
 struct fx_spec_params fx_spec_default_params(void)
 {
 	return (struct fx_spec_params){ .size = sizeof(struct fx_spec_params), .types = 0, .n_max = 16,
-					.n_min = 0, .ngram_size_n = 12, .ngram_size_m = 48 };
+					.n_min = 0, .ngram_size_n = 12, .ngram_size_m = 48, .p_min = 0.0f };
 }
 
 int fx_spec_types_parse(const char *list, uint32_t *types, struct fx_err *err)
@@ -26,10 +27,10 @@ int fx_spec_types_parse(const char *list, uint32_t *types, struct fx_err *err)
 	static const struct {
 		const char *name;
 		uint32_t bit;
-	} known[] = { { "ngram-simple", FX_SPEC_NGRAM_SIMPLE } };
+	} known[] = { { "ngram-simple", FX_SPEC_NGRAM_SIMPLE }, { "draft-simple", FX_SPEC_DRAFT_SIMPLE } };
 	/* llama.cpp's other types, refused by name until ferrox has them */
-	static const char *const later[] = { "draft-simple", "draft-mtp", "draft-eagle3", "ngram-mod",
-					     "ngram-map-k", "ngram-map-k4v", "ngram-cache" };
+	static const char *const later[] = { "draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark",
+					     "ngram-mod", "ngram-map-k", "ngram-map-k4v", "ngram-cache" };
 	*types = 0;
 	const char *p = list ? list : "";
 	while (*p) {
@@ -44,9 +45,9 @@ int fx_spec_types_parse(const char *list, uint32_t *types, struct fx_err *err)
 			for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++)
 				if (strlen(later[i]) == n && !strncmp(p, later[i], n))
 					return fx_fail(err, FX_E_INVALID, "--spec-type %.*s: not supported by "
-						       "ferrox yet (supported: ngram-simple, none)", (int)n, p);
+						       "ferrox yet (supported: ngram-simple, draft-simple, none)", (int)n, p);
 			return fx_fail(err, FX_E_INVALID, "--spec-type: unknown type '%.*s' (supported: "
-				       "ngram-simple, none)", (int)n, p);
+				       "ngram-simple, draft-simple, none)", (int)n, p);
 		}
 		p += n;
 		if (*p == ',')
@@ -82,6 +83,132 @@ int32_t fx_spec_draft(const struct fx_spec_params *p, const fx_token *hist, int3
 		copy = cap;
 	memcpy(draft, hist + match + nn, (size_t)copy * sizeof(*draft));
 	return (int32_t)copy;
+}
+
+struct fx_spec_drafter {
+	struct fx_spec_params p;
+	const struct fx_model *dm; /* draft model, or NULL */
+	struct fx_context *dctx;   /* its context: sequence 0 holds held[0..n_held) */
+	fx_token *held;
+	int32_t n_held, cap;
+};
+
+int fx_spec_drafter_create(const struct fx_spec_params *p, const struct fx_model *target,
+			   const struct fx_model *draft, uint32_t n_ctx, int32_t n_threads,
+			   struct fx_spec_drafter **out, struct fx_err *err)
+{
+	*out = NULL;
+	if (!p || !target)
+		return fx_fail(err, FX_E_INVALID, "fx_spec_drafter_create: params and target are required");
+	if ((p->types & FX_SPEC_DRAFT_SIMPLE) && !draft)
+		return fx_fail(err, FX_E_INVALID, "--spec-type draft-simple needs a draft model (-md FILE)");
+	/* llama.cpp's common_speculative_are_compatible checks the vocabulary
+	 * type and special tokens; the same ids must mean the same tokens */
+	if (draft && (fx_model_n_vocab(draft) != fx_model_n_vocab(target) ||
+		      fx_token_bos(draft) != fx_token_bos(target) || fx_token_eos(draft) != fx_token_eos(target)))
+		return fx_fail(err, FX_E_INVALID, "the draft model's vocabulary (%d tokens, BOS %d, EOS %d) "
+			       "is not the target's (%d, %d, %d)", fx_model_n_vocab(draft), fx_token_bos(draft),
+			       fx_token_eos(draft), fx_model_n_vocab(target), fx_token_bos(target),
+			       fx_token_eos(target));
+	struct fx_spec_drafter *d = fx_calloc(1, sizeof(*d));
+	if (!d)
+		return fx_fail(err, FX_E_NOMEM, "no memory for a drafter");
+	d->p = *p;
+	if (draft) {
+		struct fx_context_params cp = fx_context_default_params();
+		cp.n_ctx = n_ctx;
+		cp.n_threads = n_threads;
+		int rc = fx_context_create(draft, &cp, &d->dctx, err);
+		if (!rc && !fx_context_can_roll_back(d->dctx))
+			rc = fx_fail(err, FX_E_UNSUPPORTED, "a draft model with recurrent layers (%s) cannot "
+				     "roll back its drafts yet", fx_model_arch_name(draft));
+		if (rc) {
+			fx_spec_drafter_free(d);
+			return rc;
+		}
+		d->dm = draft;
+		d->p.types |= FX_SPEC_DRAFT_SIMPLE;
+	}
+	*out = d;
+	return FX_OK;
+}
+
+void fx_spec_drafter_free(struct fx_spec_drafter *d)
+{
+	if (!d)
+		return;
+	fx_context_free(d->dctx);
+	fx_free(d->held);
+	fx_free(d);
+}
+
+/* The draft model's greedy token from logits [nv] and its probability. */
+static fx_token greedy(const float *l, int32_t nv, float *prob)
+{
+	fx_token best = 0;
+	for (int32_t i = 1; i < nv; i++)
+		if (l[i] > l[best])
+			best = i;
+	double sum = 0;
+	for (int32_t i = 0; i < nv; i++)
+		sum += exp((double)(l[i] - l[best]));
+	*prob = (float)(1.0 / sum);
+	return best;
+}
+
+/* The draft model's context holds hist[0..n) afterwards: the prefix it
+ * shares with what it held stays, the rest is rolled back, the new tokens
+ * decoded (the last row's logits kept); room for extra more in held.
+ * False on failure (the context is then emptied). */
+static bool sync_draft(struct fx_spec_drafter *d, const fx_token *hist, int32_t n, int32_t extra)
+{
+	int32_t c = 0;
+	while (c < d->n_held && c < n - 1 && d->held[c] == hist[c])
+		c++;
+	if (n + extra > d->cap) {
+		int32_t cap = (n + extra) * 2 + 64;
+		fx_token *h = fx_realloc_array(d->held, (size_t)cap, sizeof(*h));
+		if (!h)
+			return false;
+		d->held = h;
+		d->cap = cap;
+	}
+	if ((uint32_t)n + 1 > fx_context_n_ctx(d->dctx) || fx_seq_rm(d->dctx, 0, (uint32_t)c) ||
+	    fx_decode(d->dctx, hist + c, n - c, false)) {
+		fx_context_reset(d->dctx);
+		d->n_held = 0;
+		return false;
+	}
+	memcpy(d->held + c, hist + c, (size_t)(n - c) * sizeof(*hist));
+	d->n_held = n;
+	return true;
+}
+
+int32_t fx_spec_drafter_draft(struct fx_spec_drafter *d, const fx_token *hist, int32_t n, fx_token *draft,
+			      int32_t cap)
+{
+	if (!d || !hist || n <= 0 || !draft)
+		return 0;
+	if (cap > d->p.n_max)
+		cap = d->p.n_max;
+	int32_t k = fx_spec_draft(&d->p, hist, n, draft, cap);
+	if (k > 0 || !d->dctx || cap <= 0 || !sync_draft(d, hist, n, cap))
+		return k;
+	int32_t nv = fx_model_n_vocab(d->dm);
+	while (k < cap) {
+		float prob;
+		fx_token t = greedy(fx_get_logits(d->dctx, NULL), nv, &prob);
+		if (prob < d->p.p_min)
+			break;
+		draft[k++] = t;
+		/* the drafts stay in the draft context; the next sync rolls back
+		 * those the target rejected */
+		if (k == cap || d->n_held + 2 > (int32_t)fx_context_n_ctx(d->dctx) ||
+		    fx_decode(d->dctx, &t, 1, false))
+			break;
+		d->held[d->n_held++] = t;
+	}
+	return k;
 }
 
 int fx_spec_accept(struct fx_context *ctx, fx_seq seq, struct fx_sampler *smp, int32_t row,
