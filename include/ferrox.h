@@ -209,6 +209,10 @@ struct fx_context_params {
 			     * pairs its token with a target hidden row (fx_batch.hidden)
 			     * and its logits predict the token after the next. As
 			     * llama.cpp's LLAMA_CONTEXT_TYPE_MTP (false) */
+	uint32_t n_rollback;/* models with recurrent layers: the latest tokens any
+			     * sequence can take back (fx_seq_rm), the state after each
+			     * kept (memory: n_rollback states a sequence); what
+			     * speculative decoding needs for its drafts (0: none) */
 };
 
 /* Which compute kernels a context runs. AUTO picks the fastest set the CPU
@@ -267,10 +271,13 @@ FX_API int fx_seq_reuse_prefix(struct fx_context *ctx, fx_seq seq, const int32_t
  * already released: the paged layout keeps 32 rows beyond the window, so
  * going back up to 32 tokens always works; the sequence is unchanged). */
 FX_API int fx_seq_rm(struct fx_context *ctx, fx_seq seq, uint32_t pos);
-/* Whether fx_seq_rm can take any sequence back to any earlier position
- * (what speculative decoding's roll-back needs): false for a model with
- * recurrent layers, whose state exists only at the snapshots
- * (src/kv/recurrent.c). */
+/* How many of its latest tokens any sequence can always take back with
+ * fx_seq_rm (what speculative decoding's roll-back needs): a model with
+ * recurrent layers keeps states for n_rollback (fx_context_params), else
+ * its state exists only at the snapshots (src/kv/recurrent.c); attention
+ * alone: n_ctx (the paged layout's sliding-window layers keep 32 rows
+ * past the window, so there 32). fx_context_can_roll_back: it is > 0. */
+FX_API int32_t fx_context_roll_back_max(const struct fx_context *ctx);
 FX_API bool fx_context_can_roll_back(const struct fx_context *ctx);
 /* Context shift: move seq's tokens at positions [p0, p1) to [p0 + delta,
  * p1 + delta), re-rotating their cached K by delta with each layer's own
@@ -466,7 +473,7 @@ FX_API int32_t fx_spec_draft(const struct fx_spec_params *p, const fx_token *his
  * the rest rolled back: llama.cpp's common_speculative draft-simple).
  * Errors: FX_E_INVALID (the draft model's vocabulary differs from the
  * target's in size or BOS/EOS; draft-simple asked without a draft model),
- * FX_E_UNSUPPORTED (a draft model with recurrent layers), FX_E_NOMEM. */
+ * FX_E_NOMEM. */
 struct fx_spec_drafter;
 FX_API int fx_spec_drafter_create(const struct fx_spec_params *p, const struct fx_model *target,
 				  const struct fx_model *draft, uint32_t n_ctx, int32_t n_threads,

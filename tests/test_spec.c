@@ -158,7 +158,8 @@ static bool same(const struct gen *a, const struct gen *b)
 	       !memcmp(a->hash, b->hash, (size_t)a->n * sizeof(a->hash[0]));
 }
 
-static struct fx_context *context(const struct fx_model *m, int32_t layout, uint32_t ubatch)
+static struct fx_context *context(const struct fx_model *m, int32_t layout, uint32_t ubatch,
+				  uint32_t n_rollback)
 {
 	struct fx_context_params p = fx_context_default_params();
 	struct fx_context *c = NULL;
@@ -168,6 +169,7 @@ static struct fx_context *context(const struct fx_model *m, int32_t layout, uint
 	p.n_ubatch = ubatch;
 	p.n_threads = 2;
 	p.kv_layout = layout;
+	p.n_rollback = n_rollback;
 	CHECKF(fx_context_create(m, &p, &c, &err) == FX_OK, "%s", err.msg);
 	return c;
 }
@@ -218,7 +220,7 @@ static void model_case(const char *file, const char *path, const struct fx_model
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct gen ref, oref, got, ogot;
-		struct fx_context *c = context(m, cases[i].layout, cases[i].ubatch);
+		struct fx_context *c = context(m, cases[i].layout, cases[i].ubatch, 0);
 		if (!c)
 			continue;
 		struct fx_sampler *s = sampler(m, cases[i].temp, 42), *os = sampler(m, cases[i].temp, 7);
@@ -259,6 +261,82 @@ static void model_case(const char *file, const char *path, const struct fx_model
 	fx_model_free(m);
 }
 
+/* The hybrid fixtures (tests/fixtures/hf-tiny-next: short convolution,
+ * Mamba-2, Gated DeltaNet tiled and grouped, Mamba-2 beside attention and
+ * in parallel with it), from token ids: the prompt's first 12 ids twice,
+ * so ngram-simple finds matches. Their recurrent states roll back through
+ * the ring n_rollback keeps; without it drafts are refused. */
+static void hybrid_case(const char *name)
+{
+	char dir[256];
+	snprintf(dir, sizeof(dir), "tests/fixtures/hf-tiny-next/%s", name);
+	struct fx_model *m = NULL;
+	struct fx_err err;
+	if (fx_model_load(dir, NULL, &m, &err)) {
+		CHECKF(0, "%s: %s", dir, err.msg);
+		return;
+	}
+	/* ids 3..30 twice, then its start again (any vocabulary has them) */
+	fx_token p[40];
+	int np = 0;
+	for (int r = 0; r < 2; r++)
+		for (int i = 0; i < 12; i++)
+			p[np++] = 3 + (i * 7) % 28;
+	for (int i = 0; i < 4; i++)
+		p[np++] = 3 + (i * 7) % 28;
+	int32_t nv = fx_model_n_vocab(m);
+	static const struct {
+		float temp;
+		int n_max;
+		int32_t layout;
+		uint32_t ubatch;
+	} cases[] = { { 0.0f, 4, FX_KV_CONTIGUOUS, 512 }, { 0.8f, 8, FX_KV_PAGED, 3 } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct gen ref, got;
+		struct fx_context *c = context(m, cases[i].layout, cases[i].ubatch, (uint32_t)cases[i].n_max);
+		if (!c)
+			continue;
+		CHECK(fx_context_roll_back_max(c) == cases[i].n_max);
+		struct fx_sampler *s = sampler(m, cases[i].temp, 42);
+		plain(c, 0, s, p, np, nv, &ref);
+		fx_context_reset(c);
+		fx_sampler_free(s);
+		/* ngram drafts, then the model drafting for itself (every
+		 * greedy draft accepted; sampled, some: roll-backs mid-draft) */
+		for (int dm = 0; dm < 2; dm++) {
+			struct fx_spec_drafter *dr = drafter_new(m, dm ? m : NULL, 2, cases[i].n_max);
+			s = sampler(m, cases[i].temp, 42);
+			fx_context_reset(c);
+			spec(c, 0, s, p, np, nv, dr, &got, -1, NULL, NULL, 0, NULL);
+			CHECKF(same(&ref, &got), "%s case %zu (%s): speculative output differs from plain", name,
+			       i, dm ? "draft model" : "ngram");
+			CHECKF(!dm || got.accepted > 0, "%s case %zu: no draft accepted", name, i);
+			printf("%s case %zu (temp %.1f, max %d, %s, %s): %ld drafted, %ld accepted, %s\n", name,
+			       i, (double)cases[i].temp, cases[i].n_max,
+			       cases[i].layout == FX_KV_PAGED ? "paged" : "contiguous",
+			       dm ? "itself as draft model" : "ngram", got.drafted, got.accepted,
+			       same(&ref, &got) ? "same tokens and logits" : "DIFFERENT");
+			fx_spec_drafter_free(dr);
+			fx_sampler_free(s);
+		}
+		fx_context_free(c);
+	}
+	/* no ring: a recurrent model cannot take drafts back */
+	struct fx_context *c = context(m, FX_KV_CONTIGUOUS, 512, 0);
+	if (c) {
+		fx_token out[4], d[2] = { 5, 6 };
+		int32_t n_out;
+		CHECK(fx_context_roll_back_max(c) == 0 && !fx_context_can_roll_back(c));
+		CHECK(fx_decode(c, p, 4, false) == FX_OK);
+		struct fx_sampler *s = sampler(m, 0.0f, 1);
+		CHECK(fx_spec_verify(c, 0, s, p[4], d, 2, out, &n_out) == FX_E_UNSUPPORTED);
+		CHECK(fx_seq_n_past(c, 0) == 4);
+		fx_sampler_free(s);
+		fx_context_free(c);
+	}
+	fx_model_free(m);
+}
+
 static void drafter(void)
 {
 	struct fx_spec_params sp = fx_spec_default_params();
@@ -294,6 +372,10 @@ static void drafter(void)
 int main(void)
 {
 	drafter();
+	static const char *const hybrids[] = { "lfm2", "mamba2", "qwen3_5", "qwen3_next", "granitemoehybrid",
+					       "falcon_h1" };
+	for (size_t i = 0; i < sizeof(hybrids) / sizeof(hybrids[0]); i++)
+		hybrid_case(hybrids[i]);
 	char sb[512], gb[512];
 	const char *smol = check_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", sb, sizeof(sb));
 	const char *gemma = check_model_path("gemma-3-270m-q4_k_m.gguf", gb, sizeof(gb));

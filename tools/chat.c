@@ -273,6 +273,8 @@ static int generate(struct session *s, long long n_predict, char **out)
 			room = n_predict - k - 1;
 		if (room > CHAT_STEP)
 			room = CHAT_STEP;
+		if (room > fx_context_roll_back_max(s->ctx))
+			room = fx_context_roll_back_max(s->ctx);
 		if (!hold(s, &last, 1)) {
 			free(text);
 			return 1;
@@ -345,6 +347,7 @@ int cmd_chat(int argc, char **argv)
 	if (cp.n_ctx == 0 || cp.n_ctx > (uint32_t)fx_model_n_ctx_train(s.m))
 		cp.n_ctx = (uint32_t)fx_model_n_ctx_train(s.m);
 	cp.n_threads = (int32_t)o.n_threads;
+	cp.n_rollback = o.spec.types || o.draft_model ? (uint32_t)o.spec.n_max : 0;
 	cli_sampling_apply(&o.samp, s.m, (int32_t)cp.n_ctx);
 	if (!o.samp.seed_set)
 		o.samp.sp.seed = ((uint64_t)time(NULL) * 1000000007ULL ^ ((uint64_t)getpid() << 32)) & INT64_MAX;
@@ -356,11 +359,6 @@ int cmd_chat(int argc, char **argv)
 	if (o.draft_model && !o.spec.types)
 		o.spec.types = FX_SPEC_DRAFT_SIMPLE; /* as llama.cpp: -md alone drafts with it */
 	s.spec_n_min = o.spec.n_min;
-	if (o.spec.types && !fx_context_can_roll_back(s.ctx)) {
-		fprintf(stderr, "error: --spec-type: %s has recurrent layers, whose state cannot go back "
-			"to a rejected draft yet; run without it\n", fx_model_arch_name(s.m));
-		goto out;
-	}
 	if (o.draft_model && fx_model_load(o.draft_model, NULL, &dm, &err)) {
 		fprintf(stderr, "error: draft model: %s\n", err.msg);
 		goto out;

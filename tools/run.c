@@ -192,9 +192,6 @@ static void step_error(struct fx_context *ctx, int rc, bool in_decode)
 		fprintf(stderr, "\nerror: %s\n", fx_context_errmsg(ctx));
 	else if (rc == FX_E_NOMEM)
 		fprintf(stderr, "\nerror: out of memory (the grammar matcher)\n");
-	else if (rc == FX_E_UNSUPPORTED)
-		fprintf(stderr, "\nerror: --spec-type: this model has recurrent layers, whose state "
-			"cannot go back to a rejected draft yet\n");
 	else
 		fprintf(stderr, "\nerror: the grammar allows no token here (out of memory, or a "
 			"grammar the model's tokens cannot spell)\n");
@@ -257,6 +254,8 @@ int cmd_run(int argc, char **argv)
 	cp.n_threads = (int32_t)o.n_threads;
 	cp.type_k = o.type_k;
 	cp.type_v = o.type_v;
+	/* recurrent layers keep a state per draft position to roll back to */
+	cp.n_rollback = o.spec.types || o.draft_model ? (uint32_t)o.spec.n_max : 0;
 	if (fx_context_create(m, &cp, &ctx, &err) ||
 	    fx_sampler_create(&o.samp.sp, fx_model_n_vocab(m), &smp, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
@@ -264,11 +263,6 @@ int cmd_run(int argc, char **argv)
 	}
 	if (o.draft_model && !o.spec.types)
 		o.spec.types = FX_SPEC_DRAFT_SIMPLE; /* as llama.cpp: -md alone drafts with it */
-	if (o.spec.types && !fx_context_can_roll_back(ctx)) {
-		fprintf(stderr, "error: --spec-type: %s has recurrent layers, whose state cannot go back "
-			"to a rejected draft yet; run without it\n", fx_model_arch_name(m));
-		goto out;
-	}
 	if (o.draft_model && fx_model_load(o.draft_model, &mp, &dm, &err)) {
 		fprintf(stderr, "error: draft model: %s\n", err.msg);
 		goto out;
@@ -375,6 +369,8 @@ int cmd_run(int argc, char **argv)
 			room = o.n_predict - n_gen - 1;
 		if (room > STEP_MAX)
 			room = STEP_MAX;
+		if (room > fx_context_roll_back_max(ctx))
+			room = fx_context_roll_back_max(ctx);
 		fx_token draft[STEP_MAX];
 		int32_t k = room > 0 ? fx_spec_drafter_draft(dr, st_.hist, st_.n_hist, draft, (int32_t)room) : 0;
 		if (k < o.spec.n_min)

@@ -51,6 +51,7 @@ struct fx_context {
 	 * (fx_context_params.mtp), and final hidden rows kept for the caller
 	 * (fx_context_params.hidden; an MTP context's own, for chained drafts): */
 	bool mtp, keep_hidden;
+	uint32_t n_rollback;      /* recurrent states kept per sequence for fx_seq_rm */
 	float *ub_hin;            /* [n_ubatch, n_embd] MTP: the ubatch's target hidden rows */
 	float *ub_hid;            /* [n_ubatch, n_embd] the ubatch's final hidden rows */
 	float *hid;               /* [hid_rows, n_embd] by batch row, of the last batch */
@@ -100,7 +101,8 @@ static int kv_for(struct fx_context *c, const struct fx_context_params *p, struc
 			     .k_width = hp->kv_k_width, .v_width = hp->kv_v_width,
 			     .layer_k_width = kw, .layer_v_width = vw,
 			     .k_type = c->k_type, .v_type = c->v_type, .window = window,
-			     .rs_floats = c->mtp ? 0 : hp->rs_floats };
+			     .rs_floats = c->mtp ? 0 : hp->rs_floats,
+			     .rs_rollback = (int32_t)c->n_rollback };
 	struct kv_shape sh = { .n_seq = (int32_t)c->n_seq_max, .n_ctx = (int32_t)c->n_ctx,
 			       .n_ubatch = (int32_t)c->n_ubatch, .block_size = (int32_t)p->block_size };
 	int rc = kv_backing_create(p->kv_layout, &g, &sh, &c->kv, err);
@@ -168,6 +170,7 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	c->v_type = vt;
 	c->mtp = p->mtp;
 	c->keep_hidden = p->hidden;
+	c->n_rollback = p->n_rollback > 4096 ? 4096 : p->n_rollback;
 	if ((rc = fx_pool_create(p->n_threads, &c->pool))) {
 		rc = fx_fail(err, rc, "cannot start %d threads", p->n_threads);
 		goto fail;
@@ -802,9 +805,14 @@ const struct fx_model *context_model(const struct fx_context *c)
 	return c->m;
 }
 
+int32_t fx_context_roll_back_max(const struct fx_context *c)
+{
+	return kv_reach(c->kv);
+}
+
 bool fx_context_can_roll_back(const struct fx_context *c)
 {
-	return c->mtp || c->m->hp.rs_floats == 0;
+	return fx_context_roll_back_max(c) > 0;
 }
 
 void context_set_capture(struct fx_context *c, float *buf)

@@ -118,10 +118,9 @@ int fx_spec_drafter_create(const struct fx_spec_params *p, const struct fx_model
 		struct fx_context_params cp = fx_context_default_params();
 		cp.n_ctx = n_ctx;
 		cp.n_threads = n_threads;
+		/* recurrent layers: states to take back the target's rejections */
+		cp.n_rollback = p->n_max > 0 ? (uint32_t)p->n_max : 1;
 		int rc = fx_context_create(draft, &cp, &d->dctx, err);
-		if (!rc && !fx_context_can_roll_back(d->dctx))
-			rc = fx_fail(err, FX_E_UNSUPPORTED, "a draft model with recurrent layers (%s) cannot "
-				     "roll back its drafts yet", fx_model_arch_name(draft));
 		if (rc) {
 			fx_spec_drafter_free(d);
 			return rc;
@@ -219,7 +218,7 @@ int fx_spec_accept(struct fx_context *ctx, fx_seq seq, struct fx_sampler *smp, i
 	*n_out = 0;
 	if (!smp || k < 0 || (k > 0 && !draft) || !out || fx_seq_n_past(ctx, seq) < (uint32_t)k + 1)
 		return FX_E_INVALID;
-	if (k > 0 && !fx_context_can_roll_back(ctx))
+	if (k > fx_context_roll_back_max(ctx))
 		return FX_E_UNSUPPORTED;
 	/* the rows' positions: last at p, the drafts after it */
 	int64_t p = (int64_t)fx_seq_n_past(ctx, seq) - k - 1;
@@ -252,7 +251,7 @@ int fx_spec_verify(struct fx_context *ctx, fx_seq seq, struct fx_sampler *smp, f
 	*n_out = 0;
 	if (k < 0 || k > 4096 || (k > 0 && !draft))
 		return FX_E_INVALID;
-	if (k > 0 && !fx_context_can_roll_back(ctx))
+	if (k > fx_context_roll_back_max(ctx))
 		return FX_E_UNSUPPORTED;
 	fx_seq *sq = fx_malloc_array((size_t)k + 1, sizeof(*sq));
 	fx_token *tk = fx_malloc_array((size_t)k + 1, sizeof(*tk));

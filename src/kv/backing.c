@@ -67,7 +67,7 @@ int kv_backing_create(int32_t layout, const struct kv_geom *g, const struct kv_s
 		if (s->block_size <= 0)
 			every = rows ? 0 : 64;
 		if ((rc = kv_recurrent_wrap(inner, s->n_seq, g->rs_floats, every, 2 * s->n_seq + 8, rows,
-					    out)))
+					    g->rs_rollback, out)))
 			return fx_fail(err, rc, "no memory for %d recurrent states of %lld floats",
 				       s->n_seq, (long long)g->rs_floats);
 		return FX_OK;

@@ -43,6 +43,7 @@ struct kv_geom {
 	int64_t rs_floats;     /* recurrent state per sequence (floats, all recurrent
 				* layers together); > 0 wraps the K/V backing in the
 				* recurrent one (kv_recurrent_wrap) */
+	int32_t rs_rollback;   /* recurrent: latest tokens a sequence can remove (0) */
 };
 
 /* Counters for reports (fx_context_kv_blocks_used etc.). */
@@ -80,6 +81,7 @@ struct kv_ops {
 	void (*stats)(const struct kv_backing *b, struct kv_stats *st);
 	void (*destroy)(struct kv_backing *b);
 	int32_t (*snap_every)(const struct kv_backing *b); /* NULL: 0 */
+	int32_t (*reach)(const struct kv_backing *b); /* kv_reach; NULL: n_ctx */
 };
 
 struct kv_backing {
@@ -125,7 +127,12 @@ int kv_paged_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx, int32
  * zeroed when the sequence is empty, copied on fork, handed to the forward
  * pass in kv_view.rs. A state holds no history, so it cannot go back:
  * kv_rm to a position other than 0 or the current one, and kv_shift, are
- * FX_E_UNSUPPORTED.
+ * FX_E_UNSUPPORTED, unless rollback > 0: then each sequence also keeps
+ * the states after its last rollback tokens (a ring the forward pass
+ * fills, kv_view.rs_ring), and kv_rm may go back that far (not before the
+ * position the sequence was emptied, forked or reused at): what
+ * speculative decoding's rejected drafts need (llama.cpp keeps extra
+ * recurrent sequences for its drafts instead).
  * Prefix caching (every > 0, and an inner backing with a prefix cache or
  * no K/V layers: kv_rows false): when a commit leaves a sequence at a
  * multiple of `every`, its state is kept as a snapshot keyed by a hash of
@@ -135,7 +142,7 @@ int kv_paged_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx, int32
  * ends ubatches at those multiples (kv_snap_every). Takes inner
  * (destroyed with the result, or here on failure). Errors: FX_E_NOMEM. */
 int kv_recurrent_wrap(struct kv_backing *inner, int32_t n_seq, int64_t rs_floats, int32_t every,
-		      int32_t n_snap, bool kv_rows, struct kv_backing **out);
+		      int32_t n_snap, bool kv_rows, int32_t rollback, struct kv_backing **out);
 
 /* ---- the operations (thin wrappers, one per kv_ops entry) ------------- */
 
@@ -235,6 +242,15 @@ static inline int32_t kv_reuse(struct kv_backing *b, int32_t seq, const int32_t 
 			       int32_t max_rows)
 {
 	return b->ops->reuse(b, seq, tok, n, max_rows);
+}
+
+/* How many of its latest positions any sequence can always go back
+ * (kv_rm): n_ctx unless rows or states are released (the paged layout's
+ * sliding-window layers keep 32 rows past the window; a recurrent state
+ * keeps its roll-back ring, or nothing). */
+static inline int32_t kv_reach(const struct kv_backing *b)
+{
+	return b->ops->reach ? b->ops->reach(b) : b->n_ctx;
 }
 
 /* Positions at which the backing keeps state snapshots (the engine ends a

@@ -84,6 +84,12 @@ struct kv_view {
 	 * recurrent layer, each at its layer's offset (struct layer's rs_off),
 	 * updated in place token by token; NULL for attention-only models. */
 	float *rs;
+	/* Its roll-back ring (kv/recurrent.c, n_rollback > 0), or NULL: a
+	 * recurrent mixer that moved a row at position p to the state after
+	 * it copies its layer's part of that state into kv_rs_kept(v, p). */
+	float *rs_ring;
+	int32_t rs_ring_n;   /* states in the ring */
+	int64_t rs_floats;   /* floats of one state */
 	union {
 		struct kv_contig *decode;
 		struct kv_contig *batched;
@@ -206,6 +212,13 @@ static inline void kv_rows(const struct kv_view *kv, int il, int32_t j0, int n, 
 			v[r] = vb + (size_t)i * vs;
 		}
 	}
+}
+
+/* Where the state after the row at position pos is kept for a roll-back
+ * (a whole state; each layer writes its part at its rs_off), or NULL. */
+static inline float *kv_rs_kept(const struct kv_view *v, int32_t pos)
+{
+	return v->rs_ring ? v->rs_ring + (size_t)((pos + 1) % v->rs_ring_n) * (size_t)v->rs_floats : NULL;
 }
 
 #endif

@@ -655,10 +655,15 @@ static void pb_destroy(struct kv_backing *b)
 	fx_free(pb);
 }
 
+static int32_t pb_reach(const struct kv_backing *b)
+{
+	return win(PB(b), 1) ? KEEP_BACK : b->n_ctx;
+}
+
 static const struct kv_ops paged_ops = {
 	.begin = pb_begin, .admit = pb_admit, .reserve = pb_reserve, .commit = pb_commit,
 	.rm = pb_rm, .shift = pb_shift, .fork = pb_fork, .clear = pb_clear, .pos = pb_pos, .view = pb_view,
-	.reuse = pb_reuse, .stats = pb_stats, .destroy = pb_destroy,
+	.reuse = pb_reuse, .stats = pb_stats, .destroy = pb_destroy, .reach = pb_reach,
 };
 
 /* Pools: full-attention layers in group 0 (n_ctx tokens), sliding-window

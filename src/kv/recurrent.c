@@ -31,6 +31,13 @@ struct rec_backing {
 	int32_t n_snap;
 	uint64_t clock;
 	int64_t hit_tokens; /* prompt tokens served from snapshots (kv_stats) */
+	/* Roll-back (ring > 0): per sequence the states after its last ring
+	 * positions, slot (p % ring) for the state after p tokens, and their
+	 * hashes; valid for positions after ring_lo[seq]. */
+	int32_t ring;
+	float *ring_state;   /* [n_seq][ring][floats] */
+	uint64_t *ring_hash; /* [n_seq][ring] */
+	int32_t *ring_lo;    /* [n_seq] */
 };
 
 /* The hash of a sequence's tokens, one token at a time (FNV-1a over the
@@ -105,26 +112,46 @@ static void rb_commit(struct kv_backing *b, int32_t seq, const int32_t *tok, int
 	struct rec_backing *r = RB(b);
 	int32_t pos = kv_pos(r->inner, seq) + n;
 	kv_commit(r->inner, seq, tok, n);
-	for (int32_t i = 0; i < n; i++)
+	for (int32_t i = 0; i < n; i++) {
 		r->hash[seq] = rec_mix(r->hash[seq], tok[i]);
+		if (r->ring) /* the forward pass kept the state; its hash joins it */
+			r->ring_hash[(size_t)seq * r->ring + (size_t)((pos - n + i + 1) % r->ring)] = r->hash[seq];
+	}
 	if (r->every > 0 && pos % r->every == 0)
 		snap_store(r, seq, pos);
 }
 
-/* Back to 0 (an empty sequence: a zero state) or nowhere; anything else
- * needs a state the slot no longer has. */
+/* The sequence's roll-back ring starts at its current position. */
+static void ring_restart(struct rec_backing *r, int32_t seq)
+{
+	if (r->ring)
+		r->ring_lo[seq] = kv_pos(r->inner, seq);
+}
+
+/* Back to 0 (an empty sequence: a zero state), to a position the ring
+ * still holds, or nowhere; anything else needs a state no longer kept. */
 static int rb_rm(struct kv_backing *b, int32_t seq, int32_t pos)
 {
 	struct rec_backing *r = RB(b);
 	int32_t cur = kv_pos(r->inner, seq);
 	if (pos >= cur)
 		return FX_OK;
+	if (pos > 0 && r->ring && pos > r->ring_lo[seq] && cur - pos < r->ring) {
+		int rc = kv_rm(r->inner, seq, pos);
+		if (!rc) {
+			size_t k = (size_t)seq * r->ring + (size_t)(pos % r->ring);
+			memcpy(slot(r, seq), r->ring_state + k * (size_t)r->floats, (size_t)r->floats * sizeof(float));
+			r->hash[seq] = r->ring_hash[k];
+		}
+		return rc;
+	}
 	if (pos > 0)
 		return FX_E_UNSUPPORTED;
 	int rc = kv_rm(r->inner, seq, 0);
 	if (!rc) {
 		memset(slot(r, seq), 0, (size_t)r->floats * sizeof(float));
 		r->hash[seq] = REC_SEED;
+		ring_restart(r, seq);
 	}
 	return rc;
 }
@@ -143,6 +170,7 @@ static int rb_fork(struct kv_backing *b, int32_t src, int32_t dst)
 	if (!rc) {
 		memcpy(slot(r, dst), slot(r, src), (size_t)r->floats * sizeof(float));
 		r->hash[dst] = r->hash[src];
+		ring_restart(r, dst);
 	}
 	return rc;
 }
@@ -153,6 +181,7 @@ static void rb_clear(struct kv_backing *b, int32_t seq)
 	kv_clear(r->inner, seq);
 	memset(slot(r, seq), 0, (size_t)r->floats * sizeof(float));
 	r->hash[seq] = REC_SEED;
+	ring_restart(r, seq);
 }
 
 static int32_t rb_pos(const struct kv_backing *b, int32_t seq)
@@ -162,8 +191,14 @@ static int32_t rb_pos(const struct kv_backing *b, int32_t seq)
 
 static struct kv_view rb_view(struct kv_backing *b, int32_t seq)
 {
-	struct kv_view v = kv_seq_view(RB(b)->inner, seq);
-	v.rs = slot(RB(b), seq);
+	struct rec_backing *r = RB(b);
+	struct kv_view v = kv_seq_view(r->inner, seq);
+	v.rs = slot(r, seq);
+	if (r->ring) {
+		v.rs_ring = r->ring_state + (size_t)seq * r->ring * (size_t)r->floats;
+		v.rs_ring_n = r->ring;
+		v.rs_floats = r->floats;
+	}
 	return v;
 }
 
@@ -222,6 +257,7 @@ static int32_t rb_reuse(struct kv_backing *b, int32_t seq, const int32_t *tok, i
 		r->hash[seq] = hs[k];
 		sp->last_use = ++r->clock;
 		r->hit_tokens += p;
+		ring_restart(r, seq);
 		return p;
 	}
 	return 0;
@@ -237,7 +273,8 @@ static void rb_stats(const struct kv_backing *b, struct kv_stats *st)
 	const struct rec_backing *r = RB(b);
 	kv_get_stats(r->inner, st);
 	st->prefix_hit_tokens = r->hit_tokens; /* the inner cache's include abandoned tries */
-	st->bytes += ((uint64_t)r->base.n_seq + (uint64_t)r->n_snap) * (uint64_t)r->floats * sizeof(float);
+	st->bytes += ((uint64_t)r->base.n_seq * (1 + (uint64_t)r->ring) + (uint64_t)r->n_snap) *
+		     (uint64_t)r->floats * sizeof(float);
 }
 
 static void rb_destroy(struct kv_backing *b)
@@ -246,21 +283,32 @@ static void rb_destroy(struct kv_backing *b)
 	kv_destroy(r->inner);
 	fx_free(r->state);
 	fx_free(r->hash);
+	fx_free(r->ring_state);
+	fx_free(r->ring_hash);
+	fx_free(r->ring_lo);
 	for (int32_t i = 0; r->snap && i < r->n_snap; i++)
 		fx_free(r->snap[i].state);
 	fx_free(r->snap);
 	fx_free(r);
 }
 
+/* The ring's reach, and never past what the inner backing keeps. */
+static int32_t rb_reach(const struct kv_backing *b)
+{
+	const struct rec_backing *r = RB(b);
+	int32_t in = kv_reach(r->inner), own = r->ring > 0 ? r->ring - 1 : 0;
+	return own < in ? own : in;
+}
+
 static const struct kv_ops rec_ops = {
 	.begin = rb_begin, .admit = rb_admit, .reserve = rb_reserve, .commit = rb_commit,
 	.rm = rb_rm, .shift = rb_shift, .fork = rb_fork, .clear = rb_clear, .pos = rb_pos,
 	.view = rb_view, .reuse = rb_reuse, .stats = rb_stats, .destroy = rb_destroy,
-	.snap_every = rb_snap_every,
+	.snap_every = rb_snap_every, .reach = rb_reach,
 };
 
 int kv_recurrent_wrap(struct kv_backing *inner, int32_t n_seq, int64_t rs_floats, int32_t every,
-		      int32_t n_snap, bool kv_rows, struct kv_backing **out)
+		      int32_t n_snap, bool kv_rows, int32_t rollback, struct kv_backing **out)
 {
 	*out = NULL;
 	struct rec_backing *r = fx_calloc(1, sizeof(*r));
@@ -277,6 +325,14 @@ int kv_recurrent_wrap(struct kv_backing *inner, int32_t n_seq, int64_t rs_floats
 	r->hash = fx_calloc((size_t)(n_seq > 0 ? n_seq : 1), sizeof(*r->hash));
 	r->snap = fx_calloc((size_t)(r->n_snap > 0 ? r->n_snap : 1), sizeof(*r->snap));
 	bool ok = r->state && r->hash && r->snap;
+	if (ok && rollback > 0 && n_seq > 0 && rs_floats > 0) {
+		/* the states after the last rollback tokens, and the one before */
+		r->ring = rollback + 1;
+		r->ring_state = fx_calloc((size_t)n_seq * (size_t)r->ring * (size_t)rs_floats, sizeof(float));
+		r->ring_hash = fx_calloc((size_t)n_seq * (size_t)r->ring, sizeof(*r->ring_hash));
+		r->ring_lo = fx_calloc((size_t)n_seq, sizeof(*r->ring_lo));
+		ok = r->ring_state && r->ring_hash && r->ring_lo;
+	}
 	for (int32_t i = 0; ok && i < r->n_snap; i++)
 		ok = (r->snap[i].state = fx_malloc_array((size_t)rs_floats, sizeof(float))) != NULL;
 	if (!ok) {

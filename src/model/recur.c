@@ -14,10 +14,32 @@
 
 #include "kernels/kern.h"
 
+/* A conv window's channels [c0, c1) ([taps][ch] from st) into the same
+ * place of the state kept for a roll-back after row t (kv_rs_kept), if
+ * the view keeps one. */
+static void keep_window(const struct kv_view *v, int32_t pos, int64_t off, const float *st, int taps,
+			int64_t ch, long c0, long c1)
+{
+	float *kept = kv_rs_kept(v, pos);
+	if (!kept)
+		return;
+	for (int j = 0; j < taps; j++)
+		memcpy(kept + off + (size_t)j * ch + c0, st + (size_t)j * ch + c0, (size_t)(c1 - c0) * sizeof(float));
+}
+
+/* Floats [i0, i1) of a state part at off (st) into the kept state. */
+static void keep_span(const struct kv_view *v, int32_t pos, int64_t off, const float *st, size_t i0, size_t i1)
+{
+	float *kept = kv_rs_kept(v, pos);
+	if (kept)
+		memcpy(kept + off + i0, st + i0, (i1 - i0) * sizeof(float));
+}
+
 /* One gated short-convolution step per row over channels [c0, c1). */
 struct shortconv_args {
 	const struct layer *L;
 	const struct kv_view *kv;
+	const int32_t *pos;
 	const float *bcx; /* [n][3 n_embd]: B, C, x */
 	float *y;         /* [n][n_embd] */
 	int32_t n;
@@ -49,6 +71,7 @@ static void shortconv_worker(void *arg, int ith, int nth)
 				st[(size_t)(k - 2) * e + c] = bx;
 			y[c] = cg[c] * acc;
 		}
+		keep_window(&a->kv[t], a->pos[t], a->L->rs_off, st, k - 1, e, c0, c1);
 	}
 }
 
@@ -56,12 +79,11 @@ void shortconv_forward(const struct fx_model *m, int il, struct fx_pool *pool,
 		       struct fwd_scratch *s, const struct kv_view *kv, const int32_t *pos,
 		       int32_t n, const float *h, float *out)
 {
-	(void)pos; /* the state is the position */
 	const struct layer *L = &m->layers[il];
 	int64_t e = m->hp.n_embd;
 	float *bcx = s->rs, *y = s->rs + (size_t)n * 3 * e;
 	op_matmul(pool, &L->sc_in, h, n, bcx, s->qbuf);
-	struct shortconv_args a = { .L = L, .kv = kv, .bcx = bcx, .y = y, .n = n, .e = e,
+	struct shortconv_args a = { .L = L, .kv = kv, .pos = pos, .bcx = bcx, .y = y, .n = n, .e = e,
 				    .k = m->hp.conv_kernel };
 	fx_pool_run(pool, shortconv_worker, &a);
 	op_matmul(pool, &L->sc_out, y, n, out, s->qbuf);
@@ -85,6 +107,7 @@ static float softplus(float x)
  * and the Gated DeltaNet's qkv (no bias) (HF causal_conv1d_update). */
 struct conv_args {
 	const struct kv_view *kv;
+	const int32_t *pos;
 	int64_t off;       /* floats into the state */
 	const float *in;   /* [n][stride], the channels from in[t * stride] */
 	size_t stride;
@@ -117,6 +140,7 @@ static void conv_worker(void *arg, int ith, int nth)
 				st[(size_t)(a->taps - 1) * a->ch + ch] = x[ch];
 			c[ch] = silu(acc);
 		}
+		keep_window(&a->kv[t], a->pos[t], a->off, st, a->taps, a->ch, c0, c1);
 	}
 }
 
@@ -124,6 +148,7 @@ struct mamba2_args {
 	const struct fx_model *m;
 	const struct layer *L;
 	const struct kv_view *kv;
+	const int32_t *pos;
 	const float *p;   /* [n][di + cd + nh]: z, xBC, dt */
 	float *c;         /* [n][cd]: conv + SiLU of xBC */
 	float *y;         /* [n][di] */
@@ -159,6 +184,8 @@ static void mamba2_scan_worker(void *arg, int ith, int nth)
 				y[h * hd + i] = acc + L->ssm_d[h] * xv;
 			}
 		}
+		keep_span(&a->kv[t], a->pos[t], L->rs_off + (int64_t)a->taps * a->cd, st,
+			  (size_t)h0 * hd * ns, (size_t)h1 * hd * ns);
 	}
 }
 
@@ -191,10 +218,9 @@ void mamba2_forward(const struct fx_model *m, int il, struct fx_pool *pool, stru
 		    const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h,
 		    float *out)
 {
-	(void)pos;
 	const struct hparams *hp = &m->hp;
 	const struct layer *L = &m->layers[il];
-	struct mamba2_args a = { .m = m, .L = L, .kv = kv, .n = n, .di = hp->ssm_inner,
+	struct mamba2_args a = { .m = m, .L = L, .kv = kv, .pos = pos, .n = n, .di = hp->ssm_inner,
 				 .nh = hp->n_ssm_head, .ng = hp->n_ssm_group, .ns = hp->ssm_state,
 				 .taps = hp->conv_kernel - 1 };
 	a.cd = a.di + 2 * a.ng * a.ns;
@@ -205,7 +231,7 @@ void mamba2_forward(const struct fx_model *m, int il, struct fx_pool *pool, stru
 	a.c = p + (size_t)n * a.pw;
 	a.y = a.c + (size_t)n * a.cd;
 	op_matmul(pool, &L->ssm_in, h, n, p, s->qbuf);
-	struct conv_args ca = { .kv = kv, .off = L->rs_off, .in = p + a.di, .stride = (size_t)a.pw,
+	struct conv_args ca = { .kv = kv, .pos = pos, .off = L->rs_off, .in = p + a.di, .stride = (size_t)a.pw,
 				.out = a.c, .w = L->ssm_conv, .b = L->ssm_conv_b, .ch = a.cd, .n = n,
 				.taps = a.taps };
 	fx_pool_run(pool, conv_worker, &ca);
@@ -227,6 +253,7 @@ struct gdn_args {
 	const struct fx_model *m;
 	const struct layer *L;
 	const struct kv_view *kv;
+	const int32_t *pos;
 	const float *qkv, *z, *b, *a; /* [n][cd], [n][vw], [n][nv], [n][nv] */
 	float *c, *o;                 /* [n][cd] conv + SiLU, [n][vw] */
 	int32_t n;
@@ -294,16 +321,17 @@ static void gdn_head_worker(void *arg, int ith, int nth)
 			for (int64_t e = 0; e < dv; e++)
 				o[e] = o[e] * r * L->ssm_norm[e] * silu(z[e]);
 		}
+		keep_span(&a->kv[t], a->pos[t], L->rs_off + (int64_t)a->taps * a->cd, st,
+			  (size_t)j0 * dk * dv, (size_t)j1 * dk * dv);
 	}
 }
 
 void gdn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct fwd_scratch *s,
 		 const struct kv_view *kv, const int32_t *pos, int32_t n, const float *h, float *out)
 {
-	(void)pos;
 	const struct hparams *hp = &m->hp;
 	const struct layer *L = &m->layers[il];
-	struct gdn_args a = { .m = m, .L = L, .kv = kv, .n = n, .vw = hp->ssm_inner,
+	struct gdn_args a = { .m = m, .L = L, .kv = kv, .pos = pos, .n = n, .vw = hp->ssm_inner,
 			      .nv = hp->n_ssm_head, .nk = hp->n_ssm_group, .dk = hp->ssm_state,
 			      .taps = hp->conv_kernel - 1 };
 	a.dv = a.vw / a.nv;
@@ -327,7 +355,7 @@ void gdn_forward(const struct fx_model *m, int il, struct fx_pool *pool, struct 
 				memcpy(al + (size_t)t * a.nv + g * r, ba + r, (size_t)r * sizeof(float));
 			}
 	}
-	struct conv_args ca = { .kv = kv, .off = L->rs_off, .in = qkv, .stride = (size_t)a.cd,
+	struct conv_args ca = { .kv = kv, .pos = pos, .off = L->rs_off, .in = qkv, .stride = (size_t)a.cd,
 				.out = a.c, .w = L->ssm_conv, .b = NULL, .ch = a.cd, .n = n, .taps = a.taps };
 	fx_pool_run(pool, conv_worker, &ca);
 	fx_pool_run(pool, gdn_head_worker, &a);
