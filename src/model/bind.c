@@ -732,7 +732,18 @@ static int read_rope_layers(struct model_loader *ld)
 static bool refused(const struct model_loader *ld, uint64_t i, bool bound, const char **what)
 {
 	const struct gguf_str *nm = &ld->m->g->tensors[i].name;
+	const struct hparams *hp = &ld->m->hp;
 	long grp = arch_tensor_group(ld->m->arch, nm->p, nm->n, what);
+	char buf[64];
+	int il = 0, off = 0;
+	/* llama.cpp's multi-token-prediction blocks: not run, not refused */
+	if (hp->n_nextn && nm->n < sizeof(buf)) {
+		memcpy(buf, nm->p, nm->n);
+		buf[nm->n] = 0;
+		if (sscanf(buf, "blk.%d.%n", &il, &off) == 1 && off > 0 && il >= hp->n_layer &&
+		    il < hp->n_layer + hp->n_nextn)
+			return false;
+	}
 	if (bound)
 		return !ld->used[i];
 	return grp < 0 || (grp > 0 && !(arch_groups(ld->m->arch) & (unsigned long)grp));

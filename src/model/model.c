@@ -196,6 +196,12 @@ static int read_hparams(struct model_loader *ld)
 		return fx_fail(ld->err, FX_E_FORMAT,
 			       "GGUF: impossible sizes (n_embd %d, n_layer %d, n_head %d, n_ff %d)",
 			       hp->n_embd, hp->n_layer, hp->n_head, hp->n_ff);
+	if ((rc = get_int(ld, "nextn_predict_layers", &hp->n_nextn, false)))
+		return rc;
+	if (hp->n_nextn < 0 || hp->n_nextn >= hp->n_layer)
+		return fx_fail(ld->err, FX_E_FORMAT, "GGUF: %s.nextn_predict_layers %d of %d blocks",
+			       ld->arch, hp->n_nextn, hp->n_layer);
+	hp->n_layer -= hp->n_nextn;
 	hp->n_head_kv = hp->n_head;
 	hp->head_dim = hp->n_head ? hp->n_embd / hp->n_head : 0;
 	if ((rc = get_head_count_kv(ld, &hp->n_head_kv)) ||

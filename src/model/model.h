@@ -22,7 +22,9 @@
 struct hparams {
 	int32_t n_vocab;
 	int32_t n_embd;      /* residual stream width */
-	int32_t n_layer;
+	int32_t n_layer;     /* layers run: block_count less n_nextn */
+	int32_t n_nextn;     /* multi-token-prediction blocks after them, not run (llama.cpp's
+			      * GLM-4.5 {arch}.nextn_predict_layers, counted in block_count) */
 	int32_t n_ff;        /* MLP hidden width */
 	int32_t n_expert, n_expert_used; /* MoE: experts per layer, experts per token (0: dense) */
 	int32_t n_ff_exp;    /* hidden width of one expert */
