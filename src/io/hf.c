@@ -968,15 +968,15 @@ static int map_metadata(struct hf *h)
 		if (gguf_build_arr(h->g, k, GGUF_T_I32, arr, 4))
 			return FX_E_NOMEM;
 	}
-	if ((rc = hf_moe_keys(h->g, h->arch, cfg, h->fam->gating_func))) /* io/hf_moe.c */
-		return rc;
 	/* leading dense layers before the MoE ones, llama.cpp's key (ferrox
 	 * reads each layer's tensors) */
 	double ld;
 	if ((cfg_num(cfg, "num_dense_layers", &ld) || cfg_num(cfg, "first_k_dense_replace", &ld)) &&
 	    ld > 0 && put_u32(h, "leading_dense_block_count", (uint32_t)ld))
 		return FX_E_NOMEM;
-	return FX_OK;
+	/* llama.cpp's other MoE layout keys (io/hf_moe.c), last: it writes
+	 * only those not written above */
+	return hf_moe_keys(h->g, h->arch, cfg, h->fam->gating_func);
 }
 
 /* ---- tensors ----------------------------------------------------------- */

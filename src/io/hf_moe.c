@@ -45,8 +45,8 @@ int hf_moe_keys(struct gguf_file *g, const char *arch, const cJSON *cfg, int gat
 	if (!gguf_find(g, k))
 		return FX_OK;
 	const cJSON *sf = cJSON_GetObjectItemCaseSensitive(cfg, "scoring_func");
-	for (size_t i = 0; !gating_func && sf && cJSON_IsString(sf) && i < sizeof(scores) / sizeof(scores[0]); i++)
-		if (!strcmp(sf->valuestring, scores[i].name))
+	for (size_t i = 0; i < sizeof(scores) / sizeof(scores[0]); i++)
+		if (!gating_func && sf && cJSON_IsString(sf) && !strcmp(sf->valuestring, scores[i].name))
 			gating_func = (int)scores[i].func;
 	if ((gating_func > 0 && (rc = put(g, arch, "expert_gating_func", (uint32_t)gating_func))) ||
 	    (count(cfg, "n_shared_experts", &n) && (rc = put(g, arch, "expert_shared_count", n))) ||
