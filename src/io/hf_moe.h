@@ -21,8 +21,10 @@
  *   expert_shared_feed_forward_length
  *                               moe_num_shared_experts x moe_intermediate_size
  *                               (ERNIE 4.5's fused shared MLP, Ernie4_5_MoeMLP)
- * ferrox itself reads the layout from the tensors; these only let
- * llama.cpp load the file. Returns FX_OK or FX_E_NOMEM. */
+ * ferrox itself reads the layout from the tensors (and ERNIE's shared
+ * width, which equals the expert_shared_count x expert_feed_forward_length
+ * it derived before); these let llama.cpp load the file. Returns FX_OK or
+ * FX_E_NOMEM. */
 int hf_moe_keys(struct gguf_file *g, const char *arch, const cJSON *cfg, int gating_func);
 
 #endif
