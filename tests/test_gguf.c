@@ -421,6 +421,22 @@ static void test_model_metadata(void)
 	expect_load("deepseek_v3", &used, 1, FX_E_FORMAT, "expert_used_count 5 must be 1..4");
 	used.u = 0;
 	expect_load("deepseek_v3", &used, 1, FX_E_FORMAT, "expert_used_count 0 must be 1..4");
+
+	/* llama.cpp's multi-token-prediction blocks (GLM-4.5, Qwen 3.5):
+	 * counted in block_count, said by nextn_predict_layers; loaded as MTP
+	 * blocks where the family has them (tests/test_mtp.c), refused by name
+	 * in a family without (Llama); without the key such a block is a layer
+	 * that lacks its tensors; a count of all blocks is refused. */
+	struct edit mtp[4] = { /* the fixture has 3 layers */
+		{ .key = "llama.block_count", .type = GGUF_T_U32, .u = 4 },
+		{ .key = "llama.nextn_predict_layers", .type = GGUF_T_U32, .u = 1 },
+		{ .tensor = "blk.3.nextn.eh_proj.weight", .n = 8 },
+		{ .tensor = "blk.3.attn_norm.weight", .n = 64 },
+	};
+	expect_load("llama", mtp, 4, FX_E_FORMAT, "blk.3.nextn.eh_proj.weight (a multi-token-prediction block)");
+	expect_load("llama", mtp, 1, FX_E_FORMAT, "blk.3.attn_norm.weight");
+	mtp[1].u = 4;
+	expect_load("llama", mtp, 2, FX_E_FORMAT, "nextn_predict_layers is 4 of 4 blocks");
 }
 
 /* A model whose context_length is 0 loads, but a context of its default

@@ -24,8 +24,10 @@
 #include "io/hf_gdn.h"
 #include "io/hf_mtp.h"
 #include "io/hf_gemma4.h"
+#include "io/hf_moe.h"
 #include "io/hf_mup.h"
 #include "io/hf_ssm.h"
+#include "io/hf_rope.h"
 #include "io/hf_vocab.h"
 #include "io/safetensors.h"
 #include "quant/quant.h"
@@ -508,17 +510,12 @@ static int map_rope(struct hf *h)
 		return put_str(h, "rope.scaling.type", "linear") ||
 		       put_f32(h, "rope.scaling.factor", (float)factor) ? FX_E_NOMEM : FX_OK;
 	}
-	if (!strcmp(t, "llama3")) {
+	if (!strcmp(t, "llama3")) { /* llama.cpp's form: frequency factors (io/hf_rope.c) */
 		double lo = 1.0, hi = 4.0;
 		cfg_num(sc, "low_freq_factor", &lo);
 		cfg_num(sc, "high_freq_factor", &hi);
-		if (put_str(h, "rope.scaling.type", "llama3") ||
-		    put_f32(h, "rope.scaling.factor", (float)factor) ||
-		    put_f32(h, "rope.scaling.low_freq_factor", (float)lo) ||
-		    put_f32(h, "rope.scaling.high_freq_factor", (float)hi) ||
-		    put_u32(h, "rope.scaling.original_context_length", (uint32_t)orig))
-			return FX_E_NOMEM;
-		return FX_OK;
+		return hf_rope_llama3_freqs(h->g, h->n_rot ? h->n_rot : (int)lround(h->head_dim * prf),
+					    theta, factor, lo, hi, orig, h->err);
 	}
 	if (!strcmp(t, "yarn")) {
 		double bf = 32.0, bs = 1.0, af;
@@ -820,7 +817,7 @@ static int map_metadata(struct hf *h)
 		{ "hidden_size_per_layer_input", "embedding_length_per_layer_input" },
 	};
 	for (size_t i = 0; i < sizeof(g4) / sizeof(g4[0]); i++)
-		if (cfg_num(cfg, g4[i][0], &d) && d > 0 && put_u32(h, g4[i][1], (uint32_t)d))
+		if (cfg_num(cfg, g4[i][0], &d) && d >= 0 && put_u32(h, g4[i][1], (uint32_t)d))
 			return FX_E_NOMEM;
 	if (gguf_build_str(h->g, "general.architecture", h->arch) ||
 	    gguf_build_str(h->g, "general.source", "huggingface") ||
@@ -961,7 +958,7 @@ static int map_metadata(struct hf *h)
 	}
 	/* llama.cpp's keys some families require: the M-RoPE sections (Qwen
 	 * 3.5; for text they reduce to plain rotation over n_rot dims), the
-	 * MoE gating function (LFM2-MoE: 2, sigmoid) */
+	 * MoE layout keys (io/hf_moe.c) */
 	if (h->fam->rope_sections) {
 		int32_t sec[4] = { 0, 0, 0, 0 };
 		const cJSON *rp = rope_params(cfg, NULL), *ms = rp ? cfg_get(rp, "mrope_section") : NULL;
@@ -984,15 +981,15 @@ static int map_metadata(struct hf *h)
 		if (gguf_build_arr(h->g, k, GGUF_T_I32, arr, 4))
 			return FX_E_NOMEM;
 	}
-	if (h->fam->gating_func && put_u32(h, "expert_gating_func", (uint32_t)h->fam->gating_func))
-		return FX_E_NOMEM;
 	/* leading dense layers before the MoE ones, llama.cpp's key (ferrox
 	 * reads each layer's tensors) */
 	double ld;
 	if ((cfg_num(cfg, "num_dense_layers", &ld) || cfg_num(cfg, "first_k_dense_replace", &ld)) &&
 	    ld > 0 && put_u32(h, "leading_dense_block_count", (uint32_t)ld))
 		return FX_E_NOMEM;
-	return FX_OK;
+	/* llama.cpp's other MoE layout keys (io/hf_moe.c), last: it writes
+	 * only those not written above */
+	return hf_moe_keys(h->g, h->arch, cfg, h->fam->gating_func);
 }
 
 /* ---- tensors ----------------------------------------------------------- */

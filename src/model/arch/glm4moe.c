@@ -14,6 +14,8 @@ const struct arch_desc arch_glm4moe = {
 	.qk_norm = QK_NORM_HEAD,
 	.router = ROUTER_SIGMOID_BIAS,
 	.moe_norm = true,
+	.ffn_norm_name = "post_attention_norm", /* llama.cpp's name for it */
 	.tensors = AT_QKV_BIAS | AT_MOE | AT_SHEXP | AT_NEXTN,
-	.hf = { { .model_type = "glm4_moe", .moe_norm = true } },
+	.hf = { { .model_type = "glm4_moe", .moe_norm = true, .post_attn_name = "post_attention_norm",
+		  .gating_func = 2 } },
 };

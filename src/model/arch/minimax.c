@@ -12,5 +12,7 @@ const struct arch_desc arch_minimax_m2 = {
 	.router = ROUTER_SIGMOID_BIAS,
 	.moe_norm = true,
 	.tensors = AT_MOE,
-	.hf = { { .model_type = "minimax_m2", .moe_norm = true } },
+	/* llama.cpp needs the (sigmoid) gating function written: transformers'
+	 * config has no scoring_func */
+	.hf = { { .model_type = "minimax_m2", .moe_norm = true, .gating_func = 2 } },
 };
