@@ -433,6 +433,9 @@ enum fx_spec_type {
 	FX_SPEC_NGRAM_SIMPLE = 1u << 0, /* "ngram-simple": prompt lookup in the sequence's own text */
 	FX_SPEC_DRAFT_SIMPLE = 1u << 1, /* "draft-simple": a smaller model with the same
 					 * vocabulary drafts greedily (fx_spec_drafter_create) */
+	FX_SPEC_DRAFT_MTP = 1u << 2,    /* "draft-mtp": the target's own multi-token-prediction
+					 * block (fx_model_n_mtp) drafts, chained on its own
+					 * hidden rows (fx_spec_drafter_observe feeds it) */
 };
 
 struct fx_spec_params {
@@ -479,10 +482,20 @@ FX_API int fx_spec_drafter_create(const struct fx_spec_params *p, const struct f
 				  const struct fx_model *draft, uint32_t n_ctx, int32_t n_threads,
 				  struct fx_spec_drafter **out, struct fx_err *err);
 FX_API void fx_spec_drafter_free(struct fx_spec_drafter *d);
+/* draft-mtp: the target context's final hidden rows (its context created
+ * with hidden = true) of batch rows row0 .. row0 + n, at sequence positions
+ * pos0 .. pos0 + n, as the sequence keeps them (after a prompt's decode;
+ * after a step, the rows fx_spec_accept kept: last and the accepted
+ * drafts). Positions from pos0 + n on are forgotten. No-op without
+ * draft-mtp. Errors: FX_E_INVALID (a row without a hidden state),
+ * FX_E_NOMEM. */
+FX_API int fx_spec_drafter_observe(struct fx_spec_drafter *d, const struct fx_context *target_ctx,
+				   int32_t row0, int32_t pos0, int32_t n);
 /* Drafts continuing hist[0..n) (as fx_spec_draft) into draft[0..cap),
  * at most n_max: ngram-simple's when it has one, else the draft model's
- * greedy tokens (stopping below p_min). Returns the count; 0 when there
- * is none or the draft model's step failed. */
+ * greedy tokens (stopping below p_min), else the MTP block's (greedy,
+ * each next one from its own hidden row: llama.cpp's draft-mtp). Returns
+ * the count; 0 when there is none or a draft step failed. */
 FX_API int32_t fx_spec_drafter_draft(struct fx_spec_drafter *d, const fx_token *hist, int32_t n,
 				     fx_token *draft, int32_t cap);
 

@@ -126,6 +126,29 @@ static void run(const char *name, const char *path, const struct ref *r, float *
 		       "%s: MTP rows split over calls and ubatches differ", name);
 		fx_context_free(c3);
 	}
+	/* the draft-mtp drafter on the same rows: its first draft after the
+	 * prompt is the block's argmax at the last position */
+	struct fx_spec_params sp = fx_spec_default_params();
+	struct fx_spec_drafter *dr = NULL;
+	sp.types = FX_SPEC_DRAFT_MTP;
+	sp.n_max = 1;
+	if (fx_spec_drafter_create(&sp, m, NULL, 64, 2, &dr, &err) == FX_OK) {
+		struct fx_context *t2 = ctx_new(m, false, 64, FX_KV_CONTIGUOUS);
+		fx_token d1 = -1;
+		int32_t best = 0;
+		const float *last = lg + (size_t)(n - 1) * nv;
+		for (int32_t v = 1; v < nv; v++)
+			if (last[v] > last[best])
+				best = v;
+		CHECK(t2 && fx_decode(t2, r->prompt, n - 1, false) == FX_OK &&
+		      fx_spec_drafter_observe(dr, t2, 0, 0, n - 1) == FX_OK);
+		CHECKF(fx_spec_drafter_draft(dr, r->prompt, n, &d1, 1) == 1 && d1 == best,
+		       "%s: draft-mtp drafted %d, the block's argmax is %d", name, d1, best);
+		fx_context_free(t2);
+		fx_spec_drafter_free(dr);
+	} else {
+		CHECKF(0, "draft-mtp drafter: %s", err.msg);
+	}
 	/* misuse: no hidden rows; fx_decode; paged layout */
 	fx_seq s0 = 0;
 	struct fx_batch nb = { .n = 1, .seq = &s0, .token = r->prompt };

@@ -102,6 +102,7 @@ static void spec(struct fx_context *c, fx_seq seq, struct fx_sampler *s, const f
 	}
 	struct fx_batch b = { .n = bn, .seq = sq, .token = tok, .logits = keep };
 	CHECK(fx_batch_decode(c, &b, NULL) == FX_OK);
+	CHECK(fx_spec_drafter_observe(dr, c, 0, 0, n - 1) == FX_OK);
 	fx_token olast = og ? oprompt[on - 1] : 0;
 	while (g->n < N_GEN || (og && og->n < N_GEN)) {
 		bool mine = g->n < N_GEN; /* this sequence still generating */
@@ -134,7 +135,7 @@ static void spec(struct fx_context *c, fx_seq seq, struct fx_sampler *s, const f
 		}
 		if (!mine)
 			continue;
-		int32_t n_out = 0;
+		int32_t n_out = 0, p_last = nh - 1;
 		int rc = fx_spec_accept(c, seq, s, 0, draft, k, out, &n_out);
 		CHECKF(rc == FX_OK && n_out >= 1, "fx_spec_accept: %d (k %d, n_past %u, nh %d, n_out %d): %s", rc, k, fx_seq_n_past(c, seq), nh, n_out, fx_context_errmsg(c));
 		if (rc || n_out < 1)
@@ -147,6 +148,7 @@ static void spec(struct fx_context *c, fx_seq seq, struct fx_sampler *s, const f
 				g->accepted++;
 		}
 		g->drafted += k;
+		CHECK(fx_spec_drafter_observe(dr, c, 0, p_last, n_out) == FX_OK);
 		/* the sequence holds last and the accepted drafts */
 		CHECK(fx_seq_n_past(c, seq) == (uint32_t)(nh - 1));
 	}
@@ -170,6 +172,7 @@ static struct fx_context *context(const struct fx_model *m, int32_t layout, uint
 	p.n_threads = 2;
 	p.kv_layout = layout;
 	p.n_rollback = n_rollback;
+	p.hidden = true; /* draft-mtp reads the target's hidden rows */
 	CHECKF(fx_context_create(m, &p, &c, &err) == FX_OK, "%s", err.msg);
 	return c;
 }
@@ -180,7 +183,11 @@ static struct fx_spec_drafter *drafter_new(const struct fx_model *m, const struc
 	struct fx_spec_params sp = fx_spec_default_params();
 	struct fx_spec_drafter *d = NULL;
 	struct fx_err err;
-	sp.types = dm ? FX_SPEC_DRAFT_SIMPLE : FX_SPEC_NGRAM_SIMPLE;
+	/* dm == m with an MTP block: the model's own MTP drafts */
+	sp.types = dm && dm == m && fx_model_n_mtp(m) ? FX_SPEC_DRAFT_MTP
+		   : dm ? FX_SPEC_DRAFT_SIMPLE : FX_SPEC_NGRAM_SIMPLE;
+	if (sp.types == FX_SPEC_DRAFT_MTP)
+		dm = NULL;
 	sp.ngram_size_n = size_n;
 	sp.n_max = n_max;
 	CHECKF(fx_spec_drafter_create(&sp, m, dm, 1024, 2, &d, &err) == FX_OK, "drafter: %s", err.msg);
@@ -310,11 +317,14 @@ static void hybrid_case(const char *name)
 			spec(c, 0, s, p, np, nv, dr, &got, -1, NULL, NULL, 0, NULL);
 			CHECKF(same(&ref, &got), "%s case %zu (%s): speculative output differs from plain", name,
 			       i, dm ? "draft model" : "ngram");
-			CHECKF(!dm || got.accepted > 0, "%s case %zu: no draft accepted", name, i);
+			CHECKF(!dm || fx_model_n_mtp(m) || got.accepted > 0, "%s case %zu: no draft accepted",
+			       name, i);
+			CHECKF(!dm || got.drafted > 0, "%s case %zu: nothing drafted", name, i);
 			printf("%s case %zu (temp %.1f, max %d, %s, %s): %ld drafted, %ld accepted, %s\n", name,
 			       i, (double)cases[i].temp, cases[i].n_max,
 			       cases[i].layout == FX_KV_PAGED ? "paged" : "contiguous",
-			       dm ? "itself as draft model" : "ngram", got.drafted, got.accepted,
+			       dm ? (fx_model_n_mtp(m) ? "its MTP block drafting" : "itself as draft model")
+				  : "ngram", got.drafted, got.accepted,
 			       same(&ref, &got) ? "same tokens and logits" : "DIFFERENT");
 			fx_spec_drafter_free(dr);
 			fx_sampler_free(s);
@@ -365,7 +375,9 @@ static void drafter(void)
 	struct fx_err err;
 	CHECK(fx_spec_types_parse("ngram-simple", &t, &err) == FX_OK && t == FX_SPEC_NGRAM_SIMPLE);
 	CHECK(fx_spec_types_parse("none", &t, &err) == FX_OK && t == 0);
-	CHECK(fx_spec_types_parse("draft-mtp", &t, &err) == FX_E_INVALID && strstr(err.msg, "not supported"));
+	CHECK(fx_spec_types_parse("ngram-simple,draft-mtp", &t, &err) == FX_OK &&
+	      t == (FX_SPEC_NGRAM_SIMPLE | FX_SPEC_DRAFT_MTP));
+	CHECK(fx_spec_types_parse("draft-eagle3", &t, &err) == FX_E_INVALID && strstr(err.msg, "not supported"));
 	CHECK(fx_spec_types_parse("ngram-simpl", &t, &err) == FX_E_INVALID && strstr(err.msg, "unknown"));
 }
 
@@ -373,7 +385,7 @@ int main(void)
 {
 	drafter();
 	static const char *const hybrids[] = { "lfm2", "mamba2", "qwen3_5", "qwen3_next", "granitemoehybrid",
-					       "falcon_h1" };
+					       "falcon_h1", "qwen3_5_mtp", "qwen3_5_moe_mtp" };
 	for (size_t i = 0; i < sizeof(hybrids) / sizeof(hybrids[0]); i++)
 		hybrid_case(hybrids[i]);
 	char sb[512], gb[512];

@@ -189,7 +189,8 @@ static int feed_prompt(struct session *s, const struct fx_chat_prompt *p)
 		same = 0;
 	}
 	int rc = 0;
-	if (fx_decode(s->ctx, toks + same, (int32_t)(n - same), false)) {
+	if (fx_decode(s->ctx, toks + same, (int32_t)(n - same), false) ||
+	    fx_spec_drafter_observe(s->dr, s->ctx, 0, (int32_t)same, (int32_t)(n - same))) {
 		fprintf(stderr, "error: %s\n", fx_context_errmsg(s->ctx));
 		rc = 1;
 	} else if (!hold(s, toks + same, n - same)) {
@@ -283,7 +284,9 @@ static int generate(struct session *s, long long n_predict, char **out)
 							       (int32_t)room) : 0;
 		if (nd < s->spec_n_min)
 			nd = 0;
-		if (fx_spec_verify(s->ctx, 0, s->smp, last, draft, nd, o, &n_o) || !hold(s, draft, (size_t)n_o - 1)) {
+		int32_t p = (int32_t)fx_context_n_past(s->ctx);
+		if (fx_spec_verify(s->ctx, 0, s->smp, last, draft, nd, o, &n_o) || !hold(s, draft, (size_t)n_o - 1) ||
+		    fx_spec_drafter_observe(s->dr, s->ctx, 0, p, n_o)) {
 			fprintf(stderr, "\nerror: %s\n", fx_context_errmsg(s->ctx));
 			free(text);
 			return 1;
@@ -348,6 +351,7 @@ int cmd_chat(int argc, char **argv)
 		cp.n_ctx = (uint32_t)fx_model_n_ctx_train(s.m);
 	cp.n_threads = (int32_t)o.n_threads;
 	cp.n_rollback = o.spec.types || o.draft_model ? (uint32_t)o.spec.n_max : 0;
+	cp.hidden = (o.spec.types & FX_SPEC_DRAFT_MTP) != 0; /* the MTP block reads them */
 	cli_sampling_apply(&o.samp, s.m, (int32_t)cp.n_ctx);
 	if (!o.samp.seed_set)
 		o.samp.sp.seed = ((uint64_t)time(NULL) * 1000000007ULL ^ ((uint64_t)getpid() << 32)) & INT64_MAX;

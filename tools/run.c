@@ -165,9 +165,11 @@ static bool step_push(struct step *s, fx_token t)
 
 /* One step: decode [last, draft[0..k)] with every row's logits, then
  * sample them (fx_spec_accept; its time into *t_sample). */
-static int step_run(struct fx_context *ctx, struct fx_sampler *smp, fx_token last, const fx_token *draft,
-		    int32_t k, fx_token *out, int32_t *n_out, double *t_sample, bool *in_decode)
+static int step_run(struct fx_context *ctx, struct fx_sampler *smp, struct fx_spec_drafter *dr, fx_token last,
+		    const fx_token *draft, int32_t k, fx_token *out, int32_t *n_out, double *t_sample,
+		    bool *in_decode)
 {
+	int32_t p = (int32_t)fx_context_n_past(ctx); /* last's position */
 	fx_seq seq[STEP_MAX + 1] = { 0 };
 	fx_token tok[STEP_MAX + 1];
 	bool keep[STEP_MAX + 1];
@@ -183,7 +185,8 @@ static int step_run(struct fx_context *ctx, struct fx_sampler *smp, fx_token las
 	double ts = cli_now();
 	rc = fx_spec_accept(ctx, 0, smp, 0, draft, k, out, n_out);
 	*t_sample += cli_now() - ts;
-	return rc;
+	/* draft-mtp: the rows the sequence kept */
+	return rc ? rc : fx_spec_drafter_observe(dr, ctx, 0, p, *n_out);
 }
 
 static void step_error(struct fx_context *ctx, int rc, bool in_decode)
@@ -256,6 +259,7 @@ int cmd_run(int argc, char **argv)
 	cp.type_v = o.type_v;
 	/* recurrent layers keep a state per draft position to roll back to */
 	cp.n_rollback = o.spec.types || o.draft_model ? (uint32_t)o.spec.n_max : 0;
+	cp.hidden = (o.spec.types & FX_SPEC_DRAFT_MTP) != 0; /* the MTP block reads them */
 	if (fx_context_create(m, &cp, &ctx, &err) ||
 	    fx_sampler_create(&o.samp.sp, fx_model_n_vocab(m), &smp, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
@@ -327,6 +331,8 @@ int cmd_run(int argc, char **argv)
 	int32_t n_out = 0;
 	double ts = cli_now();
 	int src = fx_spec_accept(ctx, 0, smp, (int32_t)n_prompt - 1, NULL, 0, out_t, &n_out);
+	if (!src)
+		src = fx_spec_drafter_observe(dr, ctx, 0, 0, (int32_t)n_prompt);
 	t_sample += cli_now() - ts;
 	for (;;) {
 		if (src) {
@@ -375,7 +381,7 @@ int cmd_run(int argc, char **argv)
 		int32_t k = room > 0 ? fx_spec_drafter_draft(dr, st_.hist, st_.n_hist, draft, (int32_t)room) : 0;
 		if (k < o.spec.n_min)
 			k = 0;
-		src = step_run(ctx, smp, st_.hist[st_.n_hist - 1], draft, k, out_t, &n_out, &t_sample,
+		src = step_run(ctx, smp, dr, st_.hist[st_.n_hist - 1], draft, k, out_t, &n_out, &t_sample,
 			       &in_decode);
 		n_drafted += k;
 		for (int32_t i = 0; i < k && i < n_out && out_t[i] == draft[i]; i++)

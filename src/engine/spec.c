@@ -27,9 +27,10 @@ int fx_spec_types_parse(const char *list, uint32_t *types, struct fx_err *err)
 	static const struct {
 		const char *name;
 		uint32_t bit;
-	} known[] = { { "ngram-simple", FX_SPEC_NGRAM_SIMPLE }, { "draft-simple", FX_SPEC_DRAFT_SIMPLE } };
+	} known[] = { { "ngram-simple", FX_SPEC_NGRAM_SIMPLE }, { "draft-simple", FX_SPEC_DRAFT_SIMPLE },
+		      { "draft-mtp", FX_SPEC_DRAFT_MTP } };
 	/* llama.cpp's other types, refused by name until ferrox has them */
-	static const char *const later[] = { "draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark",
+	static const char *const later[] = { "draft-eagle3", "draft-dflash", "draft-dspark",
 					     "ngram-mod", "ngram-map-k", "ngram-map-k4v", "ngram-cache" };
 	*types = 0;
 	const char *p = list ? list : "";
@@ -45,9 +46,9 @@ int fx_spec_types_parse(const char *list, uint32_t *types, struct fx_err *err)
 			for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++)
 				if (strlen(later[i]) == n && !strncmp(p, later[i], n))
 					return fx_fail(err, FX_E_INVALID, "--spec-type %.*s: not supported by "
-						       "ferrox yet (supported: ngram-simple, draft-simple, none)", (int)n, p);
+						       "ferrox yet (supported: ngram-simple, draft-simple, draft-mtp, none)", (int)n, p);
 			return fx_fail(err, FX_E_INVALID, "--spec-type: unknown type '%.*s' (supported: "
-				       "ngram-simple, draft-simple, none)", (int)n, p);
+				       "ngram-simple, draft-simple, draft-mtp, none)", (int)n, p);
 		}
 		p += n;
 		if (*p == ',')
@@ -91,6 +92,18 @@ struct fx_spec_drafter {
 	struct fx_context *dctx;   /* its context: sequence 0 holds held[0..n_held) */
 	fx_token *held;
 	int32_t n_held, cap;
+	/* draft-mtp: the target's MTP block in a context of its own, whose
+	 * rows 0..n_mheld were computed on the target's hidden rows (later
+	 * ones, drafts chained on the block's own, are rolled back) */
+	const struct fx_model *tm;
+	struct fx_context *mctx;
+	int32_t d;                 /* n_embd */
+	float *h;                  /* [cap_h][d] the target's hidden row per position */
+	int32_t n_h, cap_h;        /* positions 0..n_h known */
+	fx_token *mheld;
+	int32_t n_mheld, cap_m;
+	float *hin;                /* [n_max + 1 + ...][d] hidden inputs of a catch-up batch */
+	int32_t cap_in;
 };
 
 int fx_spec_drafter_create(const struct fx_spec_params *p, const struct fx_model *target,
@@ -114,6 +127,22 @@ int fx_spec_drafter_create(const struct fx_spec_params *p, const struct fx_model
 	if (!d)
 		return fx_fail(err, FX_E_NOMEM, "no memory for a drafter");
 	d->p = *p;
+	if (p->types & FX_SPEC_DRAFT_MTP) {
+		struct fx_context_params cp = fx_context_default_params();
+		cp.n_ctx = n_ctx;
+		cp.n_threads = n_threads;
+		cp.mtp = true;
+		cp.hidden = true;
+		int rc = fx_context_create(target, &cp, &d->mctx, err);
+		if (rc) {
+			fx_spec_drafter_free(d);
+			return rc == FX_E_INVALID ? fx_fail(err, rc, "--spec-type draft-mtp: %s has no "
+							    "multi-token-prediction block", fx_model_arch_name(target))
+						  : rc;
+		}
+		d->tm = target;
+		d->d = fx_model_n_embd(target);
+	}
 	if (draft) {
 		struct fx_context_params cp = fx_context_default_params();
 		cp.n_ctx = n_ctx;
@@ -137,7 +166,11 @@ void fx_spec_drafter_free(struct fx_spec_drafter *d)
 	if (!d)
 		return;
 	fx_context_free(d->dctx);
+	fx_context_free(d->mctx);
 	fx_free(d->held);
+	fx_free(d->h);
+	fx_free(d->mheld);
+	fx_free(d->hin);
 	fx_free(d);
 }
 
@@ -183,6 +216,107 @@ static bool sync_draft(struct fx_spec_drafter *d, const fx_token *hist, int32_t 
 	return true;
 }
 
+/* Grow *buf to hold n items of size sz (*cap items). */
+static bool grow(void **buf, int32_t *cap, int32_t n, size_t sz)
+{
+	if (n <= *cap)
+		return true;
+	int32_t c = n * 2 + 64;
+	void *p = fx_realloc_array(*buf, (size_t)c, sz);
+	if (!p)
+		return false;
+	*buf = p;
+	*cap = c;
+	return true;
+}
+
+int fx_spec_drafter_observe(struct fx_spec_drafter *d, const struct fx_context *target_ctx, int32_t row0,
+			    int32_t pos0, int32_t n)
+{
+	if (!d || !d->mctx)
+		return FX_OK;
+	if (pos0 < 0 || n < 0 || pos0 > d->n_h)
+		return FX_E_INVALID;
+	if (!grow((void **)&d->h, &d->cap_h, pos0 + n, (size_t)d->d * sizeof(float)))
+		return FX_E_NOMEM;
+	for (int32_t i = 0; i < n; i++) {
+		const float *h = fx_batch_hidden(target_ctx, row0 + i);
+		if (!h)
+			return FX_E_INVALID;
+		memcpy(d->h + (size_t)(pos0 + i) * d->d, h, (size_t)d->d * sizeof(float));
+	}
+	d->n_h = pos0 + n;
+	return FX_OK;
+}
+
+/* The MTP block's rows for hist[0..n): rows up to the prefix it shares
+ * with what it holds stay; the rest are computed, row p on (hist[p], the
+ * target's hidden row of p - 1; zeros at 0); the last row's logits and
+ * hidden state kept. Returns the rows computed (the last one is row - 1
+ * of the batch); 0 when a row's hidden input is not known yet or a step
+ * fails (the context then emptied). */
+static int32_t sync_mtp(struct fx_spec_drafter *d, const fx_token *hist, int32_t n)
+{
+	int32_t c = 0;
+	while (c < d->n_mheld && c < n - 1 && d->mheld[c] == hist[c])
+		c++;
+	if (d->n_h < n - 1 || (uint32_t)n + 1 > fx_context_n_ctx(d->mctx) ||
+	    !grow((void **)&d->mheld, &d->cap_m, n, sizeof(*hist)) ||
+	    !grow((void **)&d->hin, &d->cap_in, n - c, (size_t)d->d * sizeof(float)))
+		return 0;
+	size_t rb = (size_t)d->d * sizeof(float);
+	for (int32_t p = c; p < n; p++) {
+		if (p)
+			memcpy(d->hin + (size_t)(p - c) * d->d, d->h + (size_t)(p - 1) * d->d, rb);
+		else
+			memset(d->hin, 0, rb);
+	}
+	fx_seq *sq = fx_calloc((size_t)(n - c), sizeof(*sq));
+	bool ok = sq && fx_seq_rm(d->mctx, 0, (uint32_t)c) == FX_OK;
+	if (ok) {
+		struct fx_batch b = { .n = n - c, .seq = sq, .token = hist + c, .hidden = d->hin };
+		ok = fx_batch_decode(d->mctx, &b, NULL) == FX_OK;
+	}
+	fx_free(sq);
+	if (!ok) {
+		fx_context_reset(d->mctx);
+		d->n_mheld = 0;
+		return 0;
+	}
+	memcpy(d->mheld + c, hist + c, (size_t)(n - c) * sizeof(*hist));
+	d->n_mheld = n;
+	return n - c;
+}
+
+/* Greedy drafts from the MTP block: the synced last row's prediction,
+ * then each draft fed back with the block's own hidden row (llama.cpp's
+ * draft-mtp chain for a single head). */
+static int32_t draft_mtp(struct fx_spec_drafter *d, const fx_token *hist, int32_t n, fx_token *draft,
+			 int32_t cap)
+{
+	int32_t r = sync_mtp(d, hist, n), nv = fx_model_n_vocab(d->tm), k = 0;
+	if (!r)
+		return 0;
+	const float *lg = fx_batch_logits(d->mctx, r - 1), *hh = fx_batch_hidden(d->mctx, r - 1);
+	while (lg && hh && k < cap) {
+		float prob;
+		fx_token t = greedy(lg, nv, &prob);
+		if (prob < d->p.p_min)
+			break;
+		draft[k++] = t;
+		if (k == cap || (uint32_t)(n + k) + 1 > fx_context_n_ctx(d->mctx))
+			break;
+		memcpy(d->hin, hh, (size_t)d->d * sizeof(float));
+		fx_seq s0 = 0;
+		struct fx_batch b = { .n = 1, .seq = &s0, .token = &t, .hidden = d->hin };
+		if (fx_batch_decode(d->mctx, &b, NULL))
+			break;
+		lg = fx_batch_logits(d->mctx, 0);
+		hh = fx_batch_hidden(d->mctx, 0);
+	}
+	return k;
+}
+
 int32_t fx_spec_drafter_draft(struct fx_spec_drafter *d, const fx_token *hist, int32_t n, fx_token *draft,
 			      int32_t cap)
 {
@@ -191,8 +325,12 @@ int32_t fx_spec_drafter_draft(struct fx_spec_drafter *d, const fx_token *hist, i
 	if (cap > d->p.n_max)
 		cap = d->p.n_max;
 	int32_t k = fx_spec_draft(&d->p, hist, n, draft, cap);
-	if (k > 0 || !d->dctx || cap <= 0 || !sync_draft(d, hist, n, cap))
+	if (k > 0 || cap <= 0)
 		return k;
+	if (!d->dctx)
+		return d->mctx ? draft_mtp(d, hist, n, draft, cap) : 0;
+	if (!sync_draft(d, hist, n, cap))
+		return 0;
 	int32_t nv = fx_model_n_vocab(d->dm);
 	while (k < cap) {
 		float prob;
