@@ -10,12 +10,14 @@ finds drafts and the model accepts many of them: timings.draft_n_accepted
 Also: two concurrent requests on the speculative server (one drafting, one
 with speculative.n_max 0), streaming, n = 2, logprobs with penalties and
 logit_bias, a stop string, chat, Gemma 3 (sliding-window layers on the
-paged layout), and bad speculative.* values (400). Exit 77 (skip) when a
+paged layout), bad speculative.* values (400), and a hybrid model (the Qwen
+3.5 fixture: recurrent layers cannot roll back), which decodes plainly. Exit 77 (skip) when a
 model is missing, unless FX_REQUIRE_MODELS=1.
 """
 import concurrent.futures as cf
 import json
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -100,6 +102,8 @@ def run_model(model, name, cases, extra):
                 if accept:
                     assert tm.get("draft_n_accepted", 0) > 0, tm
                     assert tm["draft_n"] >= tm["draft_n_accepted"], tm
+                if "rejected" in key:
+                    assert tm["draft_n"] > tm.get("draft_n_accepted", 0), tm
                 print(f"     {name} {key}: {tm}", flush=True)
             return fn
 
@@ -185,10 +189,42 @@ SMOL_CASES = [
     ("stop string", {"temperature": 0, "stop": ["6."]}),
     ("max_tokens 5", {"temperature": 0, "max_tokens": 5}),
 ]
+# past Gemma 3's sliding window (512): drafts rolled back there too
+LONG = "Repeat the list.\n" + ("Again:\n" + LIST) * 16 + "Again:\n1."
 GEMMA_CASES = [
     ("greedy", {"temperature": 0, "max_tokens": 48}),
     ("sampled", {"temperature": 0.8, "seed": 42, "max_tokens": 48}),
+    ("past the sliding window, drafts rejected (frequency_penalty)",
+     {"prompt": LONG, "temperature": 1.0, "seed": 1, "frequency_penalty": 1.5,
+      "max_tokens": 80}),
 ]
+
+def run_hybrid():
+    """The Qwen 3.5 fixture (Gated DeltaNet layers) with the qwen2 fixture's
+    tokenizer: --spec-type is noted and ignored, the text is plain's."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tmp = os.path.join("/tmp", f"fx_spec_hybrid_{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(os.path.join(root, "tests", "fixtures", "hf-tiny-next", "qwen3_5"), tmp)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(root, "tests", "fixtures", "hf-tiny", "qwen2", f), tmp)
+    try:
+        kw = {"temperature": 0.8, "seed": 42, "max_tokens": 24}
+        with Server(tmp, *COMMON) as plain:
+            want = texts(completion(plain, **kw))
+        with Server(tmp, *COMMON, *SPEC) as spec:
+            T.server = spec
+
+            def fn():
+                r = completion(spec, **kw)
+                assert texts(r) == want, (texts(r), want)
+                assert "draft_n" not in r["timings"], r["timings"]
+                assert "decoding plainly" in spec.logtext(), spec.logtext()[-500:]
+            check("Qwen 3.5 (hybrid): --spec-type noted, plain decoding's text", fn)
+    finally:
+        T.server = None
+        shutil.rmtree(tmp, ignore_errors=True)
+
 
 if __name__ == "__main__":
     if not os.path.exists(BIN):
@@ -202,5 +238,10 @@ if __name__ == "__main__":
         except Exception:
             T.failed += 1
             traceback.print_exc()
+    try:
+        run_hybrid()
+    except Exception:
+        T.failed += 1
+        traceback.print_exc()
     print(f"{T.passed} passed, {T.failed} failed ({time.time() - t0:.0f} s)")
     sys.exit(1 if T.failed else 0)
