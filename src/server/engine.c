@@ -568,9 +568,10 @@ static int32_t prompt_left(const struct srv_choice *c)
 }
 
 /* One step over the running choices. No lock held. Every decoding choice
- * gets its row; prefilling ones share s->chunk prompt tokens (twice that
- * when nothing decodes), fewest remaining tokens first, so a short prompt
- * is not stuck behind a long one. */
+ * gets its row, then its drafts (s->chunk of them in all); prefilling ones
+ * share s->chunk prompt tokens (twice that when nothing decodes), fewest
+ * remaining tokens first, so a short prompt is not stuck behind a long
+ * one. */
 static void step(struct engine *E)
 {
 	struct srv *s = E->s;
