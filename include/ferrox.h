@@ -749,6 +749,13 @@ struct fx_server_params {
 	 * model's own default (fx_model_sampling_defaults) instead of OpenAI's;
 	 * false: OpenAI's (temperature 1, the rest off). */
 	bool generation_config;
+	/* Speculative decoding every request gets unless it says otherwise
+	 * (llama-server's --spec-type and --spec-draft-n-max / -n-min /
+	 * --spec-ngram-simple-size-n / -m; its request fields speculative.*).
+	 * types 0 (the default): off. Plain decoding where the model cannot
+	 * roll back (fx_context_can_roll_back). Output is what plain decoding
+	 * gives, token for token, for the same seed. */
+	struct fx_spec_params spec;
 };
 
 FX_API struct fx_server_params fx_server_default_params(void);

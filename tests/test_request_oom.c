@@ -2,7 +2,8 @@
  * SmolLM2 (skipped, 77, without it unless FX_REQUIRE_MODELS=1): for
  * requests with tools, response_format json_schema, a GBNF grammar, a
  * regex, stop strings, n > 1 with logprobs, tool-call history, json_object,
- * a schema sent as a string, and a stream, the k-th heap
+ * a schema sent as a string, a stream, and a speculative stream (ngram-simple
+ * drafts verified and rolled back), the k-th heap
  * call fails (cJSON's through its hooks, PCRE2's through the tokenizer's
  * general context) in
  *   1. srv_request_build (body JSON -> options, constraint, template
@@ -85,6 +86,10 @@ static const struct case_ cases[] = {
 	  "{\"messages\":[{\"role\":\"user\",\"content\":\"Say hello.\"}],\"stream\":true,"
 	  "\"stream_options\":{\"include_usage\":true},\"logprobs\":true,\"top_logprobs\":2,"
 	  "\"max_tokens\":5,\"temperature\":0}" },
+	{ "spec_stream", SRV_COMPLETION,
+	  "{\"prompt\":\"a b c d e a b c d e a b c d e a b\",\"stream\":true,"
+	  "\"speculative.type\":\"ngram-simple\",\"speculative.ngram_size_n\":2,"
+	  "\"speculative.ngram_size_m\":4,\"max_tokens\":10,\"temperature\":0}" },
 };
 
 enum { SWEEP_ALL = 120 };
@@ -113,6 +118,7 @@ static struct srv *server(struct fx_model *m)
 	cp.block_size = 16;
 	cp.n_threads = 2;
 	CHECKF(fx_context_create(m, &cp, &s->ctx, &err) == FX_OK, "context: %s", err.msg);
+	s->can_spec = fx_context_can_roll_back(s->ctx);
 	CHECKF(srv_engine_start(s, &err) == FX_OK, "engine: %s", err.msg);
 	s->ready = true;
 	return s;

@@ -47,6 +47,11 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_server COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_server.py
            $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200)
+  # --spec-type ngram-simple against a plain server: the same text, greedy
+  # and sampled, alone, beside a plain request, streamed; drafts accepted.
+  add_test(NAME test_server_spec COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_server_spec.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_server_spec PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 
 # `ferrox perplexity --kl-divergence(-base)` on SmolLM2: the saved file's

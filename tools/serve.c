@@ -67,6 +67,8 @@ static void usage(FILE *f)
 		"                    [--ctx-size N] [--api-key K] [--timeout S] [--max-body 8MiB]\n"
 		"                    [--queue N] [-t N] [--chat-template-file F]\n"
 		"                    [--reasoning-format auto|none|deepseek] [--generation-config auto|none]\n"
+		"                    [--spec-type ngram-simple] [--spec-draft-n-max N] [--spec-draft-n-min N]\n"
+		"                    [--spec-ngram-simple-size-n N] [--spec-ngram-simple-size-m N]\n"
 		"OpenAI-compatible server: POST /v1/completions, /v1/chat/completions, /tokenize,\n"
 		"/detokenize; GET /v1/models, /health, /metrics. --parallel sequences are decoded\n"
 		"together; --ctx-size is the context of each (default: the model's, at most 4096);\n"
@@ -77,7 +79,11 @@ static void usage(FILE *f)
 		"deepseek: message.reasoning_content; none: left in content). --generation-config\n"
 		"auto (default, as vLLM): sampling fields a request leaves out (temperature, top_k,\n"
 		"top_p, min_p, repetition_penalty) take the model's own defaults\n"
-		"(generation_config.json, or the GGUF's general.sampling.* keys); none: OpenAI's.\n");
+		"(generation_config.json, or the GGUF's general.sampling.* keys); none: OpenAI's.\n"
+		"Speculative decoding (llama-server's flags; a request may override them with\n"
+		"speculative.n_max, .n_min, .type, .ngram_size_n, .ngram_size_m; n_max 0: off).\n"
+		"The output is what plain decoding gives for the same seed:\n%s",
+		cli_spec_help);
 }
 
 int cmd_serve(int argc, char **argv)
@@ -87,6 +93,11 @@ int cmd_serve(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 		long long n;
+		int took = cli_spec_opt(argc, argv, &i, &p.spec);
+		if (took < 0)
+			return 2;
+		if (took)
+			continue;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);

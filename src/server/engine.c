@@ -8,6 +8,16 @@
  * stop strings, and (4) under the lock publish text, finished choices and
  * metrics. Logits are per-sequence bit-identical whatever shares the step,
  * so a request's greedy text does not depend on its neighbours.
+ *
+ * Sampling noise is keyed by the position of the token drawn
+ * (fx_sampler_sample_at), so a speculative choice gives the text plain
+ * decoding gives for the same seed: its decode rows are [last, drafts]
+ * (ngram-simple over its prompt and output, fx_spec_draft) in the same
+ * batch as everyone else's rows, every row keeps logits, and the rows go
+ * through choice_step in order while the sampled token equals the draft;
+ * the rejected drafts' K/V are removed (fx_seq_rm). Drafts stay within the
+ * request's max_tokens and context, SRV_SPEC_STEP_MAX per choice and
+ * s->chunk per step (the rows the batch staging reserves for them).
  */
 #include <errno.h>
 #include <math.h>
@@ -53,6 +63,7 @@ static void choice_fini(struct srv_choice *c)
 	fx_sampler_free(c->smp);
 	fx_matcher_free(c->matcher);
 	free(c->counts);
+	free(c->hist);
 	srv_buf_free(&c->text);
 	cJSON_Delete(c->lp);
 	cJSON_Delete(c->lp_all);
@@ -90,6 +101,7 @@ struct engine {
 	int *seq_status;            /* [n_parallel] */
 	const char **fin;           /* [n_parallel] finish reason per slot, this step */
 	struct srv_choice **prefill;/* [n_parallel] prefilling choices, this step */
+	uint64_t st_drafts, st_draft_tokens, st_accepted; /* this step's speculation */
 };
 
 int srv_submit(struct srv *s, struct srv_req *r)
@@ -163,6 +175,15 @@ static int choice_start(struct engine *E, struct srv_choice *c)
 		c->lp_all = cJSON_CreateArray();
 		if (!c->lp || !c->lp_all)
 			return FX_E_NOMEM;
+	}
+	if (s->can_spec && g->spec.types && g->spec.n_max > 0) {
+		/* the drafter's text: prompt and output (at most n_ctx_seq tokens) */
+		c->hist_cap = (int32_t)s->n_ctx_seq + 1;
+		c->hist = malloc((size_t)c->hist_cap * sizeof(*c->hist));
+		if (!c->hist)
+			return FX_E_NOMEM;
+		memcpy(c->hist, c->req->prompt, (size_t)c->req->n_prompt * sizeof(*c->hist));
+		c->n_hist = c->req->n_prompt;
 	}
 	return FX_OK;
 }
@@ -253,9 +274,11 @@ static const float *shaped_logits(struct engine *E, struct srv_choice *c, const 
 	return E->scratch;
 }
 
-/* Sample c's next token from raw logits and append its text. Returns the
- * finish reason or NULL to keep going. Engine thread, no lock. */
-static const char *choice_step(struct engine *E, struct srv_choice *c, const float *raw)
+/* Sample c's next token from raw logits, the token to take position pos
+ * of its sequence, and append its text. Returns the finish reason or NULL
+ * to keep going. Engine thread, no lock. */
+static const char *choice_step(struct engine *E, struct srv_choice *c, const float *raw,
+			       int64_t pos)
 {
 	struct srv *s = E->s;
 	struct srv_req *r = c->req;
@@ -263,7 +286,7 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	if (g->max_tokens == 0)
 		return "length"; /* the prompt is evaluated, nothing generated */
 	const float *lg = shaped_logits(E, c, raw);
-	fx_token t = fx_sampler_sample(c->smp, lg);
+	fx_token t = fx_sampler_sample_at(c->smp, lg, pos);
 	if (t < 0)
 		return "error"; /* the grammar allows nothing (or its mask ran out of memory) */
 	double now = srv_now();
@@ -273,6 +296,8 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	c->t_last = now;
 	c->n_gen++;
 	c->last = t;
+	if (c->hist && c->n_hist < c->hist_cap)
+		c->hist[c->n_hist++] = t;
 	if (!g->ignore_eos && fx_token_is_eog(s->model, t))
 		return "stop";
 	if (c->matcher && fx_matcher_accept(c->matcher, t))
@@ -309,9 +334,48 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 		return "stop"; /* the grammar admits nothing more */
 	if (g->max_tokens >= 0 && c->n_gen >= g->max_tokens)
 		return "length";
-	if (fx_seq_n_past(s->ctx, c->seq) + 1 >= s->n_ctx_seq)
+	if (pos + 1 >= (int64_t)s->n_ctx_seq)
 		return "length";
 	return NULL;
+}
+
+/* Choice c's rows first .. first + c->n_draft of the step's batch ([last,
+ * drafts], or a prompt's last token) through choice_step in order, each
+ * sampled at the position after its own, while the sampled token equals
+ * the draft its row is followed by; the rejected drafts' rows are removed.
+ * Returns the finish reason or NULL. */
+static const char *rows_step(struct engine *E, struct srv_choice *c, int32_t first)
+{
+	struct srv *s = E->s;
+	int32_t k = c->n_draft, i = 0, gen0 = c->n_gen;
+	int64_t past = (int64_t)fx_seq_n_past(s->ctx, c->seq); /* after the rows */
+	double t0 = c->t_last;
+	const char *f;
+	for (;; i++) {
+		const float *lg = fx_batch_logits(s->ctx, first + i);
+		/* row first + i holds position past - k - 1 + i */
+		f = lg ? choice_step(E, c, lg, past - k + i) : "error";
+		bool hit = i < k && c->n_gen > gen0 + i && c->last == c->draft[i];
+		c->draft_n_accepted += hit;
+		E->st_accepted += hit;
+		if (f || !hit)
+			break;
+	}
+	c->step_gen = c->n_gen - gen0;
+	if (c->step_gen && gen0)
+		c->t_prev = t0; /* the step's tokens come together: one gap */
+	if (k) {
+		c->draft_n += k;
+		E->st_drafts++;
+		E->st_draft_tokens += (uint64_t)k;
+	}
+	/* keep last and the i drafts sampled: the next row is c->last */
+	if (i < k && fx_seq_rm(s->ctx, c->seq, (uint32_t)(past - k + i)) && !f) {
+		fprintf(stderr, "serve: %s: rolling back drafts: %s\n", c->req->id,
+			fx_context_errmsg(s->ctx));
+		f = "error";
+	}
+	return f;
 }
 
 /* Stream what choice c can show now (lock held). false: out of memory,
@@ -450,23 +514,48 @@ static int admit_locked(struct engine *E)
 	return running;
 }
 
-/* One step over the running choices. No lock held. */
-/* Append rows for choice c to the batch: its next token when decoding, or
- * up to *budget prompt tokens (logits only at the prompt's last token). */
-static bool add_rows(struct engine *E, struct srv_choice *c, int32_t *n, int32_t *budget)
+/* Drafts for decoding choice c into c->draft: at most budget, what its
+ * max_tokens leaves after the step's own token, and rows up to position
+ * n_ctx_seq - 2 (the last a plain choice decodes); none when fewer than
+ * its n_min. */
+static int32_t draft(struct engine *E, struct srv_choice *c, int32_t budget)
+{
+	const struct srv_gen *g = &c->req->g;
+	int64_t cap = budget < SRV_SPEC_STEP_MAX ? budget : SRV_SPEC_STEP_MAX;
+	if (g->max_tokens >= 0 && (int64_t)g->max_tokens - c->n_gen - 1 < cap)
+		cap = (int64_t)g->max_tokens - c->n_gen - 1;
+	int64_t room = (int64_t)E->s->n_ctx_seq - 2 - fx_seq_n_past(E->s->ctx, c->seq);
+	if (room < cap)
+		cap = room;
+	if (cap <= 0)
+		return 0;
+	int32_t k = fx_spec_draft(&g->spec, c->hist, c->n_hist, c->draft, (int32_t)cap);
+	return k < g->spec.n_min ? 0 : k;
+}
+
+/* Append rows for choice c to the batch: its next token when decoding
+ * (then its drafts, taken from *spec_budget), or up to *budget prompt
+ * tokens (logits only at the prompt's last token). */
+static bool add_rows(struct engine *E, struct srv_choice *c, int32_t *n, int32_t *budget,
+		     int32_t *spec_budget)
 {
 	struct srv_req *r = c->req;
-	int32_t k = c->n_fed == r->n_prompt ? 1 : r->n_prompt - c->n_fed;
-	if (c->n_fed < r->n_prompt && k > *budget)
+	bool decode = c->n_fed == r->n_prompt;
+	int32_t k = decode ? 1 : r->n_prompt - c->n_fed;
+	if (!decode && k > *budget)
 		k = *budget;
-	if (k <= 0 || !grow(E, *n + k))
+	c->n_draft = decode && c->hist ? draft(E, c, *spec_budget) : 0;
+	k += c->n_draft;
+	if (k <= 0 || !grow(E, *n + k)) {
+		c->n_draft = 0;
 		return false;
-	if (c->n_fed < r->n_prompt)
+	}
+	if (!decode)
 		*budget -= k;
+	*spec_budget -= c->n_draft;
 	for (int32_t j = 0; j < k; j++, ++*n) {
-		bool decode = c->n_fed == r->n_prompt;
 		E->b_seq[*n] = c->seq;
-		E->b_tok[*n] = decode ? c->last : r->prompt[c->n_fed + j];
+		E->b_tok[*n] = !decode ? r->prompt[c->n_fed + j] : j ? c->draft[j - 1] : c->last;
 		E->b_logits[*n] = decode || c->n_fed + j == r->n_prompt - 1;
 		E->b_owner[*n] = c;
 	}
@@ -479,20 +568,22 @@ static int32_t prompt_left(const struct srv_choice *c)
 }
 
 /* One step over the running choices. No lock held. Every decoding choice
- * gets its row; prefilling ones share s->chunk prompt tokens (twice that
- * when nothing decodes), fewest remaining tokens first, so a short prompt
- * is not stuck behind a long one. */
+ * gets its row, then its drafts (s->chunk of them in all); prefilling ones
+ * share s->chunk prompt tokens (twice that when nothing decodes), fewest
+ * remaining tokens first, so a short prompt is not stuck behind a long
+ * one. */
 static void step(struct engine *E)
 {
 	struct srv *s = E->s;
-	int32_t n = 0, budget = s->chunk, n_pre = 0;
+	int32_t n = 0, budget = s->chunk, n_pre = 0, spec_budget = s->chunk;
 	struct srv_choice **pre = E->prefill;
+	E->st_drafts = E->st_draft_tokens = E->st_accepted = 0;
 	for (int i = 0; i < s->n_parallel; i++) {
 		struct srv_choice *c = E->slot[i];
 		if (!c)
 			continue;
 		if (prompt_left(c) == 0)
-			add_rows(E, c, &n, &budget);
+			add_rows(E, c, &n, &budget, &spec_budget);
 		else
 			pre[n_pre++] = c;
 	}
@@ -505,7 +596,7 @@ static void step(struct engine *E)
 			pre[j - 1] = t;
 		}
 	for (int i = 0; i < n_pre && budget > 0; i++)
-		add_rows(E, pre[i], &n, &budget);
+		add_rows(E, pre[i], &n, &budget, &spec_budget);
 	if (!n)
 		return;
 	double t0 = srv_now();
@@ -515,28 +606,25 @@ static void step(struct engine *E)
 				 E->seq_status);
 	if (rc == FX_E_NOMEM)
 		fprintf(stderr, "serve: decode step failed: %s\n", fx_context_errmsg(s->ctx));
-	/* advance prompt positions, sample where logits came out */
+	/* advance prompt positions, sample where logits came out; a choice's
+	 * rows are consecutive */
 	int n_seqs = 0;
 	const char **fin = E->fin;
 	memset(fin, 0, (size_t)s->n_parallel * sizeof(*fin));
-	struct srv_choice *seen = NULL;
-	for (int32_t i = 0; i < n; i++) {
+	for (int32_t i = 0, j; i < n; i = j) {
 		struct srv_choice *c = E->b_owner[i];
-		if (c != seen) {
-			n_seqs++;
-			seen = c;
-		}
-		int st = E->seq_status[c->seq];
-		if (st) {
+		for (j = i; j < n && E->b_owner[j] == c; j++)
+			;
+		n_seqs++;
+		c->step_gen = 0;
+		if (E->seq_status[c->seq]) {
 			fin[c->slot] = "error";
 			continue;
 		}
 		if (c->n_fed < c->req->n_prompt)
-			c->n_fed++;
-		if (!E->b_logits[i])
-			continue;
-		const float *lg = fx_batch_logits(s->ctx, i);
-		fin[c->slot] = lg ? choice_step(E, c, lg) : "error";
+			c->n_fed += j - i;
+		if (E->b_logits[j - 1])
+			fin[c->slot] = rows_step(E, c, j - 1 - c->n_draft);
 	}
 	double t1 = srv_now();
 	pthread_mutex_lock(&s->lock);
@@ -544,16 +632,21 @@ static void step(struct engine *E)
 	srv_hist_add(&s->met.step_time, t1 - t0);
 	s->met.step_rows += (uint64_t)n;
 	srv_hist_add(&s->met.step_seqs, n_seqs);
-	for (int32_t i = 0; i < n; i++) {
+	for (int32_t i = 0, j; i < n; i = j) {
 		struct srv_choice *c = E->b_owner[i];
-		if (!E->b_logits[i] || E->seq_status[c->seq] || c->slot < 0 || !c->n_gen)
+		for (j = i; j < n && E->b_owner[j] == c; j++)
+			;
+		if (E->seq_status[c->seq] || !c->step_gen)
 			continue;
-		s->met.gen_tokens++;
-		if (c->n_gen == 1)
+		s->met.gen_tokens += (uint64_t)c->step_gen;
+		if (c->n_gen == c->step_gen)
 			srv_hist_add(&s->met.ttft, c->t_first - c->req->t_arrive);
-		else
+		else /* one gap per step: a step's tokens arrive together */
 			srv_hist_add(&s->met.itl, c->t_last - c->t_prev);
 	}
+	s->met.spec_drafts += E->st_drafts;
+	s->met.spec_draft_tokens += E->st_draft_tokens;
+	s->met.spec_accepted += E->st_accepted;
 	for (int i = 0; i < s->n_parallel; i++) {
 		struct srv_choice *c = E->slot[i];
 		if (!c)
@@ -629,7 +722,7 @@ int srv_engine_start(struct srv *s, struct fx_err *err)
 	E->fin = calloc((size_t)s->n_parallel, sizeof(*E->fin));
 	E->prefill = calloc((size_t)s->n_parallel, sizeof(*E->prefill));
 	if (!E->prefill || !E->fin || !E->slot || !E->scratch || !E->seq_status ||
-	    !grow(E, s->n_parallel + 2 * s->chunk))
+	    !grow(E, s->n_parallel + 3 * s->chunk))
 		goto nomem;
 	s->met.blocks_total = fx_context_kv_blocks_total(s->ctx);
 	if (pthread_create(&s->engine, NULL, engine_main, E)) {

@@ -221,6 +221,7 @@ struct srv_req *srv_request_build(struct srv *s, enum srv_kind kind, const char 
 		return NULL;
 	}
 	bool ok = srv_gen_parse(body, kind, s->n_vocab, &s->gen_defaults, &r->g, e) &&
+		  srv_spec_parse(body, &s->p.spec, &r->g, e) &&
 		  (kind == SRV_CHAT ? srv_chat_prompt(s, body, r, e)
 				    : srv_completion_prompt(s, body, r, e));
 	cJSON_Delete(body);
@@ -565,7 +566,8 @@ struct fx_server_params fx_server_default_params(void)
 					  .n_parallel = 4,
 					  .timeout_s = 600,
 					  .max_body = 8u << 20,
-					  .generation_config = true };
+					  .generation_config = true,
+					  .spec = fx_spec_default_params() };
 }
 
 static int set_err(struct fx_err *err, int code, const char *fmt, ...)
@@ -673,6 +675,10 @@ static int load(struct srv *s, struct fx_err *err)
 	cp.n_threads = p->n_threads;
 	if ((rc = fx_context_create(s->model, &cp, &s->ctx, err)))
 		return rc;
+	s->can_spec = fx_context_can_roll_back(s->ctx);
+	if (p->spec.types && !s->can_spec)
+		fprintf(stderr, "serve: --spec-type: %s has recurrent layers, whose state cannot go "
+			"back to a drafted position yet: decoding plainly\n", p->model_path);
 	return srv_engine_start(s, err);
 }
 
@@ -695,6 +701,13 @@ int fx_serve(const struct fx_server_params *pp, struct fx_err *err)
 		free(s);
 		return set_err(err, FX_E_INVALID,
 			       "bad server parameters (port 0..65535, parallel 1..256, max body >= 1)");
+	}
+	const struct fx_spec_params *sp = &p->spec;
+	if (sp->types && (sp->n_max < 0 || sp->n_max > 1024 || sp->n_min < 0 || sp->n_min > 1024 ||
+			  sp->ngram_size_n < 1 || sp->ngram_size_m < 1)) {
+		free(s);
+		return set_err(err, FX_E_INVALID, "bad speculative decoding parameters (draft n_max "
+			       "and n_min 0..1024, ngram sizes >= 1)");
 	}
 	s->n_parallel = p->n_parallel;
 	s->max_queue = p->max_queue ? p->max_queue : 4 * p->n_parallel;

@@ -117,6 +117,13 @@ bool srv_metrics_text(const struct srv_metrics *m, const char *model_name, struc
 	       "Prompt tokens looked up in the prefix cache.", lbl, (double)m->prefix_queries);
 	scalar(o, "vllm:gpu_prefix_cache_hits_total", "counter",
 	       "Prompt tokens served from the prefix cache.", lbl, (double)m->prefix_hits);
+	scalar(o, "vllm:spec_decode_num_drafts_total", "counter",
+	       "Speculative decoding: steps that verified drafts.", lbl, (double)m->spec_drafts);
+	scalar(o, "vllm:spec_decode_num_draft_tokens_total", "counter",
+	       "Speculative decoding: tokens drafted.", lbl, (double)m->spec_draft_tokens);
+	scalar(o, "vllm:spec_decode_num_accepted_tokens_total", "counter",
+	       "Speculative decoding: drafted tokens the target sampled too (kept).", lbl,
+	       (double)m->spec_accepted);
 	family(o, "vllm:request_success_total", "counter", "Finished requests by outcome.");
 	out_f(o, "vllm:request_success_total{%s,finished_reason=\"stop\"} %llu\n", model,
 	      (unsigned long long)m->req_stop);

@@ -328,3 +328,40 @@ void srv_gen_fini(struct srv_gen *g)
 	fx_grammar_free(g->grammar);
 	memset(g, 0, sizeof(*g));
 }
+
+bool srv_spec_parse(const cJSON *body, const struct fx_spec_params *defaults, struct srv_gen *g,
+		    struct srv_error *e)
+{
+	struct fx_spec_params sp = defaults ? *defaults : fx_spec_default_params();
+	int64_t n_max = sp.n_max, n_min = sp.n_min, size_n = sp.ngram_size_n,
+		size_m = sp.ngram_size_m;
+	double p_min = 0;
+	/* llama-server's names, dots included (its server-schema.cpp) */
+	if (!get_int(body, "speculative.n_max", 0, 1024, &n_max, e) ||
+	    !get_int(body, "speculative.n_min", 0, 1024, &n_min, e) ||
+	    !get_num(body, "speculative.p_min", 0, 1, &p_min, e) ||
+	    !get_int(body, "speculative.ngram_size_n", 1, 1024, &size_n, e) ||
+	    !get_int(body, "speculative.ngram_size_m", 1, 1024, &size_m, e))
+		return false;
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(body, "speculative.type");
+	if (t && !cJSON_IsNull(t)) {
+		struct fx_err err;
+		if (!cJSON_IsString(t)) {
+			srv_error_set(e, 400, E_INV, "speculative.type",
+				      "'speculative.type' must be a string such as \"ngram-simple\" or "
+				      "\"none\"");
+			return false;
+		}
+		if (fx_spec_types_parse(t->valuestring, &sp.types, &err)) {
+			srv_error_set(e, 400, E_INV, "speculative.type", "'speculative.type': %s",
+				      err.msg);
+			return false;
+		}
+	}
+	sp.n_max = (int32_t)n_max;
+	sp.n_min = (int32_t)n_min;
+	sp.ngram_size_n = (int32_t)size_n;
+	sp.ngram_size_m = (int32_t)size_m;
+	g->spec = sp;
+	return true;
+}

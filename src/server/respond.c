@@ -171,6 +171,26 @@ static cJSON *usage_obj(const struct srv_req *r, bool *ok)
 	return u;
 }
 
+/* llama-server's timings, their counts: prompt_n, predicted_n, and draft_n
+ * / draft_n_accepted when something was drafted (over the choices). */
+static cJSON *timings_obj(const struct srv_req *r, bool *ok)
+{
+	int64_t gen = 0, dn = 0, da = 0;
+	for (int i = 0; i < r->g.n; i++) {
+		gen += r->ch[i].n_gen;
+		dn += r->ch[i].draft_n;
+		da += r->ch[i].draft_n_accepted;
+	}
+	cJSON *t = cJSON_CreateObject();
+	put(ok, t, "prompt_n", cJSON_CreateNumber(r->n_prompt));
+	put(ok, t, "predicted_n", cJSON_CreateNumber((double)gen));
+	if (dn) {
+		put(ok, t, "draft_n", cJSON_CreateNumber((double)dn));
+		put(ok, t, "draft_n_accepted", cJSON_CreateNumber((double)da));
+	}
+	return t;
+}
+
 static cJSON *envelope(const struct srv_req *r, bool chunk, bool *ok)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -296,6 +316,7 @@ char *srv_final_json(const struct srv *s, const struct srv_req *r)
 	for (int i = 0; ok && i < r->g.n; i++)
 		put(&ok, chs, NULL, final_choice(r, &r->ch[i], &ok));
 	put(&ok, o, "usage", usage_obj(r, &ok));
+	put(&ok, o, "timings", timings_obj(r, &ok));
 	return print_whole(o, ok);
 }
 
@@ -373,6 +394,10 @@ bool srv_sse_chunk(const struct srv_req *r, const struct srv_choice *c, const ch
 							   : finish_name(c->finish)));
 	else
 		put(&ok, ch, "finish_reason", cJSON_CreateNull());
+	/* llama-server: timings on the stream's last chunk (the usage chunk
+	 * when there is one, srv_sse_end) */
+	if (c->finish && !r->g.include_usage && r->n_done == r->g.n - 1)
+		put(&ok, o, "timings", timings_obj(r, &ok));
 	return sse_add(out, o, ok);
 }
 
@@ -394,6 +419,7 @@ bool srv_sse_end(const struct srv_req *r, struct srv_buf *out)
 		cJSON *o = envelope(r, true, &ok);
 		put(&ok, o, "choices", cJSON_CreateArray());
 		put(&ok, o, "usage", usage_obj(r, &ok));
+		put(&ok, o, "timings", timings_obj(r, &ok));
 		if (!sse_add(out, o, ok))
 			return false;
 	}

@@ -45,6 +45,9 @@ void srv_buf_free(struct srv_buf *b);
 #define SRV_MAX_STOP_LEN 256  /* bytes per stop string */
 #define SRV_MAX_N 16          /* choices per request */
 #define SRV_MAX_TOP_LOGPROBS 20
+#define SRV_SPEC_STEP_MAX 32  /* drafts verified per choice and step, at most: the
+			       * paged layout can always roll back this far
+			       * (fx_seq_rm), sliding windows included */
 
 enum srv_kind { SRV_COMPLETION, SRV_CHAT };
 
@@ -72,6 +75,9 @@ struct srv_gen {
 				  * tokens (benchmarks with fixed lengths) */
 	struct fx_grammar *grammar; /* owned, or NULL: the output's constraint
 				     * (constrain.c), shared by the choices */
+	struct fx_spec_params spec; /* speculative decoding: the server's
+				     * (fx_server_params.spec) under the request's
+				     * speculative.* fields; types 0 or n_max 0: off */
 };
 
 /* An HTTP-visible failure: status and OpenAI error fields. */
@@ -102,6 +108,12 @@ void srv_gen_fini(struct srv_gen *g);
  * and guided_* into g->grammar (at most one of them); false with e filled
  * (400 naming the field) on a bad or unsupported schema, regex or grammar. */
 bool srv_constraint_parse(const cJSON *body, struct srv_gen *g, struct srv_error *e);
+/* request.c: g->spec from defaults (the server's) and llama-server's request
+ * fields speculative.n_max, .n_min, .p_min (checked, unused: ngram-simple has
+ * no draft probabilities), .type, .ngram_size_n and .ngram_size_m; false
+ * with e filled (400 naming the field) on a wrong type or range. */
+bool srv_spec_parse(const cJSON *body, const struct fx_spec_params *defaults, struct srv_gen *g,
+		    struct srv_error *e);
 /* Optional boolean field key of body into *out (left as is when absent or
  * null); false with e filled (400) when it is not a boolean. */
 bool srv_json_bool(const cJSON *body, const char *key, bool *out, struct srv_error *e);
@@ -139,9 +151,18 @@ struct srv_choice {
 	cJSON *lp_all;             /* non-streaming: every entry (array) */
 	const char *finish;        /* "stop", "length", NULL while running */
 	double t_first, t_last;    /* seconds (monotonic) of first/last token */
-	double t_prev;             /* of the token before the last */
+	double t_prev;             /* of the last token before the last step's */
 	bool hit_stop;             /* text was cut at a stop string */
 	bool role_sent;            /* chat stream: the first delta went out */
+	/* speculative decoding (engine.c); hist is NULL when the choice
+	 * decodes plainly */
+	fx_token *hist;            /* [hist_cap]: prompt, then every sampled token */
+	int32_t n_hist, hist_cap;
+	fx_token draft[SRV_SPEC_STEP_MAX]; /* this step's drafts, after last */
+	int32_t n_draft;           /* of them in this step's batch */
+	int32_t step_gen;          /* tokens sampled this step */
+	int64_t draft_n, draft_n_accepted; /* drafted, and kept, over the choice
+					    * (llama-server's timings) */
 };
 
 struct srvtool_req;
@@ -192,6 +213,8 @@ struct srv_metrics {
 	uint64_t prefix_queries;        /* prompt tokens of admitted choices */
 	int64_t prefix_hits;            /* fx_context_prefix_hits after the last step */
 	uint64_t steps, step_rows;
+	uint64_t spec_drafts, spec_draft_tokens, spec_accepted; /* steps that verified
+								 * drafts; drafted; kept */
 	int32_t blocks_used, blocks_total;
 	int running, waiting;           /* choices */
 	struct srv_hist ttft, itl, e2e, step_seqs, step_time;
@@ -214,7 +237,10 @@ struct srv {
 						* (srv_gen_defaults) */
 	uint32_t n_ctx_seq;            /* tokens per choice */
 	int32_t n_parallel, max_queue;
-	int32_t chunk;                 /* prompt tokens per step, all prefills together */
+	int32_t chunk;                 /* prompt tokens per step, all prefills together;
+					* also the drafts verified per step, all
+					* choices together */
+	bool can_spec;                 /* the context can roll drafts back */
 	pthread_t engine;
 	bool engine_started;
 	pthread_mutex_t lock;

@@ -4,9 +4,10 @@
  * As http.c's do_completion: the body parsed as JSON (an object, else
  * refused), srv_req_new, srv_gen_parse (sampling options, stop strings,
  * logit_bias, response_format / grammar / json_schema through
- * constrain.c), then srv_chat_prompt (messages, tools and tool_choice
- * through tools_req.c, the template rendered and tokenized) when the body
- * has "messages", else srv_completion_prompt; then the request is
+ * constrain.c), srv_spec_parse (speculative.*), then srv_chat_prompt
+ * (messages, tools and tool_choice through tools_req.c, the template
+ * rendered and tokenized) when the body has "messages", else
+ * srv_completion_prompt; then the request is
  * released as a refused one would be. The model is SmolLM2 (vocab_only,
  * from FX_MODELS_DIR, default models/; loaded once). Chat bodies are
  * rendered with SmolLM2's template or, chosen by the input's size, one of the
@@ -104,12 +105,18 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 		cJSON_Delete(body);
 		return 0;
 	}
+	struct fx_spec_params spd = fx_spec_default_params();
 	bool ok = srv_gen_parse(body, kind, srv.n_vocab, NULL, &r->g, &e) &&
+		  srv_spec_parse(body, &spd, &r->g, &e) &&
 		  (kind == SRV_CHAT ? srv_chat_prompt(&srv, body, r, &e)
 				    : srv_completion_prompt(&srv, body, r, &e));
 	for (int32_t i = 0; ok && i < r->n_prompt; i++)
 		if (r->prompt[i] < 0 || r->prompt[i] >= srv.n_vocab)
 			__builtin_trap(); /* a prompt the engine would index out of range */
+	const struct fx_spec_params *sp = &r->g.spec;
+	if (ok && (sp->n_max < 0 || sp->n_max > 1024 || sp->n_min < 0 || sp->ngram_size_n < 1 ||
+		   sp->ngram_size_m < 1))
+		__builtin_trap(); /* speculative.* out of the range the engine assumes */
 	if (!ok && (e.status < 400 || e.status > 500 || !e.msg[0]))
 		__builtin_trap(); /* a refusal without an HTTP error status or message */
 	cJSON_Delete(body);
