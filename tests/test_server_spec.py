@@ -201,7 +201,8 @@ GEMMA_CASES = [
 
 def run_hybrid():
     """The Qwen 3.5 fixture (Gated DeltaNet layers) with the qwen2 fixture's
-    tokenizer: --spec-type is noted and ignored, the text is plain's."""
+    tokenizer: its recurrent state rolls drafts back (the context keeps the
+    states of the draft length), the text is plain's."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     tmp = os.path.join("/tmp", f"fx_spec_hybrid_{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -218,9 +219,8 @@ def run_hybrid():
             def fn():
                 r = completion(spec, **kw)
                 assert texts(r) == want, (texts(r), want)
-                assert "draft_n" not in r["timings"], r["timings"]
-                assert "decoding plainly" in spec.logtext(), spec.logtext()[-500:]
-            check("Qwen 3.5 (hybrid): --spec-type noted, plain decoding's text", fn)
+                print(f"  hybrid: {r['timings']}")
+            check("Qwen 3.5 (hybrid): speculative text equals plain decoding's", fn)
     finally:
         T.server = None
         shutil.rmtree(tmp, ignore_errors=True)

@@ -527,6 +527,8 @@ static int32_t draft(struct engine *E, struct srv_choice *c, int32_t budget)
 	int64_t room = (int64_t)E->s->n_ctx_seq - 2 - fx_seq_n_past(E->s->ctx, c->seq);
 	if (room < cap)
 		cap = room;
+	if (fx_context_roll_back_max(E->s->ctx) < cap) /* a recurrent state's ring */
+		cap = fx_context_roll_back_max(E->s->ctx);
 	if (cap <= 0)
 		return 0;
 	int32_t k = fx_spec_draft(&g->spec, c->hist, c->n_hist, c->draft, (int32_t)cap);

@@ -673,12 +673,13 @@ static int load(struct srv *s, struct fx_err *err)
 	cp.block_size = 16;
 	cp.n_ubatch = 512;
 	cp.n_threads = p->n_threads;
+	/* recurrent layers: the states of the server's draft length to roll
+	 * back to (a request asking more drafts gets this many) */
+	if (p->spec.types)
+		cp.n_rollback = (uint32_t)(p->spec.n_max < SRV_SPEC_STEP_MAX ? p->spec.n_max : SRV_SPEC_STEP_MAX);
 	if ((rc = fx_context_create(s->model, &cp, &s->ctx, err)))
 		return rc;
 	s->can_spec = fx_context_can_roll_back(s->ctx);
-	if (p->spec.types && !s->can_spec)
-		fprintf(stderr, "serve: --spec-type: %s has recurrent layers, whose state cannot go "
-			"back to a drafted position yet: decoding plainly\n", p->model_path);
 	return srv_engine_start(s, err);
 }
 
@@ -708,6 +709,11 @@ int fx_serve(const struct fx_server_params *pp, struct fx_err *err)
 		free(s);
 		return set_err(err, FX_E_INVALID, "bad speculative decoding parameters (draft n_max "
 			       "and n_min 0..1024, ngram sizes >= 1)");
+	}
+	if (sp->types & ~(uint32_t)FX_SPEC_NGRAM_SIMPLE) {
+		free(s);
+		return set_err(err, FX_E_UNSUPPORTED, "the server drafts with ngram-simple only "
+			       "(draft-simple and draft-mtp: ferrox run and chat)");
 	}
 	s->n_parallel = p->n_parallel;
 	s->max_queue = p->max_queue ? p->max_queue : 4 * p->n_parallel;

@@ -357,6 +357,11 @@ bool srv_spec_parse(const cJSON *body, const struct fx_spec_params *defaults, st
 				      err.msg);
 			return false;
 		}
+		if (sp.types & ~(uint32_t)FX_SPEC_NGRAM_SIMPLE) {
+			srv_error_set(e, 400, E_INV, "speculative.type", "'speculative.type': the server "
+				      "drafts with ngram-simple only");
+			return false;
+		}
 	}
 	sp.n_max = (int32_t)n_max;
 	sp.n_min = (int32_t)n_min;
