@@ -16,10 +16,9 @@ MTP hook batches), positions 0..T-1; prints max |logit - mtp_logits| /
 max(1, max|mtp_logits|). ferrox's own figure is tests/test_mtp.c's.
 """
 import ctypes
+import importlib.util
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -29,8 +28,11 @@ from safetensors.numpy import load_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NEXT = os.path.join(ROOT, "tests", "fixtures", "hf-tiny-next")
-TOK = os.path.join(ROOT, "tests", "fixtures", "hf-tiny", "qwen2")
 QUIET = llama_cpp.llama_log_callback(lambda *a: None)
+_spec = importlib.util.spec_from_file_location(
+    "nextcheck", os.path.join(ROOT, "scripts", "llamacpp-next-check.py"))
+NEXTCHECK = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(NEXTCHECK)  # its convert()
 
 
 def one(ferrox, name):
@@ -41,14 +43,9 @@ def one(ferrox, name):
     h_in = np.ascontiguousarray(blobs["mtp_h_in"], dtype=np.float32)
     want = blobs["mtp_logits"].astype(np.float64)
     with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "src")
-        shutil.copytree(d, src)
-        for f in ("tokenizer.json", "tokenizer_config.json"):
-            shutil.copy(os.path.join(TOK, f), src)
-        out = os.path.join(tmp, "m.gguf")
-        r = subprocess.run([ferrox, "convert", src, "-o", out, "--type", "f32"], capture_output=True, text=True)
-        if r.returncode:
-            return f"| {name} | ferrox convert: {r.stderr.strip()[:120]} | |"
+        out, why = NEXTCHECK.convert(ferrox, d, tmp)
+        if why:
+            return f"| {name} | ferrox convert: {why} | |"
         mp = llama_cpp.llama_model_default_params()
         mp.load_mtp = True
         model = llama_cpp.llama_model_load_from_file(out.encode(), mp)

@@ -54,6 +54,18 @@ def main():
 QUIET = llama_cpp.llama_log_callback(lambda *a: None)  # kept: llama.cpp holds the pointer
 
 
+def convert(ferrox, d, tmp):
+    """Fixture d (with a 256-token tokenizer copied in) as an f32 GGUF in
+    tmp, by ferrox convert: (path, None), or (None, why)."""
+    src = os.path.join(tmp, "src")
+    shutil.copytree(d, src)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(TOK, f), src)
+    out = os.path.join(tmp, "m.gguf")
+    r = subprocess.run([ferrox, "convert", src, "-o", out, "--type", "f32"], capture_output=True, text=True)
+    return (None, r.stderr.strip()[:120]) if r.returncode else (out, None)
+
+
 def one(ferrox, name):
     llama_cpp.llama_log_set(QUIET, None)
     if True:
@@ -61,15 +73,9 @@ def one(ferrox, name):
         ref = json.load(open(os.path.join(d, "reference.json")))
         ids = ref["prompt_ids"]
         with tempfile.TemporaryDirectory() as tmp:
-            src = os.path.join(tmp, "src")
-            shutil.copytree(d, src)
-            for f in ("tokenizer.json", "tokenizer_config.json"):
-                shutil.copy(os.path.join(TOK, f), src)
-            out = os.path.join(tmp, "m.gguf")
-            r = subprocess.run([ferrox, "convert", src, "-o", out, "--type", "f32"],
-                               capture_output=True, text=True)
-            if r.returncode:
-                print(f"| {name} | ferrox convert: {r.stderr.strip()[:120]} | |")
+            out, why = convert(ferrox, d, tmp)
+            if why:
+                print(f"| {name} | ferrox convert: {why} | |")
                 return
             try:
                 m = llama_cpp.Llama(out, n_ctx=64, n_batch=64, n_threads=2, logits_all=True,
