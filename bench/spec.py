@@ -55,7 +55,8 @@ PASSAGE = (
 EDIT = ("Repeat the text above exactly, word for word, but write the numbers in words "
         "instead of digits.")
 
-# 2 (code): a source file whose next function repeats the earlier pattern.
+# 2 (code): a source file whose next function repeats the earlier pattern
+# (raw text, no chat template).
 CODE = '''import json
 from dataclasses import dataclass
 
@@ -97,8 +98,8 @@ def parse_retries(data: dict, config: Config) -> None:
         config.retries = data["retries"]
 
 
-def parse_verbose(data: dict, config: Config) -> None:
-'''
+def parse_verbose(data: dict, config: Config) -> None:'''  # no "\n" after the ':' (with one,
+# SmolLM2 closes a code block and explains the code instead of continuing)
 
 # 3 (story): a free story, nothing to copy.
 STORY = "Write a short story about a fox who finds a lost key in the forest."
@@ -227,6 +228,11 @@ def main():
     ap.add_argument("--raw", help="write every run (texts included) as JSON here")
     ap.add_argument("--logdir", default="/tmp")
     a = ap.parse_args()
+
+    def stop(sig, frame):  # so that `finally` stops the llama-servers
+        raise SystemExit(f"stopped by signal {sig}")
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     prompts = a.prompts.split(",")
     for k in prompts:
         prompt_text("x", k)
@@ -253,7 +259,7 @@ def main():
             for kind in prompts:
                 text = prompt_text(name, kind)
                 for s in servers.values():  # warm-up
-                    s.complete(text, min(a.n, 16))
+                    s.complete(text, min(a.n, 8))
                 res = {c: [] for c in CONFIGS}
                 for r in range(a.rounds):
                     order = CONFIGS[r % 4:] + CONFIGS[:r % 4]
