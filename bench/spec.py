@@ -101,13 +101,18 @@ def parse_retries(data: dict, config: Config) -> None:
 def parse_verbose(data: dict, config: Config) -> None:'''  # no "\n" after the ':' (with one,
 # SmolLM2 closes a code block and explains the code instead of continuing)
 
-# 3 (story): a free story, nothing to copy.
-STORY = "Write a short story about a fox who finds a lost key in the forest."
+# 3 (story): a free story, nothing to copy; a raw opening, not a chat turn
+# (the Gemma 3 270M GGUF is the base model, without a chat template: asked
+# for a story in a chat turn it echoes the request and repeats one token).
+STORY = ("Once upon a time, a young fox named Pip found a small brass key under the roots "
+         "of an old oak tree.")
 
 
 def chat(model, user):
     """The model's chat template around one user turn, written out (both
-    engines parse special tokens in the prompt text and add the BOS)."""
+    engines parse special tokens in the prompt text and add the BOS).
+    Gemma 3 270M here is the base model; its turn markers still make it
+    copy the passage."""
     if model.startswith("gemma"):
         return f"<start_of_turn>user\n{user}<end_of_turn>\n<start_of_turn>model\n"
     return (f"<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
@@ -121,7 +126,7 @@ def prompt_text(model, kind):
     if kind == "code":
         return CODE
     if kind == "story":
-        return chat(model, STORY)
+        return STORY
     raise SystemExit(f"unknown prompt {kind!r} (edit, code, story)")
 
 

@@ -13,7 +13,7 @@
 # repeat it with small edits (chat template written out; the answer copies,
 # lookup helps); code, a Python file whose next function repeats the
 # earlier ones (raw continuation; lookup helps partly); story, a free story
-# (chat template; lookup has little to copy).
+# (a raw opening line; lookup has little to copy, unless the model loops).
 # Four configurations per model and prompt, --rounds interleaved rounds (the
 # order rotated by one each round), after one warm-up request per server:
 #   ferrox plain   build/bin/ferrox run -m M -p P -n N --temp 0 --repeat-penalty 1 -t T
