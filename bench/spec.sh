@@ -43,7 +43,9 @@
 # rounds; ferrox spec / plain etc.: ratios of those medians; accepted /
 # drafted: first round (notes
 # below the table when rounds differ); "text = plain": every spec run's text
-# equals every plain run's (ferrox must: speculation is lossless); then
+# equals every plain run's (ferrox must: speculation is lossless; llama.cpp's
+# need not: its batched verification rows can flip a near tie, as Gemma 3
+# story did in the trial runs of 2026-12-05); then
 # notes: early stops, prompt token counts that differ between the engines,
 # where ferrox's plain text first differs from llama.cpp's.
 # Per-run progress on stderr; --raw FILE keeps every run (texts included).
