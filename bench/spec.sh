@@ -61,7 +61,7 @@ while [ $# -gt 0 ]; do
 	-t) threads=$2; shift 2 ;;
 	--models) models=$2; shift 2 ;;
 	-n|--rounds|--prompts|--size-n|--size-m|--draft-max|--raw) pass+=("$1" "$2"); shift 2 ;;
-	-h|--help) sed -n '2,52p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,/^set -e/{/^set -e/d;p}' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 done
