@@ -482,13 +482,15 @@ FX_API int fx_spec_drafter_create(const struct fx_spec_params *p, const struct f
 				  const struct fx_model *draft, uint32_t n_ctx, int32_t n_threads,
 				  struct fx_spec_drafter **out, struct fx_err *err);
 FX_API void fx_spec_drafter_free(struct fx_spec_drafter *d);
-/* draft-mtp: the target context's final hidden rows (its context created
- * with hidden = true) of batch rows row0 .. row0 + n, at sequence positions
- * pos0 .. pos0 + n, as the sequence keeps them (after a prompt's decode;
- * after a step, the rows fx_spec_accept kept: last and the accepted
- * drafts). Positions from pos0 + n on are forgotten. No-op without
- * draft-mtp. Errors: FX_E_INVALID (a row without a hidden state),
- * FX_E_NOMEM. */
+/* Tell the drafter what the target kept: batch rows row0 .. row0 + n at
+ * sequence positions pos0 .. pos0 + n (after a prompt's decode; after a
+ * step, the rows fx_spec_accept kept: last and the accepted drafts). After
+ * a step it sets the next draft's length: at most the accepted run + 1,
+ * doubled after a wholly accepted draft, up to n_max (so a text the drafts
+ * fail on costs short verifications only). draft-mtp also reads the rows'
+ * final hidden states (the target's context created with hidden = true);
+ * positions from pos0 + n on are forgotten. Errors: FX_E_INVALID (draft-mtp:
+ * a row without a hidden state), FX_E_NOMEM. */
 FX_API int fx_spec_drafter_observe(struct fx_spec_drafter *d, const struct fx_context *target_ctx,
 				   int32_t row0, int32_t pos0, int32_t n);
 /* Drafts continuing hist[0..n) (as fx_spec_draft) into draft[0..cap),

@@ -53,8 +53,9 @@ int cli_sampling_opt(int argc, char **argv, int *i, struct cli_sampling *s);
 void cli_sampling_apply(struct cli_sampling *s, const struct fx_model *m, int32_t n_ctx);
 
 /* Speculative decoding flags, llama.cpp's spellings (tools/main.c):
- * --spec-type LIST, --spec-draft-n-max / --draft / --draft-n / --draft-max N,
- * --spec-draft-n-min / --draft-min / --draft-n-min N,
+ * --spec-type LIST, --spec-draft-n-max N (and the older --draft / --draft-n /
+ * --draft-max, which llama.cpp now refuses), --spec-draft-n-min N (--draft-min,
+ * --draft-n-min), --spec-draft-p-min P (--draft-p-min),
  * --spec-ngram-simple-size-n N, --spec-ngram-simple-size-m N. Same
  * contract as cli_sampling_opt. */
 int cli_spec_opt(int argc, char **argv, int *i, struct fx_spec_params *sp);

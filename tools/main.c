@@ -71,8 +71,9 @@ const char cli_spec_help[] =
 	"                         -md), none (default); both: ngram first\n"
 	"  -md, --model-draft F   the draft model (same vocabulary; implies draft-simple)\n"
 	"  --spec-draft-p-min P   draft-simple: stop below this top-token probability (default 0)\n"
-	"  --spec-draft-n-max N   most tokens drafted per step (default 16; --draft-max)\n"
-	"  --spec-draft-n-min N   fewer drafted: verify none (default 0; --draft-min)\n"
+	"  --spec-draft-n-max N   most tokens drafted per step, by any drafter (default 16; older\n"
+	"                         llama.cpp's --draft-max, which it now refuses, is taken too)\n"
+	"  --spec-draft-n-min N   fewer drafted: verify none (default 0; also --draft-min)\n"
 	"  --spec-ngram-simple-size-n N  tokens matched (default 12)\n"
 	"  --spec-ngram-simple-size-m N  tokens copied after a match, at most (default 48)\n";
 

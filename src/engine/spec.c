@@ -104,6 +104,12 @@ struct fx_spec_drafter {
 	int32_t n_mheld, cap_m;
 	float *hin;                /* [n_max + 1 + ...][d] hidden inputs of a catch-up batch */
 	int32_t cap_in;
+	/* The draft length adapts to what the target accepts: after a step
+	 * the next draft is at most its accepted run + 1, doubled after a
+	 * wholly accepted one (up to n_max), so a text drafts fail on pays
+	 * for short verifications only. */
+	int32_t k_cur;             /* the next draft's length, at most */
+	int32_t last_k;            /* tokens last drafted, -1 when no step is pending */
 };
 
 int fx_spec_drafter_create(const struct fx_spec_params *p, const struct fx_model *target,
@@ -127,6 +133,8 @@ int fx_spec_drafter_create(const struct fx_spec_params *p, const struct fx_model
 	if (!d)
 		return fx_fail(err, FX_E_NOMEM, "no memory for a drafter");
 	d->p = *p;
+	d->k_cur = p->n_max;
+	d->last_k = -1;
 	if (p->types & FX_SPEC_DRAFT_MTP) {
 		struct fx_context_params cp = fx_context_default_params();
 		cp.n_ctx = n_ctx;
@@ -233,6 +241,12 @@ static bool grow(void **buf, int32_t *cap, int32_t n, size_t sz)
 int fx_spec_drafter_observe(struct fx_spec_drafter *d, const struct fx_context *target_ctx, int32_t row0,
 			    int32_t pos0, int32_t n)
 {
+	if (d && d->last_k > 0 && n >= 1) {
+		int32_t acc = n - 1; /* the rows kept after last: accepted drafts */
+		d->k_cur = acc >= d->last_k ? (d->k_cur < d->p.n_max / 2 ? 2 * d->k_cur : d->p.n_max) : acc + 1;
+	}
+	if (d)
+		d->last_k = -1;
 	if (!d || !d->mctx)
 		return FX_OK;
 	if (pos0 < 0 || n < 0 || pos0 > d->n_h)
@@ -317,6 +331,9 @@ static int32_t draft_mtp(struct fx_spec_drafter *d, const fx_token *hist, int32_
 	return k;
 }
 
+static int32_t propose(struct fx_spec_drafter *d, const fx_token *hist, int32_t n, fx_token *draft,
+		       int32_t cap);
+
 int32_t fx_spec_drafter_draft(struct fx_spec_drafter *d, const fx_token *hist, int32_t n, fx_token *draft,
 			      int32_t cap)
 {
@@ -324,6 +341,16 @@ int32_t fx_spec_drafter_draft(struct fx_spec_drafter *d, const fx_token *hist, i
 		return 0;
 	if (cap > d->p.n_max)
 		cap = d->p.n_max;
+	if (cap > d->k_cur)
+		cap = d->k_cur > 0 ? d->k_cur : 1;
+	d->last_k = propose(d, hist, n, draft, cap);
+	return d->last_k;
+}
+
+/* fx_spec_drafter_draft's proposers in turn, at most cap tokens. */
+static int32_t propose(struct fx_spec_drafter *d, const fx_token *hist, int32_t n, fx_token *draft,
+		       int32_t cap)
+{
 	int32_t k = fx_spec_draft(&d->p, hist, n, draft, cap);
 	if (k > 0 || cap <= 0)
 		return k;
