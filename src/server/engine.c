@@ -184,6 +184,7 @@ static int choice_start(struct engine *E, struct srv_choice *c)
 			return FX_E_NOMEM;
 		memcpy(c->hist, c->req->prompt, (size_t)c->req->n_prompt * sizeof(*c->hist));
 		c->n_hist = c->req->n_prompt;
+		c->draft_len = g->spec.n_max;
 	}
 	return FX_OK;
 }
@@ -368,6 +369,8 @@ static const char *rows_step(struct engine *E, struct srv_choice *c, int32_t fir
 		c->draft_n += k;
 		E->st_drafts++;
 		E->st_draft_tokens += (uint64_t)k;
+		int32_t nm = c->req->g.spec.n_max;
+		c->draft_len = i >= k ? (c->draft_len < nm / 2 ? 2 * c->draft_len : nm) : i + 1;
 	}
 	/* keep last and the i drafts sampled: the next row is c->last */
 	if (i < k && fx_seq_rm(s->ctx, c->seq, (uint32_t)(past - k + i)) && !f) {
@@ -522,6 +525,8 @@ static int32_t draft(struct engine *E, struct srv_choice *c, int32_t budget)
 {
 	const struct srv_gen *g = &c->req->g;
 	int64_t cap = budget < SRV_SPEC_STEP_MAX ? budget : SRV_SPEC_STEP_MAX;
+	if (c->draft_len < cap)
+		cap = c->draft_len > 0 ? c->draft_len : 1;
 	if (g->max_tokens >= 0 && (int64_t)g->max_tokens - c->n_gen - 1 < cap)
 		cap = (int64_t)g->max_tokens - c->n_gen - 1;
 	int64_t room = (int64_t)E->s->n_ctx_seq - 2 - fx_seq_n_past(E->s->ctx, c->seq);

@@ -160,6 +160,9 @@ struct srv_choice {
 	int32_t n_hist, hist_cap;
 	fx_token draft[SRV_SPEC_STEP_MAX]; /* this step's drafts, after last */
 	int32_t n_draft;           /* of them in this step's batch */
+	int32_t draft_len;         /* the next draft's length, at most: the accepted run + 1
+				    * after a step, doubled after a wholly accepted one
+				    * (fx_spec_drafter's rule) */
 	int32_t step_gen;          /* tokens sampled this step */
 	int64_t draft_n, draft_n_accepted; /* drafted, and kept, over the choice
 					    * (llama-server's timings) */
