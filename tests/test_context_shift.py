@@ -51,7 +51,7 @@ def run(binary, model, *extra):
 def expected_shifts(n_prompt, n_keep):
     """The shifts run.c's loop makes: before each decode at a full context."""
     n_past, shifts = n_prompt, 0
-    for _ in range(N_PREDICT):  # every emitted token is decoded, the last one too
+    for _ in range(N_PREDICT - 1):  # every emitted token is decoded but the last (-n reached)
         if n_past >= CTX:
             n_past -= (n_past - n_keep) // 2
             shifts += 1
