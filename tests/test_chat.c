@@ -104,6 +104,26 @@ static void error_messages(void)
 	       rc, err.msg);
 	rc = fx_chat_render("{{ [1, 2][1, 0:1] }}", "[]", NULL, NULL, false, NULL, NULL, 1, &p, &err);
 	CHECKF(rc == FX_E_FORMAT, "rc %d msg %s", rc, err.msg);
+	/* loops nested twelve deep over ten items (fuzz_chat's second
+	 * campaign: twenty over the messages ran for hours): 10^12 iterations
+	 * would never finish; the render stops at CHAT_MAX_STEPS with an
+	 * error; three deep (1,110 iterations) renders. */
+	{
+		char t[1024] = "", *q = t;
+		for (int i = 0; i < 12; i++)
+			q += sprintf(q, "{%% for a%d in range(10) %%}", i);
+		q += sprintf(q, "x");
+		for (int i = 0; i < 12; i++)
+			q += sprintf(q, "{%% endfor %%}");
+		rc = fx_chat_render(t, "[]", NULL, NULL, false, NULL, NULL, 1, &p, &err);
+		CHECKF(rc == FX_E_INVALID && strstr(err.msg, "loop iterations"), "rc %d msg %s", rc, err.msg);
+		rc = fx_chat_render("{% for a in range(10) %}{% for b in range(10) %}{% for c in range(10) %}"
+				    "x{% endfor %}{% endfor %}{% endfor %}", "[]", NULL, NULL, false, NULL, NULL, 1,
+				    &p, &err);
+		CHECKF(rc == FX_OK, "rc %d msg %s", rc, err.msg);
+		if (rc == FX_OK)
+			fx_chat_prompt_free(p);
+	}
 	fx_chat_prompt_free(NULL);
 	/* A slice index that is not an integer is an error naming it (jinja2:
 	 * TypeError; expect.json has more). It was read as a bool after the

@@ -673,6 +673,11 @@ static int exec_for(struct ev *e, const struct node *n, struct frame *f, struct 
 		for (size_t i = 0; i < items.l->n && !rc; i++) {
 			struct frame tf = { .parent = f };
 			struct value c;
+			if (++e->steps > CHAT_MAX_STEPS) {
+				rc = ev_fail(e, "more than %u loop iterations: a template that would not "
+					     "finish", CHAT_MAX_STEPS);
+				break;
+			}
 			if (!(rc = assign(e, n, &tf, v_ref(items.l->a[i]))) && !(rc = eval(e, n->b, &tf, &c))) {
 				if (v_truthy(&c) && !list_push(kept.l, v_ref(items.l->a[i])))
 					rc = ev_oom(e);
@@ -690,6 +695,11 @@ static int exec_for(struct ev *e, const struct node *n, struct frame *f, struct 
 	for (size_t i = 0; i < items.l->n && !rc; i++) {
 		struct frame lf = { .parent = f };
 		struct value loop;
+		if (++e->steps > CHAT_MAX_STEPS) {
+			rc = ev_fail(e, "more than %u loop iterations: a template that would not finish",
+				     CHAT_MAX_STEPS);
+			break;
+		}
 		if (!(rc = loop_dict(e, items.l, i, &loop)) &&
 		    !(rc = frame_set(&lf, "loop", loop) ? ev_oom(e) : FX_OK) &&
 		    !(rc = assign(e, n, &lf, v_ref(items.l->a[i]))) && !(rc = frame_enter(e, &lf, n->scope)))

@@ -22,7 +22,14 @@ struct ev {
 	int64_t now;          /* strftime_now's time (seconds since the epoch) */
 	int depth;            /* macro call depth */
 	int flow;             /* FLOW_* after break / continue */
+	uint64_t steps;       /* loop iterations so far (CHAT_MAX_STEPS) */
 };
+
+/* Most loop iterations one render may take: a template whose nested loops
+ * would run for hours (found by fuzz_chat: twenty loops over the messages,
+ * nested) is an error instead. Real templates take a few per message:
+ * this allows conversations of some 100,000 messages. */
+#define CHAT_MAX_STEPS 2000000u
 
 enum { FLOW_NONE, FLOW_BREAK, FLOW_CONTINUE };
 
