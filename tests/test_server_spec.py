@@ -162,9 +162,22 @@ def run_model(model, name, cases, extra):
                 st, _, data = spec.post("/v1/completions", {"prompt": "x", field: v})
                 err = json.loads(data)["error"]
                 assert st == 400 and err["param"] == field and err["message"], (field, v, st, err)
+            # the same fields in a "speculative" object; a non-object is refused
+            for body in ({"speculative": {"n_max": -1}}, {"speculative": {"type": "draft-mtp"}},
+                         {"speculative": "x"}, {"speculative": [8]}):
+                st, _, data = spec.post("/v1/completions", {"prompt": "x", **body})
+                err = json.loads(data)["error"]
+                assert st == 400 and err["message"], (body, st, err)
             st, _, data = spec.raw("GET", "/health")
             assert st == 200, st
         check(f"{name}: bad speculative.* values: 400 naming the field", bad_values)
+
+        def nested_off():
+            r = completion(spec, temperature=0, speculative={"n_max": 0})
+            assert "draft_n" not in r["timings"], r["timings"]
+            r = completion(spec, temperature=0, speculative={"n_max": 4})
+            assert r["timings"].get("draft_n", 0) > 0, r["timings"]
+        check(f"{name}: a \"speculative\" object overrides too (n_max 0: no drafts)", nested_off)
     finally:
         st = spec.stop()
         T.server = None

@@ -66,15 +66,16 @@ void cli_sampling_init(struct cli_sampling *s)
 }
 
 const char cli_spec_help[] =
-	"  --spec-type LIST       speculative decoding: ngram-simple (drafts copied from where\n"
-	"                         the last tokens occurred before), draft-simple (a draft model,\n"
-	"                         -md), none (default); both: ngram first\n"
-	"  -md, --model-draft F   the draft model (same vocabulary; implies draft-simple)\n"
+	"  --spec-type LIST       speculative decoding, comma-separated: ngram-simple (drafts\n"
+	"                         copied from where the last tokens occurred before; run, chat,\n"
+	"                         serve), draft-simple (a draft model, -md; run, chat), draft-mtp\n"
+	"                         (the model's own MTP block; run, chat), none (default)\n"
+	"  -md, --model-draft F   run, chat: the draft model (same vocabulary; implies draft-simple)\n"
 	"  --spec-draft-p-min P   draft-simple: stop below this top-token probability (default 0)\n"
 	"  --spec-draft-n-max N   most tokens drafted per step, by any drafter (default 16; older\n"
 	"                         llama.cpp's --draft-max, which it now refuses, is taken too)\n"
-	"  --spec-draft-n-min N   fewer drafted: verify none (default 0; also --draft-min)\n"
-	"  --spec-ngram-simple-size-n N  tokens matched (default 12)\n"
+	"  --spec-draft-n-min N   a step with fewer drafts verifies none (default 0; --draft-min)\n"
+	"  --spec-ngram-simple-size-n N  tokens matched (default 12; 3-4 suit short texts)\n"
 	"  --spec-ngram-simple-size-m N  tokens copied after a match, at most (default 48)\n";
 
 int cli_spec_opt(int argc, char **argv, int *i, struct fx_spec_params *sp)

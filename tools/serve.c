@@ -80,8 +80,9 @@ static void usage(FILE *f)
 		"auto (default, as vLLM): sampling fields a request leaves out (temperature, top_k,\n"
 		"top_p, min_p, repetition_penalty) take the model's own defaults\n"
 		"(generation_config.json, or the GGUF's general.sampling.* keys); none: OpenAI's.\n"
-		"Speculative decoding (llama-server's flags; a request may override them with\n"
-		"speculative.n_max, .n_min, .type, .ngram_size_n, .ngram_size_m; n_max 0: off).\n"
+		"Speculative decoding (ngram-simple; llama-server's flags; a request may override\n"
+		"them with the fields \"speculative.n_max\", .n_min, .type, .ngram_size_n,\n"
+		".ngram_size_m, or the same in an object \"speculative\": {\"n_max\": 8}; n_max 0: off).\n"
 		"The output is what plain decoding gives for the same seed:\n%s",
 		cli_spec_help);
 }

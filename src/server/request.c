@@ -329,21 +329,21 @@ void srv_gen_fini(struct srv_gen *g)
 	memset(g, 0, sizeof(*g));
 }
 
-bool srv_spec_parse(const cJSON *body, const struct fx_spec_params *defaults, struct srv_gen *g,
-		    struct srv_error *e)
+/* The speculative fields of one object (the body with llama-server's
+ * dotted names, pre "speculative.", or the nested "speculative" object,
+ * pre ""), into sp's working values. */
+static bool spec_fields(const cJSON *o, const char *pre, struct fx_spec_params *sp, int64_t v[4],
+			double *p_min, struct srv_error *e)
 {
-	struct fx_spec_params sp = defaults ? *defaults : fx_spec_default_params();
-	int64_t n_max = sp.n_max, n_min = sp.n_min, size_n = sp.ngram_size_n,
-		size_m = sp.ngram_size_m;
-	double p_min = 0;
-	/* llama-server's names, dots included (its server-schema.cpp) */
-	if (!get_int(body, "speculative.n_max", 0, 1024, &n_max, e) ||
-	    !get_int(body, "speculative.n_min", 0, 1024, &n_min, e) ||
-	    !get_num(body, "speculative.p_min", 0, 1, &p_min, e) ||
-	    !get_int(body, "speculative.ngram_size_n", 1, 1024, &size_n, e) ||
-	    !get_int(body, "speculative.ngram_size_m", 1, 1024, &size_m, e))
+	static const char *const names[] = { "n_max", "n_min", "ngram_size_n", "ngram_size_m" };
+	static const int64_t lo[] = { 0, 0, 1, 1 };
+	char k[64];
+	for (int i = 0; i < 4; i++)
+		if (!get_int(o, (snprintf(k, sizeof(k), "%s%s", pre, names[i]), k), lo[i], 1024, &v[i], e))
+			return false;
+	if (!get_num(o, (snprintf(k, sizeof(k), "%sp_min", pre), k), 0, 1, p_min, e))
 		return false;
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(body, "speculative.type");
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, (snprintf(k, sizeof(k), "%stype", pre), k));
 	if (t && !cJSON_IsNull(t)) {
 		struct fx_err err;
 		if (!cJSON_IsString(t)) {
@@ -352,17 +352,38 @@ bool srv_spec_parse(const cJSON *body, const struct fx_spec_params *defaults, st
 				      "\"none\"");
 			return false;
 		}
-		if (fx_spec_types_parse(t->valuestring, &sp.types, &err)) {
+		if (fx_spec_types_parse(t->valuestring, &sp->types, &err)) {
 			srv_error_set(e, 400, E_INV, "speculative.type", "'speculative.type': %s",
 				      err.msg);
 			return false;
 		}
-		if (sp.types & ~(uint32_t)FX_SPEC_NGRAM_SIMPLE) {
+		if (sp->types & ~(uint32_t)FX_SPEC_NGRAM_SIMPLE) {
 			srv_error_set(e, 400, E_INV, "speculative.type", "'speculative.type': the server "
 				      "drafts with ngram-simple only");
 			return false;
 		}
 	}
+	return true;
+}
+
+bool srv_spec_parse(const cJSON *body, const struct fx_spec_params *defaults, struct srv_gen *g,
+		    struct srv_error *e)
+{
+	struct fx_spec_params sp = defaults ? *defaults : fx_spec_default_params();
+	int64_t v[4] = { sp.n_max, sp.n_min, sp.ngram_size_n, sp.ngram_size_m };
+	double p_min = 0;
+	/* llama-server's names, dots included (its server-schema.cpp), or the
+	 * same fields in a "speculative" object (which wins) */
+	const cJSON *sub = cJSON_GetObjectItemCaseSensitive(body, "speculative");
+	if (sub && !cJSON_IsNull(sub) && !cJSON_IsObject(sub)) {
+		srv_error_set(e, 400, E_INV, "speculative", "'speculative' must be an object such as "
+			      "{\"n_max\": 8}");
+		return false;
+	}
+	if (!spec_fields(body, "speculative.", &sp, v, &p_min, e) ||
+	    (sub && cJSON_IsObject(sub) && !spec_fields(sub, "", &sp, v, &p_min, e)))
+		return false;
+	int64_t n_max = v[0], n_min = v[1], size_n = v[2], size_m = v[3];
 	sp.n_max = (int32_t)n_max;
 	sp.n_min = (int32_t)n_min;
 	sp.ngram_size_n = (int32_t)size_n;
