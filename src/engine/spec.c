@@ -196,34 +196,6 @@ static fx_token greedy(const float *l, int32_t nv, float *prob)
 	return best;
 }
 
-/* The draft model's context holds hist[0..n) afterwards: the prefix it
- * shares with what it held stays, the rest is rolled back, the new tokens
- * decoded (the last row's logits kept); room for extra more in held.
- * False on failure (the context is then emptied). */
-static bool sync_draft(struct fx_spec_drafter *d, const fx_token *hist, int32_t n, int32_t extra)
-{
-	int32_t c = 0;
-	while (c < d->n_held && c < n - 1 && d->held[c] == hist[c])
-		c++;
-	if (n + extra > d->cap) {
-		int32_t cap = (n + extra) * 2 + 64;
-		fx_token *h = fx_realloc_array(d->held, (size_t)cap, sizeof(*h));
-		if (!h)
-			return false;
-		d->held = h;
-		d->cap = cap;
-	}
-	if ((uint32_t)n + 1 > fx_context_n_ctx(d->dctx) || fx_seq_rm(d->dctx, 0, (uint32_t)c) ||
-	    fx_decode(d->dctx, hist + c, n - c, false)) {
-		fx_context_reset(d->dctx);
-		d->n_held = 0;
-		return false;
-	}
-	memcpy(d->held + c, hist + c, (size_t)(n - c) * sizeof(*hist));
-	d->n_held = n;
-	return true;
-}
-
 /* Grow *buf to hold n items of size sz (*cap items). */
 static bool grow(void **buf, int32_t *cap, int32_t n, size_t sz)
 {
@@ -235,6 +207,36 @@ static bool grow(void **buf, int32_t *cap, int32_t n, size_t sz)
 		return false;
 	*buf = p;
 	*cap = c;
+	return true;
+}
+
+/* How many of the first n - 1 tokens of hist a context holding held[0..m)
+ * keeps (the last one is always decoded again, for its logits). */
+static int32_t common_prefix(const fx_token *held, int32_t m, const fx_token *hist, int32_t n)
+{
+	int32_t c = 0;
+	while (c < m && c < n - 1 && held[c] == hist[c])
+		c++;
+	return c;
+}
+
+/* The draft model's context holds hist[0..n) afterwards: the prefix it
+ * shares with what it held stays, the rest is rolled back, the new tokens
+ * decoded (the last row's logits kept); room for extra more in held.
+ * False on failure (the context is then emptied). */
+static bool sync_draft(struct fx_spec_drafter *d, const fx_token *hist, int32_t n, int32_t extra)
+{
+	int32_t c = common_prefix(d->held, d->n_held, hist, n);
+	if (!grow((void **)&d->held, &d->cap, n + extra, sizeof(*hist)))
+		return false;
+	if ((uint32_t)n + 1 > fx_context_n_ctx(d->dctx) || fx_seq_rm(d->dctx, 0, (uint32_t)c) ||
+	    fx_decode(d->dctx, hist + c, n - c, false)) {
+		fx_context_reset(d->dctx);
+		d->n_held = 0;
+		return false;
+	}
+	memcpy(d->held + c, hist + c, (size_t)(n - c) * sizeof(*hist));
+	d->n_held = n;
 	return true;
 }
 
@@ -271,9 +273,7 @@ int fx_spec_drafter_observe(struct fx_spec_drafter *d, const struct fx_context *
  * fails (the context then emptied). */
 static int32_t sync_mtp(struct fx_spec_drafter *d, const fx_token *hist, int32_t n)
 {
-	int32_t c = 0;
-	while (c < d->n_mheld && c < n - 1 && d->mheld[c] == hist[c])
-		c++;
+	int32_t c = common_prefix(d->mheld, d->n_mheld, hist, n);
 	if (d->n_h < n - 1 || (uint32_t)n + 1 > fx_context_n_ctx(d->mctx) ||
 	    !grow((void **)&d->mheld, &d->cap_m, n, sizeof(*hist)) ||
 	    !grow((void **)&d->hin, &d->cap_in, n - c, (size_t)d->d * sizeof(float)))
