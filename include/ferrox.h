@@ -213,6 +213,8 @@ struct fx_context_params {
 			     * sequence can take back (fx_seq_rm), the state after each
 			     * kept (memory: n_rollback states a sequence); what
 			     * speculative decoding needs for its drafts (0: none) */
+	bool kv_events;     /* record the prefix cache's changes for fx_context_kv_events
+			     * (false: nothing recorded, nothing to drain) */
 };
 
 /* Which compute kernels a context runs. AUTO picks the fastest set the CPU
@@ -314,6 +316,37 @@ FX_API int32_t fx_context_kv_blocks_total(const struct fx_context *ctx);
  * instead of recomputing, with bit-identical results; idle cached blocks
  * are evicted least recently used first. */
 FX_API int64_t fx_context_prefix_hits(const struct fx_context *ctx);
+
+/* ---- KV-cache events ----
+ * What the paged layout's prefix cache holds, as a stream of changes
+ * (vLLM's KV-cache events, which prefix-aware routers consume): a full
+ * block of block_size tokens is STORED when a later prompt starting with
+ * the same tokens could reuse it, REMOVED when it is evicted or
+ * overwritten; CLEARED says to forget every block announced before (sent
+ * after the log could not grow: what is still held is then unannounced,
+ * never the reverse). A hash covers the block's tokens and its parent's
+ * hash (0: the first block of a prompt), FNV-1a 64 (src/kv/paged.c).
+ * Models with sliding-window layers announce their full-attention layers'
+ * blocks (a prompt reuses them where the sliding layers still hold its
+ * last window too); the contiguous layout and models with recurrent layers
+ * keep no reusable blocks this way and announce nothing. */
+enum fx_kv_event_kind { FX_KV_EVENT_STORED = 1, FX_KV_EVENT_REMOVED = 2, FX_KV_EVENT_CLEARED = 3 };
+
+struct fx_kv_event {
+	int32_t kind;           /* enum fx_kv_event_kind */
+	int32_t n_tokens;       /* STORED: the block's tokens (block_size); else 0 */
+	uint64_t hash;          /* STORED, REMOVED: the block's hash (never 0) */
+	uint64_t parent;        /* STORED: the previous block's hash, 0: none */
+	const fx_token *tokens; /* STORED: [n_tokens], valid during the call only */
+};
+
+typedef void (*fx_kv_event_fn)(void *arg, const struct fx_kv_event *ev);
+
+/* Hand every event recorded since the last call to fn, oldest first, and
+ * forget them. Recorded only with fx_context_params.kv_events (else
+ * nothing). Call between decodes, from the thread that decodes. Returns
+ * the number of events handed over. */
+FX_API int64_t fx_context_kv_events(struct fx_context *ctx, fx_kv_event_fn fn, void *arg);
 
 /* Bytes the context holds: *kv_bytes in K/V caches (allocated, used or
  * not), *scratch_bytes in per-step activation buffers and logits. With

@@ -120,7 +120,7 @@ static void check_alloc_order(void)
 	struct kv_geom g = { .n_layer = 1, .k_width = 32, .v_width = 32, .k_type = FX_TYPE_F16,
 			     .v_type = FX_TYPE_F16, .window = window };
 	struct kv_backing *b = NULL;
-	CHECK(kv_paged_create(&g, A_SEQ, A_BLOCKS * A_BS, A_BS, A_BLOCKS * A_BS, &b) == 0);
+	CHECK(kv_paged_create(&g, A_SEQ, A_BLOCKS * A_BS, A_BS, A_BLOCKS * A_BS, false, &b) == 0);
 	if (!b)
 		return;
 	/* A partial block is not cached: released, it is the next one out,
@@ -179,7 +179,7 @@ static void check_group_widths(void)
 			     .layer_v_width = vw, .k_type = FX_TYPE_F32, .v_type = FX_TYPE_F32,
 			     .window = window };
 	struct kv_backing *b = NULL;
-	CHECK(kv_paged_create(&g, 2, 64, 4, 16, &b) == 0);
+	CHECK(kv_paged_create(&g, 2, 64, 4, 16, false, &b) == 0);
 	if (!b)
 		return;
 	struct kv_view v = kv_seq_view(b, 0);
@@ -194,7 +194,7 @@ static void check_group_widths(void)
 	static const int64_t wide[3] = { 64, 128, 16 };
 	g.layer_k_width = wide;
 	b = NULL;
-	CHECK(kv_paged_create(&g, 2, 64, 4, 16, &b) == FX_E_INVALID && !b);
+	CHECK(kv_paged_create(&g, 2, 64, 4, 16, false, &b) == FX_E_INVALID && !b);
 }
 
 int main(void)

@@ -104,7 +104,8 @@ static int kv_for(struct fx_context *c, const struct fx_context_params *p, struc
 			     .rs_floats = c->mtp ? 0 : hp->rs_floats,
 			     .rs_rollback = (int32_t)c->n_rollback };
 	struct kv_shape sh = { .n_seq = (int32_t)c->n_seq_max, .n_ctx = (int32_t)c->n_ctx,
-			       .n_ubatch = (int32_t)c->n_ubatch, .block_size = (int32_t)p->block_size };
+			       .n_ubatch = (int32_t)c->n_ubatch, .block_size = (int32_t)p->block_size,
+			       .events = p->kv_events };
 	int rc = kv_backing_create(p->kv_layout, &g, &sh, &c->kv, err);
 	fx_free(window);
 	fx_free(kw);
@@ -446,6 +447,11 @@ int64_t fx_context_prefix_hits(const struct fx_context *c)
 	struct kv_stats st;
 	kv_get_stats(c->kv, &st);
 	return st.prefix_hit_tokens;
+}
+
+int64_t fx_context_kv_events(struct fx_context *c, fx_kv_event_fn fn, void *arg)
+{
+	return c && fn ? kv_events(c->kv, fn, arg) : 0;
 }
 
 uint32_t fx_context_n_past(const struct fx_context *c)

@@ -26,7 +26,7 @@ static int make_paged(const struct kv_geom *g, const struct kv_shape *s, struct 
 	if (s->block_size <= 0 || s->block_size > s->n_ctx)
 		return fx_fail(err, FX_E_INVALID, "block size %d must be in [1, n_ctx %d]",
 			       s->block_size, s->n_ctx);
-	int rc = kv_paged_create(g, s->n_seq, s->n_ctx, s->block_size, s->n_ubatch, out);
+	int rc = kv_paged_create(g, s->n_seq, s->n_ctx, s->block_size, s->n_ubatch, s->events, out);
 	if (rc)
 		return fx_fail(err, rc, "no memory for a KV pool of %d tokens (try a smaller -c)",
 			       s->n_ctx);

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ferrox.h"
 #include "kv/kv.h"
 
 /* What a backing stores per layer: K rows of k_width and V rows of v_width
@@ -82,6 +83,7 @@ struct kv_ops {
 	void (*destroy)(struct kv_backing *b);
 	int32_t (*snap_every)(const struct kv_backing *b); /* NULL: 0 */
 	int32_t (*reach)(const struct kv_backing *b); /* kv_reach; NULL: n_ctx */
+	int64_t (*events)(struct kv_backing *b, fx_kv_event_fn fn, void *arg); /* NULL: none */
 };
 
 struct kv_backing {
@@ -93,6 +95,7 @@ struct kv_backing {
  * block_size for backings in blocks. */
 struct kv_shape {
 	int32_t n_seq, n_ctx, n_ubatch, block_size;
+	bool events; /* record prefix-cache events (kv_events) */
 };
 
 struct fx_err;
@@ -118,7 +121,7 @@ int kv_contig_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx,
  * n_ubatch + two partial blocks per sequence). Full blocks of both groups are kept in a prefix
  * cache keyed by their tokens. Errors as kv_contig_create. */
 int kv_paged_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx, int32_t block_size,
-		    int32_t n_ubatch, struct kv_backing **out);
+		    int32_t n_ubatch, bool events, struct kv_backing **out);
 
 /* Recurrent (src/kv/recurrent.c): inner keeps the attention layers' K/V
  * and every sequence's position; each of n_seq sequences also owns a slot
@@ -258,6 +261,14 @@ static inline int32_t kv_reach(const struct kv_backing *b)
 static inline int32_t kv_snap_every(const struct kv_backing *b)
 {
 	return b->ops->snap_every ? b->ops->snap_every(b) : 0;
+}
+
+/* Hand the prefix-cache events recorded since the last call to fn, oldest
+ * first (fx_context_kv_events); returns how many. Backings without a
+ * prefix cache, or created without events, have none. */
+static inline int64_t kv_events(struct kv_backing *b, fx_kv_event_fn fn, void *arg)
+{
+	return b->ops->events ? b->ops->events(b, fn, arg) : 0;
 }
 
 static inline void kv_get_stats(const struct kv_backing *b, struct kv_stats *st)

@@ -52,6 +52,7 @@ struct kv_pool {
 	uint64_t clock;
 	int32_t n_cached_idle;  /* cached blocks with no reference (evictable) */
 	int64_t n_hit_blocks;   /* prefix-cache hits, for reports */
+	struct kv_ev_log *log;  /* prefix-cache events (paged.c), or NULL: not recorded */
 };
 
 /* The paged layout's pools, shared by all sequences. Layers are grouped by

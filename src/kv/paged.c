@@ -56,6 +56,78 @@ static int32_t pool_used(const struct kv_pool *p)
 	return p->n_blocks - p->n_free - p->n_cached_idle;
 }
 
+/* ---- prefix-cache events (fx_context_kv_events) ----------------------
+ * The log of one pool: the pool whose blocks decide whether a prefix is
+ * reused (full attention; the sliding group only when there is no other).
+ * A record that cannot grow the log empties it and marks it lost: the
+ * drain then starts with CLEARED, so a consumer never believes in a block
+ * the pool does not hold. */
+struct kv_ev_log {
+	struct fx_kv_event *ev; /* [cap]; a STORED event's tokens point into tok
+				 * only while draining (tok_off until then) */
+	int64_t *tok_off;       /* [cap] */
+	int64_t n, cap;
+	int32_t *tok;           /* [tok_cap] */
+	int64_t n_tok, tok_cap;
+	bool lost;
+};
+
+static void ev_record(struct kv_ev_log *L, int32_t kind, uint64_t hash, uint64_t parent,
+		      const int32_t *tok, int32_t n_tok)
+{
+	if (!L)
+		return;
+	if (L->n == L->cap) {
+		int64_t c = L->cap ? 2 * L->cap : 64;
+		struct fx_kv_event *e = fx_realloc_array(L->ev, (size_t)c, sizeof(*e));
+		if (e)
+			L->ev = e;
+		int64_t *o = e ? fx_realloc_array(L->tok_off, (size_t)c, sizeof(*o)) : NULL;
+		if (!o)
+			goto lose;
+		L->tok_off = o;
+		L->cap = c;
+	}
+	if (L->n_tok + n_tok > L->tok_cap) {
+		int64_t c = L->tok_cap ? L->tok_cap : 1024;
+		while (c < L->n_tok + n_tok)
+			c *= 2;
+		int32_t *t = fx_realloc_array(L->tok, (size_t)c, sizeof(*t));
+		if (!t)
+			goto lose;
+		L->tok = t;
+		L->tok_cap = c;
+	}
+	L->ev[L->n] = (struct fx_kv_event){ .kind = kind, .n_tokens = n_tok, .hash = hash,
+					    .parent = parent };
+	L->tok_off[L->n++] = L->n_tok;
+	if (n_tok)
+		memcpy(L->tok + L->n_tok, tok, (size_t)n_tok * sizeof(*tok));
+	L->n_tok += n_tok;
+	return;
+lose:
+	L->lost = true; /* and later events are recorded after the loss */
+	L->n = L->n_tok = 0;
+}
+
+static void ev_log_free(struct kv_ev_log *L)
+{
+	if (!L)
+		return;
+	fx_free(L->ev);
+	fx_free(L->tok_off);
+	fx_free(L->tok);
+	fx_free(L);
+}
+
+/* Block b of p is no longer what its key says (evicted or rewritten). */
+static void forget_key(struct kv_pool *p, int32_t b)
+{
+	if (p->key[b])
+		ev_record(p->log, FX_KV_EVENT_REMOVED, p->key[b], 0, NULL, 0);
+	p->key[b] = 0;
+}
+
 /* A cached block keeps its contents when its last reference goes. */
 static void unref(struct kv_pool *p, int32_t b)
 {
@@ -80,7 +152,7 @@ static int32_t take_block(struct kv_pool *p)
 		for (int32_t i = 0; i < p->n_blocks; i++)
 			if (!p->ref[i] && p->key[i] && (b < 0 || p->last_use[i] < p->last_use[b]))
 				b = i;
-		p->key[b] = 0;
+		forget_key(p, b);
 		p->n_cached_idle--;
 	}
 	p->ref[b] = 1;
@@ -281,6 +353,12 @@ static int pb_reserve(struct kv_backing *b, int32_t seq, int32_t n)
 			copy_block(p, nb, q->t[g].blocks[first]);
 			unref(p, q->t[g].blocks[first]);
 			q->t[g].blocks[first] = nb;
+		} else if (q->n_tokens % bs && first < q->t[g].n_blocks && q->t[g].blocks[first] >= 0) {
+			/* A private cached block written in place (after a roll-
+			 * back into it) is no longer what its key says. Checked
+			 * here, not at the roll-back: the block may have been
+			 * shared then and private now. */
+			forget_key(p, q->t[g].blocks[first]);
 		}
 		while (q->t[g].n_blocks <= last)
 			q->t[g].blocks[q->t[g].n_blocks++] = take_block(p);
@@ -308,13 +386,17 @@ static void key_full_blocks(struct paged_backing *pb, struct pseq *q)
 	while ((q->n_keyed + 1) * bs <= q->n_tokens &&
 	       (!q->shifted || (q->n_keyed + 1) * bs <= q->clean)) {
 		int32_t k = q->n_keyed;
-		uint64_t key = block_key(k ? q->keys[k - 1] : 0, q->tokens + (size_t)k * bs, bs);
+		uint64_t parent = k ? q->keys[k - 1] : 0;
+		uint64_t key = block_key(parent, q->tokens + (size_t)k * bs, bs);
 		q->keys[k] = key;
 		for (int g = 0; g < KV_GROUPS; g++) {
 			struct kv_pool *p = &pb->set.pool[g];
 			int32_t blk = k < q->t[g].n_blocks ? q->t[g].blocks[k] : -1;
-			if (p->n_layer && blk >= 0 && !p->key[blk] && find_key(p, key) < 0)
+			if (p->n_layer && blk >= 0 && !p->key[blk] && find_key(p, key) < 0) {
 				p->key[blk] = key;
+				ev_record(p->log, FX_KV_EVENT_STORED, key, parent,
+					  q->tokens + (size_t)k * bs, bs);
+			}
 		}
 		q->n_keyed++;
 	}
@@ -363,11 +445,6 @@ static int pb_rm(struct kv_backing *b, int32_t seq, int32_t pos)
 				unref(p, q->t[g].blocks[i]);
 		if (q->t[g].n_blocks > keep)
 			q->t[g].n_blocks = keep;
-		/* A cached block about to be rewritten in place forgets its key
-		 * (a shared one is copied on the next write instead). */
-		int32_t blk = pos % bs && keep <= q->t[g].n_blocks ? q->t[g].blocks[keep - 1] : -1;
-		if (blk >= 0 && p->ref[blk] == 1)
-			p->key[blk] = 0;
 	}
 	q->n_tokens = pos;
 	if (q->n_keyed > pos / bs)
@@ -424,7 +501,7 @@ static void shift_block(struct paged_backing *pb, struct pseq *q, int g, int32_t
 	int32_t *bl = q->t[g].blocks, old = bl[i], bs = bsize(pb);
 	bool in_place = old >= 0 && p->ref[old] == 1;
 	if (in_place) {
-		p->key[old] = 0; /* rewritten: no longer what its key says */
+		forget_key(p, old); /* rewritten: no longer what its key says */
 	} else {
 		bl[i] = take_block(p);
 		if (old >= 0 && i * bs < d0)
@@ -648,11 +725,35 @@ static void pb_destroy(struct kv_backing *b)
 		fx_free(q->keys);
 	}
 	fx_free(pb->seq);
-	for (int g = 0; g < KV_GROUPS; g++)
+	for (int g = 0; g < KV_GROUPS; g++) {
+		ev_log_free(pb->set.pool[g].log);
 		kv_pool_fini(&pb->set.pool[g]);
+	}
 	fx_free(pb->set.group);
 	fx_free(pb->set.slot);
 	fx_free(pb);
+}
+
+static int64_t pb_events(struct kv_backing *b, fx_kv_event_fn fn, void *arg)
+{
+	struct paged_backing *pb = PB(b);
+	struct kv_ev_log *L = pb->set.pool[0].log ? pb->set.pool[0].log : pb->set.pool[1].log;
+	int64_t n = 0;
+	if (!L)
+		return 0;
+	if (L->lost) {
+		fn(arg, &(struct fx_kv_event){ .kind = FX_KV_EVENT_CLEARED });
+		n++;
+	}
+	for (int64_t i = 0; i < L->n; i++) {
+		struct fx_kv_event e = L->ev[i];
+		e.tokens = e.n_tokens ? L->tok + L->tok_off[i] : NULL;
+		fn(arg, &e);
+	}
+	n += L->n;
+	L->n = L->n_tok = 0;
+	L->lost = false;
+	return n;
 }
 
 static int32_t pb_reach(const struct kv_backing *b)
@@ -664,6 +765,7 @@ static const struct kv_ops paged_ops = {
 	.begin = pb_begin, .admit = pb_admit, .reserve = pb_reserve, .commit = pb_commit,
 	.rm = pb_rm, .shift = pb_shift, .fork = pb_fork, .clear = pb_clear, .pos = pb_pos, .view = pb_view,
 	.reuse = pb_reuse, .stats = pb_stats, .destroy = pb_destroy, .reach = pb_reach,
+	.events = pb_events,
 };
 
 /* Pools: full-attention layers in group 0 (n_ctx tokens), sliding-window
@@ -712,7 +814,7 @@ static int paged_pools(struct paged_backing *pb, const struct kv_geom *g, int32_
 }
 
 int kv_paged_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx, int32_t block_size,
-		    int32_t n_ubatch, struct kv_backing **out)
+		    int32_t n_ubatch, bool events, struct kv_backing **out)
 {
 	*out = NULL;
 	if (n_seq <= 0 || n_ctx <= 0 || block_size <= 0 || block_size > n_ctx || n_ubatch <= 0)
@@ -723,6 +825,10 @@ int kv_paged_create(const struct kv_geom *g, int32_t n_seq, int32_t n_ctx, int32
 	pb->base = (struct kv_backing){ .ops = &paged_ops, .n_seq = n_seq, .n_ctx = n_ctx };
 	pb->seq = fx_calloc((size_t)n_seq, sizeof(*pb->seq));
 	int rc = pb->seq ? paged_pools(pb, g, n_seq, n_ctx, block_size, n_ubatch) : FX_E_NOMEM;
+	/* The announced pool: the one whose blocks decide a prefix's reuse. */
+	struct kv_pool *ap = &pb->set.pool[pb->set.pool[0].n_layer ? 0 : 1];
+	if (!rc && events && !(ap->log = fx_calloc(1, sizeof(*ap->log))))
+		rc = FX_E_NOMEM;
 	if (rc) {
 		pb_destroy(&pb->base);
 		return rc;
