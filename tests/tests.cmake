@@ -52,6 +52,12 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_server_spec COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_server_spec.py
            $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_server_spec PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+  # --kv-events-endpoint: a subscriber rebuilds the server's held blocks
+  # from vLLM-format events alone, replays, a stalled subscriber, bad input.
+  add_test(NAME test_kv_events_server COMMAND ${Python3_EXECUTABLE}
+           ${CMAKE_SOURCE_DIR}/tests/test_kv_events_server.py $<TARGET_FILE:ferrox-cli>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_kv_events_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 
 # `ferrox perplexity --kl-divergence(-base)` on SmolLM2: the saved file's

@@ -69,6 +69,9 @@ static void usage(FILE *f)
 		"                    [--reasoning-format auto|none|deepseek] [--generation-config auto|none]\n"
 		"                    [--spec-type ngram-simple] [--spec-draft-n-max N] [--spec-draft-n-min N]\n"
 		"                    [--spec-ngram-simple-size-n N] [--spec-ngram-simple-size-m N]\n"
+		"                    [--block-size 16] [--served-model-name NAME]\n"
+		"                    [--kv-events-endpoint tcp://HOST:PORT] [--kv-events-replay-endpoint E]\n"
+		"                    [--kv-events-topic T] [--kv-events-config JSON]\n"
 		"OpenAI-compatible server: POST /v1/completions, /v1/chat/completions, /tokenize,\n"
 		"/detokenize; GET /v1/models, /health, /metrics. --parallel sequences are decoded\n"
 		"together; --ctx-size is the context of each (default: the model's, at most 4096);\n"
@@ -83,7 +86,16 @@ static void usage(FILE *f)
 		"Speculative decoding (ngram-simple; llama-server's flags; a request may override\n"
 		"them with the fields \"speculative.n_max\", .n_min, .type, .ngram_size_n,\n"
 		".ngram_size_m, or the same in an object \"speculative\": {\"n_max\": 8}; n_max 0: off).\n"
-		"The output is what plain decoding gives for the same seed:\n%s",
+		"The output is what plain decoding gives for the same seed:\n%s"
+		"--block-size: tokens per paged KV block, the prefix cache's unit (vLLM's flag).\n"
+		"--served-model-name (or --alias): the model's id in /v1/models, replies, metrics.\n"
+		"KV-cache events for prefix-aware routers (vllm-router kv_aware, llm-d), in vLLM's\n"
+		"format: a ZeroMQ PUB socket bound to --kv-events-endpoint, replays from a ROUTER\n"
+		"socket at --kv-events-replay-endpoint, each message's first frame the topic\n"
+		"(llm-d: kv@POD@MODEL); or vLLM's --kv-events-config JSON ({\"enable_kv_cache_events\":\n"
+		"true, \"endpoint\": ..., \"replay_endpoint\": ..., \"topic\": ...}), which the flags\n"
+		"override. GET /kv_event_sources tells routers where they are; GET /kv_cache_blocks\n"
+		"lists the blocks the events say this server holds.\n",
 		cli_spec_help);
 }
 
@@ -137,6 +149,18 @@ int cmd_serve(int argc, char **argv)
 				return 2;
 			}
 			p.generation_config = !strcmp(v, "auto");
+		} else if (!strcmp(a, "--block-size")) {
+			VAL(); if (!cli_int(a, v, 1, 1024, &n)) return 2; p.block_size = (uint32_t)n;
+		} else if (!strcmp(a, "--served-model-name") || !strcmp(a, "--alias")) {
+			VAL(); p.served_model_name = v;
+		} else if (!strcmp(a, "--kv-events-endpoint")) {
+			VAL(); p.kv_events_endpoint = v;
+		} else if (!strcmp(a, "--kv-events-replay-endpoint")) {
+			VAL(); p.kv_events_replay = v;
+		} else if (!strcmp(a, "--kv-events-topic")) {
+			VAL(); p.kv_events_topic = v;
+		} else if (!strcmp(a, "--kv-events-config")) {
+			VAL(); p.kv_events_config = v;
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
 			VAL(); if (!cli_int(a, v, 0, 256, &n)) return 2; p.n_threads = (int32_t)n;
 		} else {

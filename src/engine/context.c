@@ -454,6 +454,11 @@ int64_t fx_context_kv_events(struct fx_context *c, fx_kv_event_fn fn, void *arg)
 	return c && fn ? kv_events(c->kv, fn, arg) : 0;
 }
 
+int64_t fx_context_kv_held(const struct fx_context *c, uint64_t *out, int64_t cap)
+{
+	return c && (out || cap <= 0) ? kv_held(c->kv, out, cap < 0 ? 0 : cap) : 0;
+}
+
 uint32_t fx_context_n_past(const struct fx_context *c)
 {
 	return (uint32_t)kv_pos(c->kv, 0);

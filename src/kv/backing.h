@@ -84,6 +84,7 @@ struct kv_ops {
 	int32_t (*snap_every)(const struct kv_backing *b); /* NULL: 0 */
 	int32_t (*reach)(const struct kv_backing *b); /* kv_reach; NULL: n_ctx */
 	int64_t (*events)(struct kv_backing *b, fx_kv_event_fn fn, void *arg); /* NULL: none */
+	int64_t (*held)(const struct kv_backing *b, uint64_t *out, int64_t cap); /* NULL: none */
 };
 
 struct kv_backing {
@@ -269,6 +270,13 @@ static inline int32_t kv_snap_every(const struct kv_backing *b)
 static inline int64_t kv_events(struct kv_backing *b, fx_kv_event_fn fn, void *arg)
 {
 	return b->ops->events ? b->ops->events(b, fn, arg) : 0;
+}
+
+/* The hashes the events announce as held now: up to cap into out; returns
+ * how many there are (fx_context_kv_held). */
+static inline int64_t kv_held(const struct kv_backing *b, uint64_t *out, int64_t cap)
+{
+	return b->ops->held ? b->ops->held(b, out, cap) : 0;
 }
 
 static inline void kv_get_stats(const struct kv_backing *b, struct kv_stats *st)

@@ -756,6 +756,20 @@ static int64_t pb_events(struct kv_backing *b, fx_kv_event_fn fn, void *arg)
 	return n;
 }
 
+static int64_t pb_held(const struct kv_backing *b, uint64_t *out, int64_t cap)
+{
+	const struct paged_backing *pb = (const struct paged_backing *)b;
+	const struct kv_pool *p = &pb->set.pool[pb->set.pool[0].n_layer ? 0 : 1];
+	int64_t n = 0;
+	for (int32_t i = 0; p->log && i < p->n_blocks; i++)
+		if (p->key[i]) {
+			if (n < cap)
+				out[n] = p->key[i];
+			n++;
+		}
+	return n;
+}
+
 static int32_t pb_reach(const struct kv_backing *b)
 {
 	return win(PB(b), 1) ? KEEP_BACK : b->n_ctx;
@@ -765,7 +779,7 @@ static const struct kv_ops paged_ops = {
 	.begin = pb_begin, .admit = pb_admit, .reserve = pb_reserve, .commit = pb_commit,
 	.rm = pb_rm, .shift = pb_shift, .fork = pb_fork, .clear = pb_clear, .pos = pb_pos, .view = pb_view,
 	.reuse = pb_reuse, .stats = pb_stats, .destroy = pb_destroy, .reach = pb_reach,
-	.events = pb_events,
+	.events = pb_events, .held = pb_held,
 };
 
 /* Pools: full-attention layers in group 0 (n_ctx tokens), sliding-window

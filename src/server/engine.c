@@ -579,6 +579,34 @@ static int32_t prompt_left(const struct srv_choice *c)
  * share s->chunk prompt tokens (twice that when nothing decodes), fewest
  * remaining tokens first, so a short prompt is not stuck behind a long
  * one. */
+/* The step's KV-cache events to the publisher, and the context's own view
+ * of its held blocks (GET /kv_cache_blocks) as of them. */
+static void kv_events_step(struct srv *s)
+{
+	if (!s->kvev)
+		return;
+	uint64_t before, after, x;
+	srv_kvev_stats(s->kvev, &x, &x, &x, &before);
+	srv_kvev_collect(s->kvev, s->ctx);
+	srv_kvev_stats(s->kvev, &x, &x, &x, &after);
+	if (after == before)
+		return;
+	int64_t n = fx_context_kv_held(s->ctx, NULL, 0);
+	pthread_mutex_lock(&s->lock);
+	if (n > s->kv_held_cap) {
+		uint64_t *h = realloc(s->kv_held, (size_t)n * sizeof(*h));
+		if (h) {
+			s->kv_held = h;
+			s->kv_held_cap = n;
+		}
+	}
+	if (n <= s->kv_held_cap) {
+		s->n_kv_held = fx_context_kv_held(s->ctx, s->kv_held, s->kv_held_cap);
+		s->kv_held_seq = after;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void step(struct engine *E)
 {
 	struct srv *s = E->s;
@@ -678,6 +706,7 @@ static void step(struct engine *E)
 	s->met.blocks_used = fx_context_kv_blocks_used(s->ctx);
 	s->met.prefix_hits = fx_context_prefix_hits(s->ctx);
 	pthread_mutex_unlock(&s->lock);
+	kv_events_step(s);
 }
 
 static void engine_free(struct engine *E)

@@ -407,6 +407,9 @@ static enum MHD_Result do_metrics(struct srv *s, struct MHD_Connection *mc)
 	pthread_mutex_lock(&s->lock);
 	struct srv_metrics m = s->met;
 	pthread_mutex_unlock(&s->lock);
+	uint64_t next;
+	if (s->kvev)
+		srv_kvev_stats(s->kvev, &m.kv_batches, &m.kv_dropped, &m.kv_events, &next);
 	if (!srv_metrics_text(&m, s->model_name, &b))
 		return fail(mc, 500, "server_error", NULL, "out of memory");
 	return send_body(mc, 200, b.p, "text/plain; version=0.0.4; charset=utf-8", false);
@@ -457,7 +460,8 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 			return fail(mc, 500, "server_error", NULL, "out of memory");
 		return send_json(mc, 200, o);
 	}
-	enum { R_NONE, R_METRICS, R_MODELS, R_CMPL, R_CHAT, R_TOK, R_DETOK } r = R_NONE;
+	enum { R_NONE, R_METRICS, R_MODELS, R_CMPL, R_CHAT, R_TOK, R_DETOK, R_KVSRC,
+	       R_KVBLK } r = R_NONE;
 	bool want_post = true;
 	if (path_is(url, "/metrics"))
 		r = R_METRICS, want_post = false;
@@ -467,6 +471,10 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 		r = R_CMPL;
 	else if (path_is(url, "/v1/chat/completions") || path_is(url, "/chat/completions"))
 		r = R_CHAT;
+	else if (path_is(url, "/kv_event_sources"))
+		r = R_KVSRC, want_post = false;
+	else if (path_is(url, "/kv_cache_blocks"))
+		r = R_KVBLK, want_post = false;
 	else if (path_is(url, "/tokenize"))
 		r = R_TOK;
 	else if (path_is(url, "/detokenize"))
@@ -484,6 +492,10 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 		return fail(mc, 503, "unavailable_error", NULL, "loading model");
 	if (r == R_MODELS)
 		return do_models(s, mc);
+	if (r == R_KVSRC || r == R_KVBLK) {
+		cJSON *o = r == R_KVSRC ? srv_kv_event_sources_json(s) : srv_kv_blocks_json(s);
+		return o ? send_json(mc, 200, o) : fail(mc, 500, "server_error", NULL, "out of memory");
+	}
 	if (cn->too_big)
 		return fail(mc, 413, E_INV, NULL, "the request body is larger than %zu bytes (--max-body)",
 			    s->p.max_body);
@@ -567,6 +579,7 @@ struct fx_server_params fx_server_default_params(void)
 					  .timeout_s = 600,
 					  .max_body = 8u << 20,
 					  .generation_config = true,
+					  .block_size = 16,
 					  .spec = fx_spec_default_params() };
 }
 
@@ -664,13 +677,14 @@ static int load(struct srv *s, struct fx_err *err)
 	srv_gen_defaults(p->generation_config ? s->model : NULL, &s->gen_defaults);
 	uint32_t train = (uint32_t)fx_model_n_ctx_train(s->model);
 	uint32_t nc = p->n_ctx_seq ? p->n_ctx_seq : (train && train < 4096 ? train : 4096);
-	nc = (nc + 15) / 16 * 16;
+	nc = (nc + s->block_size - 1) / s->block_size * s->block_size;
 	s->n_ctx_seq = nc;
 	struct fx_context_params cp = fx_context_default_params();
 	cp.n_ctx = nc * (uint32_t)s->n_parallel;
 	cp.n_seq_max = (uint32_t)s->n_parallel;
 	cp.kv_layout = FX_KV_PAGED;
-	cp.block_size = 16;
+	cp.block_size = s->block_size;
+	cp.kv_events = s->kvev != NULL;
 	cp.n_ubatch = 512;
 	cp.n_threads = p->n_threads;
 	/* recurrent layers: the states of the server's draft length to roll
@@ -715,14 +729,31 @@ int fx_serve(const struct fx_server_params *pp, struct fx_err *err)
 		return set_err(err, FX_E_UNSUPPORTED, "the server drafts with ngram-simple only "
 			       "(draft-simple and draft-mtp: ferrox run and chat)");
 	}
+	if (p->block_size < 1 || p->block_size > 1024) {
+		uint32_t bs = p->block_size;
+		free(s);
+		return set_err(err, FX_E_INVALID, "block size %u: use 1..1024 tokens (16 is vLLM's)", bs);
+	}
+	if (p->served_model_name && !*p->served_model_name) {
+		free(s);
+		return set_err(err, FX_E_INVALID, "the served model name is empty");
+	}
+	s->block_size = p->block_size;
 	s->n_parallel = p->n_parallel;
 	s->max_queue = p->max_queue ? p->max_queue : 4 * p->n_parallel;
 	s->chunk = 256;
 	const char *base = strrchr(p->model_path, '/');
-	s->model_name = base && base[1] ? base + 1 : p->model_path;
+	s->model_name = p->served_model_name ? p->served_model_name
+		       : base && base[1] ? base + 1 : p->model_path;
 	srv_metrics_init(&s->met);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->wake, NULL);
+	/* before listening: an endpoint that cannot be bound fails the start */
+	char why[320];
+	if ((rc = srv_kvev_open(p, &s->kvev, why, sizeof(why)))) {
+		set_err(err, rc, "%s", why);
+		goto out_free;
+	}
 	struct MHD_Daemon *d = listen_on(s, err);
 	if (!d) {
 		rc = err->code;
@@ -760,10 +791,14 @@ out_stop:
 		sleep_ms(100);
 	}
 	MHD_stop_daemon(d);
+	srv_kvev_stop(s->kvev);
+	s->kvev = NULL;
+	free(s->kv_held);
 	fx_context_free(s->ctx);
 	fx_grammar_vocab_free(s->gvocab);
 	fx_model_free(s->model);
 out_free:
+	srv_kvev_stop(s->kvev);
 	pthread_cond_destroy(&s->wake);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

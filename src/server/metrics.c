@@ -117,6 +117,20 @@ bool srv_metrics_text(const struct srv_metrics *m, const char *model_name, struc
 	       "Prompt tokens looked up in the prefix cache.", lbl, (double)m->prefix_queries);
 	scalar(o, "vllm:gpu_prefix_cache_hits_total", "counter",
 	       "Prompt tokens served from the prefix cache.", lbl, (double)m->prefix_hits);
+	/* vLLM 0.x's newer names of the two counters, and the rate the
+	 * production-stack router reads */
+	scalar(o, "vllm:prefix_cache_queries_total", "counter",
+	       "Prompt tokens looked up in the prefix cache.", lbl, (double)m->prefix_queries);
+	scalar(o, "vllm:prefix_cache_hits_total", "counter",
+	       "Prompt tokens served from the prefix cache.", lbl, (double)m->prefix_hits);
+	scalar(o, "vllm:gpu_prefix_cache_hit_rate", "gauge",
+	       "Prefix-cache hits over queries, in tokens, since the start.", lbl,
+	       m->prefix_queries ? (double)m->prefix_hits / (double)m->prefix_queries : 0.0);
+	/* The Gateway API Inference Extension reads LoRA state from this
+	 * family; ferrox serves no adapters. */
+	family(o, "vllm:lora_requests_info", "gauge", "LoRA adapters running and waiting (none).");
+	out_f(o, "vllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\","
+	      "waiting_lora_adapters=\"\"} 0\n");
 	scalar(o, "vllm:spec_decode_num_drafts_total", "counter",
 	       "Speculative decoding: steps that verified drafts.", lbl, (double)m->spec_drafts);
 	scalar(o, "vllm:spec_decode_num_draft_tokens_total", "counter",
@@ -141,6 +155,13 @@ bool srv_metrics_text(const struct srv_metrics *m, const char *model_name, struc
 	       m->blocks_used);
 	scalar(o, "ferrox_kv_blocks_free", "gauge", "Paged KV blocks free or cached idle.", "",
 	       m->blocks_total - m->blocks_used);
+	scalar(o, "ferrox_kv_events_total", "counter", "KV-cache events published.", "",
+	       (double)m->kv_events);
+	scalar(o, "ferrox_kv_event_batches_total", "counter", "KV-event batches sent.", "",
+	       (double)m->kv_batches);
+	scalar(o, "ferrox_kv_event_batches_dropped_total", "counter",
+	       "KV-event batches dropped (the publisher fell behind, or no memory).", "",
+	       (double)m->kv_dropped);
 	scalar(o, "ferrox_decode_steps_total", "counter", "Batched forward steps run.", "",
 	       (double)m->steps);
 	scalar(o, "ferrox_batch_rows_total", "counter", "Token rows over all steps.", "",

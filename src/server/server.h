@@ -220,6 +220,8 @@ struct srv_metrics {
 								 * drafts; drafted; kept */
 	int32_t blocks_used, blocks_total;
 	int running, waiting;           /* choices */
+	uint64_t kv_batches, kv_dropped, kv_events; /* KV-event batches sent and
+						     * dropped, events (srv_kvev_stats) */
 	struct srv_hist ttft, itl, e2e, step_seqs, step_time;
 };
 void srv_metrics_init(struct srv_metrics *m);
@@ -239,6 +241,7 @@ struct srv {
 	struct fx_sampler_params gen_defaults; /* a request's sampling defaults
 						* (srv_gen_defaults) */
 	uint32_t n_ctx_seq;            /* tokens per choice */
+	uint32_t block_size;           /* paged KV block size */
 	int32_t n_parallel, max_queue;
 	int32_t chunk;                 /* prompt tokens per step, all prefills together;
 					* also the drafts verified per step, all
@@ -257,9 +260,55 @@ struct srv {
 	int n_http;                    /* requests an HTTP thread still holds */
 	struct srv_metrics met;
 	uint64_t id_counter;
+	struct srv_kvev *kvev;         /* KV-cache events, or NULL: off */
+	uint64_t *kv_held;             /* lock: the context's held block hashes after
+					* the last step that had events
+					* (fx_context_kv_held), for GET /kv_cache_blocks */
+	int64_t n_kv_held, kv_held_cap;
+	uint64_t kv_held_seq;          /* lock: batches queued when kv_held was taken */
 };
 
 double srv_now(void); /* monotonic seconds */
+
+/* kv_events.c: the KV-cache event publisher (vLLM's wire format). */
+struct srv_kvev;
+struct srv_kvev_params {
+	const char *endpoint;        /* PUB, bound (vLLM: port 5557, every interface) */
+	const char *replay_endpoint; /* ROUTER, bound, or NULL: no replays */
+	const char *topic;           /* first frame of every message ("") */
+	int32_t buffer_steps;        /* batches kept for replays (10000) */
+	int32_t hwm;                 /* PUB high-water mark, messages (100000) */
+	int32_t max_queue;           /* batches the engine may queue ahead of the
+				      * publisher thread, then the oldest is dropped */
+};
+/* From p's kv_events_config (vLLM's --kv-events-config JSON) overridden by
+ * its kv_events_endpoint / _replay / _topic: *out is the started publisher,
+ * or NULL when events are off. Errors, with a message in why: FX_E_INVALID
+ * (bad JSON, a field of the wrong type), FX_E_UNSUPPORTED (a publisher
+ * other than zmq), FX_E_IO (an endpoint that cannot be bound), FX_E_NOMEM. */
+int srv_kvev_open(const struct fx_server_params *p, struct srv_kvev **out, char *why, size_t nwhy);
+int srv_kvev_start(const struct srv_kvev_params *p, struct srv_kvev **out, char *why, size_t nwhy);
+/* Engine thread, after a step: the context's new events as one batch,
+ * queued for the publisher thread. NULL k: nothing. */
+void srv_kvev_collect(struct srv_kvev *k, struct fx_context *ctx);
+/* Counters: batches sent and dropped, events encoded, the next batch's
+ * sequence number. Any thread. */
+void srv_kvev_stats(struct srv_kvev *k, uint64_t *published, uint64_t *dropped,
+		    uint64_t *events, uint64_t *next_seq);
+const char *srv_kvev_endpoint(const struct srv_kvev *k, bool replay); /* replay: may be NULL */
+const char *srv_kvev_topic(const struct srv_kvev *k);
+/* Sends what is queued, closes the sockets, frees k (NULL: nothing). */
+void srv_kvev_stop(struct srv_kvev *k);
+struct srv;
+/* GET /kv_event_sources (vLLM's discovery shape for vllm-router): [] when
+ * events are off, else [{"data_parallel_rank": 0, "endpoint", "replay_endpoint",
+ * "topic"}] with a wildcard host made reachable. NULL: out of memory. */
+cJSON *srv_kv_event_sources_json(const struct srv *s);
+/* GET /kv_cache_blocks: the server's own view of its announced blocks,
+ * {"block_size", "events", "batches_dropped", "seq", "hashes": [u64...]}
+ * (hashes as of the last step with events; seq: batches queued by then).
+ * NULL: out of memory. */
+cJSON *srv_kv_blocks_json(struct srv *s);
 
 /* engine.c */
 /* Start the engine thread over s->ctx. Returns FX_OK or FX_E_NOMEM. */

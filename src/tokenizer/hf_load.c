@@ -682,11 +682,14 @@ static int load_added(struct hftok *h, const cJSON *list, int32_t n_model, int32
 			if (get_flag(e, "special", false) != (pass == 0))
 				continue;
 			if (!cJSON_IsNumber(id) || !cJSON_IsString(c) || id->valuedouble < 0 ||
-			    id->valuedouble >= (double)n_model + n)
-				return fx_fail(err, FX_E_FORMAT, "tokenizer.json: added token '%.60s' has "
-					       "id %.0f, outside 0..%d", cJSON_IsString(c) ?
-					       c->valuestring : "?", cJSON_IsNumber(id) ?
-					       id->valuedouble : -1.0, n_model + n - 1);
+			    id->valuedouble >= (double)n_model + n) {
+				/* through out: what the first pass stored is kept (and freed) */
+				rc = fx_fail(err, FX_E_FORMAT, "tokenizer.json: added token '%.60s' has "
+					     "id %.0f, outside 0..%d", cJSON_IsString(c) ?
+					     c->valuestring : "?", cJSON_IsNumber(id) ?
+					     id->valuedouble : -1.0, n_model + n - 1);
+				goto out;
+			}
 			a = &h->added[k++];
 			a->id = id->valueint;
 			a->special = pass == 0;
