@@ -43,11 +43,13 @@ fi
 # protobuf (a trained Unigram and its conversion), the same way. The two
 # oracles are pinned to the versions the tests were measured against (a
 # newer tokenizers or converter may change ids); the check is by version.
+# pyzmq and msgpack: the KV-event subscriber of tests/test_kv_events_server.py.
 for spec in jinja2 gguf llguidance jsonschema tokenizers==0.23.3 transformers==5.23.0 sentencepiece \
-	protobuf; do
+	protobuf pyzmq msgpack; do
 	mod=${spec%%==*}
 	imp=$mod
 	[ "$mod" = protobuf ] && imp=google.protobuf
+	[ "$mod" = pyzmq ] && imp=zmq
 	want=""
 	[ "$spec" != "$mod" ] && want=${spec#*==}
 	have=$(python3 -c "import importlib.metadata as m, $imp; print(m.version('$mod'))" 2>/dev/null || true)
