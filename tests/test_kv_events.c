@@ -75,20 +75,18 @@ static void on_event(void *arg, const struct fx_kv_event *e)
 	}
 }
 
-/* The mirror equals the announced pool's keyed blocks. */
+/* The mirror equals the backing's own view (kv_held: the announced pool's
+ * keyed blocks). */
 static bool same_set(const struct kv_backing *b, const struct mirror *m)
 {
-	struct kv_view v = kv_seq_view((struct kv_backing *)b, 0);
-	const struct kv_pool *p = &v.paged.set->pool[v.paged.set->pool[0].n_layer ? 0 : 1];
-	int n = 0;
-	for (int32_t i = 0; i < p->n_blocks; i++) {
-		if (!p->key[i])
-			continue;
-		n++;
-		if (find(m->held, m->n, p->key[i]) < 0)
+	static uint64_t own[MAX_MIRROR];
+	int64_t n = kv_held(b, own, MAX_MIRROR);
+	if (n != m->n || n > MAX_MIRROR)
+		return false;
+	for (int64_t i = 0; i < n; i++)
+		if (find(m->held, m->n, own[i]) < 0)
 			return false;
-	}
-	return n == m->n;
+	return true;
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -182,17 +180,24 @@ static void run(const int32_t *window, int n_layer, uint64_t seed)
 	kv_destroy(b);
 }
 
+/* A paged backing of one full-attention layer (NULL on failure, counted). */
+static struct kv_backing *one_layer(int32_t n_seq, int32_t n_ctx, bool events)
+{
+	static const int32_t window[1] = { 0 };
+	struct kv_geom g = { .n_layer = 1, .k_width = 32, .v_width = 32, .k_type = FX_TYPE_F16,
+			     .v_type = FX_TYPE_F16, .window = window };
+	struct kv_backing *b = NULL;
+	CHECK(kv_paged_create(&g, n_seq, n_ctx, BS, 8, events, &b) == 0);
+	return b;
+}
+
 /* A block shared when a sequence rolls back into it, and private by the
  * time the sequence writes there, is rewritten in place: its key must go
  * then (it went only at the roll-back, when the block was private there,
  * and a later prompt reused the rewritten rows under the old tokens). */
 static void check_rewrite(void)
 {
-	static const int32_t window[1] = { 0 };
-	struct kv_geom g = { .n_layer = 1, .k_width = 32, .v_width = 32, .k_type = FX_TYPE_F16,
-			     .v_type = FX_TYPE_F16, .window = window };
-	struct kv_backing *b = NULL;
-	CHECK(kv_paged_create(&g, 3, 64, BS, 8, true, &b) == 0);
+	struct kv_backing *b = one_layer(3, 64, true);
 	if (!b)
 		return;
 	int32_t a[9] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 }, other[2] = { 50, 51 };
@@ -214,11 +219,7 @@ static void check_rewrite(void)
 /* Without events nothing is recorded, whatever happens. */
 static void check_off(void)
 {
-	static const int32_t window[1] = { 0 };
-	struct kv_geom g = { .n_layer = 1, .k_width = 32, .v_width = 32, .k_type = FX_TYPE_F16,
-			     .v_type = FX_TYPE_F16, .window = window };
-	struct kv_backing *b = NULL;
-	CHECK(kv_paged_create(&g, 1, 32, BS, 8, false, &b) == 0);
+	struct kv_backing *b = one_layer(1, 32, false);
 	if (!b)
 		return;
 	int32_t tok[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };

@@ -113,16 +113,18 @@ bool srv_metrics_text(const struct srv_metrics *m, const char *model_name, struc
 	       (double)m->prompt_tokens);
 	scalar(o, "vllm:generation_tokens_total", "counter", "Tokens generated.", lbl,
 	       (double)m->gen_tokens);
-	scalar(o, "vllm:gpu_prefix_cache_queries_total", "counter",
-	       "Prompt tokens looked up in the prefix cache.", lbl, (double)m->prefix_queries);
-	scalar(o, "vllm:gpu_prefix_cache_hits_total", "counter",
-	       "Prompt tokens served from the prefix cache.", lbl, (double)m->prefix_hits);
-	/* vLLM 0.x's newer names of the two counters, and the rate the
-	 * production-stack router reads */
-	scalar(o, "vllm:prefix_cache_queries_total", "counter",
-	       "Prompt tokens looked up in the prefix cache.", lbl, (double)m->prefix_queries);
-	scalar(o, "vllm:prefix_cache_hits_total", "counter",
-	       "Prompt tokens served from the prefix cache.", lbl, (double)m->prefix_hits);
+	/* the prefix-cache counters under vLLM's older (gpu_) and newer names;
+	 * routers and dashboards read either */
+	for (int i = 0; i < 2; i++) {
+		char q[64], h[64];
+		snprintf(q, sizeof(q), "vllm:%sprefix_cache_queries_total", i ? "" : "gpu_");
+		snprintf(h, sizeof(h), "vllm:%sprefix_cache_hits_total", i ? "" : "gpu_");
+		scalar(o, q, "counter", "Prompt tokens looked up in the prefix cache.", lbl,
+		       (double)m->prefix_queries);
+		scalar(o, h, "counter", "Prompt tokens served from the prefix cache.", lbl,
+		       (double)m->prefix_hits);
+	}
+	/* the rate the production-stack router reads */
 	scalar(o, "vllm:gpu_prefix_cache_hit_rate", "gauge",
 	       "Prefix-cache hits over queries, in tokens, since the start.", lbl,
 	       m->prefix_queries ? (double)m->prefix_hits / (double)m->prefix_queries : 0.0);
