@@ -7,7 +7,7 @@
 # stats. Same build, flags and corpora as scripts/fuzz.sh.
 #   scripts/fuzz-campaign.sh TARGET [CPU_SECONDS]
 # Prints one line: target, executions, exec/s, cov/ft, corpus, CPU-s, exit
-# status (the 120 s per-input timeout is wall time, and a nice-19 fuzzer on
+# status (the per-input timeout, 120 s or $FUZZ_TIMEOUT, is wall time, and a nice-19 fuzzer on
 # a busy machine is slow); the full log is build-fuzz/campaign-TARGET.log and a finding is
 # build-fuzz/crash-TARGET-*.
 set -euo pipefail
@@ -24,7 +24,7 @@ seeds=("tests/fuzz/corpus/$t")
 [ "$t" = chat ] && [ -d ../shared/templates ] && seeds+=(../shared/templates)
 log=build-fuzz/campaign-$t.log
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	nice -n 19 "build-fuzz/bin/fuzz_$t" -runs=10000000 -print_final_stats=1 -timeout=120 \
+	nice -n 19 "build-fuzz/bin/fuzz_$t" -runs=10000000 -print_final_stats=1 -timeout="${FUZZ_TIMEOUT:-120}" \
 	-rss_limit_mb=4096 -artifact_prefix="build-fuzz/crash-$t-" \
 	"build-fuzz/corpus/$t" "${seeds[@]}" >"$log" 2>&1 &
 pid=$!
