@@ -165,9 +165,10 @@ def part_c(a, c):
         time.sleep(5)
         ok, failed = load.stop()
         rc = c.proc.wait(60)
+        linger = re.findall(r"drain: kept refusing new work for \S+ s", c.logtext())
         print(f"     SIGTERM: /health 503 after {seen if seen is None else round(seen, 3)} s "
-              f"(first answer {first}); replica exit {rc}; {ok} answered, {failed} failed; "
-              f"errors: {load.errors[:3]}")
+              f"(first answer {first}); replica exit {rc} ({linger or 'no linger'}); "
+              f"{ok} answered, {failed} failed; errors: {load.errors[:3]}")
         assert seen is not None and seen < 0.5, (seen, first)
         assert rc == 0, rc
         assert ok > 0 and failed == 0, load.errors

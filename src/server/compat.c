@@ -29,6 +29,9 @@
  *   run: chat -> {"model", "token_ids", "sampling_params", "features": null};
  *   completions -> a list of those, one per prompt (one here).
  *
+ * Also the drain's linger (srv_drain_linger, server.h): SIGTERM under a
+ * router's traffic keeps refusing with 503 until the router stops sending.
+ *
  * Not here: /flush_cache (the prefix cache has no clearing call in the
  * public API yet) and /get_server_info (the KV-events work owns it).
  */
@@ -437,6 +440,27 @@ static enum MHD_Result do_render(struct srv *s, struct MHD_Connection *mc,
 		o = a;
 	}
 	return reply_json(mc, o);
+}
+
+/* ---- the drain's linger ---- */
+
+void srv_drain_linger(struct srv *s)
+{
+	double t0 = srv_now();
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		double last = s->t_refused;
+		pthread_mutex_unlock(&s->lock);
+		double now = srv_now();
+		if (last <= 0 || now - last >= 1.0 || now - t0 >= 10.0) {
+			if (now - t0 >= 0.05)
+				fprintf(stderr, "serve: drain: kept refusing new work for %.1f s "
+					"(it was still arriving)\n", now - t0);
+			return;
+		}
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = 50 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* ---- routing ---- */

@@ -766,6 +766,7 @@ out_stop:
 			break;
 		sleep_ms(100);
 	}
+	srv_drain_linger(s);
 	MHD_stop_daemon(d);
 	fx_context_free(s->ctx);
 	fx_grammar_vocab_free(s->gvocab);
