@@ -22,11 +22,17 @@ import time
 from server_harness import free_port
 
 MODULES = {"vllm": "vllm_router", "sglang": "sglang_router"}
-# flags both routers take, same names (router_args.py of each)
+# flags both routers take, same names (router_args.py of each). The circuit
+# breaker opening on a worker's first failure matters as much as the health
+# checks: vllm-router 0.1.17 picks the worker again for each retry, and a
+# dead replica still counted healthy can take all 5 retries of a request
+# within the second before the next health check (seen once in ~10 runs
+# with the default threshold).
 FAST_HEALTH = ["--health-check-interval-secs", "1", "--health-failure-threshold", "1",
                "--health-success-threshold", "1", "--health-check-timeout-secs", "2",
                "--retry-max-retries", "5", "--retry-initial-backoff-ms", "50",
-               "--retry-max-backoff-ms", "500"]
+               "--retry-max-backoff-ms", "500", "--cb-failure-threshold", "1",
+               "--cb-timeout-duration-secs", "5"]
 
 
 def router_missing(kind):
