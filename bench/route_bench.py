@@ -143,7 +143,10 @@ def run_policy(spec, systems):
             for i in range(ARGS.replicas):
                 reps.append(Server(ARGS.model, *replica_args(i, kv_ports)))
         except RuntimeError as e:
-            return {"policy": spec, "skipped": f"a replica did not start: {str(e)[-300:]}"}
+            # the server's first lines say why (an unknown option: no usage text)
+            lines = [x for x in str(e).splitlines() if x.strip()]
+            why = next((x for x in lines if "rror" in x), lines[0] if lines else str(e))
+            return {"policy": spec, "skipped": f"a replica did not start: {why[:300]}"}
         urls = [f"http://127.0.0.1:{r.port}" for r in reps]
         extra = []
         if kv:
