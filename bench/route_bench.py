@@ -3,7 +3,7 @@
 workload, measured in one run (issue 24).
 
     python3 bench/route_bench.py [--replicas 2] [--policies vllm:round_robin,vllm:kv_aware,sglang:cache_aware]
-                                 [--prompts 4] [--users 16] [--system-tokens 1000] [-c 8]
+                                 [--prompts 12] [--users 6] [--system-tokens 1000] [-c 8]
                                  [--max-tokens 16] [-t 1] [--parallel 4] [--ctx 2048]
                                  [--model models/SmolLM2-135M-Instruct.Q4_1.gguf] [--ferrox build/bin/ferrox]
 
@@ -11,7 +11,11 @@ Workload: K (--prompts) system prompts of about --system-tokens tokens each
 (deterministic filler text, measured with the replicas' /tokenize) x U
 (--users) users, each asking a short distinct question under every system
 prompt: K*U streaming chat requests (greedy, --max-tokens), shuffled with a
-fixed seed, C (-c) at a time. Per policy the replicas are started fresh (empty
+fixed seed, C (-c) at a time. The policies differ only when the system
+prompts together outgrow one replica's KV pool (--parallel x --ctx tokens;
+the header line says both): with 4 prompts of 1,000 tokens and 2 replicas of
+4 x 2048, round_robin caches every prompt on both and hits 84% (measured),
+as cache_aware (86%). Per policy the replicas are started fresh (empty
 prefix caches) and so is the router (router_harness.Router: vllm-router
 0.1.17 or sglang-router 0.3.2 from PyPI, 127.0.0.1, free ports).
 
@@ -55,8 +59,8 @@ def parse():
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--policies", default="vllm:round_robin,vllm:kv_aware,sglang:cache_aware",
                     help="comma-separated ROUTER:POLICY (ROUTER vllm or sglang)")
-    ap.add_argument("--prompts", type=int, default=4, help="shared system prompts (K)")
-    ap.add_argument("--users", type=int, default=16, help="users per system prompt (U)")
+    ap.add_argument("--prompts", type=int, default=12, help="shared system prompts (K)")
+    ap.add_argument("--users", type=int, default=6, help="users per system prompt (U)")
     ap.add_argument("--system-tokens", type=int, default=1000)
     ap.add_argument("-c", "--concurrency", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=16)
@@ -202,6 +206,11 @@ def main():
           f"{ARGS.concurrency}, {ARGS.max_tokens} tokens each", flush=True)
     with Server(ARGS.model, "--parallel", "1", "-c", str(ARGS.ctx)) as s:
         systems = system_prompts(s, ARGS.prompts, ARGS.system_tokens, ARGS.seed)
+        total = sum(len(post_json(s.port, "/tokenize", {"content": x})[1]["tokens"])
+                    for x in systems)
+    print(f"route_bench: the system prompts hold {total} tokens; one replica's KV pool "
+          f"{ARGS.parallel * ARGS.ctx}, all replicas' {ARGS.replicas * ARGS.parallel * ARGS.ctx}",
+          flush=True)
     rows = []
     for spec in ARGS.policies.split(","):
         r = run_policy(spec.strip(), systems)

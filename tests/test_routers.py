@@ -26,6 +26,7 @@ Each part runs for well under 60 s. Exit 77 (skip) without the model or
 both routers (a part whose router is missing is skipped, saying so), unless
 FX_REQUIRE_MODELS=1. Prints one line per check and "N passed, N failed".
 """
+import http.client
 import json
 import os
 import re
@@ -38,7 +39,7 @@ import time
 os.environ.setdefault("FX_TEST_THREADS", "1")
 from server_harness import SMOL, Checks, Server, free_port, need, skip  # noqa: E402
 from router_harness import (Router, metric_sum, post_json, request,  # noqa: E402
-                            router_missing)
+                            router_missing, stream_ttft)
 
 need("test_routers", [SMOL], [])
 MISSING = {k: router_missing(k) for k in ("vllm", "sglang")}
@@ -63,28 +64,40 @@ def served(srv):
 
 class Load:
     """conc threads sending non-streaming completions (distinct prompts,
-    8 tokens) to port until stop(); counts successes and failures."""
+    8 tokens) to port until stop(), plus `streams` threads sending streaming
+    ones; counts successes and failures of each kind (streams apart: a
+    stream cut off mid-way cannot be retried by a router)."""
 
-    def __init__(self, port, conc=4):
+    def __init__(self, port, conc=4, streams=0):
         self.port, self.ok, self.failed, self.errors = port, 0, 0, []
+        self.s_ok = self.s_failed = 0
         self.lock, self.done = threading.Lock(), threading.Event()
-        self.threads = [threading.Thread(target=self.run, args=(i,)) for i in range(conc)]
+        self.threads = [threading.Thread(target=self.run, args=(i, i >= conc))
+                        for i in range(conc + streams)]
         for t in self.threads:
             t.start()
 
-    def run(self, i):
+    def run(self, i, stream):
         n = 0
         while not self.done.is_set():
             body = {"model": MODEL, "prompt": f"Request {i}.{n}: count from one to ten:",
                     "max_tokens": 8, "temperature": 0}
             n += 1
             try:
-                st, resp = post_json(self.port, "/v1/completions", body, timeout=60)
-                good = st == 200 and isinstance(resp, dict) and resp.get("choices")
-                why = None if good else f"{st} {str(resp)[:200]}"
-            except OSError as e:
-                good, why = False, f"{type(e).__name__}: {e}"
+                if stream:
+                    st, t, text = stream_ttft(self.port, "/v1/completions", body, timeout=60)
+                    good, why = st == 200 and bool(text), None
+                else:
+                    st, resp = post_json(self.port, "/v1/completions", body, timeout=60)
+                    good = st == 200 and isinstance(resp, dict) and resp.get("choices")
+                    why = None if good else f"{st} {str(resp)[:200]}"
+            except (OSError, ValueError, http.client.HTTPException) as e:
+                good, why = False, None if stream else f"{type(e).__name__}: {e}"
             with self.lock:
+                if stream:
+                    self.s_ok += bool(good)
+                    self.s_failed += not good
+                    continue
                 self.ok += bool(good)
                 self.failed += not good
                 if why and len(self.errors) < 5:
@@ -127,7 +140,7 @@ def part_a(a, b, ref):
 def part_b(a, b):
     with Router("vllm", "round_robin", [f"http://127.0.0.1:{a.port}",
                                         f"http://127.0.0.1:{b.port}"]) as r:
-        load = Load(r.port)
+        load = Load(r.port, streams=1)
         time.sleep(3)
         a0 = served(a)
         b.proc.send_signal(signal.SIGKILL)
@@ -137,7 +150,8 @@ def part_b(a, b):
         ok, failed = load.stop()
         da = served(a) - a0
         print(f"     SIGKILL at 3 s, 8 s more: {ok} answered, {failed} failed "
-              f"(A served {da:.0f} after the kill); errors: {load.errors[:3]}")
+              f"(A served {da:.0f} after the kill); errors: {load.errors[:3]}; streaming "
+              f"(not asserted): {load.s_ok} answered, {load.s_failed} failed")
         # after the router noticed (1 s checks), requests still came back
         assert ok > 0 and da > 0, (ok, da)
         assert failed == 0, load.errors
