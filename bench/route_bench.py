@@ -74,6 +74,8 @@ def parse():
         "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--ferrox", default=os.path.join(ROOT, "build", "bin", "ferrox"))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--router-log", default=None,
+                    help="folder: each router's log (debug level) saved there as POLICY.log")
     return ap.parse_args()
 
 
@@ -159,7 +161,8 @@ def run_policy(spec, systems):
             extra += ["--kv-event-block-size", str(ARGS.block_size),
                       "--kv-event-model", ARGS.kv_event_model or MODEL]
         try:
-            router = Router(kind, policy, urls, *extra, health=False)
+            router = Router(kind, policy, urls, *extra, health=False,
+                            log_level="debug" if ARGS.router_log else "info")
         except RuntimeError as e:
             return {"policy": spec, "skipped": f"the router did not start: {str(e)[-300:]}"}
         before = [[metric_sum(r.port, m) for m in COUNTERS] for r in reps]
@@ -193,6 +196,11 @@ def run_policy(spec, systems):
     finally:
         if router:
             router.stop()
+            if ARGS.router_log:
+                os.makedirs(ARGS.router_log, exist_ok=True)
+                with open(os.path.join(ARGS.router_log, spec.replace(":", "_") + ".log"),
+                          "w") as f:
+                    f.write(router.logtext())
         for r in reps:
             r.stop()
 

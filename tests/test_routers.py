@@ -17,10 +17,13 @@ c. SIGTERM on a replica under load: its /health is 503 within 0.5 s and no
 d. sglang-router cache_aware: completions, chat and SGLang's /generate answer
    with the lone replica's greedy text; the router reads the replicas'
    /get_load and /get_model_info (compat.c).
-e. vllm-router kv_aware (no KV events yet): it turns requests into token ids
+e. vllm-router kv_aware (no KV events): it turns requests into token ids
    through the replicas' /v1/completions/render and
    /v1/chat/completions/render, and the counts it logs equal the prompt
    token counts ferrox reports.
+f. vllm-router kv_aware with ferrox's KV events (--kv-events-endpoint;
+   skipped, saying so, when this ferrox lacks it): a repeated long system
+   prompt is credited as cached from the events and stays on one replica.
 
 Each part runs for well under 60 s. Exit 77 (skip) without the model or
 both routers (a part whose router is missing is skipped, saying so), unless
@@ -31,12 +34,14 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
 
 # two replicas share this machine's cores: one thread each unless told
 os.environ.setdefault("FX_TEST_THREADS", "1")
+import server_harness  # noqa: E402
 from server_harness import SMOL, Checks, Server, free_port, need, skip  # noqa: E402
 from router_harness import (Router, metric_sum, post_json, request,  # noqa: E402
                             router_missing, stream_ttft)
@@ -233,6 +238,50 @@ def part_e(a, b):
         assert seen == want, (seen, want)
 
 
+def has_kv_events():
+    """Whether this ferrox's serve takes --kv-events-endpoint."""
+    out = subprocess.run([server_harness.BIN, "serve", "--help"], capture_output=True, text=True)
+    return "--kv-events-endpoint" in out.stdout + out.stderr
+
+
+def part_f():
+    """Two fresh replicas publishing KV events; the same long system prompt
+    three times (other questions): the router credits the cached prefix
+    from the events and keeps the requests on the replica that holds it."""
+    ports = [free_port() for _ in range(2)]
+    reps = [Server(SMOL, "--parallel", "4", "-c", "2048", "--block-size", "16",
+                   "--kv-events-endpoint", f"tcp://127.0.0.1:{p}") for p in ports]
+    try:
+        urls = [f"http://127.0.0.1:{x.port}" for x in reps]
+        srcs = []
+        for u, p in zip(urls, ports):
+            srcs += ["--kv-event-source", f"{u}=tcp://127.0.0.1:{p}"]
+        with Router("vllm", "kv_aware", urls, *srcs, "--kv-event-block-size", "16",
+                    "--kv-event-model", MODEL, log_level="debug") as r:
+            system = " ".join(["Answer politely, cite the refund policy and the order number."] * 20)
+            n = []
+            for i in range(3):
+                body = {**CHAT, "max_tokens": 2, "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": f"Question {i}: where is my order?"}]}
+                st, resp = post_json(r.port, "/v1/chat/completions", body)
+                assert st == 200, (st, resp)
+                n.append(resp["usage"]["prompt_tokens"])
+                time.sleep(0.5)  # the events of its blocks reach the router
+            log = re.sub(r"\x1b\[[0-9;]*m", "", r.logtext())
+            dec = re.findall(r'KV prefix decision .*?worker="([^"]+)" input_tokens=(\d+) '
+                             r'new_prefill_tokens=\d+ credited_prefix_tokens=(\d+)', log)
+            print(f"     kv_aware with events: prompt tokens {n}; decisions "
+                  f"{[(w[-5:], int(i), int(c)) for w, i, c in dec]}")
+            assert len(dec) == 3 and int(dec[0][2]) == 0, dec
+            # everything but the last partial block and the question is credited
+            assert all(int(c) >= int(i) - 48 for _, i, c in dec[1:]), dec
+            assert len({w for w, _, _ in dec}) == 1, dec
+    finally:
+        for x in reps:
+            x.stop()
+
+
 def main():
     t_all = time.time()
     a = Server(SMOL, "--parallel", "4", "-c", "2048")
@@ -260,6 +309,13 @@ def main():
                 print(f"skip {part}: {MISSING[kind]}")
                 continue
             check(part, fn)
+        if MISSING["vllm"]:
+            pass
+        elif not has_kv_events():
+            print("skip f. kv_aware with ferrox's KV events: this ferrox has no "
+                  "--kv-events-endpoint")
+        else:
+            check("f. vllm-router kv_aware credits the prefix from ferrox's KV events", part_f)
         if not MISSING["vllm"]:
             c = Server(SMOL, "--parallel", "4", "-c", "2048")
             check("c. SIGTERM on a replica: 503 at once, no failed request", lambda: part_c(a, c))
