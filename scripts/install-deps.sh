@@ -43,12 +43,16 @@ fi
 # protobuf (a trained Unigram and its conversion), the same way. The two
 # oracles are pinned to the versions the tests were measured against (a
 # newer tokenizers or converter may change ids); the check is by version.
-# pyzmq and msgpack: the KV-event subscriber of tests/test_kv_events_server.py.
+# The routers of tests/test_routers.py and bench/route_bench.py (vllm-router,
+# sglang-router, pinned: their flags and worker endpoints change between
+# releases) and pyzmq and msgpack (KV-cache event subscribers), the same way.
 for spec in jinja2 gguf llguidance jsonschema tokenizers==0.23.3 transformers==5.23.0 sentencepiece \
-	protobuf pyzmq msgpack; do
+	protobuf vllm-router==0.1.17 sglang-router==0.3.2 pyzmq msgpack; do
 	mod=${spec%%==*}
 	imp=$mod
 	[ "$mod" = protobuf ] && imp=google.protobuf
+	[ "$mod" = vllm-router ] && imp=vllm_router
+	[ "$mod" = sglang-router ] && imp=sglang_router
 	[ "$mod" = pyzmq ] && imp=zmq
 	want=""
 	[ "$spec" != "$mod" ] && want=${spec#*==}

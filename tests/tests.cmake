@@ -58,6 +58,17 @@ if(Python3_Interpreter_FOUND)
            ${CMAKE_SOURCE_DIR}/tests/test_kv_events_server.py $<TARGET_FILE:ferrox-cli>
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_kv_events_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+  # Two replicas behind vllm-router and sglang-router (PyPI; install-deps.sh):
+  # round_robin, cache_aware and kv_aware answer with a lone replica's greedy
+  # text; SIGKILL and SIGTERM on a replica under load fail no request.
+  # Release only: its timings (health within 0.5 s, retries within the
+  # routers' budgets) are not an ASan build's. Skips (77) without the model
+  # or both routers unless FX_REQUIRE_MODELS=1.
+  if(CMAKE_BUILD_TYPE STREQUAL "Release")
+    add_test(NAME test_routers COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_routers.py
+             $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(test_routers PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  endif()
 endif()
 
 # `ferrox perplexity --kl-divergence(-base)` on SmolLM2: the saved file's

@@ -108,6 +108,8 @@ int srv_submit(struct srv *s, struct srv_req *r)
 {
 	pthread_mutex_lock(&s->lock);
 	if (s->draining || !s->ready) {
+		if (s->draining)
+			s->t_refused = srv_now();
 		pthread_mutex_unlock(&s->lock);
 		return 503;
 	}

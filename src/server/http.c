@@ -21,6 +21,7 @@
 
 #include <microhttpd.h>
 
+#include "server/compat.h"
 #include "server/server.h"
 
 struct conn {
@@ -479,8 +480,14 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 		r = R_TOK;
 	else if (path_is(url, "/detokenize"))
 		r = R_DETOK;
-	if (r == R_NONE)
+	if (r == R_NONE) {
+		/* the routers' worker endpoints (compat.c) */
+		struct srv_compat_in in = { cn->body.p, cn->body.n, cn->too_big, authorized(s, mc) };
+		enum MHD_Result res;
+		if (srv_compat_route(s, mc, url, method, &in, &res))
+			return res;
 		return fail(mc, 404, E_INV, NULL, "no such endpoint: %.200s", url);
+	}
 	if (want_post ? !post : !get)
 		return fail(mc, 405, E_INV, NULL, "%s wants %s", url, want_post ? "POST" : "GET");
 	if (r != R_METRICS && !authorized(s, mc))
@@ -790,6 +797,7 @@ out_stop:
 			break;
 		sleep_ms(100);
 	}
+	srv_drain_linger(s);
 	MHD_stop_daemon(d);
 	srv_kvev_stop(s->kvev);
 	s->kvev = NULL;

@@ -258,6 +258,8 @@ struct srv {
 	struct srv_req *q_head, *q_tail;
 	int n_queued;                  /* requests waiting for a first slot */
 	int n_http;                    /* requests an HTTP thread still holds */
+	double t_refused;              /* when srv_submit last refused work because of
+					* the drain (srv_drain_linger) */
 	struct srv_metrics met;
 	uint64_t id_counter;
 	struct srv_kvev *kvev;         /* KV-cache events, or NULL: off */
@@ -318,6 +320,12 @@ void srv_engine_stop(struct srv *s);
 /* Queue r (refs already counts the caller). Under no lock. Returns 0, or
  * 503 when draining or the queue is full. Takes a reference for the engine. */
 int srv_submit(struct srv *s, struct srv_req *r);
+/* compat.c: after a drain, keep the listener open (answering 503, which
+ * routers retry on another worker) while work still arrives: until none
+ * was refused for 1 s, at most 10 s. A router that keeps a replica until
+ * its next health check would otherwise meet a closed socket, an error it
+ * may not retry. No wait when nothing was refused. */
+void srv_drain_linger(struct srv *s);
 /* Drop one reference; the last frees r. Call with s->lock held. */
 void srv_req_unref_locked(struct srv_req *r);
 /* Allocate a request with n choices and one reference (the caller's). */

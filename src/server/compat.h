@@ -1,0 +1,34 @@
+/* Endpoints that routers call on their workers, beyond the OpenAI API
+ * (compat.c): SGLang's /get_model_info, /health_generate, /get_load and
+ * /generate (sglang-router), vLLM's /v1/completions/render and
+ * /v1/chat/completions/render (vllm-router's kv_aware policy tokenizes a
+ * request through them). One entry point, called by http.c's route() for a
+ * path it does not know.
+ */
+#ifndef FX_SERVER_COMPAT_H
+#define FX_SERVER_COMPAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <microhttpd.h>
+
+#include "server/server.h"
+
+/* What compat.c needs of the connection: its body (body[0..n), NULL when
+ * empty; too_big when it was over --max-body) and whether its API key is
+ * right. */
+struct srv_compat_in {
+	const char *body;
+	size_t n;
+	bool too_big;
+	bool authorized;
+};
+
+/* Answer url if it is one of compat.c's endpoints: true with *res set
+ * (the response queued, or MHD_NO); false for any other path (the caller
+ * answers 404). */
+bool srv_compat_route(struct srv *s, struct MHD_Connection *mc, const char *url,
+		      const char *method, const struct srv_compat_in *in, enum MHD_Result *res);
+
+#endif
