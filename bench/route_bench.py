@@ -30,7 +30,7 @@ the prompts to fit the pools with room for the running sequences, or kv_aware
 (which places an uncached prompt by load) and round_robin both thrash: with
 --warmup --system-tokens 500 one run measured round_robin 77% hits, 0.83
 req/s, TTFT p99 25 s; kv_aware 88%, 2.52 req/s, 5.7 s; cache_aware 94%,
-3.88 req/s, 1.7 s (kv_aware run with main's --kv-events-endpoint).
+3.88 req/s, 1.7 s.
 
 Reported per policy: requests, errors, prefix-cache hit rate (the sums over
 replicas of the deltas of vllm:gpu_prefix_cache_hits_total over
@@ -46,9 +46,7 @@ kv_aware: each replica gets `--kv-events-endpoint tcp://127.0.0.1:PORT`
 `--block-size`) and `--kv-event-model` (--kv-event-model; default the model
 file's name: for HTTP workers vllm-router 0.1.17 tokenizes through the
 replicas' /v1/*/render endpoints, not with a local tokenizer; a folder from
-scripts/make-hf-tokenizers.py may be given). Until `ferrox serve` has those
-flags, kv_aware fails at start-up and is reported as such; the other policies
-still run.
+scripts/make-hf-tokenizers.py may be given).
 """
 import argparse
 import concurrent.futures as cf
