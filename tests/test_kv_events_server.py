@@ -13,6 +13,8 @@ vllm-router and llm-d read them).
 - A late subscriber replays from 0 through the ROUTER socket and rebuilds
   the same set.
 - A subscriber that never reads does not slow decoding (timed both ways).
+- /get_server_info (and /server_info): the served name, block size and
+  event sources routers read at registration.
 - Bad input: an endpoint that cannot be bound, a bad --kv-events-config, a
   publisher we do not have: each a clear start-up error.
 
@@ -239,6 +241,15 @@ def main():
         c.expect("/kv_event_sources names the endpoints and topic",
                  src == [{"data_parallel_rank": 0, "endpoint": f"tcp://127.0.0.1:{pub}",
                           "replay_endpoint": f"tcp://127.0.0.1:{rep}", "topic": topic}], str(src))
+        for path in ("/get_server_info", "/server_info"):
+            st, _, body = srv.raw("GET", path)
+            si = json.loads(body) if st == 200 else {}
+            c.expect(f"{path}: the served name, block size and event sources for routers",
+                     si.get("served_model_name") == "smol" and si.get("kv_block_size") == BS and
+                     si.get("vllm_config", {}).get("cache_config", {}).get("block_size") == BS and
+                     si.get("vllm_config", {}).get("model_config", {}).get("model") == "smol" and
+                     si.get("kv_event_sources") == src and si.get("max_running_requests") == 2,
+                     str(si)[:400])
         st, _, body = srv.raw("GET", "/v1/models")
         c.expect("--served-model-name is the model's id",
                  json.loads(body)["data"][0]["id"] == "smol", body[:200])

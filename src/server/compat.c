@@ -222,6 +222,51 @@ static enum MHD_Result do_model_info(struct srv *s, struct MHD_Connection *mc)
 	return reply_json(mc, o);
 }
 
+/* SGLang's server info (sglang-router 0.3.2 registers a worker's
+ * served_model_name, model_path, max_running_requests, max_total_tokens,
+ * ...) with vLLM's vllm_config.{model_config.model, cache_config.block_size}
+ * beside it (what vllm-router 0.1.17 reads from a worker's server info) and
+ * the KV-event publisher's sources. */
+static enum MHD_Result do_server_info(struct srv *s, struct MHD_Connection *mc)
+{
+	cJSON *o = cJSON_CreateObject(), *vc = cJSON_CreateObject();
+	cJSON *mcfg = cJSON_CreateObject(), *cc = cJSON_CreateObject();
+	bool ok = o && vc && mcfg && cc && cJSON_AddItemToObject(o, "vllm_config", vc);
+	if (!ok)
+		cJSON_Delete(vc);
+	ok = ok && cJSON_AddItemToObject(vc, "model_config", mcfg);
+	if (!ok)
+		cJSON_Delete(mcfg);
+	ok = ok && cJSON_AddItemToObject(vc, "cache_config", cc);
+	if (!ok)
+		cJSON_Delete(cc);
+	double total = (double)s->n_ctx_seq * s->n_parallel;
+	ok = ok && cJSON_AddStringToObject(o, "model_id", s->model_name) &&
+	     cJSON_AddStringToObject(o, "served_model_name", s->model_name) &&
+	     cJSON_AddStringToObject(o, "model_path", s->p.model_path) &&
+	     cJSON_AddStringToObject(o, "tokenizer_path", s->p.model_path) &&
+	     cJSON_AddStringToObject(o, "version", "ferrox") &&
+	     cJSON_AddNumberToObject(o, "dp_size", 1) &&
+	     cJSON_AddNumberToObject(o, "max_running_requests", s->n_parallel) &&
+	     cJSON_AddNumberToObject(o, "max_num_reqs", s->n_parallel) &&
+	     cJSON_AddNumberToObject(o, "max_batch_size", s->n_parallel) &&
+	     cJSON_AddNumberToObject(o, "max_total_tokens", total) &&
+	     cJSON_AddNumberToObject(o, "max_prefill_tokens", s->chunk) &&
+	     cJSON_AddNumberToObject(o, "context_length", s->n_ctx_seq) &&
+	     cJSON_AddNumberToObject(o, "kv_block_size", s->block_size) &&
+	     cJSON_AddNumberToObject(o, "page_size", s->block_size) &&
+	     cJSON_AddStringToObject(mcfg, "model", s->model_name) &&
+	     cJSON_AddNumberToObject(mcfg, "max_model_len", s->n_ctx_seq) &&
+	     cJSON_AddNumberToObject(cc, "block_size", s->block_size) &&
+	     cJSON_AddBoolToObject(cc, "enable_prefix_caching", true) &&
+	     cJSON_AddItemToObject(o, "kv_event_sources", srv_kv_event_sources_json(s));
+	if (!ok) {
+		cJSON_Delete(o);
+		o = NULL;
+	}
+	return reply_json(mc, o);
+}
+
 static enum MHD_Result do_get_load(struct srv *s, struct MHD_Connection *mc)
 {
 	pthread_mutex_lock(&s->lock);
@@ -468,10 +513,13 @@ void srv_drain_linger(struct srv *s)
 bool srv_compat_route(struct srv *s, struct MHD_Connection *mc, const char *url,
 		      const char *method, const struct srv_compat_in *in, enum MHD_Result *res)
 {
-	enum { C_MODEL, C_HEALTH_GEN, C_LOAD, C_GENERATE, C_RENDER_CMPL, C_RENDER_CHAT } c;
+	enum { C_MODEL, C_SERVER, C_HEALTH_GEN, C_LOAD, C_GENERATE, C_RENDER_CMPL,
+	       C_RENDER_CHAT } c;
 	bool want_post = false;
 	if (!strcmp(url, "/get_model_info") || !strcmp(url, "/model_info"))
 		c = C_MODEL;
+	else if (!strcmp(url, "/get_server_info") || !strcmp(url, "/server_info"))
+		c = C_SERVER;
 	else if (!strcmp(url, "/health_generate"))
 		c = C_HEALTH_GEN;
 	else if (!strcmp(url, "/get_load"))
@@ -503,6 +551,10 @@ bool srv_compat_route(struct srv *s, struct MHD_Connection *mc, const char *url,
 	}
 	if (c == C_MODEL) {
 		*res = do_model_info(s, mc);
+		return true;
+	}
+	if (c == C_SERVER) {
+		*res = do_server_info(s, mc);
 		return true;
 	}
 	if (c == C_HEALTH_GEN) {

@@ -578,13 +578,16 @@ cJSON *srv_kv_event_sources_json(const struct srv *s)
 	if (!a || !s->kvev)
 		return a;
 	cJSON *o = cJSON_CreateObject();
-	if (!o || !cJSON_AddItemToArray(a, o) || !cJSON_AddNumberToObject(o, "data_parallel_rank", 0) ||
+	if (!o || !cJSON_AddItemToArray(a, o)) { /* a does not own o yet */
+		cJSON_Delete(o);
+		cJSON_Delete(a);
+		return NULL;
+	}
+	if (!cJSON_AddNumberToObject(o, "data_parallel_rank", 0) ||
 	    !cJSON_AddItemToObject(o, "endpoint", reachable(s->kvev->endpoint, s->p.host)) ||
 	    !cJSON_AddItemToObject(o, "replay_endpoint",
 				   reachable(s->kvev->replay_endpoint, s->p.host)) ||
 	    !cJSON_AddStringToObject(o, "topic", s->kvev->topic)) {
-		if (o && !cJSON_IsArray(a->child ? a : NULL))
-			cJSON_Delete(o);
 		cJSON_Delete(a);
 		return NULL;
 	}
