@@ -761,6 +761,12 @@ int fx_serve(const struct fx_server_params *pp, struct fx_err *err)
 		set_err(err, rc, "%s", why);
 		goto out_free;
 	}
+	if (s->kvev) {
+		const char *rep = srv_kvev_endpoint(s->kvev, true);
+		fprintf(stderr, "serve: KV-cache events on %s%s%s, topic '%s'\n",
+			srv_kvev_endpoint(s->kvev, false), rep ? ", replays on " : "", rep ? rep : "",
+			srv_kvev_topic(s->kvev));
+	}
 	struct MHD_Daemon *d = listen_on(s, err);
 	if (!d) {
 		rc = err->code;
