@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from server_harness import free_port
+from server_harness import Logged, free_port
 
 MODULES = {"vllm": "vllm_router", "sglang": "sglang_router"}
 # flags both routers take, same names (router_args.py of each). The circuit
@@ -106,7 +106,7 @@ def metric_sum(port, name):
     return total
 
 
-class Router:
+class Router(Logged):
     def __init__(self, kind, policy, workers, *extra, health=True, log_level="info"):
         self.kind, self.port = kind, free_port()
         self.log = tempfile.TemporaryFile("w+")
@@ -134,17 +134,6 @@ class Router:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"router did not answer: {self.logtext()[-3000:]}")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    def logtext(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
 
     def stop(self):
         if self.proc.poll() is None:

@@ -97,7 +97,23 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Server:
+class Logged:
+    """A child process (self.proc) whose output goes to self.log: a context
+    manager that stops it, and its log's text."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def logtext(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+
+class Server(Logged):
     """`ferrox serve -m model *args` on a free port, healthy when built; its
     log in a temporary file (gone when the test ends)."""
 
@@ -120,17 +136,6 @@ class Server:
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"server did not become healthy: {self.logtext()[-2000:]}")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    def logtext(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
 
     def raw(self, method, path, body=None, headers=None, timeout=60):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)

@@ -173,11 +173,13 @@ def timed_decode(srv, n=96):
 def stalled(c, srv, port, topic):
     """tokens/s of a decode without a subscriber and with one that never
     reads (a receive buffer of one message, filled first), interleaved
-    three times each; medians compared (this machine is noisy)."""
+    five times each; medians compared. The bound is loose (0.5x) because
+    tests share the machine: a publisher that blocked on the subscriber
+    would stop decoding outright, far below it."""
     import statistics
     import zmq
     plain, stall = [], []
-    for r in range(3):
+    for r in range(5):
         plain.append(timed_decode(srv))
         s = zmq.Context.instance().socket(zmq.SUB)
         s.setsockopt(zmq.RCVHWM, 1)
@@ -185,15 +187,15 @@ def stalled(c, srv, port, topic):
         s.setsockopt_string(zmq.SUBSCRIBE, "")
         s.connect(f"tcp://127.0.0.1:{port}")
         time.sleep(0.3)
-        for p in prompts()[r * 2:r * 2 + 2]:  # events it never reads
+        for p in prompts()[r * 2 % 16:r * 2 % 16 + 2]:  # events it never reads
             complete(srv, p + f" again {r}", 2)
         stall.append(timed_decode(srv))
         s.close()
     a, b = statistics.median(plain), statistics.median(stall)
     print(f"  decode: {a:.1f} tok/s without, {b:.1f} tok/s with a stalled subscriber "
           f"({b / a:.2f}x; runs {[round(x) for x in plain]} / {[round(x) for x in stall]})")
-    c.expect("a stalled subscriber does not slow decoding (median >= 0.8x; noisy machine)",
-             b >= 0.8 * a, f"{b:.1f} vs {a:.1f}")
+    c.expect("a stalled subscriber does not slow decoding (median >= 0.5x: a shared machine)",
+             b >= 0.5 * a, f"{b:.1f} vs {a:.1f}")
 
 
 def bad_start(c):

@@ -35,13 +35,9 @@
  * Not here: /flush_cache (the prefix cache has no clearing call in the
  * public API yet) and /get_server_info (the KV-events work owns it).
  */
-#include <errno.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include "server/compat.h"
@@ -52,39 +48,7 @@ static const char E_INV[] = "invalid_request_error";
 
 static enum MHD_Result reply(struct MHD_Connection *mc, unsigned status, char *body, bool retry)
 {
-	if (!body)
-		return MHD_NO;
-	struct MHD_Response *rsp =
-		MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-	if (!rsp) {
-		free(body);
-		return MHD_NO;
-	}
-	MHD_add_response_header(rsp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	if (retry)
-		MHD_add_response_header(rsp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-	enum MHD_Result ok = MHD_queue_response(mc, status, rsp);
-	MHD_destroy_response(rsp);
-	return ok;
-}
-
-static enum MHD_Result reply_error(struct MHD_Connection *mc, const struct srv_error *e)
-{
-	return reply(mc, (unsigned)e->status, srv_error_json(e), e->status == 503);
-}
-
-static enum MHD_Result fail(struct MHD_Connection *mc, int status, const char *type,
-			    const char *param, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-static enum MHD_Result fail(struct MHD_Connection *mc, int status, const char *type,
-			    const char *param, const char *fmt, ...)
-{
-	struct srv_error e = { .status = status, .type = type, .param = param };
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
-	va_end(ap);
-	return reply_error(mc, &e);
+	return srv_http_body(mc, status, body, "application/json", retry);
 }
 
 /* o (consumed) as the 200 body; a NULL o (allocation failed) is a 500. */
@@ -93,33 +57,11 @@ static enum MHD_Result reply_json(struct MHD_Connection *mc, cJSON *o)
 	char *js = o ? cJSON_PrintUnformatted(o) : NULL;
 	cJSON_Delete(o);
 	if (!js)
-		return fail(mc, 500, "server_error", NULL, "out of memory");
+		return srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
 	return reply(mc, 200, js, false);
 }
 
 /* ---- waiting for a request ---- */
-
-static int conn_fd(struct MHD_Connection *mc)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-	return ci ? ci->connect_fd : -1;
-}
-
-/* true when the peer has closed or reset the connection. */
-static bool client_gone(int fd)
-{
-	if (fd < 0)
-		return false;
-	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-	if (poll(&p, 1, 0) <= 0)
-		return false;
-	if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
-		return true;
-	char c;
-	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
 
 static void drop_locked(struct srv *s, struct srv_req *r)
 {
@@ -158,7 +100,7 @@ static enum ran run_request(struct srv *s, struct srv_req *r, int fd, double lim
 		if (r->done)
 			break;
 		bool timeout = limit_s > 0 && srv_now() - t0 > limit_s;
-		if (timeout || client_gone(fd)) {
+		if (timeout || srv_http_client_gone(fd)) {
 			drop_locked(s, r);
 			pthread_mutex_unlock(&s->lock);
 			return timeout ? RAN_TIMEOUT : RAN_GONE;
@@ -297,12 +239,12 @@ static enum MHD_Result do_health_generate(struct srv *s, struct MHD_Connection *
 	struct srv_error e = { 0 };
 	struct srv_req *r = srv_request_build(s, SRV_COMPLETION, probe, sizeof(probe) - 1, &e);
 	if (!r)
-		return reply_error(mc, &e);
-	enum ran how = run_request(s, r, conn_fd(mc), 20.0);
+		return reply(mc, (unsigned)e.status, srv_error_json(&e), e.status == 503);
+	enum ran how = run_request(s, r, srv_http_conn_fd(mc), 20.0);
 	if (how == RAN_GONE)
 		return MHD_NO;
 	if (how != RAN_OK)
-		return fail(mc, 503, "unavailable_error", NULL, "%s",
+		return srv_http_fail(mc, 503, "unavailable_error", NULL, "%s",
 			    how == RAN_BUSY	 ? "the server is busy or shutting down"
 			    : how == RAN_TIMEOUT ? "no token within 20 s"
 						 : "the engine failed the probe");
@@ -395,20 +337,20 @@ static enum MHD_Result do_generate(struct srv *s, struct MHD_Connection *mc, con
 	struct srv_error e = { 0 };
 	cJSON *body = generate_body(in, &e);
 	if (!body)
-		return reply_error(mc, &e);
+		return reply(mc, (unsigned)e.status, srv_error_json(&e), e.status == 503);
 	struct srv_req *r = build_from(s, SRV_COMPLETION, body, &e);
 	cJSON_Delete(body);
 	if (!r)
-		return reply_error(mc, &e);
+		return reply(mc, (unsigned)e.status, srv_error_json(&e), e.status == 503);
 	double t0 = srv_now();
-	enum ran how = run_request(s, r, conn_fd(mc), 0);
+	enum ran how = run_request(s, r, srv_http_conn_fd(mc), 0);
 	if (how == RAN_GONE)
 		return MHD_NO;
 	if (how == RAN_BUSY)
-		return fail(mc, 503, "server_busy_error", NULL,
+		return srv_http_fail(mc, 503, "server_busy_error", NULL,
 			    "the server is not ready, is shutting down or its queue is full");
 	if (how != RAN_OK)
-		return fail(mc, 500, "server_error", NULL,
+		return srv_http_fail(mc, 500, "server_error", NULL,
 			    "the engine could not run this request (see the server log)");
 	const struct srv_choice *c = &r->ch[0];
 	cJSON *o = cJSON_CreateObject(), *mi = cJSON_CreateObject(), *fr = cJSON_CreateObject();
@@ -472,7 +414,7 @@ static enum MHD_Result do_render(struct srv *s, struct MHD_Connection *mc,
 	struct srv_error e = { 0 };
 	struct srv_req *r = srv_request_build(s, kind, in->body ? in->body : "", in->n, &e);
 	if (!r)
-		return reply_error(mc, &e);
+		return reply(mc, (unsigned)e.status, srv_error_json(&e), e.status == 503);
 	cJSON *o = rendered(s, r);
 	release(s, r);
 	if (o && kind == SRV_COMPLETION) {
@@ -533,11 +475,11 @@ bool srv_compat_route(struct srv *s, struct MHD_Connection *mc, const char *url,
 	else
 		return false;
 	if (strcmp(method, want_post ? "POST" : "GET")) {
-		*res = fail(mc, 405, E_INV, NULL, "%s wants %s", url, want_post ? "POST" : "GET");
+		*res = srv_http_fail(mc, 405, E_INV, NULL, "%s wants %s", url, want_post ? "POST" : "GET");
 		return true;
 	}
 	if (!in->authorized) {
-		*res = fail(mc, 401, "authentication_error", NULL,
+		*res = srv_http_fail(mc, 401, "authentication_error", NULL,
 			    "missing or wrong API key (send 'Authorization: Bearer KEY')");
 		return true;
 	}
@@ -545,7 +487,7 @@ bool srv_compat_route(struct srv *s, struct MHD_Connection *mc, const char *url,
 	bool ready = s->ready, draining = s->draining;
 	pthread_mutex_unlock(&s->lock);
 	if (!ready || (c == C_HEALTH_GEN && draining)) {
-		*res = fail(mc, 503, "unavailable_error", NULL,
+		*res = srv_http_fail(mc, 503, "unavailable_error", NULL,
 			    !ready ? "loading model" : "shutting down");
 		return true;
 	}
@@ -566,12 +508,12 @@ bool srv_compat_route(struct srv *s, struct MHD_Connection *mc, const char *url,
 		return true;
 	}
 	if (in->too_big) {
-		*res = fail(mc, 413, E_INV, NULL, "the request body is larger than %zu bytes (--max-body)",
+		*res = srv_http_fail(mc, 413, E_INV, NULL, "the request body is larger than %zu bytes (--max-body)",
 			    s->p.max_body);
 		return true;
 	}
 	if (!srv_utf8_valid(in->body ? in->body : "", in->n)) {
-		*res = fail(mc, 400, E_INV, NULL, "the request body is not valid UTF-8");
+		*res = srv_http_fail(mc, 400, E_INV, NULL, "the request body is not valid UTF-8");
 		return true;
 	}
 	if (c != C_GENERATE) {
@@ -583,8 +525,8 @@ bool srv_compat_route(struct srv *s, struct MHD_Connection *mc, const char *url,
 	cJSON *body = srv_json_parse(in->body ? in->body : "", in->n, &end, &oom);
 	if (!body || !cJSON_IsObject(body)) {
 		cJSON_Delete(body);
-		*res = oom ? fail(mc, 500, "server_error", NULL, "out of memory")
-			   : fail(mc, 400, E_INV, NULL, "the request body must be a JSON object");
+		*res = oom ? srv_http_fail(mc, 500, "server_error", NULL, "out of memory")
+			   : srv_http_fail(mc, 400, E_INV, NULL, "the request body must be a JSON object");
 		return true;
 	}
 	*res = do_generate(s, mc, body);

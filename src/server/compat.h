@@ -25,6 +25,19 @@ struct srv_compat_in {
 	bool authorized;
 };
 
+/* http.c's response helpers, shared with compat.c: body (malloc'ed, taken;
+ * NULL: MHD_NO) sent with status and content type, a Retry-After: 1 when
+ * retry; fail: an OpenAI-shaped error (a 503 with Retry-After). */
+enum MHD_Result srv_http_body(struct MHD_Connection *mc, unsigned status, char *body,
+			      const char *type, bool retry);
+enum MHD_Result srv_http_fail(struct MHD_Connection *mc, int status, const char *type,
+			      const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+/* The connection's socket (-1: unknown), and whether its peer has closed
+ * or reset it (polled, nothing read). */
+int srv_http_conn_fd(struct MHD_Connection *mc);
+bool srv_http_client_gone(int fd);
+
 /* Answer url if it is one of compat.c's endpoints: true with *res set
  * (the response queued, or MHD_NO); false for any other path (the caller
  * answers 404). */

@@ -40,7 +40,7 @@ static const char E_INV[] = "invalid_request_error";
 
 /* ---- responses ---- */
 
-static enum MHD_Result send_body(struct MHD_Connection *mc, unsigned status, char *body,
+enum MHD_Result srv_http_body(struct MHD_Connection *mc, unsigned status, char *body,
 				 const char *type, bool retry)
 {
 	if (!body)
@@ -63,19 +63,16 @@ static enum MHD_Result send_json(struct MHD_Connection *mc, unsigned status, cJS
 {
 	char *js = o ? cJSON_PrintUnformatted(o) : NULL;
 	cJSON_Delete(o);
-	return send_body(mc, status, js, "application/json", false);
+	return srv_http_body(mc, status, js, "application/json", false);
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *mc, const struct srv_error *e)
 {
-	return send_body(mc, (unsigned)e->status, srv_error_json(e), "application/json",
+	return srv_http_body(mc, (unsigned)e->status, srv_error_json(e), "application/json",
 			 e->status == 503);
 }
 
-static enum MHD_Result fail(struct MHD_Connection *mc, int status, const char *type,
-			    const char *param, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-static enum MHD_Result fail(struct MHD_Connection *mc, int status, const char *type,
+enum MHD_Result srv_http_fail(struct MHD_Connection *mc, int status, const char *type,
 			    const char *param, const char *fmt, ...)
 {
 	struct srv_error e = { .status = status, .type = type, .param = param };
@@ -88,7 +85,7 @@ static enum MHD_Result fail(struct MHD_Connection *mc, int status, const char *t
 
 /* ---- client liveness ---- */
 
-static int conn_fd(struct MHD_Connection *mc)
+int srv_http_conn_fd(struct MHD_Connection *mc)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -96,7 +93,7 @@ static int conn_fd(struct MHD_Connection *mc)
 }
 
 /* true when the peer has closed or reset the connection. */
-static bool client_gone(int fd)
+bool srv_http_client_gone(int fd)
 {
 	if (fd < 0)
 		return false;
@@ -141,7 +138,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	pthread_mutex_lock(&s->lock);
 	while (r->out_off == r->out.n && !r->done) {
 		wait_100ms(&r->cond, &s->lock);
-		if (r->out_off == r->out.n && !r->done && client_gone(st->fd)) {
+		if (r->out_off == r->out.n && !r->done && srv_http_client_gone(st->fd)) {
 			cancel_locked(s, r);
 			pthread_mutex_unlock(&s->lock);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -280,7 +277,7 @@ static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, s
 	s->n_http++;
 	pthread_mutex_unlock(&s->lock);
 	cn->counted = true;
-	int fd = conn_fd(mc);
+	int fd = srv_http_conn_fd(mc);
 	if (r->g.stream) {
 		struct stream *st = malloc(sizeof(*st));
 		struct MHD_Response *rsp =
@@ -305,7 +302,7 @@ static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, s
 	pthread_mutex_lock(&s->lock);
 	while (!r->done) {
 		wait_100ms(&r->cond, &s->lock);
-		if (!r->done && client_gone(fd)) {
+		if (!r->done && srv_http_client_gone(fd)) {
 			cancel_locked(s, r);
 			srv_req_unref_locked(r);
 			pthread_mutex_unlock(&s->lock);
@@ -317,7 +314,7 @@ static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, s
 		pthread_mutex_lock(&s->lock);
 		srv_req_unref_locked(r);
 		pthread_mutex_unlock(&s->lock);
-		return fail(mc, 500, "server_error", NULL,
+		return srv_http_fail(mc, 500, "server_error", NULL,
 			    "the engine could not run this request (see the server log)");
 	}
 	char *js = srv_final_json(s, r);
@@ -325,8 +322,8 @@ static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, s
 	srv_req_unref_locked(r);
 	pthread_mutex_unlock(&s->lock);
 	if (!js)
-		return fail(mc, 500, "server_error", NULL, "out of memory");
-	return send_body(mc, 200, js, "application/json", false);
+		return srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
+	return srv_http_body(mc, 200, js, "application/json", false);
 }
 
 /* ---- other endpoints ---- */
@@ -335,8 +332,8 @@ static enum MHD_Result do_models(struct srv *s, struct MHD_Connection *mc)
 {
 	char *js = srv_models_json(s);
 	if (!js)
-		return fail(mc, 500, "server_error", NULL, "out of memory");
-	return send_body(mc, 200, js, "application/json", false);
+		return srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
+	return srv_http_body(mc, 200, js, "application/json", false);
 }
 
 /* llama.cpp server's shapes: {"content", "add_special", "parse_special",
@@ -347,7 +344,7 @@ static enum MHD_Result do_tokenize(struct srv *s, struct MHD_Connection *mc, con
 	const cJSON *c = cJSON_GetObjectItemCaseSensitive(body, "content");
 	bool add = false, parse = true, pieces = false;
 	if (!cJSON_IsString(c))
-		return fail(mc, 400, E_INV, "content", "'content' must be a string");
+		return srv_http_fail(mc, 400, E_INV, "content", "'content' must be a string");
 	if (!srv_json_bool(body, "add_special", &add, &e) ||
 	    !srv_json_bool(body, "parse_special", &parse, &e) ||
 	    !srv_json_bool(body, "with_pieces", &pieces, &e))
@@ -356,20 +353,20 @@ static enum MHD_Result do_tokenize(struct srv *s, struct MHD_Connection *mc, con
 	fx_token *t = malloc(cap * sizeof(*t));
 	if (!t || fx_tokenize(s->model, c->valuestring, len, add, parse, t, cap, &n)) {
 		free(t);
-		return fail(mc, 500, "server_error", NULL, "tokenization failed");
+		return srv_http_fail(mc, 500, "server_error", NULL, "tokenization failed");
 	}
 	char *js = srv_tokenize_json(s, t, n, pieces);
 	free(t);
 	if (!js)
-		return fail(mc, 500, "server_error", NULL, "out of memory");
-	return send_body(mc, 200, js, "application/json", false);
+		return srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
+	return srv_http_body(mc, 200, js, "application/json", false);
 }
 
 static enum MHD_Result do_detokenize(struct srv *s, struct MHD_Connection *mc, const cJSON *body)
 {
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(body, "tokens");
 	if (!cJSON_IsArray(a))
-		return fail(mc, 400, E_INV, "tokens", "'tokens' must be a list of token ids");
+		return srv_http_fail(mc, 400, E_INV, "tokens", "'tokens' must be a list of token ids");
 	struct srv_buf out = { 0 };
 	struct fx_detok dt = { 0 };
 	const cJSON *it;
@@ -381,7 +378,7 @@ static enum MHD_Result do_detokenize(struct srv *s, struct MHD_Connection *mc, c
 		if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= s->n_vocab ||
 		    it->valuedouble != (int32_t)it->valuedouble) {
 			srv_buf_free(&out);
-			return fail(mc, 400, E_INV, "tokens", "token ids must be integers in [0, %d)",
+			return srv_http_fail(mc, 400, E_INV, "tokens", "token ids must be integers in [0, %d)",
 				    s->n_vocab);
 		}
 		if (fx_detok_push(s->model, &dt, (fx_token)it->valuedouble, true, buf, sizeof(buf),
@@ -398,7 +395,7 @@ static enum MHD_Result do_detokenize(struct srv *s, struct MHD_Connection *mc, c
 	}
 	srv_buf_free(&out);
 	if (!o)
-		return fail(mc, 500, "server_error", NULL, "out of memory");
+		return srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
 	return send_json(mc, 200, o);
 }
 
@@ -412,8 +409,8 @@ static enum MHD_Result do_metrics(struct srv *s, struct MHD_Connection *mc)
 	if (s->kvev)
 		srv_kvev_stats(s->kvev, &m.kv_batches, &m.kv_dropped, &m.kv_events, &next);
 	if (!srv_metrics_text(&m, s->model_name, &b))
-		return fail(mc, 500, "server_error", NULL, "out of memory");
-	return send_body(mc, 200, b.p, "text/plain; version=0.0.4; charset=utf-8", false);
+		return srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
+	return srv_http_body(mc, 200, b.p, "text/plain; version=0.0.4; charset=utf-8", false);
 }
 
 /* ---- routing ---- */
@@ -450,7 +447,7 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 	pthread_mutex_unlock(&s->lock);
 	if (path_is(url, "/health") || path_is(url, "/v1/health")) {
 		if (!ready || draining)
-			return fail(mc, 503, "unavailable_error", NULL,
+			return srv_http_fail(mc, 503, "unavailable_error", NULL,
 				    !ready ? "loading model" : "shutting down");
 		cJSON *o = cJSON_CreateObject();
 		if (o && !cJSON_AddStringToObject(o, "status", "ok")) {
@@ -458,7 +455,7 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 			o = NULL;
 		}
 		if (!o)
-			return fail(mc, 500, "server_error", NULL, "out of memory");
+			return srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
 		return send_json(mc, 200, o);
 	}
 	enum { R_NONE, R_METRICS, R_MODELS, R_CMPL, R_CHAT, R_TOK, R_DETOK, R_KVSRC,
@@ -486,36 +483,36 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 		enum MHD_Result res;
 		if (srv_compat_route(s, mc, url, method, &in, &res))
 			return res;
-		return fail(mc, 404, E_INV, NULL, "no such endpoint: %.200s", url);
+		return srv_http_fail(mc, 404, E_INV, NULL, "no such endpoint: %.200s", url);
 	}
 	if (want_post ? !post : !get)
-		return fail(mc, 405, E_INV, NULL, "%s wants %s", url, want_post ? "POST" : "GET");
+		return srv_http_fail(mc, 405, E_INV, NULL, "%s wants %s", url, want_post ? "POST" : "GET");
 	if (r != R_METRICS && !authorized(s, mc))
-		return fail(mc, 401, "authentication_error", NULL,
+		return srv_http_fail(mc, 401, "authentication_error", NULL,
 			    "missing or wrong API key (send 'Authorization: Bearer KEY')");
 	if (r == R_METRICS)
 		return do_metrics(s, mc);
 	if (!ready)
-		return fail(mc, 503, "unavailable_error", NULL, "loading model");
+		return srv_http_fail(mc, 503, "unavailable_error", NULL, "loading model");
 	if (r == R_MODELS)
 		return do_models(s, mc);
 	if (r == R_KVSRC || r == R_KVBLK) {
 		cJSON *o = r == R_KVSRC ? srv_kv_event_sources_json(s) : srv_kv_blocks_json(s);
-		return o ? send_json(mc, 200, o) : fail(mc, 500, "server_error", NULL, "out of memory");
+		return o ? send_json(mc, 200, o) : srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
 	}
 	if (cn->too_big)
-		return fail(mc, 413, E_INV, NULL, "the request body is larger than %zu bytes (--max-body)",
+		return srv_http_fail(mc, 413, E_INV, NULL, "the request body is larger than %zu bytes (--max-body)",
 			    s->p.max_body);
 	if (!srv_utf8_valid(cn->body.p ? cn->body.p : "", cn->body.n))
-		return fail(mc, 400, E_INV, NULL, "the request body is not valid UTF-8");
+		return srv_http_fail(mc, 400, E_INV, NULL, "the request body is not valid UTF-8");
 	if (r == R_CMPL || r == R_CHAT)
 		return do_completion(s, mc, cn, r == R_CHAT ? SRV_CHAT : SRV_COMPLETION);
 	char why[128];
 	cJSON *body = body_object(cn, why, sizeof(why));
 	if (!body && !why[0])
-		return fail(mc, 500, "server_error", NULL, "out of memory");
+		return srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
 	if (!body)
-		return fail(mc, 400, E_INV, NULL, "%s", why);
+		return srv_http_fail(mc, 400, E_INV, NULL, "%s", why);
 	enum MHD_Result res = r == R_TOK ? do_tokenize(s, mc, body) : do_detokenize(s, mc, body);
 	cJSON_Delete(body);
 	return res;
@@ -536,7 +533,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > s->p.max_body) {
 			cn->too_big = true;
-			return fail(mc, 413, E_INV, NULL,
+			return srv_http_fail(mc, 413, E_INV, NULL,
 				    "the request body is larger than %zu bytes (--max-body)",
 				    s->p.max_body);
 		}
