@@ -871,8 +871,7 @@ static int map_metadata(struct hf *h)
 		cfg_num(cfg, "intermediate_size", &fe_l4);
 	if ((cfg_num(cfg, "num_local_experts", &d) || cfg_num(cfg, "num_experts", &d) ||
 	     cfg_num(cfg, "n_routed_experts", &d) || cfg_num(cfg, "moe_num_experts", &d)) && d > 0) {
-		double used = 0, fe = fe_l4 > 0 ? fe_l4 : n_ff, fs = fe_l4, nsh;
-		h->n_expert = (int)d;
+		double used = 0, fe = fe_l4 > 0 ? fe_l4 : n_ff, fs = fe_l4, nsh = 0;
 		if (!cfg_num(cfg, "num_experts_per_tok", &used) &&
 		    !cfg_num(cfg, "moe_k", &used)) /* ERNIE 4.5 MoE */
 			cfg_num(cfg, "top_k_experts", &used); /* Gemma 4 */
@@ -885,15 +884,21 @@ static int map_metadata(struct hf *h)
 		bool norm = nt ? cJSON_IsTrue(nt) : h->fam->moe_norm;
 		char k[128];
 		snprintf(k, sizeof(k), "%s.expert_weights_norm", h->arch);
-		if (h->n_expert < 1 || h->n_expert > 64 || used < 1 || used > h->n_expert)
-			return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: %d experts with %g per "
-				       "token (1..64 experts supported)", h->dir, h->n_expert, used);
+		cfg_num(cfg, "moe_num_shared_experts", &nsh);
+		/* every value range-checked before a conversion (a negative
+		 * width converted to uint32_t was UB: fuzz_hf) */
+		if (d > 64 || used < 1 || used > d)
+			return fx_fail(h->err, FX_E_UNSUPPORTED, "%s/config.json: %g experts with %g per "
+				       "token (1..64 experts supported)", h->dir, d, used);
+		if (!(fe > 0 && fe <= 1 << 24) || fs > 1 << 24 || nsh > 64)
+			return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: expert width %g, shared "
+				       "width %g or %g shared experts out of range", h->dir, fe, fs, nsh);
+		h->n_expert = (int)d;
 		if (put_u32(h, "expert_count", (uint32_t)h->n_expert) ||
 		    put_u32(h, "expert_used_count", (uint32_t)used) ||
 		    put_u32(h, "expert_feed_forward_length", (uint32_t)fe) ||
 		    (fs > 0 && put_u32(h, "expert_shared_feed_forward_length", (uint32_t)fs)) ||
-		    (cfg_num(cfg, "moe_num_shared_experts", &nsh) && nsh > 0 &&
-		     put_u32(h, "expert_shared_count", (uint32_t)nsh)) ||
+		    (nsh > 0 && put_u32(h, "expert_shared_count", (uint32_t)nsh)) ||
 		    gguf_build_bool(h->g, k, norm))
 			return FX_E_NOMEM;
 	}
