@@ -89,14 +89,7 @@ static enum ran run_request(struct srv *s, struct srv_req *r, int fd, double lim
 	}
 	double t0 = srv_now();
 	while (!r->done) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&r->cond, &s->lock, &ts);
+		srv_http_wait_100ms(&r->cond, &s->lock);
 		if (r->done)
 			break;
 		bool timeout = limit_s > 0 && srv_now() - t0 > limit_s;

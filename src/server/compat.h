@@ -35,6 +35,8 @@ enum MHD_Result srv_http_fail(struct MHD_Connection *mc, int status, const char 
 	__attribute__((format(printf, 5, 6)));
 /* The connection's socket (-1: unknown), and whether its peer has closed
  * or reset it (polled, nothing read). */
+/* Wait on cv (mu held) for at most 100 ms. */
+void srv_http_wait_100ms(pthread_cond_t *cv, pthread_mutex_t *mu);
 int srv_http_conn_fd(struct MHD_Connection *mc);
 bool srv_http_client_gone(int fd);
 

@@ -587,12 +587,10 @@ static void kv_events_step(struct srv *s)
 {
 	if (!s->kvev)
 		return;
-	uint64_t before, after, x;
-	srv_kvev_stats(s->kvev, &x, &x, &x, &before);
-	srv_kvev_collect(s->kvev, s->ctx);
-	srv_kvev_stats(s->kvev, &x, &x, &x, &after);
-	if (after == before)
+	uint64_t after, x;
+	if (!srv_kvev_collect(s->kvev, s->ctx))
 		return;
+	srv_kvev_stats(s->kvev, &x, &x, &x, &after);
 	int64_t n = fx_context_kv_held(s->ctx, NULL, 0);
 	pthread_mutex_lock(&s->lock);
 	if (n > s->kv_held_cap) {

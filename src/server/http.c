@@ -107,7 +107,7 @@ bool srv_http_client_gone(int fd)
 	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-static void wait_100ms(pthread_cond_t *cv, pthread_mutex_t *mu)
+void srv_http_wait_100ms(pthread_cond_t *cv, pthread_mutex_t *mu)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -137,7 +137,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	struct srv_req *r = st->r;
 	pthread_mutex_lock(&s->lock);
 	while (r->out_off == r->out.n && !r->done) {
-		wait_100ms(&r->cond, &s->lock);
+		srv_http_wait_100ms(&r->cond, &s->lock);
 		if (r->out_off == r->out.n && !r->done && srv_http_client_gone(st->fd)) {
 			cancel_locked(s, r);
 			pthread_mutex_unlock(&s->lock);
@@ -301,7 +301,7 @@ static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, s
 	}
 	pthread_mutex_lock(&s->lock);
 	while (!r->done) {
-		wait_100ms(&r->cond, &s->lock);
+		srv_http_wait_100ms(&r->cond, &s->lock);
 		if (!r->done && srv_http_client_gone(fd)) {
 			cancel_locked(s, r);
 			srv_req_unref_locked(r);

@@ -186,15 +186,15 @@ static struct kvev_msg *batch_msg(struct srv_kvev *k)
 	return m;
 }
 
-void srv_kvev_collect(struct srv_kvev *k, struct fx_context *ctx)
+bool srv_kvev_collect(struct srv_kvev *k, struct fx_context *ctx)
 {
 	if (!k)
-		return;
+		return false;
 	k->ev.size = 0;
 	k->ev_n = 0;
 	k->ev_failed = false;
 	if (fx_context_kv_events(ctx, on_event, k) == 0)
-		return;
+		return false;
 	struct kvev_msg *m = k->ev_failed ? NULL : batch_msg(k);
 	if (!m) {
 		/* Out of memory: tell consumers to forget this replica's blocks
@@ -225,6 +225,7 @@ void srv_kvev_collect(struct srv_kvev *k, struct fx_context *ctx)
 		}
 	}
 	pthread_mutex_unlock(&k->lock);
+	return true;
 }
 
 static void seq_bytes(uint64_t seq, unsigned char out[8])

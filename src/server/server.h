@@ -291,8 +291,9 @@ struct srv_kvev_params {
 int srv_kvev_open(const struct fx_server_params *p, struct srv_kvev **out, char *why, size_t nwhy);
 int srv_kvev_start(const struct srv_kvev_params *p, struct srv_kvev **out, char *why, size_t nwhy);
 /* Engine thread, after a step: the context's new events as one batch,
- * queued for the publisher thread. NULL k: nothing. */
-void srv_kvev_collect(struct srv_kvev *k, struct fx_context *ctx);
+ * queued for the publisher thread. Returns whether there were any (NULL
+ * k: false). */
+bool srv_kvev_collect(struct srv_kvev *k, struct fx_context *ctx);
 /* Counters: batches sent and dropped, events encoded, the next batch's
  * sequence number. Any thread. */
 void srv_kvev_stats(struct srv_kvev *k, uint64_t *published, uint64_t *dropped,
