@@ -46,7 +46,9 @@ fi
 # The routers of tests/test_routers.py and bench/route_bench.py (vllm-router,
 # sglang-router, pinned: their flags and worker endpoints change between
 # releases) and pyzmq and msgpack (KV-cache event subscribers), the same way.
-for spec in jinja2 gguf llguidance jsonschema tokenizers==0.23.3 transformers==5.23.0 sentencepiece \
+# pytest runs the Python package's tests (python/tests, ctest
+# python_package), the same way.
+for spec in pytest jinja2 gguf llguidance jsonschema tokenizers==0.23.3 transformers==5.23.0 sentencepiece \
 	protobuf vllm-router==0.1.17 sglang-router==0.3.2 pyzmq msgpack; do
 	mod=${spec%%==*}
 	imp=$mod
@@ -64,3 +66,12 @@ for spec in jinja2 gguf llguidance jsonschema tokenizers==0.23.3 transformers==5
 			echo "warning: could not install $spec; the tests that use it will skip" >&2
 	fi
 done
+# The Python package (pip install ./python) builds with setuptools alone
+# from 70.1 on (it writes wheels itself; older ones need the wheel package):
+# ctest's python_package builds it offline with the installed one.
+if ! python3 -c "import setuptools.command.bdist_wheel" >/dev/null 2>&1; then
+	echo "installing: setuptools>=70.1 (pip --user)" >&2
+	python3 -m pip install --quiet --user "setuptools>=70.1" 2>/dev/null ||
+		python3 -m pip install --quiet --user --break-system-packages "setuptools>=70.1" ||
+		echo "warning: could not install setuptools>=70.1; the python_package test will fail" >&2
+fi

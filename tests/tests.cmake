@@ -287,3 +287,18 @@ if(Python3_Interpreter_FOUND)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_hf_tokenizer_config PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 endif()
+
+# The Python package (python/; tests/test_python_package.py): a wheel built
+# from a copy of the repository (setup.py compiles libferrox.so), installed
+# into a fresh virtual environment, the copy moved away, python/tests run
+# (pytest) against the installed package from another folder: generate,
+# stream, chat and tokenize against this build's ferrox run / chat /
+# tokenize on both default models, struct layouts against ferrox.h, the
+# README example. Release only (the wheel compiles its own library; not
+# again under ASan). Skips (77) without venv, setuptools or pytest unless
+# FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND AND CMAKE_BUILD_TYPE STREQUAL "Release")
+  add_test(NAME python_package COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_python_package.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(python_package PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+endif()
