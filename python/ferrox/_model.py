@@ -342,9 +342,14 @@ class Model:
         held.extend(rest)
 
     def _prompt_tokens(self, prompt):
-        if isinstance(prompt, str):
-            return self.tokenize(prompt, add_special=True, parse_special=True)
-        return list(prompt)
+        if not isinstance(prompt, str):
+            return list(prompt)
+        toks = self.tokenize(prompt, add_special=True, parse_special=True)
+        # a prompt that spells BOS itself gets no second one (as llama.cpp)
+        bos = self.bos
+        if len(toks) > 1 and bos is not None and toks[0] == toks[1] == bos and _lib.fx_add_bos(self._m):
+            del toks[0]
+        return toks
 
     def _start(self, tokens, max_tokens, stop, sampling):
         """Check the arguments now, generate lazily."""
@@ -362,6 +367,8 @@ class Model:
 
     def _pieces(self, tokens, max_tokens, stop, smp):
         try:
+            if max_tokens == 0:  # (`ferrox run -n 0` still prints one token)
+                return
             self._gen += 1
             gen = self._gen
             for t in tokens:

@@ -56,6 +56,27 @@ def test_stream_pieces_concatenate_to_generate(model):
     assert "".join(pieces) == model.generate(prompt, max_tokens=32, temperature=0)
 
 
+def test_generate_until_the_context_is_full(smollm2, cli):
+    prompt = PROMPTS["smollm2"][2]
+    want = cli("run", "-m", smollm2.path, "-p", prompt, "-c", "48", "-n", "-1", "--temp", "0")
+    with ferrox.Model(smollm2.path, n_ctx=48) as m:
+        got = m.generate(prompt, max_tokens=-1, temperature=0)
+        assert got + "\n" == want
+        # n_ctx - n_prompt + 1 tokens: the last one sampled, not decoded
+        n_prompt = len(m.tokenize(prompt, parse_special=True))
+        assert len(m.tokenize(got, add_special=False)) == pytest.approx(48 - n_prompt + 1, abs=3)
+        assert m.generate(prompt, max_tokens=0) == ""
+
+
+def test_prompt_spelling_bos_gets_one(gemma3):
+    plain = gemma3.tokenize("Water boils at", parse_special=True)
+    assert plain[0] == gemma3.bos  # Gemma asks for BOS
+    assert gemma3.tokenize("<bos>Water boils at", parse_special=True)[:2] == [gemma3.bos] * 2
+    assert gemma3._prompt_tokens("<bos>Water boils at") == plain
+    assert gemma3.generate("<bos>Water boils at", max_tokens=8, temperature=0) == \
+        gemma3.generate(plain, max_tokens=8, temperature=0)
+
+
 def test_token_ids_prompt(model):
     prompt = PROMPTS[model.name][0]
     ids = model.tokenize(prompt, add_special=True, parse_special=True)
