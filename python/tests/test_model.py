@@ -3,7 +3,6 @@ generation (greedy and seeded) equals `ferrox run`, chat equals `ferrox
 chat`, tokenize equals `ferrox tokenize --ids`; streaming, detokenizing,
 stop strings, and errors carrying the library's message."""
 import json
-import os
 
 import pytest
 
