@@ -256,3 +256,21 @@ def test_embed(smollm2):
     assert smollm2.embed(ids, pooling="last", normalize=False) == pytest.approx(raw["last"], abs=1e-4)
     with pytest.raises(ValueError):
         smollm2.embed(text, pooling="max")
+
+
+def test_embed_matches_ferrox_embed(model):
+    """Where the CLI has `ferrox embed` (llama-embedding's flags): the same
+    vectors, per pooling, to its 7 printed decimals."""
+    import subprocess
+    from conftest import CLI
+    if not _lib.has_embed:
+        pytest.skip("this libferrox has no fx_embed")
+    if subprocess.run([CLI, "embed", "--help"], capture_output=True).returncode != 0:
+        pytest.skip("this ferrox has no embed command")
+    text = "Embeddings of a short sentence."
+    for pooling in ferrox.POOLINGS:
+        r = subprocess.run([CLI, "embed", "-m", model.path, "-p", text, "--pooling", pooling,
+                            "--embd-output-format", "array"], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        want = json.loads(r.stdout)[0]
+        assert model.embed(text, pooling=pooling) == pytest.approx(want, abs=2e-6), pooling
