@@ -194,6 +194,11 @@ class Model:
     def __del__(self):
         self.close()
 
+    def __repr__(self):
+        if self._m is None:
+            return "<ferrox.Model %r (closed)>" % self.path
+        return "<ferrox.Model %r arch=%s n_ctx=%d>" % (self.path, self.arch, self.n_ctx)
+
     def _live(self):
         if self._m is None:
             raise Error("the model is closed", L.FX_E_INVALID)
