@@ -12,8 +12,10 @@ the same seed gives `ferrox run --seed S`'s. chat() follows `ferrox chat`
 by fx_tokenize_prompt (message text stays plain text).
 """
 import ctypes
+import contextlib
 import json
 import os
+import threading
 from ctypes import POINTER, byref, c_float, c_int32, c_size_t, c_void_p
 
 from . import _lib as L
@@ -141,6 +143,7 @@ class Model:
 
     def __init__(self, path, n_ctx=4096, n_threads=0, n_ubatch=0):
         self._m = self._ctx = self._ectx = None
+        self._lock = threading.Lock()
         for name, v in (("n_ctx", n_ctx), ("n_threads", n_threads), ("n_ubatch", n_ubatch)):
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**31:
                 raise ValueError("%s must be an int >= 0, got %r" % (name, v))
@@ -176,8 +179,27 @@ class Model:
 
     # ---- life ----
 
+    @contextlib.contextmanager
+    def _busy(self):
+        """The contexts run one call at a time: a second thread gets an
+        Error instead of corrupting them (ctypes releases the GIL)."""
+        if not self._lock.acquire(blocking=False):
+            raise Error("this Model is busy in another thread (one call at a time)", L.FX_E_INVALID)
+        try:
+            yield
+        finally:
+            self._lock.release()
+
     def close(self):
-        """Free the context(s) and the model; later calls raise Error."""
+        """Free the context(s) and the model; later calls raise Error.
+        Waits for a call running in another thread."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:  # __init__ failed before it
+            return
+        with lock:
+            self._free()
+
+    def _free(self):
         for attr, free in (("_ectx", _lib.fx_context_free), ("_ctx", _lib.fx_context_free),
                            ("_m", _lib.fx_model_free)):
             h = getattr(self, attr, None)
@@ -371,38 +393,49 @@ class Model:
         return self._pieces(tokens, max_tokens, _StopFilter(stop), smp)
 
     def _pieces(self, tokens, max_tokens, stop, smp):
+        """Each step, under the model's lock: decode the token sampled last
+        time, sample the next one, detokenize it; the text is yielded
+        outside the lock (the caller may start another call meanwhile)."""
         try:
             if max_tokens == 0:  # (`ferrox run -n 0` still prints one token)
                 return
-            self._gen += 1
-            gen = self._gen
-            for t in tokens:
-                _lib.fx_sampler_accept(smp, t)
-            self._feed(tokens)
+            with self._busy():
+                self._gen += 1
+                gen = self._gen
+                for t in tokens:
+                    _lib.fx_sampler_accept(smp, t)
+                self._feed(tokens)
             detok = _Detok(self._m)
             n_gen = 0
             n_rows = c_int32()
+            last = None  # sampled, not yet decoded
             while True:
-                logits = _lib.fx_get_logits(self._ctx, byref(n_rows))
-                t = _lib.fx_sampler_sample_at(smp, logits, _lib.fx_context_n_past(self._ctx))
-                if t < 0:
-                    raise Error("the sampler picked no token", L.FX_E_INVALID)
-                if _lib.fx_token_is_eog(self._m, t):
-                    break
-                _lib.fx_sampler_accept(smp, t)
-                n_gen += 1
-                text, stopped = stop.feed(detok.push(t))
-                if text:
-                    yield text
+                with self._busy():
                     self._live()  # closed while the caller held the stream
                     if self._gen != gen:
                         raise Error("another generation started on this Model while this stream was open",
                                     L.FX_E_INVALID)
+                    if last is not None:
+                        self._feed_one(last)
+                    logits = _lib.fx_get_logits(self._ctx, byref(n_rows))
+                    t = _lib.fx_sampler_sample_at(smp, logits, _lib.fx_context_n_past(self._ctx))
+                    if t < 0:
+                        raise Error("the sampler picked no token", L.FX_E_INVALID)
+                    if _lib.fx_token_is_eog(self._m, t):
+                        break
+                    _lib.fx_sampler_accept(smp, t)
+                    n_gen += 1
+                    text, stopped = stop.feed(detok.push(t))
+                    # as `ferrox run`: -n reached, or a full context (t not decoded)
+                    done = stopped or 0 <= max_tokens <= n_gen or \
+                        _lib.fx_context_n_past(self._ctx) >= _lib.fx_context_n_ctx(self._ctx)
+                    last = t
+                if text:
+                    yield text
                 if stopped:
                     return
-                if 0 <= max_tokens <= n_gen or _lib.fx_context_n_past(self._ctx) >= self.n_ctx:
+                if done:
                     break
-                self._feed_one(t)
             text, stopped = stop.feed(detok.flush())
             text += "" if stopped else stop.finish()
             if text:
@@ -519,13 +552,18 @@ class Model:
         if not tokens:
             raise Error("the text is empty", L.FX_E_INVALID)
         arr = _ids(tokens)
+        with self._busy():
+            self._live()
+            return self._embed(arr, len(tokens), POOLINGS[pooling], bool(normalize))
+
+    def _embed(self, arr, n, pooling, normalize):
         if self._ectx is None:
             cp = L.FxContextParams.from_buffer_copy(self._cp)
             cp.hidden = True
             self._ectx = self._new_context(cp)
         _lib.fx_context_reset(self._ectx)
         out = (c_float * self.n_embd)()
-        rc = _lib.fx_embed(self._ectx, 0, arr, len(tokens), POOLINGS[pooling], bool(normalize), out)
+        rc = _lib.fx_embed(self._ectx, 0, arr, n, pooling, normalize, out)
         if rc:
             raise Error(_lib.fx_context_errmsg(self._ectx).decode("utf-8", "replace") or _status_str(rc), rc)
         return list(out)

@@ -228,6 +228,12 @@ def test_interleaved_streams_and_close():
     with pytest.raises(ferrox.Error, match="closed"):
         m.tokenize("x")
     m.close()  # twice is fine
+    m = ferrox.Model(model_path("smollm2"), n_ctx=64)
+    with m._lock:  # as if another thread were inside a call
+        with pytest.raises(ferrox.Error, match="busy in another thread"):
+            m.generate("Hello", max_tokens=2)
+    assert m.generate("Hello", max_tokens=2, temperature=0)
+    m.close()
     with ferrox.Model(model_path("smollm2"), n_ctx=128) as m2:
         assert m2.n_ctx == 128
     with pytest.raises(ferrox.Error, match="closed"):
