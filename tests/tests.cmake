@@ -287,3 +287,14 @@ if(Python3_Interpreter_FOUND)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_hf_tokenizer_config PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 endif()
+
+# `cmake --install` into a temporary prefix, and every program of
+# docs/API.md compiled against the installed tree alone (pkg-config,
+# shared and static) and run on SmolLM2, each output checked against the
+# `ferrox` command doing the same job (tests/test_install.py, ~25 s).
+# Release only: it builds nothing the ASan pass would check differently.
+if(Python3_Interpreter_FOUND AND CMAKE_BUILD_TYPE STREQUAL "Release")
+  add_test(NAME test_install COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_install.py
+           ${CMAKE_BINARY_DIR} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_install PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
