@@ -4,7 +4,7 @@ model, same machine, one run.
 
 usage: bench/serve_bench.py [-m MODEL] [--clients 1,8] [--requests 3] [--rounds 2]
                             [--max-tokens 64] [--prompts mixed|short|medium|long]
-                            [--parallel 8] [-t THREADS]
+                            [--parallel 8] [--ctx-size 1024] [-t THREADS]
                             [--ferrox build/bin/ferrox] [--llama-server PATH]
                             [--only ferrox|llama] [-o md|json]
 
