@@ -62,8 +62,12 @@ def find_llama_server(path):
     if shutil.which("llama-server"):
         return shutil.which("llama-server")
     oracle = os.environ.get("ORACLE", os.path.join(os.path.dirname(ROOT), "oracle"))
-    cand = os.path.join(oracle, "llama-build", "bin", "llama-server")
-    return cand if os.access(cand, os.X_OK) else None
+    # bench/llama.sh's order: the no-AMX build first where it was made
+    for build in ("llama-build-noamx", "llama-build"):
+        cand = os.path.join(oracle, build, "bin", "llama-server")
+        if os.access(cand, os.X_OK):
+            return cand
+    return None
 
 
 class Server:
