@@ -14,7 +14,11 @@ usage: tests/test_chat_template_server.py [PATH/TO/ferrox]
 - --chat-template-file F with a template in a file renders the same;
 - without a template the server refuses chat (400) with a message naming
   --chat-template; an unknown name stops `serve` before it loads anything,
-  listing the built-in names.
+  listing the built-in names;
+- `ferrox run --chat-template gemma -sys S -p P --echo` prints <bos> and
+  llama.cpp's text for [system S, user P]; `run -sys` on the base model
+  without a template is refused naming --chat-template; `ferrox chat` with
+  --chat-template answers a turn, and refuses an unknown name.
 Exit 77 (skip) without the model unless FX_REQUIRE_MODELS=1.
 """
 import json
@@ -25,7 +29,7 @@ import tempfile
 import time
 import traceback
 
-from server_harness import BIN, GEMMA, ROOT, Checks, Server, need
+from server_harness import BIN, GEMMA, ROOT, THREADS, Checks, Server, need
 
 need("test_chat_template_server", [GEMMA], [])
 T = Checks(log_bytes=3000)
@@ -114,9 +118,32 @@ def unknown_name():
              "zephyr" in r.stderr and time.time() - t0 < 30, r.stderr)
 
 
+def cli():
+    """`ferrox run` and `ferrox chat` with the same flags (llama.cpp's)."""
+    ref = refs("gemma")["system_user"]
+    sys_msg, user = [m["content"] for m in json.loads(ref["messages_json"])]
+    base = ["-m", GEMMA, "-t", THREADS, "--temp", "0", "-c", "256"]
+    r = subprocess.run([BIN, "run", *base, "--chat-template", "gemma", "--jinja", "-sys", sys_msg, "-p", user,
+                        "-n", "1", "--echo"], capture_output=True, text=True, timeout=300)
+    T.expect("run --chat-template gemma -sys: -p rendered as llama.cpp renders it, one BOS",
+             r.returncode == 0 and r.stdout.startswith("<bos>" + ref["expect"]), r.stdout + r.stderr)
+    r = subprocess.run([BIN, "run", *base, "--system-prompt", "x", "-p", "hi", "-n", "1"],
+                       capture_output=True, text=True, timeout=300)
+    T.expect("run -sys on a base model without --chat-template: refused, naming the flag",
+             r.returncode != 0 and "--chat-template" in r.stderr, r.stderr)
+    r = subprocess.run([BIN, "chat", *base, "--chat-template", "gemma", "-sys", sys_msg, "-n", "4"],
+                       input=user + "\n", capture_output=True, text=True, timeout=300)
+    T.expect("chat --chat-template gemma -sys: answers one turn", r.returncode == 0 and r.stdout.strip(),
+             r.stdout + r.stderr)
+    r = subprocess.run([BIN, "chat", *base, "--chat-template", "nope"], input="hi\n", capture_output=True,
+                       text=True, timeout=300)
+    T.expect("chat --chat-template nope: refused, names listed", r.returncode != 0 and "gemma" in r.stderr,
+             r.stderr)
+
+
 if __name__ == "__main__":
     t0 = time.time()
-    for part in (unknown_name, with_builtin, with_file, refuses_without):
+    for part in (unknown_name, with_builtin, with_file, refuses_without, cli):
         try:
             part()
         except Exception:
