@@ -796,7 +796,7 @@ struct fx_server_params {
 	bool (*should_stop)(void *arg);
 	void *stop_arg;
 	/* Chat: the Jinja template to use instead of the model's (its text,
-	 * borrowed), or NULL. */
+	 * borrowed, e.g. fx_chat_builtin_template("gemma")), or NULL. */
 	const char *chat_template;
 	/* Chat: where a thinking model's reasoning goes unless a request says
 	 * (llama-server's --reasoning-format): NULL or "auto" and "deepseek"
