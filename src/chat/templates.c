@@ -13,7 +13,8 @@
  *   |trim is Python's str.strip(), which also strips U+00A0, U+3000,
  *   \x1c-\x1f, ..., so every trim passes llama.cpp's set explicitly;
  * - content that is not a string (null beside tool_calls) renders as "",
- *   where llama.cpp has no such message at all;
+ *   where llama.cpp has no such message at all; a U+0000 in content is
+ *   kept, where llama.cpp's C strings end there;
  * - literal "<s>" / "</s>" stay literal text as in llama.cpp (the
  *   tokenizer's special-token matching makes them control tokens). */
 #include <stddef.h>
@@ -115,7 +116,9 @@ static const struct builtin BUILTINS[] = {
 	{ "mistral-v7-tekken", MISTRAL7("''") },
 	{ "monarch", FOR "{{- ('' if loop.first else '<s>') + m['role'] + '\\n' + c + '</s>\\n' -}}" ENDFOR AGP(
 			     "'<s>assistant\\n'") },
-	/* llama.cpp upper-cases the role's first byte (C toupper) */
+	/* llama.cpp upper-cases the role's first byte (C toupper); |upper is
+	 * Python's, which differs only for a role starting with a non-ASCII
+	 * letter */
 	{ "openchat", FOR "{%- if " ROLE("system") " -%}{{- c + '<|end_of_turn|>' -}}{%- else -%}"
 		      "{{- 'GPT4 Correct ' + (m['role'][:1]|upper) + m['role'][1:] + ': ' + c + '<|end_of_turn|>' -}}"
 		      "{%- endif -%}" ENDFOR AGP("'GPT4 Correct Assistant:'") },
