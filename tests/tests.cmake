@@ -144,6 +144,20 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(test_tool_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 
+# `ferrox serve --chat-template gemma` on Gemma 3 270M, a base model
+# (tests/test_chat_template_server.py): the rendered prompt's tokens are
+# those of llama.cpp's own text (tests/data/chat/builtin_refs.json), chat
+# answers; --chat-template-file; no template refuses chat naming the flag;
+# an unknown name lists the built-ins. Skips (77) without the model unless
+# FX_REQUIRE_MODELS=1. (tests/test_chat_builtin.c checks every built-in
+# against llama.cpp byte for byte, no model needed.)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_chat_template_server COMMAND ${Python3_EXECUTABLE}
+           ${CMAKE_SOURCE_DIR}/tests/test_chat_template_server.py $<TARGET_FILE:ferrox-cli>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_chat_template_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
+
 # Structured output end to end (openai client, jsonschema, pydantic): the
 # schema suite of tests/data/schemas at temperature 0 and 1 through
 # /v1/chat/completions on SmolLM2, parse() with a pydantic model, grammar /
