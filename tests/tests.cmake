@@ -68,6 +68,14 @@ if(Python3_Interpreter_FOUND)
     add_test(NAME test_routers COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_routers.py
              $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(test_routers PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+    # The web chat at GET / in headless Chromium (Debian's chromium and
+    # chromium-driver, selenium from PyPI; install-deps.sh): a streamed reply
+    # equal to the API's greedy one, stop, reload, --api-key; a screenshot
+    # in Testing/webui.png. Release only (a browser once is enough; ~20 s).
+    # Skips (77) without them or the model unless FX_REQUIRE_MODELS=1.
+    add_test(NAME test_webui COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_webui.py
+             $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(test_webui PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
   endif()
 endif()
 
