@@ -275,6 +275,8 @@ def with_key(drv):
             assert pg.stored()[1]["content"] == want, (pg.stored(), want)
 
         check("--api-key: the page open, its calls need the key typed in", key)
+    T.expect("the --api-key server drains and exits 0", srv.proc.returncode == 0,
+             srv.proc.returncode)
 
 
 def main():
@@ -292,6 +294,8 @@ def main():
                       lambda: stream_and_compare(pg, state))
                 check("stop: the reply stops, the server aborts it", lambda: stop_long(pg, state))
                 check("reload keeps the conversation and settings", lambda: reload_keeps(pg, state))
+            T.expect("the server drains and exits 0", srv.proc.returncode == 0,
+                     srv.proc.returncode)
             with_key(drv)
         finally:
             drv.quit()
