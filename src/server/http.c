@@ -647,7 +647,10 @@ static bool stop_asked(const struct fx_server_params *p)
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)cls;
-	if (strstr(fmt, "Application reported internal error"))
+	/* Our own log says these better: the engine's error, and
+	 * "cancelled (client gone)" when a stream's reader left. */
+	if (strstr(fmt, "Application reported internal error") ||
+	    strstr(fmt, "Failed to send the chunked response body"))
 		return;
 	char line[512];
 	vsnprintf(line, sizeof(line), fmt, ap);
