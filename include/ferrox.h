@@ -849,6 +849,11 @@ struct fx_server_params {
 	 * cache the events cannot describe (recurrent layers) send none. */
 	const char *kv_events_endpoint, *kv_events_replay, *kv_events_topic;
 	const char *kv_events_config;
+	/* llama-server's --slot-save-path: the folder POST /slots/{id}?action=
+	 * save|restore writes and reads state files in (fx_seq_state_save),
+	 * a request's "filename" a plain name inside it. NULL: those actions
+	 * are refused (501), as llama-server refuses them. */
+	const char *slot_save_path;
 };
 
 FX_API struct fx_server_params fx_server_default_params(void);
