@@ -10,8 +10,8 @@ SmolLM2-135M-Instruct:
   chunks concatenate to the non-streamed text and tokens, the last event
   has stop=true and timings, no [DONE]; a stop string cuts the text
   (stop_type word, stopping_word); a prompt of token ids and a mixed one
-  answer as the string; bad options are 400s; /completions is the same
-  endpoint;
+  answer as the string; json_schema constrains it; bad options are 400s;
+  /completions is the same endpoint;
 - /slots: GET lists every slot; without --slot-save-path save is a 501;
   with it: save after a request writes the slot's tokens (n_saved = prompt
   + output fed back; n_written = the file's size), erase forgets them
@@ -132,6 +132,16 @@ def run_plain(srv):
         assert st == 200, d
         assert d["tokens_evaluated"] == len(ids) and d["content"] == base["content"], d
 
+    def json_schema():
+        schema = {"type": "object", "properties": {"city": {"type": "string"}},
+                  "required": ["city"]}
+        st, d = post(srv, "/completion", {"prompt": "The capital of Italy as JSON:",
+                                          "n_predict": 48, "temperature": 0,
+                                          "json_schema": schema})
+        assert st == 200, d
+        obj = json.loads(d["content"])
+        assert isinstance(obj.get("city"), str), obj
+
     def bad_requests():
         for body in ({"prompt": "x", "n": 2}, {"prompt": "x", "n_predict": "many"},
                      {"prompt": "x", "id_slot": 7}, {"prompt": "x", "return_tokens": 1},
@@ -156,9 +166,17 @@ def run_plain(srv):
 
     for name, fn in (("props", props), ("completion_vs_v1", completion_vs_v1),
                      ("streaming", streaming), ("stop_string", stop_string),
-                     ("token_prompts", token_prompts), ("bad_requests", bad_requests),
+                     ("token_prompts", token_prompts), ("json_schema", json_schema),
+                     ("bad_requests", bad_requests),
                      ("slots_plain", slots_plain)):
         T.check(name, fn)
+    clean_exit(srv)
+
+
+def clean_exit(srv):
+    """SIGTERM: the server drains and exits 0 (under ASan: no leak)."""
+    rc = srv.stop()
+    T.expect("clean exit", rc == 0, f"exit status {rc}")
 
 
 def run_slots(tmp):
@@ -196,6 +214,7 @@ def run_slots(tmp):
 
         T.check("save_erase", save_erase)
         T.check("bad_filenames", bad_filenames)
+        clean_exit(srv)
     if "slot" not in saved:
         return
     path = os.path.join(dirpath, "s1.bin")
@@ -234,6 +253,7 @@ def run_slots(tmp):
 
         T.check("bad_files", bad_files)
         T.check("restore", restore)
+        clean_exit(srv)
 
 
 def main():
