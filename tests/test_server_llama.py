@@ -12,7 +12,8 @@ SmolLM2-135M-Instruct:
   (stop_type word, stopping_word); a prompt of token ids and a mixed one
   answer as the string; json_schema constrains it; bad options are 400s;
   /completions is the same endpoint;
-- /slots: GET lists every slot; without --slot-save-path save is a 501;
+- /slots: a request with id_slot runs there; GET lists every slot with
+  its last request's counts and params; without --slot-save-path save is a 501;
   with it: save after a request writes the slot's tokens (n_saved = prompt
   + output fed back; n_written = the file's size), erase forgets them
   (n_erased; a save then is a 400), bad filenames are 400s; a fresh server
@@ -28,6 +29,8 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
 
 from server_harness import SMOL, Checks, Server, need
 
@@ -150,11 +153,32 @@ def run_plain(srv):
             assert st == 400, (body, st, d)
 
     def slots_plain():
+        st, d = post(srv, "/completion", {"prompt": PROMPT, "n_predict": 4, "temperature": 0,
+                                          "id_slot": 1})
+        assert st == 200 and d["id_slot"] == 1, d
         st, _, data = srv.raw("GET", "/slots")
         assert st == 200, st
         sl = json.loads(data)
         assert [s["id"] for s in sl] == [0, 1], sl
         assert all(s["n_ctx"] == 1024 and s["is_processing"] is False for s in sl), sl
+        assert sl[1]["n_prompt_tokens"] == d["tokens_evaluated"], sl[1]
+        assert sl[1]["next_token"][0]["n_decoded"] == 4 and sl[1]["params"]["n_predict"] == 4
+        assert sl[1]["n_tokens"] == d["tokens_evaluated"] + 3, sl[1]
+        # a running request: its slot is processing, its decoded count grows
+        done = []
+        th = threading.Thread(target=lambda: done.append(post(
+            srv, "/completion", {"prompt": PROMPT, "n_predict": 200, "temperature": 0,
+                                 "ignore_eos": True, "id_slot": 0})))
+        th.start()
+        seen = []
+        while th.is_alive():
+            s0 = json.loads(srv.raw("GET", "/slots")[2])[0]
+            if s0["is_processing"]:
+                seen.append(s0["next_token"][0]["n_decoded"])
+            time.sleep(0.05)
+        th.join()
+        assert done and done[0][0] == 200, done
+        assert len(seen) >= 2 and seen[-1] > seen[0], seen
         st, d = post(srv, "/slots/0?action=save", {"filename": "x.bin"})
         assert st == 501, (st, d)
         st, d = post(srv, "/slots/0?action=erase", {})

@@ -47,6 +47,7 @@ struct srv_req *srv_req_new(struct srv *s, enum srv_kind kind)
 	}
 	r->kind = kind;
 	r->refs = 1;
+	r->want_slot = -1;
 	r->model_name = s->model_name;
 	r->created = (int64_t)time(NULL);
 	r->t_arrive = srv_now();
@@ -505,8 +506,8 @@ static int admit_locked(struct engine *E)
 			continue;
 		}
 		struct srv_req *r = s->q_head;
-		if (!r)
-			continue;
+		if (!r || (r->want_slot >= 0 && r->want_slot != i))
+			continue; /* llama-server's id_slot: it waits for its slot (in order) */
 		struct srv_choice *c = &r->ch[r->next_admit];
 		fx_seq seq = 0;
 		if (E->seq0_busy && fx_seq_add(s->ctx, &seq))

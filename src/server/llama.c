@@ -115,6 +115,8 @@ bool srv_native_opts(const struct srv *s, const cJSON *body, struct srv_req *r,
 			      s->n_parallel);
 		return false;
 	}
+	if (id && cJSON_IsNumber(id))
+		r->want_slot = (int)id->valuedouble;
 	if (!srv_json_bool(body, "return_tokens", &r->return_tokens, e) ||
 	    !srv_json_bool(body, "cache_prompt", &cache, e))
 		return false;

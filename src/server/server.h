@@ -193,6 +193,7 @@ struct srv_req {
 	bool native;               /* llama-server's /completion: its body and SSE shapes
 				    * (llama.c) instead of OpenAI's */
 	bool return_tokens;        /* native: "tokens" lists the sampled ids */
+	int want_slot;             /* native id_slot: the slot to run in; -1: any free one */
 	int64_t created;           /* Unix seconds */
 	double t_arrive;           /* monotonic seconds */
 	const char *model_name;    /* borrowed from struct srv */
@@ -416,7 +417,7 @@ struct srv_req *srv_request_build_ex(struct srv *s, enum srv_kind kind, bool nat
 /* llama.c: llama-server's own endpoints. */
 /* native /completion options: n_predict (-1: until the context is full;
  * the default), return_tokens, cache_prompt (always on here: the prefix
- * cache), id_slot (checked; any free slot is used); n must be 1. */
+ * cache), id_slot (the request waits for that slot; -1: any); n must be 1. */
 bool srv_native_opts(const struct srv *s, const cJSON *body, struct srv_req *r,
 		     struct srv_error *e);
 /* native prompt: a string, token ids, or one list mixing both (strings
