@@ -20,7 +20,9 @@ SmolLM2-135M-Instruct:
   restores the file and then serves the same prompt from the cache
   (timings.cache_n = its full blocks, prompt_n the rest) with the same
   greedy text; a truncated file, a file whose model id was changed and a
-  missing file are clear 400s.
+  missing file are clear 400s;
+- Gemma 3 (sliding window 512, paged): save and restore the same way; a
+  slot past the window plus the 32 rows kept is a clear 501.
 
 usage: test_server_llama.py [path/to/ferrox]  (exit 77: skipped)
 """
@@ -32,7 +34,7 @@ import tempfile
 import threading
 import time
 
-from server_harness import SMOL, Checks, Server, need
+from server_harness import GEMMA, SMOL, Checks, Server, need
 
 T = Checks()
 PROMPT = "The capital of France is Paris. The capital of Italy is"
@@ -280,6 +282,50 @@ def run_slots(tmp):
         clean_exit(srv)
 
 
+def run_gemma(tmp):
+    """Gemma 3 (sliding window of 512 on the paged layout): a slot saved and
+    restored on a fresh server serves its prompt from the cache with the
+    same text; a slot longer than the window plus the 32 rows kept is a
+    clear 501."""
+    dirpath = os.path.join(tmp, "gemma")
+    prompt = "The quick brown fox jumps over the lazy dog. " * 8 + "Then the fox"
+    body = {"prompt": prompt, "n_predict": 12, "temperature": 0}
+    first = {}
+    with Server(GEMMA, "--parallel", "2", "--ctx-size", "1024", "--slot-save-path", dirpath) as srv:
+        T.server = srv
+
+        def gemma_save():
+            st, d = post(srv, "/completion", body)
+            assert st == 200, d
+            st, sv = post(srv, f"/slots/{d['id_slot']}?action=save", {"filename": "g.bin"})
+            assert st == 200, sv
+            first.update(d)
+            st, d = post(srv, "/completion", {"prompt": "Once upon a time " * 150,
+                                              "n_predict": 2, "temperature": 0})
+            assert st == 200 and d["tokens_evaluated"] > 512 + 32, d["tokens_evaluated"]
+            st, sv = post(srv, f"/slots/{d['id_slot']}?action=save", {"filename": "long.bin"})
+            assert st == 501 and "sliding-window" in sv["error"]["message"], (st, sv)
+
+        T.check("gemma_save", gemma_save)
+        clean_exit(srv)
+    if not first:
+        return
+    with Server(GEMMA, "--parallel", "2", "--ctx-size", "1024", "--slot-save-path", dirpath) as srv:
+        T.server = srv
+
+        def gemma_restore():
+            st, r = post(srv, "/slots/0?action=restore", {"filename": "g.bin"})
+            assert st == 200, r
+            st, d = post(srv, "/completion", body)
+            assert st == 200, d
+            n = d["tokens_evaluated"]
+            assert d["timings"]["cache_n"] == (n - 1) // BLOCK * BLOCK, (d["timings"], n)
+            assert d["content"] == first["content"], (d["content"], first["content"])
+
+        T.check("gemma_restore", gemma_restore)
+        clean_exit(srv)
+
+
 def main():
     need("test_server_llama", [SMOL], [])
     tmp = tempfile.mkdtemp(prefix="fx_llama_srv_")
@@ -288,6 +334,10 @@ def main():
             T.server = srv
             run_plain(srv)
         run_slots(tmp)
+        if os.path.exists(GEMMA):
+            run_gemma(tmp)
+        else:
+            print(f"note: {GEMMA} absent; the sliding-window checks are skipped")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{T.passed} passed, {T.failed} failed")

@@ -522,7 +522,7 @@ void srv_slot_run(struct srv *s, struct srv_slot_task *t, fx_seq seq)
 		uint64_t bytes = 0;
 		if ((rc = rebuild(s, sl, seq)) ||
 		    (rc = fx_seq_state_save(s->ctx, seq, t->path, sl->tok, (uint32_t)sl->n_tok, &bytes))) {
-			t->status = rc == FX_E_KV_FULL ? 503 : 500;
+			t->status = rc == FX_E_KV_FULL ? 503 : rc == FX_E_UNSUPPORTED ? 501 : 500;
 			snprintf(t->msg, sizeof(t->msg), "Unable to save slot %d: %s", t->id_slot,
 				 fx_context_errmsg(s->ctx));
 			return;
@@ -635,8 +635,9 @@ static enum MHD_Result slot_action(struct srv *s, struct MHD_Connection *mc, con
 	free(t.path);
 	enum MHD_Result res;
 	if (t.status != 200) {
-		res = srv_http_fail(mc, t.status, t.status == 400 ? E_INV : "server_error", NULL, "%s",
-				    t.msg);
+		res = srv_http_fail(mc, t.status, t.status == 400 ? E_INV
+					: t.status == 501 ? "not_supported_error" : "server_error",
+				    NULL, "%s", t.msg);
 	} else {
 		bool ok = true;
 		cJSON *o = cJSON_CreateObject();
