@@ -569,6 +569,54 @@ static bool filename_ok(const char *f)
 	return true;
 }
 
+/* Queue t for the engine and wait for its answer (lock not held). false:
+ * the engine is gone (draining), t not queued. */
+static bool slot_task_wait(struct srv *s, struct srv_slot_task *t)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->stop_engine || !s->slots) { /* no engine left to run it */
+		pthread_mutex_unlock(&s->lock);
+		return false;
+	}
+	struct srv_slot_task **pp = &s->sl_head;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = t;
+	pthread_cond_signal(&s->wake);
+	while (!t->done)
+		srv_http_wait_100ms(&t->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	return true;
+}
+
+/* The answer to a finished action: llama-server's shapes, or its error. */
+static enum MHD_Result slot_task_answer(struct MHD_Connection *mc, const struct srv_slot_task *t)
+{
+	if (t->status != 200)
+		return srv_http_fail(mc, t->status, t->status == 400 ? E_INV
+					: t->status == 501 ? "not_supported_error" : "server_error",
+				     NULL, "%s", t->msg);
+	bool ok = true;
+	cJSON *o = cJSON_CreateObject();
+	add(&ok, o, "id_slot", cJSON_CreateNumber(t->id_slot));
+	if (t->act == SRV_SLOT_ERASE) {
+		add(&ok, o, "n_erased", cJSON_CreateNumber((double)t->n_tokens));
+	} else {
+		bool save = t->act == SRV_SLOT_SAVE;
+		add(&ok, o, "filename", cJSON_CreateString(t->filename));
+		add(&ok, o, save ? "n_saved" : "n_restored", cJSON_CreateNumber((double)t->n_tokens));
+		add(&ok, o, save ? "n_written" : "n_read", cJSON_CreateNumber((double)t->n_bytes));
+		cJSON *tm = add(&ok, o, "timings", cJSON_CreateObject());
+		add(&ok, tm, save ? "save_ms" : "restore_ms", cJSON_CreateNumber(t->ms));
+	}
+	char *js = print_whole(o, ok);
+	return js ? srv_http_body(mc, 200, js, "application/json", false)
+		  : srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
+}
+
+/* POST /slots/{id}?action=...: the slot and action from the URL, for save
+ * and restore the file from the body ({"filename": NAME}, a plain name
+ * inside --slot-save-path). */
 static enum MHD_Result slot_action(struct srv *s, struct MHD_Connection *mc, const char *url,
 				   const struct srv_compat_in *in)
 {
@@ -615,47 +663,11 @@ static enum MHD_Result slot_action(struct srv *s, struct MHD_Connection *mc, con
 		snprintf(t.path, len, "%s/%s", dir, t.filename);
 	}
 	pthread_cond_init(&t.cond, NULL);
-	pthread_mutex_lock(&s->lock);
-	if (s->stop_engine || !s->slots) { /* no engine left to run it */
-		pthread_mutex_unlock(&s->lock);
-		pthread_cond_destroy(&t.cond);
-		free(t.path);
-		cJSON_Delete(body);
-		return srv_http_fail(mc, 503, "unavailable_error", NULL, "shutting down");
-	}
-	struct srv_slot_task **pp = &s->sl_head;
-	while (*pp)
-		pp = &(*pp)->next;
-	*pp = &t;
-	pthread_cond_signal(&s->wake);
-	while (!t.done)
-		srv_http_wait_100ms(&t.cond, &s->lock);
-	pthread_mutex_unlock(&s->lock);
+	enum MHD_Result res = slot_task_wait(s, &t)
+		? slot_task_answer(mc, &t)
+		: srv_http_fail(mc, 503, "unavailable_error", NULL, "shutting down");
 	pthread_cond_destroy(&t.cond);
 	free(t.path);
-	enum MHD_Result res;
-	if (t.status != 200) {
-		res = srv_http_fail(mc, t.status, t.status == 400 ? E_INV
-					: t.status == 501 ? "not_supported_error" : "server_error",
-				    NULL, "%s", t.msg);
-	} else {
-		bool ok = true;
-		cJSON *o = cJSON_CreateObject();
-		add(&ok, o, "id_slot", cJSON_CreateNumber(t.id_slot));
-		if (t.act == SRV_SLOT_ERASE) {
-			add(&ok, o, "n_erased", cJSON_CreateNumber((double)t.n_tokens));
-		} else {
-			bool save = t.act == SRV_SLOT_SAVE;
-			add(&ok, o, "filename", cJSON_CreateString(t.filename));
-			add(&ok, o, save ? "n_saved" : "n_restored", cJSON_CreateNumber((double)t.n_tokens));
-			add(&ok, o, save ? "n_written" : "n_read", cJSON_CreateNumber((double)t.n_bytes));
-			cJSON *tm = add(&ok, o, "timings", cJSON_CreateObject());
-			add(&ok, tm, save ? "save_ms" : "restore_ms", cJSON_CreateNumber(t.ms));
-		}
-		char *js = print_whole(o, ok);
-		res = js ? srv_http_body(mc, 200, js, "application/json", false)
-			 : srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
-	}
 	cJSON_Delete(body); /* t.filename pointed into it */
 	return res;
 }
