@@ -307,27 +307,31 @@ FX_API bool fx_context_can_roll_back(const struct fx_context *ctx);
 FX_API int fx_seq_shift(struct fx_context *ctx, fx_seq seq, int32_t p0, int32_t p1, int32_t delta);
 /* Save one sequence's state to a file, and load it back: what llama.cpp's
  * llama_state_seq_save_file / llama_state_seq_load_file do (llama-server's
- * POST /slots?action=save|restore), for the K/V a sequence holds.
+ * POST /slots?action=save|restore), for the K/V a sequence holds and, for
+ * models with recurrent layers, their state after its tokens.
  * The file (src/engine/state.c) has a versioned header naming the model
- * (a hash of its architecture, sizes and first embedding rows), the K/V
+ * (a hash of its architecture, sizes and final norm weights), the K/V
  * element types and each layer's row bytes, then tok[0..n_tok), every
- * layer's K and V rows for those positions, and a checksum. It does not
- * depend on the layout: a file saved from a contiguous context loads into
- * a paged one and back.
+ * layer's K and V rows for those positions, the recurrent state, and a
+ * checksum. It does not depend on the layout: a file saved from a
+ * contiguous context loads into a paged one and back.
  *
  * fx_seq_state_save: seq holds exactly n_tok tokens (fx_seq_n_past), and
  * tok are they (borrowed; the caller knows them: the backings keep rows,
  * not always tokens). *n_bytes (may be NULL): the file's size. Errors:
  * FX_E_INVALID (no such sequence, n_tok differs from what it holds, an
- * MTP context), FX_E_UNSUPPORTED (a model with recurrent layers; rows moved
- * by fx_seq_shift, which are not what the tokens compute; a paged sliding-
- * window layer that already released rows), FX_E_IO (cannot write path;
- * a partial file is removed), FX_E_NOMEM.
+ * MTP context), FX_E_UNSUPPORTED (rows moved by fx_seq_shift, which are
+ * not what the tokens compute; a paged sliding-window layer that already
+ * released rows), FX_E_IO (cannot write path; a partial file is removed),
+ * FX_E_NOMEM.
  *
  * fx_seq_state_load: into an empty seq; afterwards it holds the file's
  * tokens, decoding continues at position *n_tok, and (paged layout) its
  * full blocks are in the prefix cache as if computed here, so a later
- * prompt starting with those tokens reuses them (fx_seq_reuse_prefix).
+ * prompt starting with those tokens reuses them (fx_seq_reuse_prefix;
+ * with recurrent layers only where a state snapshot exists: at the end,
+ * when n_tok falls on the snapshot spacing; fx_seq_rm cannot go back to
+ * *n_tok or before, where no state is kept).
  * The tokens go to tok_out[0..cap) and their count to *n_tok; *n_bytes
  * (may be NULL): bytes read. Errors, seq left empty: FX_E_IO (cannot read
  * path), FX_E_FORMAT (not such a file, truncated, checksum mismatch: the

@@ -11,19 +11,25 @@
  * File (host byte order, checked by a marker):
  *   char magic[8] "FXSEQKV1"; u32 version (1); u32 0x01020304;
  *   u64 model id; u32 n_layer; i32 k_type; i32 v_type; u32 n_tok;
+ *   u64 rs_floats (the recurrent state's floats, 0: none);
  *   n_layer x { u64 K row bytes; u64 V row bytes }   (each layer's own width)
  *   i32 tokens[n_tok]
  *   per layer: K rows [n_tok], then V rows [n_tok]
+ *   f32 state[rs_floats]   (the recurrent layers' state after the tokens)
  *   u64 FNV-1a 64 of every byte before it.
  * The model id hashes the architecture's name, the sizes that shape the
  * K/V and the final norm's weights (a fine-tune of the same shape differs
  * there): a file from another model is refused before a row is read.
  *
- * Not covered: recurrent layers (their state would need the snapshot and
- * roll-back ring semantics of src/kv/recurrent.c restored too), rows moved
- * by a context shift (not what the tokens compute: keyed in a prefix cache
- * they would be served to prompts they do not belong to) and paged
- * sliding-window rows already released. Each is FX_E_UNSUPPORTED. */
+ * Recurrent layers (hybrid models): the state after the tokens is stored
+ * too. A load then commits all the tokens at once, the state written
+ * first, so the one snapshot the recurrent backing may key (at the end,
+ * when it falls on its snapshot spacing) is the right one, and the
+ * sequence is rebased (kv_rebase): it cannot roll back before the loaded
+ * position. Not covered: rows moved by a context shift (not what the
+ * tokens compute: keyed in a prefix cache they would be served to prompts
+ * they do not belong to) and paged sliding-window rows already released:
+ * FX_E_UNSUPPORTED. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,7 +44,7 @@
 #include "quant/quant.h"
 
 static const char ST_MAGIC[8] = { 'F', 'X', 'S', 'E', 'Q', 'K', 'V', '1' };
-enum { ST_VERSION = 1, ST_ORDER = 0x01020304, ST_FIXED = 40 /* bytes before the row sizes */ };
+enum { ST_VERSION = 1, ST_ORDER = 0x01020304, ST_FIXED = 48 /* bytes before the row sizes */ };
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -71,6 +77,7 @@ struct st_geom {
 	int32_t n_layer;
 	int k_type, v_type;
 	uint64_t *kb, *vb; /* [n_layer] */
+	uint64_t rs_floats; /* recurrent state per sequence, floats */
 };
 
 static int geom_of(struct fx_context *c, fx_seq seq, struct st_geom *g)
@@ -79,6 +86,7 @@ static int geom_of(struct fx_context *c, fx_seq seq, struct st_geom *g)
 	const struct hparams *hp = &m->hp;
 	struct kv_view v = kv_seq_view(context_kv(c), seq);
 	g->n_layer = hp->n_layer_kv;
+	g->rs_floats = (uint64_t)hp->rs_floats;
 	g->k_type = kv_k_type(&v);
 	g->v_type = kv_v_type(&v);
 	size_t n = (size_t)(g->n_layer > 0 ? g->n_layer : 1);
@@ -115,9 +123,6 @@ static int seq_check(struct fx_context *c, fx_seq seq, const char *what)
 	if (context_is_mtp(c))
 		return fx_fail(err, FX_E_INVALID, "%s: an MTP draft context's rows depend on hidden "
 			       "states the file does not hold", what);
-	if (context_model(c)->hp.rs_floats > 0)
-		return fx_fail(err, FX_E_UNSUPPORTED, "%s: models with recurrent layers (%s) cannot "
-			       "save or load a sequence's state yet", what, context_model(c)->arch->name);
 	return FX_OK;
 }
 
@@ -185,6 +190,7 @@ int fx_seq_state_save(struct fx_context *c, fx_seq seq, const char *path, const 
 	put(&w, u, sizeof(u));
 	put(&w, &id, sizeof(id));
 	put(&w, hdr, sizeof(hdr));
+	put(&w, &g.rs_floats, sizeof(g.rs_floats));
 	for (int32_t il = 0; il < g.n_layer; il++) {
 		put(&w, &g.kb[il], sizeof(uint64_t));
 		put(&w, &g.vb[il], sizeof(uint64_t));
@@ -198,6 +204,8 @@ int fx_seq_state_save(struct fx_context *c, fx_seq seq, const char *path, const 
 		for (int32_t p = 0; p < n; p++)
 			put(&w, kv_v_row(&v, il, p), g.vb[il]);
 	}
+	if (g.rs_floats)
+		put(&w, v.rs, g.rs_floats * sizeof(float));
 	uint64_t sum = w.h;
 	w.ok = w.ok && fwrite(&sum, sizeof(sum), 1, w.f) == 1;
 	long size = w.ok ? ftell(w.f) : -1;
@@ -224,9 +232,11 @@ static int read_header(struct fx_context *c, struct st_io *r, const struct st_ge
 	uint32_t u[2];
 	uint64_t id;
 	int32_t hdr[4];
+	uint64_t rs;
 	if (!get(r, magic, sizeof(magic)) || memcmp(magic, ST_MAGIC, sizeof(magic)))
 		return fx_fail(err, FX_E_FORMAT, "%s is not a ferrox sequence-state file", path);
-	if (!get(r, u, sizeof(u)) || !get(r, &id, sizeof(id)) || !get(r, hdr, sizeof(hdr)))
+	if (!get(r, u, sizeof(u)) || !get(r, &id, sizeof(id)) || !get(r, hdr, sizeof(hdr)) ||
+	    !get(r, &rs, sizeof(rs)))
 		return fx_fail(err, FX_E_FORMAT, "%s is truncated: its header is incomplete", path);
 	if (u[1] != ST_ORDER)
 		return fx_fail(err, FX_E_FORMAT, "%s was saved on a machine of the other byte order", path);
@@ -242,6 +252,10 @@ static int read_header(struct fx_context *c, struct st_io *r, const struct st_ge
 		return fx_fail(err, FX_E_INVALID, "%s holds %d K/V layers of types %d/%d; this context "
 			       "has %d of types %d/%d (the KV cache types must match)", path, hdr[0],
 			       hdr[1], hdr[2], g->n_layer, g->k_type, g->v_type);
+	if (rs != g->rs_floats)
+		return fx_fail(err, FX_E_INVALID, "%s holds a recurrent state of %llu floats; this "
+			       "model's is %llu", path, (unsigned long long)rs,
+			       (unsigned long long)g->rs_floats);
 	uint64_t per_tok = sizeof(fx_token);
 	for (int32_t il = 0; il < g->n_layer; il++) {
 		uint64_t b[2];
@@ -256,7 +270,8 @@ static int read_header(struct fx_context *c, struct st_io *r, const struct st_ge
 	}
 	*n = (uint32_t)hdr[3];
 	*rows = (long)(ST_FIXED + 16 * (int64_t)g->n_layer);
-	uint64_t want = (uint64_t)*rows + (uint64_t)*n * per_tok + sizeof(uint64_t);
+	uint64_t want = (uint64_t)*rows + (uint64_t)*n * per_tok + rs * sizeof(float) +
+			sizeof(uint64_t);
 	if ((uint64_t)fsize != want)
 		return fx_fail(err, FX_E_FORMAT, "%s is %s: %lld bytes, its header says %llu", path,
 			       (uint64_t)fsize < want ? "truncated" : "longer than its header says",
@@ -308,6 +323,13 @@ static int read_rows(struct fx_context *c, FILE *f, long rows, const struct st_g
 			}
 			at += (long)((uint64_t)n * b);
 		}
+	}
+	if (g->rs_floats && p + k == (int32_t)n) {
+		/* the state after the tokens, before their commit (which may key it
+		 * as a snapshot) */
+		size_t nb = g->rs_floats * sizeof(float);
+		if (fseek(f, at, SEEK_SET) || fread(v.rs, 1, nb, f) != nb)
+			return fx_fail(context_err(c), FX_E_IO, "%s: read failed", path);
 	}
 	return FX_OK;
 }
@@ -366,7 +388,8 @@ int fx_seq_state_load(struct fx_context *c, fx_seq seq, const char *path, fx_tok
 	 * block is keyed for every later prompt that shares it */
 	if ((rc = check_sum(c, &r, path)))
 		goto out;
-	int32_t n_ub = (int32_t)context_n_ubatch(c);
+	/* recurrent: one commit of every token (its state is only the last one's) */
+	int32_t n_ub = g.rs_floats ? (n ? (int32_t)n : 1) : (int32_t)context_n_ubatch(c);
 	kv_begin(kv);
 	if (n && (rc = kv_admit(kv, seq, (int32_t)n, n_ub))) {
 		rc = fx_fail(err, rc, "%s: %s", path, rc == FX_E_KV_FULL
@@ -388,6 +411,7 @@ int fx_seq_state_load(struct fx_context *c, fx_seq seq, const char *path, fx_tok
 		kv_clear(kv, seq);
 		goto out;
 	}
+	kv_rebase(kv, seq);
 	*n_tok = n;
 	if (n_bytes)
 		*n_bytes = (uint64_t)st.st_size;

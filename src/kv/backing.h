@@ -86,6 +86,7 @@ struct kv_ops {
 	int64_t (*events)(struct kv_backing *b, fx_kv_event_fn fn, void *arg); /* NULL: none */
 	int64_t (*held)(const struct kv_backing *b, uint64_t *out, int64_t cap); /* NULL: none */
 	int32_t (*held_from)(const struct kv_backing *b, int32_t seq); /* kv_held_from; NULL: 0 */
+	void (*rebase)(struct kv_backing *b, int32_t seq); /* kv_rebase; NULL: nothing */
 };
 
 struct kv_backing {
@@ -286,6 +287,16 @@ static inline int64_t kv_held(const struct kv_backing *b, uint64_t *out, int64_t
 static inline int32_t kv_held_from(const struct kv_backing *b, int32_t seq)
 {
 	return b->ops->held_from ? b->ops->held_from(b, seq) : 0;
+}
+
+/* seq's rows (and recurrent state) were written from outside the forward
+ * pass (fx_seq_state_load): no roll-back history exists before its
+ * current position, so kv_rm may not go back there (the recurrent
+ * backing restarts its ring; the others keep rows, not history). */
+static inline void kv_rebase(struct kv_backing *b, int32_t seq)
+{
+	if (b->ops->rebase)
+		b->ops->rebase(b, seq);
 }
 
 static inline void kv_get_stats(const struct kv_backing *b, struct kv_stats *st)
