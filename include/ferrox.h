@@ -864,7 +864,7 @@ FX_API struct fx_server_params fx_server_default_params(void);
 
 /* Serve the model over HTTP (OpenAI-style /v1/completions and
  * /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health,
- * /metrics) until should_stop says so and every accepted request has been
+ * /metrics; llama-server's /completion, /props and /slots) until should_stop says so and every accepted request has been
  * answered. Listens before the model loads (/health answers 503 until it
  * is ready). Logs to stderr. Errors: FX_E_INVALID (bad parameter or
  * address), FX_E_IO (cannot listen), and fx_model_load's and
