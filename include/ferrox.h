@@ -305,6 +305,47 @@ FX_API bool fx_context_can_roll_back(const struct fx_context *ctx);
  * rows: a shared block written, or released ones of a sliding window;
  * about one block beyond what the sequence holds), FX_E_NOMEM. */
 FX_API int fx_seq_shift(struct fx_context *ctx, fx_seq seq, int32_t p0, int32_t p1, int32_t delta);
+/* Save one sequence's state to a file, and load it back: what llama.cpp's
+ * llama_state_seq_save_file / llama_state_seq_load_file do (llama-server's
+ * POST /slots?action=save|restore), for the K/V a sequence holds and, for
+ * models with recurrent layers, their state after its tokens.
+ * The file (src/engine/state.c) has a versioned header naming the model
+ * (a hash of its architecture, sizes and final norm weights), the K/V
+ * element types and each layer's row bytes, then tok[0..n_tok), every
+ * layer's K and V rows for those positions, the recurrent state, and a
+ * checksum. It does not depend on the layout: a file saved from a
+ * contiguous context loads into a paged one and back.
+ *
+ * fx_seq_state_save: seq holds exactly n_tok tokens (fx_seq_n_past), and
+ * tok are they (borrowed; the caller knows them: the backings keep rows,
+ * not always tokens). *n_bytes (may be NULL): the file's size. Errors:
+ * FX_E_INVALID (no such sequence, n_tok differs from what it holds, an
+ * MTP context), FX_E_UNSUPPORTED (rows moved by fx_seq_shift, which are
+ * not what the tokens compute; a paged sliding-window layer that already
+ * released rows), FX_E_IO (cannot write path; a partial file is removed),
+ * FX_E_NOMEM.
+ *
+ * fx_seq_state_load: into an empty seq; afterwards it holds the file's
+ * tokens, decoding continues at position *n_tok, and (paged layout) its
+ * full blocks are in the prefix cache as if computed here, so a later
+ * prompt starting with those tokens reuses them (fx_seq_reuse_prefix;
+ * with recurrent layers only where a state snapshot exists: at the end,
+ * when n_tok falls on the snapshot spacing; fx_seq_rm cannot go back to
+ * *n_tok or before, where no state is kept).
+ * The tokens go to tok_out[0..cap) and their count to *n_tok; *n_bytes
+ * (may be NULL): bytes read. Errors, seq left empty: FX_E_IO (cannot read
+ * path), FX_E_FORMAT (not such a file, truncated, checksum mismatch: the
+ * message says which), FX_E_UNSUPPORTED (a newer version), FX_E_INVALID
+ * (saved from another model, or with other K/V types or row sizes; seq
+ * missing or not empty; cap too small, *n_tok then the count needed; a
+ * token id out of range), FX_E_CTX_FULL (more tokens than a sequence
+ * holds), FX_E_KV_FULL (paged: no free blocks for them), FX_E_NOMEM.
+ * Bit-identical: the next logits after a load equal those of a sequence
+ * that decoded the tokens itself. */
+FX_API int fx_seq_state_save(struct fx_context *ctx, fx_seq seq, const char *path,
+			     const fx_token *tok, uint32_t n_tok, uint64_t *n_bytes);
+FX_API int fx_seq_state_load(struct fx_context *ctx, fx_seq seq, const char *path,
+			     fx_token *tok_out, uint32_t cap, uint32_t *n_tok, uint64_t *n_bytes);
 /* Paged: blocks with references (0 when every sequence is empty);
  * contiguous: 0. */
 FX_API int32_t fx_context_kv_blocks_used(const struct fx_context *ctx);
@@ -830,13 +871,18 @@ struct fx_server_params {
 	 * cache the events cannot describe (recurrent layers) send none. */
 	const char *kv_events_endpoint, *kv_events_replay, *kv_events_topic;
 	const char *kv_events_config;
+	/* llama-server's --slot-save-path: the folder POST /slots/{id}?action=
+	 * save|restore writes and reads state files in (fx_seq_state_save),
+	 * a request's "filename" a plain name inside it. NULL: those actions
+	 * are refused (501), as llama-server refuses them. */
+	const char *slot_save_path;
 };
 
 FX_API struct fx_server_params fx_server_default_params(void);
 
 /* Serve the model over HTTP (OpenAI-style /v1/completions and
  * /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health,
- * /metrics) until should_stop says so and every accepted request has been
+ * /metrics; llama-server's /completion, /props and /slots) until should_stop says so and every accepted request has been
  * answered. Listens before the model loads (/health answers 503 until it
  * is ready). Logs to stderr. Errors: FX_E_INVALID (bad parameter or
  * address), FX_E_IO (cannot listen), and fx_model_load's and

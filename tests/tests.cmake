@@ -47,6 +47,14 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_server COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_server.py
            $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200)
+  # llama-server's own endpoints: GET /props, POST /completion against
+  # /v1/completions (streamed, stop strings, token and mixed prompts), GET
+  # /slots, slot save / erase / restore across two servers through
+  # --slot-save-path (the restored prompt served from the cache), bad
+  # filenames and state files.
+  add_test(NAME test_server_llama COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_server_llama.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_server_llama PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
   # --spec-type ngram-simple against a plain server: the same text, greedy
   # and sampled, alone, beside a plain request, streamed; drafts accepted.
   add_test(NAME test_server_spec COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_server_spec.py

@@ -72,6 +72,7 @@ static void usage(FILE *f)
 		"                    [--block-size 16] [--served-model-name NAME]\n"
 		"                    [--kv-events-endpoint tcp://HOST:PORT] [--kv-events-replay-endpoint E]\n"
 		"                    [--kv-events-topic T] [--kv-events-config JSON]\n"
+		"                    [--slot-save-path DIR]\n"
 		"OpenAI-compatible server: POST /v1/completions, /v1/chat/completions, /tokenize,\n"
 		"/detokenize; GET /v1/models, /health, /metrics. --parallel sequences are decoded\n"
 		"together; --ctx-size is the context of each (default: the model's, at most 4096);\n"
@@ -99,7 +100,11 @@ static void usage(FILE *f)
 		"(llm-d: kv@POD@MODEL); or vLLM's --kv-events-config JSON ({\"enable_kv_cache_events\":\n"
 		"true, \"endpoint\": ..., \"replay_endpoint\": ..., \"topic\": ...}), which the flags\n"
 		"override. GET /kv_event_sources tells routers where they are; GET /kv_cache_blocks\n"
-		"lists the blocks the events say this server holds.\n",
+		"lists the blocks the events say this server holds.\n"
+		"llama-server's endpoints: POST /completion (its body and stream shapes), GET\n"
+		"/props, GET /slots, POST /slots/ID?action=erase, and with --slot-save-path DIR\n"
+		"(created if missing) ?action=save and ?action=restore with {\"filename\": NAME}:\n"
+		"a slot's tokens and K/V to DIR/NAME and back into the prefix cache.\n",
 		cli_spec_help);
 }
 
@@ -169,6 +174,8 @@ int cmd_serve(int argc, char **argv)
 			VAL(); p.kv_events_topic = v;
 		} else if (!strcmp(a, "--kv-events-config")) {
 			VAL(); p.kv_events_config = v;
+		} else if (!strcmp(a, "--slot-save-path")) {
+			VAL(); p.slot_save_path = v;
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
 			VAL(); if (!cli_int(a, v, 0, 256, &n)) return 2; p.n_threads = (int32_t)n;
 		} else {
@@ -188,6 +195,14 @@ int cmd_serve(int argc, char **argv)
 	struct stat st;
 	if (stat(p.model_path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
 		fprintf(stderr, "error: %s: not a model file or checkpoint directory\n", p.model_path);
+		return 1;
+	}
+	if (p.slot_save_path && stat(p.slot_save_path, &st) != 0 && mkdir(p.slot_save_path, 0755)) {
+		fprintf(stderr, "error: --slot-save-path %s: cannot create it\n", p.slot_save_path);
+		return 1;
+	}
+	if (p.slot_save_path && (stat(p.slot_save_path, &st) || !S_ISDIR(st.st_mode))) {
+		fprintf(stderr, "error: --slot-save-path %s: not a folder\n", p.slot_save_path);
 		return 1;
 	}
 	char *tmpl = NULL;

@@ -26,6 +26,9 @@ struct fx_context {
 	struct kern_set kernels;  /* the pool's kernel set (kernels/kern.h) */
 	struct kv_backing *kv;    /* every sequence's K/V and position */
 	bool *used;               /* [n_seq_max] live sequences */
+	bool *shifted;            /* [n_seq_max] rows moved by fx_seq_shift since the
+				   * sequence was last emptied: not what a fresh decode
+				   * of its tokens computes (fx_seq_state_save refuses) */
 	struct fwd_scratch s;
 	/* per-ubatch staging, [n_ubatch] each */
 	int32_t *pos;
@@ -182,11 +185,12 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	if ((rc = kv_for(c, p, err)))
 		goto fail;
 	c->used = fx_calloc(n_seq, sizeof(*c->used));
+	c->shifted = fx_calloc(n_seq, sizeof(*c->shifted));
 	c->s_cnt = fx_calloc(n_seq, sizeof(*c->s_cnt));
 	c->s_start = fx_calloc(n_seq, sizeof(*c->s_start));
 	c->s_ub = fx_calloc(n_seq, sizeof(*c->s_ub));
 	c->s_status = fx_calloc(n_seq, sizeof(*c->s_status));
-	if (!c->used || !c->s_cnt || !c->s_start || !c->s_ub || !c->s_status) {
+	if (!c->used || !c->shifted || !c->s_cnt || !c->s_start || !c->s_ub || !c->s_status) {
 		rc = fx_fail(err, FX_E_NOMEM, "no memory for %u sequences", n_seq);
 		goto fail;
 	}
@@ -228,6 +232,7 @@ void fx_context_free(struct fx_context *c)
 		return;
 	kv_destroy(c->kv);
 	fx_free(c->used);
+	fx_free(c->shifted);
 	fx_free(c->pos);
 	fx_free(c->tok);
 	fx_free(c->ub_seq);
@@ -294,6 +299,7 @@ int fx_seq_fork(struct fx_context *c, fx_seq src, fx_seq *out)
 		c->used[*out] = false;
 		return fx_fail(&c->err, rc, "fork: no memory for a block table");
 	}
+	c->shifted[*out] = c->shifted[src];
 	return FX_OK;
 }
 
@@ -386,6 +392,8 @@ int fx_seq_shift(struct fx_context *c, fx_seq s, int32_t p0, int32_t p1, int32_t
 	if (p0 == n)
 		return fx_seq_rm(c, s, (uint32_t)(n + delta));
 	int rc = shift_kv(c, s, p0, delta);
+	if (!rc)
+		c->shifted[s] = true;
 	if (rc == FX_E_UNSUPPORTED && c->m->hp.rs_floats > 0)
 		return fx_fail(&c->err, rc, "seq_shift: sequence %d has recurrent layers, whose state "
 			       "cannot forget tokens: no context shift for this model", s);
@@ -406,6 +414,7 @@ void fx_seq_free(struct fx_context *c, fx_seq s)
 		return;
 	kv_clear(c->kv, s);
 	c->used[s] = s == 0;
+	c->shifted[s] = false;
 }
 
 int fx_seq_reuse_prefix(struct fx_context *c, fx_seq s, const int32_t *tok, uint32_t n,
@@ -809,6 +818,36 @@ const float *fx_get_logits(const struct fx_context *c, int32_t *n_rows)
 	if (n_rows)
 		*n_rows = c->n_logits;
 	return c->n_logits ? c->logits : NULL;
+}
+
+bool context_seq_ok(const struct fx_context *c, fx_seq s)
+{
+	return seq_ok(c, s);
+}
+
+struct kv_backing *context_kv(struct fx_context *c)
+{
+	return c->kv;
+}
+
+struct fx_err *context_err(struct fx_context *c)
+{
+	return &c->err;
+}
+
+uint32_t context_n_ubatch(const struct fx_context *c)
+{
+	return c->n_ubatch;
+}
+
+bool context_seq_shifted(const struct fx_context *c, fx_seq s)
+{
+	return seq_ok(c, s) && c->shifted[s];
+}
+
+bool context_is_mtp(const struct fx_context *c)
+{
+	return c->mtp;
 }
 
 const struct fx_model *context_model(const struct fx_context *c)

@@ -12,4 +12,15 @@ void context_set_capture(struct fx_context *c, float *buf);
 /* The model the context runs (borrowed). */
 const struct fx_model *context_model(const struct fx_context *c);
 
+/* For src/engine/state.c, which saves and loads a sequence through the
+ * context's KV backing: whether s is a live sequence, the backing, the
+ * context's error (fx_context_errmsg reads it), the ubatch size, whether
+ * s's rows were moved by fx_seq_shift, and whether it is an MTP context. */
+bool context_seq_ok(const struct fx_context *c, fx_seq s);
+struct kv_backing *context_kv(struct fx_context *c);
+struct fx_err *context_err(struct fx_context *c);
+uint32_t context_n_ubatch(const struct fx_context *c);
+bool context_seq_shifted(const struct fx_context *c, fx_seq s);
+bool context_is_mtp(const struct fx_context *c);
+
 #endif

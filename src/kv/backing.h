@@ -85,6 +85,8 @@ struct kv_ops {
 	int32_t (*reach)(const struct kv_backing *b); /* kv_reach; NULL: n_ctx */
 	int64_t (*events)(struct kv_backing *b, fx_kv_event_fn fn, void *arg); /* NULL: none */
 	int64_t (*held)(const struct kv_backing *b, uint64_t *out, int64_t cap); /* NULL: none */
+	int32_t (*held_from)(const struct kv_backing *b, int32_t seq); /* kv_held_from; NULL: 0 */
+	void (*rebase)(struct kv_backing *b, int32_t seq); /* kv_rebase; NULL: nothing */
 };
 
 struct kv_backing {
@@ -277,6 +279,24 @@ static inline int64_t kv_events(struct kv_backing *b, fx_kv_event_fn fn, void *a
 static inline int64_t kv_held(const struct kv_backing *b, uint64_t *out, int64_t cap)
 {
 	return b->ops->held ? b->ops->held(b, out, cap) : 0;
+}
+
+/* The first position from which seq still holds every layer's rows: 0
+ * unless a sliding window released older ones (paged layout), whose
+ * kv_k_row / kv_v_row must then not be read (fx_seq_state_save). */
+static inline int32_t kv_held_from(const struct kv_backing *b, int32_t seq)
+{
+	return b->ops->held_from ? b->ops->held_from(b, seq) : 0;
+}
+
+/* seq's rows (and recurrent state) were written from outside the forward
+ * pass (fx_seq_state_load): no roll-back history exists before its
+ * current position, so kv_rm may not go back there (the recurrent
+ * backing restarts its ring; the others keep rows, not history). */
+static inline void kv_rebase(struct kv_backing *b, int32_t seq)
+{
+	if (b->ops->rebase)
+		b->ops->rebase(b, seq);
 }
 
 static inline void kv_get_stats(const struct kv_backing *b, struct kv_stats *st)

@@ -775,11 +775,29 @@ static int32_t pb_reach(const struct kv_backing *b)
 	return win(PB(b), 1) ? KEEP_BACK : b->n_ctx;
 }
 
+static int32_t pb_held_from(const struct kv_backing *b, int32_t seq)
+{
+	const struct paged_backing *pb = PB(b);
+	const struct pseq *q = &pb->seq[seq];
+	int32_t from = 0;
+	for (int g = 0; g < KV_GROUPS; g++) {
+		int32_t bs = pb->set.pool[g].block_size, i = 0;
+		if (!pb->set.pool[g].n_layer)
+			continue;
+		while (i < q->t[g].n_blocks && q->t[g].blocks[i] < 0)
+			i++;
+		from = i * bs > from ? i * bs : from;
+		if (g == 1 && q->swa_lo > from)
+			from = q->swa_lo;
+	}
+	return from < q->n_tokens ? from : q->n_tokens;
+}
+
 static const struct kv_ops paged_ops = {
 	.begin = pb_begin, .admit = pb_admit, .reserve = pb_reserve, .commit = pb_commit,
 	.rm = pb_rm, .shift = pb_shift, .fork = pb_fork, .clear = pb_clear, .pos = pb_pos, .view = pb_view,
 	.reuse = pb_reuse, .stats = pb_stats, .destroy = pb_destroy, .reach = pb_reach,
-	.events = pb_events, .held = pb_held,
+	.events = pb_events, .held = pb_held, .held_from = pb_held_from,
 };
 
 /* Pools: full-attention layers in group 0 (n_ctx tokens), sliding-window

@@ -300,11 +300,22 @@ static int32_t rb_reach(const struct kv_backing *b)
 	return own < in ? own : in;
 }
 
+static int32_t rb_held_from(const struct kv_backing *b, int32_t seq)
+{
+	return kv_held_from(RB(b)->inner, seq);
+}
+
+static void rb_rebase(struct kv_backing *b, int32_t seq)
+{
+	ring_restart(RB(b), seq);
+}
+
 static const struct kv_ops rec_ops = {
 	.begin = rb_begin, .admit = rb_admit, .reserve = rb_reserve, .commit = rb_commit,
 	.rm = rb_rm, .shift = rb_shift, .fork = rb_fork, .clear = rb_clear, .pos = rb_pos,
 	.view = rb_view, .reuse = rb_reuse, .stats = rb_stats, .destroy = rb_destroy,
-	.snap_every = rb_snap_every, .reach = rb_reach,
+	.snap_every = rb_snap_every, .reach = rb_reach, .held_from = rb_held_from,
+	.rebase = rb_rebase,
 };
 
 int kv_recurrent_wrap(struct kv_backing *inner, int32_t n_seq, int64_t rs_floats, int32_t every,

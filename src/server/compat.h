@@ -46,4 +46,9 @@ bool srv_http_client_gone(int fd);
 bool srv_compat_route(struct srv *s, struct MHD_Connection *mc, const char *url,
 		      const char *method, const struct srv_compat_in *in, enum MHD_Result *res);
 
+/* llama.c: llama-server's GET /props (POST: 501), GET /slots and POST
+ * /slots/{id}?action=save|restore|erase, the same way. */
+bool srv_llama_route(struct srv *s, struct MHD_Connection *mc, const char *url,
+		     const char *method, const struct srv_compat_in *in, enum MHD_Result *res);
+
 #endif

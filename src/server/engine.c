@@ -47,12 +47,14 @@ struct srv_req *srv_req_new(struct srv *s, enum srv_kind kind)
 	}
 	r->kind = kind;
 	r->refs = 1;
+	r->want_slot = -1;
 	r->model_name = s->model_name;
 	r->created = (int64_t)time(NULL);
 	r->t_arrive = srv_now();
 	pthread_mutex_lock(&s->lock);
 	uint64_t id = ++s->id_counter;
 	pthread_mutex_unlock(&s->lock);
+	r->n_id = id;
 	snprintf(r->id, sizeof(r->id), "%s-%llx%06llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl",
 		 (unsigned long long)r->created, (unsigned long long)id);
 	return r;
@@ -64,6 +66,7 @@ static void choice_fini(struct srv_choice *c)
 	fx_matcher_free(c->matcher);
 	free(c->counts);
 	free(c->hist);
+	free(c->toks);
 	srv_buf_free(&c->text);
 	cJSON_Delete(c->lp);
 	cJSON_Delete(c->lp_all);
@@ -199,6 +202,7 @@ static void choice_end_locked(struct engine *E, struct srv_choice *c, const char
 	if (!c->finish)
 		c->finish = finish;
 	if (c->slot >= 0) {
+		srv_slot_end_locked(s, c->slot, c);
 		fx_seq_free(s->ctx, c->seq);
 		if (c->seq == 0)
 			E->seq0_busy = false;
@@ -247,16 +251,35 @@ static size_t stop_holdback(const struct srv_gen *g, const char *text, size_t n,
 	return best;
 }
 
-/* Earliest stop string occurrence in text[from..n): its offset, or -1. */
-static long stop_find(const struct srv_gen *g, const char *text, size_t n, size_t from)
+/* Earliest stop string occurrence in text[from..n): its offset, or -1;
+ * *which: that stop string's index. */
+static long stop_find(const struct srv_gen *g, const char *text, size_t n, size_t from, int *which)
 {
 	long best = -1;
 	for (int i = 0; i < g->n_stop; i++) {
 		const char *p = memmem(text + from, n - from, g->stop[i], strlen(g->stop[i]));
-		if (p && (best < 0 || p - text < best))
+		if (p && (best < 0 || p - text < best)) {
 			best = p - text;
+			*which = i;
+		}
 	}
 	return best;
+}
+
+/* Append t to c's sampled tokens (llama-server's "tokens", the slot's
+ * record). false: out of memory. */
+static bool record_token(struct srv_choice *c, fx_token t)
+{
+	if (c->n_toks == c->toks_cap) {
+		int32_t cap = c->toks_cap ? 2 * c->toks_cap : 64;
+		fx_token *p = realloc(c->toks, (size_t)cap * sizeof(*p));
+		if (!p)
+			return false;
+		c->toks = p;
+		c->toks_cap = cap;
+	}
+	c->toks[c->n_toks++] = t;
+	return true;
 }
 
 /* The logits choice c samples from: raw, or a scratch copy with logit_bias
@@ -299,6 +322,8 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	c->t_last = now;
 	c->n_gen++;
 	c->last = t;
+	if (!record_token(c, t))
+		return "error";
 	if (c->hist && c->n_hist < c->hist_cap)
 		c->hist[c->n_hist++] = t;
 	if (!g->ignore_eos && fx_token_is_eog(s->model, t))
@@ -325,7 +350,7 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	srvtool_lazy_step(s, c); /* hook (tools.c): a lazy tool-call grammar starts at its trigger */
 	if (g->n_stop) {
 		size_t from = c->n_sent;
-		long at = stop_find(g, c->text.p, c->text.n, from);
+		long at = stop_find(g, c->text.p, c->text.n, from, &c->stop_idx);
 		if (at >= 0) {
 			c->text.n = (size_t)at;
 			c->text.p[at] = 0;
@@ -412,6 +437,7 @@ static bool choice_publish_locked(struct srv_choice *c, bool final)
 		return false;
 	c->role_sent = true;
 	c->n_sent = upto;
+	c->n_toks_sent = c->n_toks;
 	if (c->lp) {
 		cJSON_Delete(c->lp);
 		c->lp = lp;
@@ -480,8 +506,8 @@ static int admit_locked(struct engine *E)
 			continue;
 		}
 		struct srv_req *r = s->q_head;
-		if (!r)
-			continue;
+		if (!r || (r->want_slot >= 0 && r->want_slot != i))
+			continue; /* llama-server's id_slot: it waits for its slot (in order) */
 		struct srv_choice *c = &r->ch[r->next_admit];
 		fx_seq seq = 0;
 		if (E->seq0_busy && fx_seq_add(s->ctx, &seq))
@@ -500,6 +526,8 @@ static int admit_locked(struct engine *E)
 			E->seq0_busy = true;
 		c->seq = seq;
 		c->slot = i;
+		c->id_slot = i;
+		c->t_admit = srv_now();
 		c->n_fed = 0;
 		E->slot[i] = c;
 		s->met.prefix_queries += (uint64_t)r->n_prompt;
@@ -513,6 +541,8 @@ static int admit_locked(struct engine *E)
 		uint32_t got = 0;
 		if (!fx_seq_reuse_prefix(s->ctx, seq, r->prompt, (uint32_t)r->n_prompt, &got))
 			c->n_fed = (int32_t)got;
+		c->n_cached = c->n_fed;
+		srv_slot_begin_locked(s, i, c);
 		running++;
 	}
 	s->met.blocks_used = fx_context_kv_blocks_used(s->ctx);
@@ -674,6 +704,7 @@ static void step(struct engine *E)
 		if (E->seq_status[c->seq] || !c->step_gen)
 			continue;
 		s->met.gen_tokens += (uint64_t)c->step_gen;
+		s->slots[c->slot].n_decoded = c->n_gen;
 		if (c->n_gen == c->step_gen)
 			srv_hist_add(&s->met.ttft, c->t_first - c->req->t_arrive);
 		else /* one gap per step: a step's tokens arrive together */
@@ -725,6 +756,44 @@ static void engine_free(struct engine *E)
 	free(E);
 }
 
+/* The first queued slot action whose slot is idle, taken off the list
+ * (lock held), or NULL. */
+static struct srv_slot_task *slot_task_take_locked(struct engine *E)
+{
+	for (struct srv_slot_task **pp = &E->s->sl_head; *pp; pp = &(*pp)->next) {
+		struct srv_slot_task *t = *pp;
+		if (!E->slot[t->id_slot]) {
+			*pp = t->next;
+			return t;
+		}
+	}
+	return NULL;
+}
+
+/* Run t between steps on a free sequence (one exists: t's slot is idle),
+ * then hand the result to its HTTP thread. */
+static void slot_task_run(struct engine *E, struct srv_slot_task *t)
+{
+	struct srv *s = E->s;
+	fx_seq seq = 0;
+	bool own0 = !E->seq0_busy;
+	if (own0)
+		E->seq0_busy = true;
+	if (!own0 && fx_seq_add(s->ctx, &seq)) {
+		t->status = 503;
+		snprintf(t->msg, sizeof(t->msg), "no free sequence for the slot action: retry");
+	} else {
+		srv_slot_run(s, t, seq);
+		fx_seq_free(s->ctx, seq);
+	}
+	if (own0)
+		E->seq0_busy = false;
+	pthread_mutex_lock(&s->lock);
+	t->done = true;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void *engine_main(void *arg)
 {
 	struct engine *E = arg;
@@ -732,18 +801,44 @@ static void *engine_main(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
 		int running;
-		while (!(running = admit_locked(E)) && !s->q_head && !s->stop_engine)
+		struct srv_slot_task *t = NULL;
+		while (!(running = admit_locked(E)) && !s->q_head && !s->stop_engine &&
+		       !(t = slot_task_take_locked(E)))
 			pthread_cond_wait(&s->wake, &s->lock);
-		if (!running && !s->q_head && s->stop_engine) {
+		if (!t)
+			t = slot_task_take_locked(E);
+		if (!running && !s->q_head && !t && s->stop_engine) {
+			/* actions still waiting get an answer, not a hang */
+			for (struct srv_slot_task *u = s->sl_head; u; u = u->next) {
+				u->status = 503;
+				snprintf(u->msg, sizeof(u->msg), "the server is shutting down");
+				u->done = true;
+				pthread_cond_broadcast(&u->cond);
+			}
+			s->sl_head = NULL;
 			pthread_mutex_unlock(&s->lock);
 			break;
 		}
 		pthread_mutex_unlock(&s->lock);
+		if (t)
+			slot_task_run(E, t);
 		if (running)
 			step(E);
 	}
 	engine_free(E);
 	return NULL;
+}
+
+/* The slots go with the engine that fills them (under the lock: GET
+ * /slots may be reading). */
+static void slots_free(struct srv *s)
+{
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; s->slots && i < s->n_parallel; i++)
+		free(s->slots[i].tok);
+	free(s->slots);
+	s->slots = NULL;
+	pthread_mutex_unlock(&s->lock);
 }
 
 int srv_engine_start(struct srv *s, struct fx_err *err)
@@ -757,12 +852,17 @@ int srv_engine_start(struct srv *s, struct fx_err *err)
 	E->seq_status = calloc((size_t)s->n_parallel, sizeof(int));
 	E->fin = calloc((size_t)s->n_parallel, sizeof(*E->fin));
 	E->prefill = calloc((size_t)s->n_parallel, sizeof(*E->prefill));
-	if (!E->prefill || !E->fin || !E->slot || !E->scratch || !E->seq_status ||
+	pthread_mutex_lock(&s->lock);
+	s->slots = calloc((size_t)s->n_parallel, sizeof(*s->slots));
+	bool no_slots = !s->slots;
+	pthread_mutex_unlock(&s->lock);
+	if (no_slots || !E->prefill || !E->fin || !E->slot || !E->scratch || !E->seq_status ||
 	    !grow(E, s->n_parallel + 3 * s->chunk))
 		goto nomem;
 	s->met.blocks_total = fx_context_kv_blocks_total(s->ctx);
 	if (pthread_create(&s->engine, NULL, engine_main, E)) {
 		engine_free(E);
+		slots_free(s);
 		err->code = FX_E_NOMEM;
 		snprintf(err->msg, sizeof(err->msg), "cannot start the engine thread");
 		return FX_E_NOMEM;
@@ -771,6 +871,7 @@ int srv_engine_start(struct srv *s, struct fx_err *err)
 	return FX_OK;
 nomem:
 	engine_free(E);
+	slots_free(s);
 	err->code = FX_E_NOMEM;
 	snprintf(err->msg, sizeof(err->msg), "out of memory starting the engine");
 	return FX_E_NOMEM;
@@ -786,4 +887,5 @@ void srv_engine_stop(struct srv *s)
 	pthread_mutex_unlock(&s->lock);
 	pthread_join(s->engine, NULL);
 	s->engine_started = false;
+	slots_free(s);
 }

@@ -205,6 +205,12 @@ static cJSON *body_object(const struct conn *cn, char *why, size_t cap)
 struct srv_req *srv_request_build(struct srv *s, enum srv_kind kind, const char *body_text,
 				  size_t n, struct srv_error *e)
 {
+	return srv_request_build_ex(s, kind, false, body_text, n, e);
+}
+
+struct srv_req *srv_request_build_ex(struct srv *s, enum srv_kind kind, bool native,
+				     const char *body_text, size_t n, struct srv_error *e)
+{
 	char why[128];
 	struct conn cn = { .body = { .p = (char *)body_text, .n = n } };
 	cJSON *body = body_object(&cn, why, sizeof(why));
@@ -219,10 +225,13 @@ struct srv_req *srv_request_build(struct srv *s, enum srv_kind kind, const char 
 		srv_error_set(e, 500, "server_error", NULL, "out of memory");
 		return NULL;
 	}
+	r->native = native;
 	bool ok = srv_gen_parse(body, kind, s->n_vocab, &s->gen_defaults, &r->g, e) &&
 		  srv_spec_parse(body, &s->p.spec, &r->g, e) &&
-		  (kind == SRV_CHAT ? srv_chat_prompt(s, body, r, e)
-				    : srv_completion_prompt(s, body, r, e));
+		  (!native || srv_native_opts(s, body, r, e)) &&
+		  (native ? srv_native_prompt(s, body, r, e)
+			  : kind == SRV_CHAT ? srv_chat_prompt(s, body, r, e)
+					     : srv_completion_prompt(s, body, r, e));
 	cJSON_Delete(body);
 	if (ok && r->n_prompt == 0) {
 		srv_error_set(e, 400, E_INV, "prompt", "the prompt is empty");
@@ -243,6 +252,7 @@ struct srv_req *srv_request_build(struct srv *s, enum srv_kind kind, const char 
 		r->ch[i].req = r;
 		r->ch[i].index = i;
 		r->ch[i].slot = -1;
+		r->ch[i].id_slot = -1;
 	}
 	if (!ok) {
 		pthread_mutex_lock(&s->lock);
@@ -254,10 +264,11 @@ struct srv_req *srv_request_build(struct srv *s, enum srv_kind kind, const char 
 }
 
 static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, struct conn *cn,
-				     enum srv_kind kind)
+				     enum srv_kind kind, bool native)
 {
 	struct srv_error e = { 0 };
-	struct srv_req *r = srv_request_build(s, kind, cn->body.p ? cn->body.p : "", cn->body.n, &e);
+	struct srv_req *r = srv_request_build_ex(s, kind, native, cn->body.p ? cn->body.p : "",
+						 cn->body.n, &e);
 	if (!r)
 		return send_error(mc, &e);
 	bool ok = true;
@@ -318,7 +329,7 @@ static enum MHD_Result do_completion(struct srv *s, struct MHD_Connection *mc, s
 		return srv_http_fail(mc, 500, "server_error", NULL,
 			    "the engine could not run this request (see the server log)");
 	}
-	char *js = srv_final_json(s, r);
+	char *js = r->native ? srv_native_final_json(s, r) : srv_final_json(s, r);
 	pthread_mutex_lock(&s->lock);
 	srv_req_unref_locked(r);
 	pthread_mutex_unlock(&s->lock);
@@ -490,15 +501,17 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 			return srv_http_fail(mc, 405, E_INV, NULL, "%s wants GET", url);
 		return do_webui(mc);
 	}
-	enum { R_NONE, R_METRICS, R_MODELS, R_CMPL, R_CHAT, R_TOK, R_DETOK, R_KVSRC,
+	enum { R_NONE, R_METRICS, R_MODELS, R_CMPL, R_NATIVE, R_CHAT, R_TOK, R_DETOK, R_KVSRC,
 	       R_KVBLK } r = R_NONE;
 	bool want_post = true;
 	if (path_is(url, "/metrics"))
 		r = R_METRICS, want_post = false;
 	else if (path_is(url, "/v1/models") || path_is(url, "/models"))
 		r = R_MODELS, want_post = false;
-	else if (path_is(url, "/v1/completions") || path_is(url, "/completions"))
+	else if (path_is(url, "/v1/completions"))
 		r = R_CMPL;
+	else if (path_is(url, "/completion") || path_is(url, "/completions"))
+		r = R_NATIVE; /* llama-server's own shape on both (its server.cpp) */
 	else if (path_is(url, "/v1/chat/completions") || path_is(url, "/chat/completions"))
 		r = R_CHAT;
 	else if (path_is(url, "/kv_event_sources"))
@@ -513,7 +526,8 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 		/* the routers' worker endpoints (compat.c) */
 		struct srv_compat_in in = { cn->body.p, cn->body.n, cn->too_big, authorized(s, mc) };
 		enum MHD_Result res;
-		if (srv_compat_route(s, mc, url, method, &in, &res))
+		if (srv_compat_route(s, mc, url, method, &in, &res) ||
+		    srv_llama_route(s, mc, url, method, &in, &res))
 			return res;
 		return srv_http_fail(mc, 404, E_INV, NULL, "no such endpoint: %.200s", url);
 	}
@@ -537,8 +551,8 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 			    s->p.max_body);
 	if (!srv_utf8_valid(cn->body.p ? cn->body.p : "", cn->body.n))
 		return srv_http_fail(mc, 400, E_INV, NULL, "the request body is not valid UTF-8");
-	if (r == R_CMPL || r == R_CHAT)
-		return do_completion(s, mc, cn, r == R_CHAT ? SRV_CHAT : SRV_COMPLETION);
+	if (r == R_CMPL || r == R_CHAT || r == R_NATIVE)
+		return do_completion(s, mc, cn, r == R_CHAT ? SRV_CHAT : SRV_COMPLETION, r == R_NATIVE);
 	char why[128];
 	cJSON *body = body_object(cn, why, sizeof(why));
 	if (!body && !why[0])

@@ -46,6 +46,11 @@ fail:
 	return NULL;
 }
 
+cJSON *srv_json_text(const char *s, size_t n)
+{
+	return str_n(s, n);
+}
+
 /* Add v to `to` (an object when key is set, else an array); on any failure
  * (v or `to` NULL from an earlier failed allocation, or the add itself)
  * v is freed and *ok cleared, so a body is whole or refused, never
@@ -362,6 +367,8 @@ static bool tool_delta(const struct srv_req *r, const struct srv_choice *c, cons
 bool srv_sse_chunk(const struct srv_req *r, const struct srv_choice *c, const char *text,
 		   size_t n, bool first, struct srv_buf *out)
 {
+	if (r->native)
+		return srv_native_sse(r, c, text, n, out);
 	bool ok = true, skip = false;
 	cJSON *o = envelope(r, true, &ok);
 	cJSON *chs = put(&ok, o, "choices", cJSON_CreateArray());
@@ -414,6 +421,8 @@ bool srv_sse_end(const struct srv_req *r, struct srv_buf *out)
 		if (!ok)
 			return false;
 	}
+	if (r->native)
+		return true; /* llama-server ends its own stream without [DONE] */
 	if (r->g.include_usage) {
 		bool ok = true;
 		cJSON *o = envelope(r, true, &ok);

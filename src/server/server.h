@@ -166,6 +166,14 @@ struct srv_choice {
 	int32_t step_gen;          /* tokens sampled this step */
 	int64_t draft_n, draft_n_accepted; /* drafted, and kept, over the choice
 					    * (llama-server's timings) */
+	/* llama-server's fields (llama.c) and the slot's record (engine) */
+	fx_token *toks;            /* [toks_cap]: every token sampled, in order */
+	int32_t n_toks, toks_cap;
+	int32_t n_toks_sent;       /* native stream: tokens already in a chunk */
+	int32_t n_cached;          /* prompt tokens served from the prefix cache */
+	int id_slot;               /* the slot it ran in; -1: never admitted */
+	int stop_idx;              /* the stop string that cut the text (hit_stop) */
+	double t_admit;            /* monotonic seconds it got its slot */
 };
 
 struct srvtool_req;
@@ -181,6 +189,11 @@ struct srv_req {
 	int32_t n_prompt;
 	char *prompt_text;         /* completions with echo: the prompt text */
 	char id[48];
+	uint64_t n_id;             /* the server's request counter (llama-server's id_task) */
+	bool native;               /* llama-server's /completion: its body and SSE shapes
+				    * (llama.c) instead of OpenAI's */
+	bool return_tokens;        /* native: "tokens" lists the sampled ids */
+	int want_slot;             /* native id_slot: the slot to run in; -1: any free one */
 	int64_t created;           /* Unix seconds */
 	double t_arrive;           /* monotonic seconds */
 	const char *model_name;    /* borrowed from struct srv */
@@ -228,6 +241,53 @@ void srv_metrics_init(struct srv_metrics *m);
 /* Prometheus text exposition (format 0.0.4) into out. */
 bool srv_metrics_text(const struct srv_metrics *m, const char *model_name, struct srv_buf *out);
 
+/* ---- llama-server's slots (llama.c) ---- */
+
+/* The sampling settings llama-server shows (/props, /slots, a native
+ * response's generation_settings). */
+struct srv_params_view {
+	int32_t n_predict, top_k, repeat_last_n;
+	float temperature, top_p, min_p, repeat_penalty, presence, frequency;
+	uint64_t seed;
+	bool has_seed, stream, ignore_eos;
+};
+void srv_params_of(const struct srv_gen *g, struct srv_params_view *v);
+
+/* A slot: one of the n_parallel places a choice runs in. Guarded by
+ * srv.lock; written by the engine thread only. The tokens are what the
+ * slot's sequence held when its last request ended (prompt, then the
+ * output fed back), or what a restore loaded: the sequence itself is freed
+ * at the end of each request, and its full blocks stay in the paged
+ * layout's prefix cache, which is what serves the slot's next prompt. */
+struct srv_slot {
+	bool busy;
+	uint64_t id_task;
+	fx_token *tok;             /* [cap] */
+	int32_t n_tok, cap;
+	int32_t n_prompt, n_cached, n_decoded;
+	bool has_task;             /* a request ran (params, n_prompt valid) */
+	struct srv_params_view params;
+};
+
+/* POST /slots/{id}?action=...: queued by an HTTP thread, run by the
+ * engine thread when the slot is idle (llama-server defers the same way). */
+enum srv_slot_act { SRV_SLOT_SAVE, SRV_SLOT_RESTORE, SRV_SLOT_ERASE };
+struct srv_slot_task {
+	enum srv_slot_act act;
+	int id_slot;
+	const char *filename;      /* borrowed from the HTTP thread */
+	char *path;                /* --slot-save-path/filename (owned by the HTTP thread) */
+	/* results, under the lock */
+	bool done;
+	int status;                /* 200, or the HTTP error status */
+	char msg[400];
+	int64_t n_tokens;
+	uint64_t n_bytes;
+	double ms;
+	pthread_cond_t cond;       /* signalled with done */
+	struct srv_slot_task *next;
+};
+
 /* ---- the server ---- */
 
 struct srv {
@@ -268,6 +328,8 @@ struct srv {
 					* (fx_context_kv_held), for GET /kv_cache_blocks */
 	int64_t n_kv_held, kv_held_cap;
 	uint64_t kv_held_seq;          /* lock: batches queued when kv_held was taken */
+	struct srv_slot *slots;        /* lock: [n_parallel] */
+	struct srv_slot_task *sl_head; /* lock: slot actions waiting for the engine */
 };
 
 double srv_now(void); /* monotonic seconds */
@@ -347,6 +409,37 @@ bool srv_chat_prompt(struct srv *s, const cJSON *body, struct srv_req *r, struct
  * half, callable without a connection (tests/test_request_oom.c). */
 struct srv_req *srv_request_build(struct srv *s, enum srv_kind kind, const char *text, size_t n,
 				  struct srv_error *e);
+/* The same for llama-server's POST /completion (native: its options and
+ * prompt forms, llama.c) or, native false, srv_request_build. */
+struct srv_req *srv_request_build_ex(struct srv *s, enum srv_kind kind, bool native,
+				     const char *text, size_t n, struct srv_error *e);
+
+/* llama.c: llama-server's own endpoints. */
+/* native /completion options: n_predict (-1: until the context is full;
+ * the default), return_tokens, cache_prompt (always on here: the prefix
+ * cache), id_slot (the request waits for that slot; -1: any); n must be 1. */
+bool srv_native_opts(const struct srv *s, const cJSON *body, struct srv_req *r,
+		     struct srv_error *e);
+/* native prompt: a string, token ids, or one list mixing both (strings
+ * tokenized, the first one with BOS as the model asks); fills r->prompt
+ * and r->prompt_text (the prompt's text, for the "prompt" field). */
+bool srv_native_prompt(struct srv *s, const cJSON *body, struct srv_req *r, struct srv_error *e);
+/* The final body of a finished native request (llama-server's shape). */
+char *srv_native_final_json(const struct srv *s, const struct srv_req *r);
+/* Stream events of a native request: {"content", "tokens", "stop": false,
+ * ...} for new text; when c finished, then the final object (stop true,
+ * content "", timings). No [DONE]. */
+bool srv_native_sse(const struct srv_req *r, const struct srv_choice *c, const char *text,
+		    size_t n, struct srv_buf *out);
+/* GET /props, GET /slots (malloc'ed; NULL: out of memory). */
+char *srv_props_json(const struct srv *s);
+char *srv_slots_json(struct srv *s);
+/* Engine thread: run t (its slot idle) with seq, an empty sequence it may
+ * use and then frees; fills t's results (not done: the caller sets it). */
+void srv_slot_run(struct srv *s, struct srv_slot_task *t, fx_seq seq);
+/* Engine thread, lock held: a choice took slot i / ended there. */
+void srv_slot_begin_locked(struct srv *s, int i, const struct srv_choice *c);
+void srv_slot_end_locked(struct srv *s, int i, const struct srv_choice *c);
 
 /* The non-streaming body of a finished request (engine fields readable). */
 char *srv_final_json(const struct srv *s, const struct srv_req *r);
@@ -357,6 +450,9 @@ bool srv_sse_chunk(const struct srv_req *r, const struct srv_choice *c, const ch
 /* Final events: an error event if the engine failed a choice, the usage
  * chunk when asked, then "data: [DONE]". */
 bool srv_sse_end(const struct srv_req *r, struct srv_buf *out);
+/* s[0..n) as a JSON string, bytes that are not UTF-8 as U+FFFD (a token
+ * may end inside a character); NULL: out of memory. */
+cJSON *srv_json_text(const char *s, size_t n);
 /* {"error":{...}} for e. malloc'ed. */
 char *srv_error_json(const struct srv_error *e);
 /* The bodies of GET /v1/models and POST /tokenize (llama.cpp's shapes:
