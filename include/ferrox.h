@@ -855,12 +855,20 @@ struct fx_server_params {
 	 * cache the events cannot describe (recurrent layers) send none. */
 	const char *kv_events_endpoint, *kv_events_replay, *kv_events_topic;
 	const char *kv_events_config;
+	/* POST /v1/embeddings (llama-server's --embeddings; OpenAI's shape):
+	 * false answers 501 naming the flag. The inputs run on a context of
+	 * their own (paged, --ctx-size tokens, hidden rows kept), between the
+	 * generation steps of the same engine thread, several inputs per
+	 * step (fx_embed_batch). pooling: enum fx_pooling (FX_POOLING_LAST);
+	 * vectors are L2-normalized. */
+	bool embeddings;
+	int32_t pooling;
 };
 
 FX_API struct fx_server_params fx_server_default_params(void);
 
 /* Serve the model over HTTP (OpenAI-style /v1/completions and
- * /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health,
+ * /v1/chat/completions, /v1/embeddings, /v1/models, /tokenize, /detokenize, /health,
  * /metrics) until should_stop says so and every accepted request has been
  * answered. Listens before the model loads (/health answers 503 until it
  * is ready). Logs to stderr. Errors: FX_E_INVALID (bad parameter or

@@ -732,15 +732,19 @@ static void *engine_main(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
 		int running;
-		while (!(running = admit_locked(E)) && !s->q_head && !s->stop_engine)
+		while (!(running = admit_locked(E)) && !s->q_head && !s->e_head && !s->stop_engine)
 			pthread_cond_wait(&s->wake, &s->lock);
-		if (!running && !s->q_head && s->stop_engine) {
+		if (!running && !s->q_head && !s->e_head && s->stop_engine) {
 			pthread_mutex_unlock(&s->lock);
 			break;
 		}
+		bool embed = s->e_head != NULL;
 		pthread_mutex_unlock(&s->lock);
 		if (running)
 			step(E);
+		/* embeddings between steps: a few inputs at a time (embed.c) */
+		if (embed)
+			srv_emb_step(s);
 	}
 	engine_free(E);
 	return NULL;
