@@ -417,7 +417,8 @@ enum fx_pooling {
  * rows pooled as pooling says (enum fx_pooling; the mean accumulated in
  * double in token order), divided by their L2 norm when normalize (a zero
  * vector stays zero). The sequence is empty again afterwards, whether the
- * call succeeds or fails. The result depends only on the tokens: the
+ * forward pass succeeded or failed (a call refused before it, for the
+ * arguments below, leaves it as it was). The result depends only on the tokens: the
  * same bits on either layout, for any ubatch size or thread count.
  * Errors: FX_E_INVALID (no hidden rows kept, an MTP context, no such
  * sequence or it is not empty, n_tokens <= 0, a NULL pointer, an unknown
@@ -432,7 +433,7 @@ FX_API int fx_embed(struct fx_context *ctx, fx_seq seq, const int32_t *tokens, i
  * tokens[i][0..n_tokens[i]) in sequence seq[i] (distinct, existing, empty
  * sequences), its row out[i * n_embd ..]; each row equals what fx_embed
  * gives for that input alone, bit for bit. All inputs succeed or the call
- * fails (every sequence empty again either way). Same errors as
+ * fails (every sequence empty again after a forward pass). Same errors as
  * fx_embed; FX_E_CTX_FULL when one input exceeds n_ctx, FX_E_KV_FULL when
  * the paged pool cannot hold them all at once. Arrays are borrowed. */
 FX_API int fx_embed_batch(struct fx_context *ctx, int32_t n_seq, const fx_seq *seq,

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Reference pooled embeddings for tests/test_embed.c, from transformers.
 
-For several tiny checkpoints of tests/fixtures/hf-tiny (random float32
-weights; see that folder's README), transformers runs each input with no
+For several tiny checkpoints of tests/fixtures/hf-tiny and hf-tiny-next
+(random float32 weights; see those folders' READMEs; three hybrid
+recurrent ones among them), transformers runs each input with no
 cache, in float32 with eager attention, and keeps its last_hidden_state
 (the base model's output, after the final norm; checked equal to the
-fixture's own reference.safetensors hidden.L on the prompt). That is pooled
+fixture's own reference.safetensors last hidden.N on the prompt). That is pooled
 as llama.cpp's pooling types do (last token, mean over every token, first
 token) and L2-normalized with torch.nn.functional.normalize; both the raw
 and the normalized vectors are written to tests/data/embed-refs.json.
@@ -30,7 +31,12 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "hf-tiny")
-FIXTURES = ["llama", "llama_long", "qwen3", "gemma3", "mistral_swa", "gemma2", "qwen2"]
+NEXT = os.path.join(ROOT, "..", "hf-tiny-next")
+# (name, folder): attention families, then hybrid recurrent ones (their
+# state is a KV backing of its own: short convolutions, Gated DeltaNet, Mamba-2)
+FIXTURES = [(n, os.path.join(ROOT, n)) for n in
+            ["llama", "llama_long", "qwen3", "gemma3", "mistral_swa", "gemma2", "qwen2"]] + \
+           [(n, os.path.join(NEXT, n)) for n in ["lfm2", "qwen3_next", "granitemoehybrid_dense"]]
 
 
 def last_hidden(model, ids):
@@ -55,20 +61,20 @@ def main():
     args = ap.parse_args()
     torch.manual_seed(0)
     refs = {"transformers": transformers.__version__, "torch": torch.__version__, "fixtures": {}}
-    for name in FIXTURES:
-        d = os.path.join(ROOT, name)
+    repo = os.path.normpath(os.path.join(ROOT, "..", "..", ".."))
+    for name, d in FIXTURES:
         meta = json.load(open(os.path.join(d, "reference.json")))
         model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32,
                                                      attn_implementation="eager").eval()
         prompt, all_ids = meta["prompt_ids"], meta["all_ids"]
         # the fixture's own reference: our hidden rows are the ones it checked
         ref = load_file(os.path.join(d, "reference.safetensors"))
-        n_layer = model.config.num_hidden_layers
         h = last_hidden(model, prompt)
-        err = (h - ref[f"hidden.{n_layer}"]).abs().max().item()
+        last = max((k for k in ref if k.startswith("hidden.")), key=lambda k: int(k.split(".")[1]))
+        err = (h - ref[last]).abs().max().item()
         assert err < 1e-5, f"{name}: last_hidden_state differs from the fixture's by {err}"
         inputs = [prompt, prompt[:7], all_ids, [prompt[3]]]
-        entry = {"inputs": inputs, "raw": {}, "norm": {}}
+        entry = {"dir": os.path.relpath(os.path.normpath(d), repo), "inputs": inputs, "raw": {}, "norm": {}}
         for p in ("last", "mean", "cls"):
             entry["raw"][p], entry["norm"][p] = [], []
         for ids in inputs:

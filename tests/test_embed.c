@@ -1,5 +1,5 @@
-/* fx_embed and fx_embed_batch against transformers: the tiny checkpoints
- * of tests/fixtures/hf-tiny, whose last_hidden_state scripts/make-embed-refs.py
+/* fx_embed and fx_embed_batch against transformers: tiny checkpoints of
+ * tests/fixtures/hf-tiny and hf-tiny-next (three hybrid recurrent), whose last_hidden_state scripts/make-embed-refs.py
  * pooled (last, mean, cls) and normalized into tests/data/embed-refs.json.
  * Each vector within 1e-4 x max(1, max |ref|). Also: the contiguous and
  * paged layouts, another ubatch size and fx_embed_batch give the same bits;
@@ -68,8 +68,8 @@ static struct fx_context *new_ctx(const struct fx_model *m, int32_t layout, uint
  * and the same bits through the other paths. */
 static void check_fixture(const char *name, const cJSON *fx)
 {
-	char dir[256];
-	snprintf(dir, sizeof(dir), ROOT "/%s", name);
+	const cJSON *dj = cJSON_GetObjectItem(fx, "dir");
+	const char *dir = cJSON_IsString(dj) ? dj->valuestring : "";
 	struct fx_model *m = NULL;
 	struct fx_err err;
 	if (fx_model_load(dir, NULL, &m, &err)) {
@@ -150,10 +150,12 @@ static void check_fixture(const char *name, const cJSON *fx)
 		CHECK(fx_embed(pc, 0, in[0].tok, in[0].n, FX_POOLING_MEAN, true, b) == FX_OK);
 		CHECK(fx_context_prefix_hits(pc) == hits);
 		CHECK(!memcmp(a, b, (size_t)d * sizeof(float)));
-		/* and a plain decode after it does reuse its blocks (it was cached) */
+		/* and a plain decode after it does reuse its blocks (it was cached;
+		 * attention-only models: hybrid ones cache states at snapshots
+		 * further apart than these prompts, and cannot roll back) */
 		CHECK(fx_decode(pc, in[0].tok, in[0].n, false) == FX_OK);
-		CHECKF(in[0].n < 17 || fx_context_prefix_hits(pc) > hits, "%s: the cache was not used "
-		       "at all: this check proves nothing", name);
+		CHECKF(in[0].n < 17 || !fx_context_can_roll_back(pc) || fx_context_prefix_hits(pc) > hits,
+		       "%s: the cache was not used at all: this check proves nothing", name);
 		fx_seq_free(pc, 0);
 	}
 	free(a);
@@ -251,7 +253,7 @@ int main(void)
 		check_fixture(fx->string, fx);
 		n_fx++;
 	}
-	CHECK(n_fx >= 4);
+	CHECK(n_fx >= 10);
 	check_errors();
 	cJSON_Delete(j);
 	return check_exit();
