@@ -860,7 +860,8 @@ struct fx_server_params {
 	 * false answers 501 naming the flag. The inputs run on a context of
 	 * their own (paged, --ctx-size tokens, hidden rows kept), between the
 	 * generation steps of the same engine thread, several inputs per
-	 * step (fx_embed_batch). pooling: enum fx_pooling (FX_POOLING_LAST);
+	 * turn (fx_embed_batch; about a prefill chunk of tokens while streams
+	 * decode). pooling: enum fx_pooling (FX_POOLING_LAST);
 	 * vectors are L2-normalized. */
 	bool embeddings;
 	int32_t pooling;

@@ -8,7 +8,8 @@
  * SRV_EMBED_SEQS inputs of the queue, about two prefill chunks of tokens,
  * go through one fx_embed_batch on the server's embedding context, so a
  * long queue of embeddings delays a step of the running streams by about
- * what a prefill chunk does (one input longer than that: its length).
+ * what a prefill chunk does (s->chunk tokens; an input longer than that:
+ * its length), as a prompt being prefilled beside them does.
  * Every vector is pooled (--pooling) and L2-normalized; `dimensions` keeps
  * the first N floats and normalizes them again (OpenAI's text-embedding-3
  * shortening, meaningful for models trained for it, matryoshka style).
@@ -106,14 +107,16 @@ static void finish_locked(struct srv_emb *e)
 	srv_emb_unref_locked(e); /* the engine's reference */
 }
 
-void srv_emb_step(struct srv *s)
+void srv_emb_step(struct srv *s, bool decoding)
 {
 	struct srv_emb *who[SRV_EMBED_SEQS];
 	int32_t idx[SRV_EMBED_SEQS], n_tok[SRV_EMBED_SEQS];
 	const int32_t *tok[SRV_EMBED_SEQS];
 	fx_seq seq[SRV_EMBED_SEQS];
 	int k = 0;
-	int64_t budget = 2 * (int64_t)s->chunk, blocks = 0, used = 0;
+	/* the prefill budget of a generation step: s->chunk tokens while
+	 * streams decode, twice that when none does */
+	int64_t budget = (decoding ? 1 : 2) * (int64_t)s->chunk, blocks = 0, used = 0;
 	int64_t pool = s->n_ctx_seq / s->block_size;
 	pthread_mutex_lock(&s->lock);
 	while (s->e_head && k < SRV_EMBED_SEQS) {

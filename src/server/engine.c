@@ -744,7 +744,7 @@ static void *engine_main(void *arg)
 			step(E);
 		/* embeddings between steps: a few inputs at a time (embed.c) */
 		if (embed)
-			srv_emb_step(s);
+			srv_emb_step(s, running > 0);
 	}
 	engine_free(E);
 	return NULL;

@@ -256,9 +256,10 @@ struct srv_emb {
 int srv_emb_submit(struct srv *s, struct srv_emb *e);
 /* Drop one reference; the last frees e. Call with s->lock held. */
 void srv_emb_unref_locked(struct srv_emb *e);
-/* Engine thread, no lock held: embed the next queued inputs (up to
- * SRV_EMBED_SEQS, about 2 x chunk tokens, at least one input) on s->ectx. */
-void srv_emb_step(struct srv *s);
+/* Engine thread, no lock held: embed the next queued inputs on s->ectx:
+ * up to SRV_EMBED_SEQS, about chunk tokens while generation streams
+ * decode (decoding), twice that when none does, at least one input. */
+void srv_emb_step(struct srv *s, bool decoding);
 /* At load, with --embeddings: s->ectx and its sequences. fx_context_create's errors. */
 int srv_emb_open(struct srv *s, struct fx_err *err);
 
