@@ -13,7 +13,8 @@ the vectors equal `ferrox embed`'s (same pooling, same library call) to
 its printed precision; --pooling mean differs from last; a greedy stream
 running beside a burst of embedding requests gives its text alone (the
 engine interleaves them); OpenAI-shaped 400s for bad input; without
---embeddings a 501 naming the flag. Exit 77 without the model or openai
+--embeddings a 501 naming the flag; `ferrox embed`'s separator,
+--embd-normalize and output formats. Exit 77 without the model or openai
 unless FX_REQUIRE_MODELS=1.
 """
 import base64
@@ -150,10 +151,45 @@ def run_main(srv):
     return alone
 
 
+def clean_exit(srv, name):
+    """The server drains and exits 0, and its log has no sanitizer report."""
+    rc = srv.stop()
+    log = srv.logtext()
+    check(f"{name}: clean exit", rc == 0 and "runtime error" not in log and "Sanitizer" not in log,
+          f"rc {rc}: {log[-3000:]}")
+
+
+def cli_checks():
+    """ferrox embed's flags and formats (llama-embedding's)."""
+    def run(*args):
+        return subprocess.run([BIN, "embed", "-m", SMOL, *args], capture_output=True, text=True)
+    two = "The cat sat on the mat.<#>Ships sail."
+    js = json.loads(run("-p", two, "--embd-separator", "<#>", "--embd-output-format", "json").stdout)
+    vs = [d["embedding"] for d in js["data"]]
+    check("embed: two prompts split at --embd-separator, unit vectors",
+          len(vs) == 2 and all(abs(norm(v) - 1) < 1e-5 for v in vs) and vs[0] != vs[1])
+    alone = cli_embed("Ships sail.", "last")
+    check("embed: a prompt among others gives its vector alone",
+          max(abs(a - b) for a, b in zip(alone, vs[1])) < 1e-6)
+    raw = json.loads(run("-p", "Ships sail.", "--embd-normalize", "-1",
+                         "--embd-output-format", "array").stdout)[0]
+    check("embed: --embd-normalize -1 leaves the vector as pooled",
+          abs(norm(raw) - 1) > 1e-2 and max(abs(a / norm(raw) - b) for a, b in zip(raw, alone)) < 1e-5)
+    lines = run("-p", two, "--embd-separator", "<#>", "--embd-output-format", "raw").stdout.splitlines()
+    check("embed: raw prints one line per prompt", len(lines) == 2 and len(lines[0].split()) == len(alone))
+    out = run("-p", two, "--embd-separator", "<#>").stdout
+    check("embed: the default format prints the vectors and the cosine matrix",
+          "embedding 1:" in out and "cosine similarity matrix" in out, out[-500:])
+    r = run("-p", "x", "--pooling", "rank")
+    check("embed: --pooling rank is refused by name", r.returncode == 2 and "rank" in r.stderr, r.stderr)
+
+
 def main():
+    cli_checks()
     with Server(SMOL, "--embeddings", "--ctx-size", "128", "--parallel", "2") as srv:
         T.server = srv
         T.check("embeddings (pooling last)", lambda: run_main(srv))
+        clean_exit(srv, "--embeddings")
     with Server(SMOL, "--embeddings", "--pooling", "mean") as srv:
         T.server = srv
 
@@ -166,6 +202,7 @@ def main():
             last = cli_embed(TEXTS[1], "last")
             check("mean pooling differs from last", max(abs(a - b) for a, b in zip(last, v)) > 1e-3)
         T.check("pooling mean", mean)
+        clean_exit(srv, "--pooling mean")
     with Server(SMOL) as srv:
         T.server = srv
         st, _, raw = srv.post("/v1/embeddings", {"input": "x"})
