@@ -85,6 +85,12 @@ def run_main(srv):
     check("the same text twice gives the same vector", alone[0] == alone[3])
     check("different texts differ", alone[0] != alone[1])
     ids = [tokenize(srv, t) for t in TEXTS]
+    m0 = srv.metrics()[0]
+    cl.embeddings.create(model="any", input=TEXTS)
+    m1 = srv.metrics()[0]
+    key = next(k for k in m1 if k.startswith("vllm:prompt_tokens_total"))
+    check("vllm:prompt_tokens_total counts embedded tokens",
+          m1[key] - m0[key] == sum(map(len, ids)), f"{m0[key]} -> {m1[key]}")
     check("usage.prompt_tokens counts every input's tokens",
           many.usage.prompt_tokens == sum(map(len, ids)) == many.usage.total_tokens,
           f"{many.usage} {list(map(len, ids))}")

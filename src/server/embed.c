@@ -149,6 +149,7 @@ void srv_emb_step(struct srv *s, bool decoding)
 		fprintf(stderr, "serve: embeddings: %s\n", fx_context_errmsg(s->ectx));
 	size_t d = (size_t)fx_model_n_embd(s->model);
 	pthread_mutex_lock(&s->lock);
+	s->met.prompt_tokens += (uint64_t)used; /* as vLLM counts pooling requests' */
 	for (int i = 0; i < k; i++) {
 		struct srv_emb *e = who[i];
 		if (rc && !e->rc)
