@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
 	--batched-only) batched=1 single=0; shift ;;
 	--models) models=$2; shift 2 ;;
 	--against) against=$2; shift 2 ;;
-	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,22p' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 done

@@ -4,7 +4,7 @@ model, same machine, one run.
 
 usage: bench/serve_bench.py [-m MODEL] [--clients 1,8] [--requests 3] [--rounds 2]
                             [--max-tokens 64] [--prompts mixed|short|medium|long]
-                            [--parallel 8] [-t THREADS]
+                            [--parallel 8] [--ctx-size 1024] [-t THREADS]
                             [--ferrox build/bin/ferrox] [--llama-server PATH]
                             [--only ferrox|llama] [-o md|json]
 
@@ -62,8 +62,12 @@ def find_llama_server(path):
     if shutil.which("llama-server"):
         return shutil.which("llama-server")
     oracle = os.environ.get("ORACLE", os.path.join(os.path.dirname(ROOT), "oracle"))
-    cand = os.path.join(oracle, "llama-build", "bin", "llama-server")
-    return cand if os.access(cand, os.X_OK) else None
+    # bench/llama.sh's order: the no-AMX build first where it was made
+    for build in ("llama-build-noamx", "llama-build"):
+        cand = os.path.join(oracle, build, "bin", "llama-server")
+        if os.access(cand, os.X_OK):
+            return cand
+    return None
 
 
 class Server:

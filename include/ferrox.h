@@ -764,6 +764,24 @@ FX_API void fx_chat_prompt_free(struct fx_chat_prompt *p);
  * NULL when the model has none. Borrowed: valid as long as m. */
 FX_API const char *fx_model_chat_template(const struct fx_model *m);
 
+/* A built-in chat template by llama.cpp's name (its --chat-template NAME):
+ * chatglm3, chatglm4, chatml, command-r, deepseek, deepseek2, deepseek3,
+ * exaone3, falcon3, gemma, llama2, llama2-sys, llama2-sys-bos,
+ * llama2-sys-strip, llama3, mistral (= llama2, as llama.cpp resolves that
+ * name), mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7,
+ * mistral-v7-tekken, monarch, openchat, orion, phi3, phi4, vicuna,
+ * vicuna-orca, zephyr. Returns the template's Jinja source (static,
+ * NUL-terminated; render it with fx_chat_render), or NULL when name is
+ * NULL or not one of them. Each renders, through fx_chat_render, the bytes
+ * llama.cpp's llama_chat_apply_template gives for that name (source:
+ * llama.cpp src/llama-chat.cpp, rewritten as Jinja), BOS not included (the
+ * tokenizer adds it) and content that is not a string rendered as "". */
+FX_API const char *fx_chat_builtin_template(const char *name);
+/* The built-in names, sorted: writes the first min(cap, count) of them
+ * (static strings) into names (may be NULL with cap 0) and returns count,
+ * as llama.cpp's llama_chat_builtin_templates. */
+FX_API size_t fx_chat_builtin_names(const char **names, size_t cap);
+
 /* Sampling fields a model's file may set (fx_model_sampling_defaults). */
 enum {
 	FX_SAMPLING_TEMP = 1 << 0,
@@ -822,7 +840,7 @@ struct fx_server_params {
 	bool (*should_stop)(void *arg);
 	void *stop_arg;
 	/* Chat: the Jinja template to use instead of the model's (its text,
-	 * borrowed), or NULL. */
+	 * borrowed, e.g. fx_chat_builtin_template("gemma")), or NULL. */
 	const char *chat_template;
 	/* Chat: where a thinking model's reasoning goes unless a request says
 	 * (llama-server's --reasoning-format): NULL or "auto" and "deepseek"

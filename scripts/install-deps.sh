@@ -6,9 +6,11 @@
 # libzmq and msgpack-c (serve's KV-cache events), pip
 # (scripts/get-model.sh downloads models from PyPI) and Debian's prometheus
 # for its promtool (tests/test_server.py checks /metrics with it; the
-# server itself is not started), clang (libFuzzer, scripts/fuzz.sh). Safe to re-run.
+# server itself is not started), clang (libFuzzer, scripts/fuzz.sh), and
+# chromium with chromium-driver (tests/test_webui.py drives the web chat in
+# headless Chromium). Safe to re-run.
 set -euo pipefail
-pkgs="build-essential cmake pkg-config libpcre2-dev libcjson-dev libutf8proc-dev libmicrohttpd-dev libzmq3-dev libmsgpack-dev prometheus python3 python3-pip clang"
+pkgs="build-essential cmake pkg-config libpcre2-dev libcjson-dev libutf8proc-dev libmicrohttpd-dev libzmq3-dev libmsgpack-dev prometheus python3 python3-pip clang chromium chromium-driver"
 missing=""
 for p in $pkgs; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
@@ -46,8 +48,11 @@ fi
 # The routers of tests/test_routers.py and bench/route_bench.py (vllm-router,
 # sglang-router, pinned: their flags and worker endpoints change between
 # releases) and pyzmq and msgpack (KV-cache event subscribers), the same way.
-for spec in jinja2 gguf llguidance jsonschema tokenizers==0.23.3 transformers==5.23.0 sentencepiece \
-	protobuf vllm-router==0.1.17 sglang-router==0.3.2 pyzmq msgpack; do
+# selenium (drives Chromium for tests/test_webui.py), the same way.
+# pytest runs the Python package's tests (python/tests, ctest
+# python_package), the same way.
+for spec in pytest jinja2 gguf llguidance jsonschema tokenizers==0.23.3 transformers==5.23.0 sentencepiece \
+	protobuf vllm-router==0.1.17 sglang-router==0.3.2 pyzmq msgpack selenium; do
 	mod=${spec%%==*}
 	imp=$mod
 	[ "$mod" = protobuf ] && imp=google.protobuf
@@ -64,3 +69,12 @@ for spec in jinja2 gguf llguidance jsonschema tokenizers==0.23.3 transformers==5
 			echo "warning: could not install $spec; the tests that use it will skip" >&2
 	fi
 done
+# The Python package (pip install ./python) builds with setuptools alone
+# from 70.1 on (it writes wheels itself; older ones need the wheel package):
+# ctest's python_package builds it offline with the installed one.
+if ! python3 -c "import setuptools.command.bdist_wheel" >/dev/null 2>&1; then
+	echo "installing: setuptools>=70.1 (pip --user)" >&2
+	python3 -m pip install --quiet --user "setuptools>=70.1" 2>/dev/null ||
+		python3 -m pip install --quiet --user --break-system-packages "setuptools>=70.1" ||
+		echo "warning: could not install setuptools>=70.1; the python_package test will fail" >&2
+fi

@@ -74,6 +74,14 @@ if(Python3_Interpreter_FOUND)
     add_test(NAME test_routers COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_routers.py
              $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(test_routers PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+    # The web chat at GET / in headless Chromium (Debian's chromium and
+    # chromium-driver, selenium from PyPI; install-deps.sh): a streamed reply
+    # equal to the API's greedy one, stop, reload, --api-key; a screenshot
+    # in Testing/webui.png. Release only (a browser once is enough; ~20 s).
+    # Skips (77) without them or the model unless FX_REQUIRE_MODELS=1.
+    add_test(NAME test_webui COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_webui.py
+             $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(test_webui PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
   endif()
 endif()
 
@@ -148,6 +156,20 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_tool_server COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_tool_server.py
            $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_tool_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
+
+# `ferrox serve --chat-template gemma` on Gemma 3 270M, a base model
+# (tests/test_chat_template_server.py): the rendered prompt's tokens are
+# those of llama.cpp's own text (tests/data/chat/builtin_refs.json), chat
+# answers; --chat-template-file; no template refuses chat naming the flag;
+# an unknown name lists the built-ins. Skips (77) without the model unless
+# FX_REQUIRE_MODELS=1. (tests/test_chat_builtin.c checks every built-in
+# against llama.cpp byte for byte, no model needed.)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_chat_template_server COMMAND ${Python3_EXECUTABLE}
+           ${CMAKE_SOURCE_DIR}/tests/test_chat_template_server.py $<TARGET_FILE:ferrox-cli>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_chat_template_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 
 # Structured output end to end (openai client, jsonschema, pydantic): the
@@ -292,4 +314,30 @@ if(Python3_Interpreter_FOUND)
            ${CMAKE_SOURCE_DIR}/tests/test_hf_tokenizer_config.py $<TARGET_FILE:ferrox-cli> $<TARGET_FILE:tok_dump>
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_hf_tokenizer_config PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+endif()
+
+# `cmake --install` into a temporary prefix, and every program of
+# docs/API.md compiled against the installed tree alone (pkg-config,
+# shared and static) and run on SmolLM2, each output checked against the
+# `ferrox` command doing the same job (tests/test_install.py, ~25 s).
+# Release only: it builds nothing the ASan pass would check differently.
+if(Python3_Interpreter_FOUND AND CMAKE_BUILD_TYPE STREQUAL "Release")
+  add_test(NAME test_install COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_install.py
+           ${CMAKE_BINARY_DIR} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_install PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
+
+# The Python package (python/; tests/test_python_package.py): a wheel built
+# from a copy of the repository (setup.py compiles libferrox.so), installed
+# into a fresh virtual environment, the copy moved away, python/tests run
+# (pytest) against the installed package from another folder: generate,
+# stream, chat and tokenize against this build's ferrox run / chat /
+# tokenize on both default models, struct layouts against ferrox.h, the
+# README example. Release only (the wheel compiles its own library; not
+# again under ASan). Skips (77) without venv, setuptools or pytest unless
+# FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND AND CMAKE_BUILD_TYPE STREQUAL "Release")
+  add_test(NAME python_package COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_python_package.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(python_package PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 endif()

@@ -31,7 +31,7 @@ static void on_sigint(int sig)
 }
 
 struct chat_opts {
-	const char *model, *tmpl_path, *system, *draft_model;
+	const char *model, *tmpl_path, *tmpl_name, *system, *draft_model;
 	long long n_predict, n_ctx, n_threads;
 	struct cli_sampling samp;
 	struct fx_spec_params spec;
@@ -47,8 +47,12 @@ static void usage(FILE *f)
 		   "  --repeat-last-n N, --seed S          sampling (as ferrox run)\n"
 		   "  --generation-config auto|none        the model's own sampling defaults\n"
 		   "                     (generation_config.json / general.sampling.*) or not; flags win\n"
-		   "  --system TEXT      a system message first\n"
-		   "  --template FILE    a Jinja chat template instead of the model's\n"
+		   "  -sys, --system-prompt TEXT  a system message first (also --system)\n"
+		   "  --chat-template NAME  a built-in chat template instead of the model's, by\n"
+		   "                     llama.cpp's name (chatml, gemma, llama2, llama3, mistral, phi3,\n"
+		   "                     zephyr, ...; an unknown name lists them all), or Jinja source\n"
+		   "  --chat-template-file FILE  a Jinja chat template file instead (also --template)\n"
+		   "  --jinja            accepted, a no-op (templates are always Jinja)\n"
 		   "%s"
 		   "Type a message and Enter; /reset starts over, /exit (or end of input) quits.\n",
 		cli_spec_help);
@@ -74,9 +78,13 @@ static int parse(int argc, char **argv, struct chat_opts *o)
 			VAL(); o->model = v;
 		} else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft") || !strcmp(a, "--spec-draft-model")) {
 			VAL(); o->draft_model = v;
-		} else if (!strcmp(a, "--template")) {
+		} else if (!strcmp(a, "--template") || !strcmp(a, "--chat-template-file")) {
 			VAL(); o->tmpl_path = v;
-		} else if (!strcmp(a, "--system")) {
+		} else if (!strcmp(a, "--chat-template")) {
+			VAL(); o->tmpl_name = v;
+		} else if (!strcmp(a, "--jinja")) {
+			/* llama.cpp's switch to its Jinja engine: ferrox has no other */
+		} else if (!strcmp(a, "--system") || !strcmp(a, "-sys") || !strcmp(a, "--system-prompt")) {
 			VAL(); o->system = v;
 		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
 			VAL(); if (!cli_int(a, v, 1, 1 << 30, &o->n_predict)) return 2;
@@ -163,17 +171,23 @@ static bool hold(struct session *s, const fx_token *t, size_t n)
 	return true;
 }
 
-/* Feed the context the rendered prompt, reusing the tokens it holds. */
+/* Feed the context the rendered prompt, reusing the tokens it holds. As
+ * llama.cpp and the server: the tokenizer adds BOS when the model asks
+ * (templates such as the built-ins write none), and a template that wrote
+ * bos_token itself does not get a second one. */
 static int feed_prompt(struct session *s, const struct fx_chat_prompt *p)
 {
 	size_t n = 0, need = 0;
-	fx_tokenize_prompt(s->m, p, false, NULL, 0, &need);
+	fx_tokenize_prompt(s->m, p, true, NULL, 0, &need);
 	fx_token *toks = malloc((need + 1) * sizeof(*toks));
-	if (!toks || fx_tokenize_prompt(s->m, p, false, toks, need, &n)) {
+	if (!toks || fx_tokenize_prompt(s->m, p, true, toks, need, &n)) {
 		free(toks);
 		fprintf(stderr, "error: cannot tokenize the prompt\n");
 		return 1;
 	}
+	fx_token bos = fx_token_bos(s->m);
+	if (n >= 2 && bos >= 0 && toks[0] == bos && toks[1] == bos)
+		memmove(toks, toks + 1, --n * sizeof(*toks));
 	if (n + 1 >= fx_context_n_ctx(s->ctx)) {
 		fprintf(stderr, "error: the conversation has %zu tokens, the context %u: /reset or raise -c\n", n,
 			fx_context_n_ctx(s->ctx));
@@ -334,13 +348,11 @@ int cmd_chat(int argc, char **argv)
 		fprintf(stderr, "error: %s has no tokenizer ferrox can read\n", o.model);
 		goto out;
 	}
-	if (o.tmpl_path) {
-		if (!(tmpl_file = cli_read_file(o.tmpl_path, NULL)))
-			goto out;
-		s.tmpl = tmpl_file;
-	} else if (!(s.tmpl = fx_model_chat_template(s.m))) {
-		fprintf(stderr, "error: %s has no chat template (a base model?); give one with --template FILE\n",
-			o.model);
+	if (!cli_chat_template(o.tmpl_name, o.tmpl_path, &s.tmpl, &tmpl_file))
+		goto out;
+	if (!s.tmpl && !(s.tmpl = fx_model_chat_template(s.m))) {
+		fprintf(stderr, "error: %s has no chat template (a base model?); give one with --chat-template NAME "
+			"(e.g. chatml, gemma) or --chat-template-file FILE\n", o.model);
 		goto out;
 	}
 	s.bos = bos = cli_token_text(s.m, fx_token_bos(s.m));

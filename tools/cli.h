@@ -95,5 +95,12 @@ char *cli_read_file(const char *path, size_t *n);
  * (vocabulary only when possible). */
 char *cli_token_text(const struct fx_model *m, int32_t t);
 struct fx_model *cli_load_for_template(const char *path);
+/* llama.cpp's --chat-template NAME|JINJA and --chat-template-file F (NULL
+ * when not given): *tmpl is a built-in's source (fx_chat_builtin_template)
+ * when arg names one, arg itself when it holds Jinja ("{{" or "{%"), or
+ * the file's text, read into *owned (the caller frees it); NULL when
+ * neither is given. false, with a message printed, for an unknown name
+ * (the built-in names listed), an unreadable file, or both flags. */
+bool cli_chat_template(const char *arg, const char *file, const char **tmpl, char **owned);
 
 #endif

@@ -1,5 +1,6 @@
 /* ferrox run: generate a continuation of a prompt, streamed to stdout;
  * timings to stderr (load, prompt tokens/s, generation tokens/s). */
+#include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 struct run_opts {
 	const char *model, *prompt, *quant, *draft_model;
+	const char *tmpl_name, *tmpl_path, *system; /* -p as a chat turn when any is set */
 	long long n_predict, n_ctx, n_threads, n_keep;
 	bool echo, context_shift;
 	int32_t type_k, type_v;
@@ -62,6 +64,14 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			o->context_shift = true;
 		} else if (!strcmp(a, "--keep")) {
 			VAL(); if (!cli_int(a, v, -1, 1 << 24, &o->n_keep)) return 2;
+		} else if (!strcmp(a, "--chat-template")) {
+			VAL(); o->tmpl_name = v;
+		} else if (!strcmp(a, "--chat-template-file")) {
+			VAL(); o->tmpl_path = v;
+		} else if (!strcmp(a, "-sys") || !strcmp(a, "--system-prompt")) {
+			VAL(); o->system = v;
+		} else if (!strcmp(a, "--jinja")) {
+			/* llama.cpp's switch to its Jinja engine: ferrox has no other */
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox run -m MODEL -p PROMPT [options]\n"
 			       "  -n, --n-predict N      tokens to generate (default 128, -1: until the context is full)\n"
@@ -93,7 +103,17 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "  -j, --json-schema S    constrain the output to JSON matching schema S\n"
 			       "  -jf, --json-schema-file F  the same, read from file F\n"
 			       "  --regex R              constrain the output to strings matching regex R\n"
-			       "                         (with a grammar, generation ends where it must)\n%s",
+			       "                         (with a grammar, generation ends where it must)\n"
+			       "  --chat-template NAME   render -p as one user turn of a chat template (after the\n"
+			       "                         -sys system prompt), with the generation prompt, then\n"
+			       "                         generate as usual: a built-in by llama.cpp's name (chatml,\n"
+			       "                         gemma, llama2, llama3, mistral, phi3, zephyr, ...; an unknown\n"
+			       "                         name lists them all) or Jinja source. Text in -p stays text\n"
+			       "                         (a typed \"<|im_start|>\" is not a control token)\n"
+			       "  --chat-template-file F the same, the template read from file F\n"
+			       "  -sys, --system-prompt TEXT  a system message before -p, which then becomes a chat\n"
+			       "                         turn (the model's own template unless one is given)\n"
+			       "  --jinja                accepted, a no-op (templates are always Jinja)\n%s",
 			       cli_spec_help);
 			return 1;
 		} else {
@@ -127,6 +147,67 @@ static bool shift_context(struct fx_context *ctx, int32_t n_keep, const char **s
 	}
 	(*n_shift)++;
 	return true;
+}
+
+/* -p as one user turn after the -sys system message, rendered with the
+ * chat template (--chat-template / --chat-template-file, else the model's)
+ * and its generation prompt, tokenized as the server does: control tokens
+ * only from the template's own text, BOS added when the model asks and not
+ * doubled when the template wrote one. A malloc'ed array of *n tokens, or
+ * NULL with a message printed. */
+static fx_token *chat_tokens(const struct fx_model *m, const struct run_opts *o, size_t *n)
+{
+	const char *tmpl;
+	char *owned = NULL, *json = NULL, *bos = NULL, *eos = NULL;
+	fx_token *toks = NULL;
+	struct fx_chat_prompt *p = NULL;
+	struct fx_err err = { 0 };
+	if (!cli_chat_template(o->tmpl_name, o->tmpl_path, &tmpl, &owned))
+		return NULL;
+	if (!tmpl && !(tmpl = fx_model_chat_template(m))) {
+		fprintf(stderr, "error: %s has no chat template (a base model?) for -sys: give one with "
+			"--chat-template NAME (e.g. chatml, gemma) or --chat-template-file FILE\n", o->model);
+		return NULL;
+	}
+	cJSON *msgs = cJSON_CreateArray(), *mu;
+	bool ok = msgs != NULL;
+	for (int i = 0; ok && i < 2; i++) {
+		const char *text = i ? o->prompt : o->system;
+		if (!text)
+			continue;
+		ok = (mu = cJSON_CreateObject()) && cJSON_AddItemToArray(msgs, mu) &&
+		     cJSON_AddStringToObject(mu, "role", i ? "user" : "system") &&
+		     cJSON_AddStringToObject(mu, "content", text);
+	}
+	if (!ok || !(json = cJSON_PrintUnformatted(msgs))) {
+		fprintf(stderr, "error: out of memory\n");
+		goto out;
+	}
+	bos = cli_token_text(m, fx_token_bos(m));
+	eos = cli_token_text(m, fx_token_eos(m));
+	if (fx_chat_render(tmpl, json, NULL, NULL, true, bos, eos, 0, &p, &err)) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		goto out;
+	}
+	size_t need = 0;
+	fx_tokenize_prompt(m, p, true, NULL, 0, &need);
+	if (!(toks = malloc((need + 1) * sizeof(*toks))) || fx_tokenize_prompt(m, p, true, toks, need, n)) {
+		fprintf(stderr, "error: cannot tokenize the prompt\n");
+		free(toks);
+		toks = NULL;
+		goto out;
+	}
+	fx_token b = fx_token_bos(m);
+	if (*n >= 2 && b >= 0 && toks[0] == b && toks[1] == b)
+		memmove(toks, toks + 1, --*n * sizeof(*toks));
+out:
+	fx_chat_prompt_free(p);
+	cJSON_Delete(msgs);
+	free(json);
+	free(bos);
+	free(eos);
+	free(owned);
+	return toks;
 }
 
 /* Print token t's text through the streaming detokenizer. */
@@ -286,7 +367,10 @@ int cmd_run(int argc, char **argv)
 	}
 
 	size_t n_prompt = 0;
-	if (!(toks = cli_tokenize(m, o.prompt, true, true, &n_prompt))) {
+	if (o.tmpl_name || o.tmpl_path || o.system) {
+		if (!(toks = chat_tokens(m, &o, &n_prompt)))
+			goto out;
+	} else if (!(toks = cli_tokenize(m, o.prompt, true, true, &n_prompt))) {
 		fprintf(stderr, "error: cannot tokenize the prompt\n");
 		goto out;
 	}

@@ -65,7 +65,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: ferrox serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel 4]\n"
 		"                    [--ctx-size N] [--api-key K] [--timeout S] [--max-body 8MiB]\n"
-		"                    [--queue N] [-t N] [--chat-template-file F]\n"
+		"                    [--queue N] [-t N] [--chat-template NAME] [--chat-template-file F]\n"
 		"                    [--reasoning-format auto|none|deepseek] [--generation-config auto|none]\n"
 		"                    [--spec-type ngram-simple] [--spec-draft-n-max N] [--spec-draft-n-min N]\n"
 		"                    [--spec-ngram-simple-size-n N] [--spec-ngram-simple-size-m N]\n"
@@ -78,9 +78,13 @@ static void usage(FILE *f)
 		"together; --ctx-size is the context of each (default: the model's, at most 4096);\n"
 		"--queue requests may wait (default 4 x --parallel), then 503. --timeout: seconds\n"
 		"an idle connection is kept (default 600). SIGTERM or Ctrl-C drains (a second one\n"
-		"quits at once). --chat-template-file: a Jinja chat template used instead of the\n"
-		"model's. --reasoning-format: where thinking goes unless a request says (auto,\n"
-		"deepseek: message.reasoning_content; none: left in content). --generation-config\n"
+		"quits at once). --chat-template NAME: a built-in chat template by llama.cpp's name\n"
+		"(chatml, gemma, llama2, llama3, mistral, phi3, zephyr, ...; an unknown name lists\n"
+		"them all; or Jinja source) used instead of the model's, which a base model needs\n"
+		"for /v1/chat/completions; --chat-template-file F: the same, read from a file.\n"
+		"--jinja: accepted, a no-op (templates are always Jinja). --reasoning-format:\n"
+		"where thinking goes unless a request says (auto, deepseek:\n"
+		"message.reasoning_content; none: left in content). --generation-config\n"
 		"auto (default, as vLLM): sampling fields a request leaves out (temperature, top_k,\n"
 		"top_p, min_p, repetition_penalty) take the model's own defaults\n"
 		"(generation_config.json, or the GGUF's general.sampling.* keys); none: OpenAI's.\n"
@@ -107,7 +111,7 @@ static void usage(FILE *f)
 int cmd_serve(int argc, char **argv)
 {
 	struct fx_server_params p = fx_server_default_params();
-	const char *tmpl_path = NULL;
+	const char *tmpl_path = NULL, *tmpl_name = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 		long long n;
@@ -140,6 +144,10 @@ int cmd_serve(int argc, char **argv)
 			VAL(); if (!cli_int(a, v, 1, 1 << 20, &n)) return 2; p.max_queue = (int32_t)n;
 		} else if (!strcmp(a, "--chat-template-file")) {
 			VAL(); tmpl_path = v;
+		} else if (!strcmp(a, "--chat-template")) {
+			VAL(); tmpl_name = v;
+		} else if (!strcmp(a, "--jinja")) {
+			/* llama.cpp's switch to its Jinja engine: ferrox has no other */
 		} else if (!strcmp(a, "--reasoning-format")) {
 			VAL();
 			if (strcmp(v, "auto") && strcmp(v, "none") && strcmp(v, "deepseek")) {
@@ -200,22 +208,8 @@ int cmd_serve(int argc, char **argv)
 		return 1;
 	}
 	char *tmpl = NULL;
-	if (tmpl_path) {
-		FILE *f = fopen(tmpl_path, "rb");
-		long len = -1;
-		if (f && !fseek(f, 0, SEEK_END) && (len = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-		    (tmpl = malloc((size_t)len + 1)) && fread(tmpl, 1, (size_t)len, f) == (size_t)len) {
-			tmpl[len] = 0;
-		} else {
-			fprintf(stderr, "error: %s: cannot read the chat template\n", tmpl_path);
-			free(tmpl);
-			if (f)
-				fclose(f);
-			return 1;
-		}
-		fclose(f);
-		p.chat_template = tmpl;
-	}
+	if (!cli_chat_template(tmpl_name, tmpl_path, &p.chat_template, &tmpl))
+		return 1;
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);

@@ -257,6 +257,24 @@ static int cfg_int(struct hf *h, const char *k, int *out)
 	return FX_OK;
 }
 
+/* An optional width or count: absent (or null) leaves *out as it is;
+ * present, it must be a whole number in [0, 2^30), else FX_E_FORMAT naming
+ * the key. Every config number that becomes an integer goes through here
+ * or cfg_int: converting an out-of-range double is undefined behaviour
+ * (fuzz_hf found two such conversions). */
+static int cfg_dim(struct hf *h, const cJSON *o, const char *k, int *out)
+{
+	const cJSON *v = cfg_get(o, k);
+	if (!v)
+		return FX_OK;
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < (double)(1 << 30)) ||
+	    v->valuedouble != floor(v->valuedouble))
+		return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: '%s' is not a whole number in "
+			       "[0, 2^30)", h->dir, k);
+	*out = (int)v->valuedouble;
+	return FX_OK;
+}
+
 /* The file at path (at most max bytes) into *out, NUL-terminated.
  * FX_E_IO: cannot open or read it, or it is larger; FX_E_NOMEM. */
 static int read_text(const char *path, size_t max, char **out)
@@ -584,7 +602,7 @@ static int lfm2_ff(struct hf *h, int *n_ff)
 	if (mul && cJSON_IsNumber(mul)) {
 		double of = 256;
 		cfg_num(h->cfg, "block_multiple_of", &of);
-		if (of < 1 || mul->valuedouble <= 0)
+		if (!(of >= 1 && of <= 1 << 20) || !(mul->valuedouble > 0 && mul->valuedouble * ff < 1e9))
 			return fx_fail(h->err, FX_E_FORMAT, "%s/config.json: block_multiple_of %g / "
 				       "block_ffn_dim_multiplier %g", h->dir, of, mul->valuedouble);
 		ff = (int)(mul->valuedouble * ff);
@@ -652,9 +670,11 @@ static int map_mixers(struct hf *h)
 		kv[il] = recurrent_type(cJSON_GetArrayItem(lt, il)->valuestring) ? 0 : (uint32_t)h->n_head_kv;
 	char k[128];
 	snprintf(k, sizeof(k), "%s.attention.head_count_kv", h->arch);
-	double lc;
+	int lc = -1, rc;
+	if ((rc = cfg_dim(h, h->cfg, "conv_L_cache", &lc)))
+		return rc;
 	if (gguf_build_arr(h->g, k, GGUF_T_U32, kv, (uint64_t)h->n_layer) ||
-	    (cfg_num(h->cfg, "conv_L_cache", &lc) && put_u32(h, "shortconv.l_cache", (uint32_t)lc)))
+	    (lc >= 0 && put_u32(h, "shortconv.l_cache", (uint32_t)lc)))
 		return FX_E_NOMEM;
 	return FX_OK;
 }
@@ -750,10 +770,10 @@ static int map_metadata(struct hf *h)
 	}
 	n_ff = h->n_head = 0;
 	/* an all-MoE model (Qwen 3.5 MoE) may give only the experts' width */
-	double few;
-	if (!cfg_get(cfg, "intermediate_size") && cfg_num(cfg, "moe_intermediate_size", &few))
-		n_ff = (int)few;
-	else if (!ssm_only && (rc = cfg_int(h, "intermediate_size", &n_ff)))
+	if (!cfg_get(cfg, "intermediate_size") && cfg_get(cfg, "moe_intermediate_size")) {
+		if ((rc = cfg_dim(h, cfg, "moe_intermediate_size", &n_ff)))
+			return rc;
+	} else if (!ssm_only && (rc = cfg_int(h, "intermediate_size", &n_ff)))
 		return rc;
 	if (!ssm_only && (rc = cfg_int(h, "num_attention_heads", &h->n_head)))
 		return rc;
@@ -763,19 +783,19 @@ static int map_metadata(struct hf *h)
 	if (cfg_get(cfg, "linear_num_value_heads") && (rc = map_gdn(h)))
 		return rc;
 	h->n_head_kv = h->n_head;
-	if (cfg_num(cfg, "num_key_value_heads", &d))
-		h->n_head_kv = (int)d;
 	h->head_dim = h->n_head ? n_embd / h->n_head : 0;
-	if (cfg_num(cfg, "head_dim", &d))
-		h->head_dim = (int)d;
+	int nope = -1, rope = -1, vd = -1;
+	if ((rc = cfg_dim(h, cfg, "num_key_value_heads", &h->n_head_kv)) ||
+	    (rc = cfg_dim(h, cfg, "head_dim", &h->head_dim)) ||
+	    (rc = cfg_dim(h, cfg, "qk_nope_head_dim", &nope)) ||
+	    (rc = cfg_dim(h, cfg, "qk_rope_head_dim", &rope)) || (rc = cfg_dim(h, cfg, "v_head_dim", &vd)))
+		return rc;
 	h->head_dim_v = h->head_dim;
-	double nope, rope, vd;
-	if (cfg_num(cfg, "qk_nope_head_dim", &nope) && cfg_num(cfg, "qk_rope_head_dim", &rope) &&
-	    cfg_num(cfg, "v_head_dim", &vd)) {
+	if (nope >= 0 && rope >= 0 && vd >= 0) {
 		/* MLA: a head is [no-RoPE part, RoPE part]; V is narrower. */
-		h->head_dim = (int)(nope + rope);
-		h->head_dim_v = (int)vd;
-		h->n_rot = (int)rope;
+		h->head_dim = nope + rope;
+		h->head_dim_v = vd;
+		h->n_rot = rope;
 	}
 	if ((rc = ctx_info(h->dir, cfg, false, &ci, h->err)))
 		return rc;
@@ -786,12 +806,14 @@ static int map_metadata(struct hf *h)
 			       h->dir);
 	if ((rc = lfm2_ff(h, &n_ff)))
 		return rc;
-	double nle, sis;
-	if (cfg_num(cfg, "num_local_experts", &nle) && nle == 0 &&
-	    cfg_num(cfg, "shared_intermediate_size", &sis) && sis > 0)
-		n_ff = (int)sis; /* dense Granite 4.0-H: the shared MLP's width */
-	if (cfg_num(cfg, "intermediate_size_mlp", &d)) /* Llama 4's dense layers */
-		n_ff = (int)d;
+	double nle;
+	int sis = 0;
+	if ((rc = cfg_dim(h, cfg, "shared_intermediate_size", &sis)))
+		return rc;
+	if (cfg_num(cfg, "num_local_experts", &nle) && nle == 0 && sis > 0)
+		n_ff = sis; /* dense Granite 4.0-H: the shared MLP's width */
+	if ((rc = cfg_dim(h, cfg, "intermediate_size_mlp", &n_ff))) /* Llama 4's dense layers */
+		return rc;
 	if ((rc = map_mixers(h)))
 		return rc;
 	/* Gemma 4: global layers' own head size and K/V heads, per layer */
@@ -816,9 +838,13 @@ static int map_metadata(struct hf *h)
 		{ "num_kv_shared_layers", "attention.shared_kv_layers" },
 		{ "hidden_size_per_layer_input", "embedding_length_per_layer_input" },
 	};
-	for (size_t i = 0; i < sizeof(g4) / sizeof(g4[0]); i++)
-		if (cfg_num(cfg, g4[i][0], &d) && d >= 0 && put_u32(h, g4[i][1], (uint32_t)d))
+	for (size_t i = 0; i < sizeof(g4) / sizeof(g4[0]); i++) {
+		int v = -1;
+		if ((rc = cfg_dim(h, cfg, g4[i][0], &v)))
+			return rc;
+		if (v >= 0 && put_u32(h, g4[i][1], (uint32_t)v))
 			return FX_E_NOMEM;
+	}
 	if (gguf_build_str(h->g, "general.architecture", h->arch) ||
 	    gguf_build_str(h->g, "general.source", "huggingface") ||
 	    put_u32(h, "context_length", (uint32_t)ci.n_ctx_train) ||
@@ -928,9 +954,13 @@ static int map_metadata(struct hf *h)
 		{ "n_group", "expert_group_count" },
 		{ "topk_group", "expert_group_used_count" },
 	};
-	for (size_t i = 0; i < sizeof(ds) / sizeof(ds[0]); i++)
-		if (cfg_num(cfg, ds[i].hf, &d) && put_u32(h, ds[i].gguf, (uint32_t)d))
+	for (size_t i = 0; i < sizeof(ds) / sizeof(ds[0]); i++) {
+		int v = -1;
+		if ((rc = cfg_dim(h, cfg, ds[i].hf, &v)))
+			return rc;
+		if (v >= 0 && put_u32(h, ds[i].gguf, (uint32_t)v))
 			return FX_E_NOMEM;
+	}
 	if (cfg_num(cfg, "routed_scaling_factor", &d) && put_f32(h, "expert_weights_scale", (float)d))
 		return FX_E_NOMEM;
 	if (cfg_num(cfg, "num_nextn_predict_layers", &d) && d > 0 && d < 64)
@@ -973,7 +1003,10 @@ static int map_metadata(struct hf *h)
 		int nrot = h->n_rot ? h->n_rot : (int)lround(h->head_dim * prf);
 		for (int i = 0; ms && cJSON_IsArray(ms) && i < 4 && i < cJSON_GetArraySize(ms); i++) {
 			const cJSON *e = cJSON_GetArrayItem(ms, i);
-			sec[i] = e && cJSON_IsNumber(e) ? (int32_t)e->valuedouble : 0;
+			/* in range before the conversion (the sections are written
+			 * for llama.cpp; ferrox reads none) */
+			sec[i] = e && cJSON_IsNumber(e) && fabs(e->valuedouble) < 1 << 20
+				 ? (int32_t)e->valuedouble : 0;
 		}
 		if (!ms)
 			sec[0] = nrot / 2;

@@ -23,6 +23,7 @@
 
 #include "server/compat.h"
 #include "server/server.h"
+#include "server/webui.h"
 
 struct conn {
 	struct srv_buf body;
@@ -413,6 +414,32 @@ static enum MHD_Result do_metrics(struct srv *s, struct MHD_Connection *mc)
 	return srv_http_body(mc, 200, b.p, "text/plain; version=0.0.4; charset=utf-8", false);
 }
 
+/* The web chat page (webui.h), open without the API key as llama-server's
+ * is: it holds nothing secret, and its own API calls send the key. Revalidated
+ * by ETag (no-cache), so a new binary's page replaces a cached one. The
+ * policy keeps it to its own inline code and this server. */
+static enum MHD_Result do_webui(struct MHD_Connection *mc)
+{
+	const char *inm = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+						      MHD_HTTP_HEADER_IF_NONE_MATCH);
+	bool same = inm && !strcmp(inm, srv_webui_html_etag);
+	struct MHD_Response *rsp = MHD_create_response_from_buffer(
+		same ? 0 : srv_webui_html_len, (void *)srv_webui_html, MHD_RESPMEM_PERSISTENT);
+	if (!rsp)
+		return MHD_NO;
+	MHD_add_response_header(rsp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+	MHD_add_response_header(rsp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	MHD_add_response_header(rsp, MHD_HTTP_HEADER_ETAG, srv_webui_html_etag);
+	MHD_add_response_header(rsp, MHD_HTTP_HEADER_X_CONTENT_TYPE_OPTIONS, "nosniff");
+	MHD_add_response_header(rsp, MHD_HTTP_HEADER_CONTENT_SECURITY_POLICY,
+				"default-src 'none'; script-src 'unsafe-inline'; style-src "
+				"'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; "
+				"form-action 'none'; frame-ancestors 'none'");
+	enum MHD_Result ok = MHD_queue_response(mc, same ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK, rsp);
+	MHD_destroy_response(rsp);
+	return ok;
+}
+
 /* ---- routing ---- */
 
 static bool authorized(struct srv *s, struct MHD_Connection *mc)
@@ -457,6 +484,11 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 		if (!o)
 			return srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
 		return send_json(mc, 200, o);
+	}
+	if (path_is(url, "/") || path_is(url, "/index.html")) {
+		if (!get && strcmp(method, "HEAD"))
+			return srv_http_fail(mc, 405, E_INV, NULL, "%s wants GET", url);
+		return do_webui(mc);
 	}
 	enum { R_NONE, R_METRICS, R_MODELS, R_CMPL, R_CHAT, R_TOK, R_DETOK, R_KVSRC,
 	       R_KVBLK, R_EMB } r = R_NONE;
@@ -619,7 +651,10 @@ static bool stop_asked(const struct fx_server_params *p)
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)cls;
-	if (strstr(fmt, "Application reported internal error"))
+	/* Our own log says these better: the engine's error, and
+	 * "cancelled (client gone)" when a stream's reader left. */
+	if (strstr(fmt, "Application reported internal error") ||
+	    strstr(fmt, "Failed to send the chunked response body"))
 		return;
 	char line[512];
 	vsnprintf(line, sizeof(line), fmt, ap);

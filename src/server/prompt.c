@@ -189,7 +189,9 @@ bool srv_chat_prompt(struct srv *s, const cJSON *body, struct srv_req *r, struct
 	const char *tmpl = s->p.chat_template ? s->p.chat_template : fx_model_chat_template(s->model);
 	if (!tmpl) {
 		srv_error_set(e, 400, E_INV, NULL,
-			      "this model has no chat template: use /v1/completions");
+			      "this model has no chat template (a base model?): start the server with "
+			      "--chat-template NAME (a built-in: chatml, gemma, llama3, ...) or "
+			      "--chat-template-file FILE, or use /v1/completions");
 		return false;
 	}
 	if (!srvtool_req_parse(body, tmpl, s->p.reasoning_format, r->g.n, &r->tool, e))
