@@ -238,7 +238,7 @@ static int run(const struct embed_opts *o, struct fx_model *m, char **prompts, i
 	fx_seq *seq = calloc((size_t)n, sizeof(*seq));
 	float *e = malloc((size_t)n * (size_t)d * sizeof(float));
 	struct fx_context *ctx = NULL;
-	uint32_t pool = 0;
+	uint64_t pool = 0;
 	if (!tok || !nt || !seq || !e) {
 		fprintf(stderr, "error: out of memory\n");
 		goto out;
@@ -254,11 +254,16 @@ static int run(const struct embed_opts *o, struct fx_model *m, char **prompts, i
 			goto out;
 		}
 		nt[i] = (int32_t)k;
-		pool += ((uint32_t)k + 15) / 16 * 16; /* whole blocks of 16 */
+		pool += ((uint64_t)k + 15) / 16 * 16; /* whole blocks of 16 */
+	}
+	if (pool > (1u << 24)) {
+		fprintf(stderr, "error: %llu tokens in all: embed fewer prompts at once\n",
+			(unsigned long long)pool);
+		goto out;
 	}
 	struct fx_context_params cp = fx_context_default_params();
 	cp.kv_layout = FX_KV_PAGED;
-	cp.n_ctx = pool;
+	cp.n_ctx = (uint32_t)pool;
 	cp.n_seq_max = (uint32_t)n;
 	cp.n_ubatch = o->n_ubatch ? (uint32_t)o->n_ubatch : 512;
 	cp.n_threads = o->n_threads;
