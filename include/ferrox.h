@@ -437,6 +437,50 @@ FX_API const float *fx_batch_logits(const struct fx_context *ctx, int32_t i);
  * decode. */
 FX_API const float *fx_batch_hidden(const struct fx_context *ctx, int32_t i);
 
+/* ---- embeddings ----
+ * A pooled embedding of a token sequence from a decoder model: the final
+ * hidden states (after the final norm: transformers' last_hidden_state,
+ * what fx_batch_hidden gives) of every token, pooled into one row of
+ * fx_model_n_embd floats. Follows llama.cpp's pooling types
+ * (llama_pooling_type: LAST = 3, MEAN = 1, CLS = 2 there) and
+ * common_embd_normalize's Euclidean norm (embd_normalize 2). */
+enum fx_pooling {
+	FX_POOLING_LAST = 0, /* the last token's row (Qwen3-Embedding, e5-mistral style) */
+	FX_POOLING_MEAN = 1, /* the mean over every token's row */
+	FX_POOLING_CLS = 2,  /* the first token's row */
+};
+
+/* Embed tokens[0..n_tokens) (used exactly as given: add BOS/EOS as the
+ * model wants when tokenizing) in sequence seq, which must exist and be
+ * empty, on a context created with hidden = true (either KV layout, not an
+ * MTP context). Every row is computed (the prefix cache serves none: its
+ * rows have no hidden state). out receives fx_model_n_embd floats: the
+ * rows pooled as pooling says (enum fx_pooling; the mean accumulated in
+ * double in token order), divided by their L2 norm when normalize (a zero
+ * vector stays zero). The sequence is empty again afterwards, whether the
+ * forward pass succeeded or failed (a call refused before it, for the
+ * arguments below, leaves it as it was). The result depends only on the tokens: the
+ * same bits on either layout, for any ubatch size or thread count.
+ * Errors: FX_E_INVALID (no hidden rows kept, an MTP context, no such
+ * sequence or it is not empty, n_tokens <= 0, a NULL pointer, an unknown
+ * pooling, a token id out of range), FX_E_CTX_FULL (n_tokens > n_ctx),
+ * FX_E_KV_FULL (paged: too few free blocks), FX_E_NOMEM; out is then
+ * unspecified. Message in fx_context_errmsg. */
+FX_API int fx_embed(struct fx_context *ctx, fx_seq seq, const int32_t *tokens, int32_t n_tokens,
+		    int32_t pooling, bool normalize, float *out);
+
+/* fx_embed for n_seq inputs at once, computed together in one batch (each
+ * weight read once per ubatch, as fx_batch_decode): input i is
+ * tokens[i][0..n_tokens[i]) in sequence seq[i] (distinct, existing, empty
+ * sequences), its row out[i * n_embd ..]; each row equals what fx_embed
+ * gives for that input alone, bit for bit. All inputs succeed or the call
+ * fails (every sequence empty again after a forward pass). Same errors as
+ * fx_embed; FX_E_CTX_FULL when one input exceeds n_ctx, FX_E_KV_FULL when
+ * the paged pool cannot hold them all at once. Arrays are borrowed. */
+FX_API int fx_embed_batch(struct fx_context *ctx, int32_t n_seq, const fx_seq *seq,
+			  const int32_t *const *tokens, const int32_t *n_tokens, int32_t pooling,
+			  bool normalize, float *out);
+
 /* ---- single sequence (sequence 0) ---- */
 
 FX_API uint32_t fx_context_n_past(const struct fx_context *ctx); /* tokens in sequence 0 */
@@ -876,13 +920,23 @@ struct fx_server_params {
 	 * a request's "filename" a plain name inside it. NULL: those actions
 	 * are refused (501), as llama-server refuses them. */
 	const char *slot_save_path;
+	/* POST /v1/embeddings (llama-server's --embeddings; OpenAI's shape):
+	 * false answers 501 naming the flag. The inputs run on a context of
+	 * their own (paged, --ctx-size tokens, hidden rows kept), between the
+	 * generation steps of the same engine thread, several inputs per
+	 * turn (fx_embed_batch; about a prefill chunk of tokens while streams
+	 * decode). pooling: enum fx_pooling (FX_POOLING_LAST);
+	 * vectors are L2-normalized. */
+	bool embeddings;
+	int32_t pooling;
 };
 
 FX_API struct fx_server_params fx_server_default_params(void);
 
 /* Serve the model over HTTP (OpenAI-style /v1/completions and
- * /v1/chat/completions, /v1/models, /tokenize, /detokenize, /health,
- * /metrics; llama-server's /completion, /props and /slots) until should_stop says so and every accepted request has been
+ * /v1/chat/completions, /v1/embeddings, /v1/models, /tokenize, /detokenize,
+ * /health, /metrics; llama-server's /completion, /props and /slots; a web
+ * chat at /) until should_stop says so and every accepted request has been
  * answered. Listens before the model loads (/health answers 503 until it
  * is ready). Logs to stderr. Errors: FX_E_INVALID (bad parameter or
  * address), FX_E_IO (cannot listen), and fx_model_load's and

@@ -18,7 +18,8 @@ it on SmolLM2-135M-Instruct, checking its output against the installed
 - batch: each prompt's text as `generate` gives it alone;
 - sample: `ferrox run --seed 42 --generation-config none`'s text;
 - chat: the prompt as `ferrox render-template`, the answer as `ferrox run`
-  on that prompt.
+  on that prompt;
+- embed: each text's mean-pooled vector as `ferrox embed --pooling mean`.
 Exit 77 (skip) without the model, cc or pkg-config, unless
 FX_REQUIRE_MODELS=1. Prints `N passed, N failed`.
 """
@@ -104,7 +105,7 @@ def body(build, prefix, model):
 
     doc = open(os.path.join(ROOT, "docs", "API.md"), encoding="utf-8").read()
     examples = dict(re.findall(r"<!-- example: (\w+) -->\n```c\n(.*?)```", doc, re.S))
-    want = {"load", "tokenize", "generate", "batch", "sample", "chat"}
+    want = {"load", "tokenize", "generate", "batch", "sample", "chat", "embed"}
     check(want <= set(examples), "docs/API.md has every example", str(sorted(examples)))
     work = os.path.join(prefix, "work")
     os.makedirs(work)
@@ -196,6 +197,14 @@ def body(build, prefix, model):
         ref = cli("run", "-m", model, "-p", rendered, "-n", "256", "--temp", "0").stdout
         check(answer == ref and len(answer.strip()) > 3, "chat: the answer as `ferrox run` on that prompt",
               f"{answer!r} vs {ref!r}")
+    if "embed" in bins:
+        texts = ["The cat sat on the mat.", "Ships sail."]
+        r = ex("embed", model, *texts)
+        got = [[float(x) for x in line.split(",")] for line in r.stdout.split()]
+        ref = json.loads(cli("embed", "-m", model, "-p", "\n".join(texts), "--pooling", "mean",
+                             "--embd-output-format", "array").stdout or "[]")
+        check(r.returncode == 0 and len(got) == 2 and got == ref and len(got[0]) == 576,
+              "embed: `ferrox embed --pooling mean`'s vectors", r.stderr[-500:])
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

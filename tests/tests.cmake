@@ -55,6 +55,12 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_server_llama COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_server_llama.py
            $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_server_llama PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+  # serve --embeddings through the openai client (tests/test_embed_server.py):
+  # base64 and float, batched == alone, token ids, dimensions, ferrox embed's
+  # vectors, a stream beside embeddings, 400s, the 501 without the flag.
+  add_test(NAME test_embed_server COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_embed_server.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_embed_server PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
   # --spec-type ngram-simple against a plain server: the same text, greedy
   # and sampled, alone, beside a plain request, streamed; drafts accepted.
   add_test(NAME test_server_spec COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_server_spec.py

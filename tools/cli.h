@@ -20,6 +20,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_render_template(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_grammar(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
 
 /* Parse a whole decimal/float argument; false (with a message naming the
  * option) when it is not one. */

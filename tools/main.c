@@ -321,8 +321,12 @@ static void usage(FILE *f)
 		"  grammar   (--grammar G | --grammar-file F | -j SCHEMA | -jf FILE | --regex R)\n"
 		"            [--print-gbnf] [--check FILE] [--sample N [--seed S]]\n"
 		"            check or sample strings of a grammar (no model)\n"
+		"  embed     -m MODEL (-p TEXT | -f FILE) [--pooling last|mean|cls] [--embd-normalize N]\n"
+		"            [--embd-output-format ''|array|json|json+|raw] [--embd-separator S]\n"
+		"            pooled embeddings of each line (llama-embedding's flags)\n"
 		"  serve     -m MODEL [--host H] [--port 8080] [--parallel 4] [--ctx-size N] [--api-key K]\n"
 		"            [--timeout S] [--max-body 8MiB] [--queue N] [-t N]\n"
+		"            [--embeddings [--pooling last|mean|cls]]\n"
 		"            OpenAI-compatible HTTP server with continuous batching\n"
 		"Run `ferrox COMMAND --help` for details.\n");
 }
@@ -345,6 +349,7 @@ int main(int argc, char **argv)
 		{ "render-template", cmd_render_template },
 		{ "chat", cmd_chat },
 		{ "grammar", cmd_grammar },
+		{ "embed", cmd_embed },
 	};
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(argc < 2 ? stderr : stdout);

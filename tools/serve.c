@@ -73,6 +73,7 @@ static void usage(FILE *f)
 		"                    [--kv-events-endpoint tcp://HOST:PORT] [--kv-events-replay-endpoint E]\n"
 		"                    [--kv-events-topic T] [--kv-events-config JSON]\n"
 		"                    [--slot-save-path DIR]\n"
+		"                    [--embeddings [--pooling last|mean|cls]]\n"
 		"OpenAI-compatible server: POST /v1/completions, /v1/chat/completions, /tokenize,\n"
 		"/detokenize; GET /v1/models, /health, /metrics. --parallel sequences are decoded\n"
 		"together; --ctx-size is the context of each (default: the model's, at most 4096);\n"
@@ -104,7 +105,11 @@ static void usage(FILE *f)
 		"llama-server's endpoints: POST /completion (its body and stream shapes), GET\n"
 		"/props, GET /slots, POST /slots/ID?action=erase, and with --slot-save-path DIR\n"
 		"(created if missing) ?action=save and ?action=restore with {\"filename\": NAME}:\n"
-		"a slot's tokens and K/V to DIR/NAME and back into the prefix cache.\n",
+		"a slot's tokens and K/V to DIR/NAME and back into the prefix cache.\n"
+		"--embeddings (llama-server's flag) enables POST /v1/embeddings: input a string,\n"
+		"a list of strings, token ids or lists of them; encoding_format float or base64;\n"
+		"dimensions N keeps the first N floats, normalized again. --pooling: last (the\n"
+		"default), mean or cls (first token); vectors are L2-normalized.\n",
 		cli_spec_help);
 }
 
@@ -178,6 +183,18 @@ int cmd_serve(int argc, char **argv)
 			VAL(); p.slot_save_path = v;
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
 			VAL(); if (!cli_int(a, v, 0, 256, &n)) return 2; p.n_threads = (int32_t)n;
+		} else if (!strcmp(a, "--embeddings") || !strcmp(a, "--embedding")) {
+			p.embeddings = true;
+		} else if (!strcmp(a, "--pooling")) {
+			VAL();
+			if (!strcmp(v, "last") || !strcmp(v, "mean") || !strcmp(v, "cls")) {
+				p.pooling = !strcmp(v, "last") ? FX_POOLING_LAST
+					    : !strcmp(v, "mean") ? FX_POOLING_MEAN : FX_POOLING_CLS;
+			} else {
+				fprintf(stderr, "error: --pooling %s: ferrox pools with last, mean or cls "
+					"(none and rank are not supported)\n", v);
+				return 2;
+			}
 		} else {
 			fprintf(stderr, "error: unknown option '%s'\n", a);
 			usage(stderr);

@@ -60,6 +60,7 @@ struct fx_context {
 	float *hid;               /* [hid_rows, n_embd] by batch row, of the last batch */
 	bool *hid_ok;             /* [hid_rows] the row was computed in the last batch */
 	int32_t hid_rows;
+	bool no_reuse;            /* this batch computes every row (context_batch_all) */
 	struct fx_err err;
 };
 
@@ -489,7 +490,7 @@ void fx_context_reset(struct fx_context *c)
 static int32_t reuse_prefix(struct fx_context *c, const struct fx_batch *b, fx_seq s, int32_t cnt)
 {
 	int32_t n = 0, first_keep = cnt - 1;
-	if (kv_pos(c->kv, s) || cnt < 2)
+	if (kv_pos(c->kv, s) || cnt < 2 || c->no_reuse)
 		return 0;
 	for (int32_t i = 0; i < b->n && n < cnt; i++) {
 		if (b->seq[i] != s)
@@ -778,6 +779,25 @@ int fx_batch_decode(struct fx_context *c, const struct fx_batch *b, int *seq_sta
 	if (seq_status)
 		memcpy(seq_status, st, c->n_seq_max * sizeof(*st));
 	return rc;
+}
+
+int context_batch_all(struct fx_context *c, const struct fx_batch *b, int *seq_status)
+{
+	c->no_reuse = true;
+	int rc = fx_batch_decode(c, b, seq_status);
+	c->no_reuse = false;
+	return rc;
+}
+
+bool context_keeps_hidden(const struct fx_context *c)
+{
+	return c->keep_hidden && !c->mtp;
+}
+
+void context_seq_empty(struct fx_context *c, fx_seq s)
+{
+	if (seq_ok(c, s))
+		kv_clear(c->kv, s);
 }
 
 const float *fx_batch_logits(const struct fx_context *c, int32_t i)

@@ -22,5 +22,16 @@ struct fx_err *context_err(struct fx_context *c);
 uint32_t context_n_ubatch(const struct fx_context *c);
 bool context_seq_shifted(const struct fx_context *c, fx_seq s);
 bool context_is_mtp(const struct fx_context *c);
+/* fx_batch_decode computing every row: no prefix-cache reuse, so every
+ * row has its hidden state (fx_embed). Same errors. */
+int context_batch_all(struct fx_context *c, const struct fx_batch *b, int *seq_status);
+
+/* The context keeps final hidden rows (hidden = true) and is not an MTP
+ * draft context. */
+bool context_keeps_hidden(const struct fx_context *c);
+
+/* Empty live sequence s (its rows released; it stays alive); no-op for a
+ * sequence that does not exist. */
+void context_seq_empty(struct fx_context *c, fx_seq s);
 
 #endif

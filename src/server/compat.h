@@ -40,6 +40,10 @@ void srv_http_wait_100ms(pthread_cond_t *cv, pthread_mutex_t *mu);
 int srv_http_conn_fd(struct MHD_Connection *mc);
 bool srv_http_client_gone(int fd);
 
+/* embed.c: POST /v1/embeddings with body text[0..n) (501 naming
+ * --embeddings when the server runs without it). */
+enum MHD_Result srv_embeddings(struct srv *s, struct MHD_Connection *mc, const char *text, size_t n);
+
 /* Answer url if it is one of compat.c's endpoints: true with *res set
  * (the response queued, or MHD_NO); false for any other path (the caller
  * answers 404). */

@@ -802,12 +802,12 @@ static void *engine_main(void *arg)
 		pthread_mutex_lock(&s->lock);
 		int running;
 		struct srv_slot_task *t = NULL;
-		while (!(running = admit_locked(E)) && !s->q_head && !s->stop_engine &&
+		while (!(running = admit_locked(E)) && !s->q_head && !s->e_head && !s->stop_engine &&
 		       !(t = slot_task_take_locked(E)))
 			pthread_cond_wait(&s->wake, &s->lock);
 		if (!t)
 			t = slot_task_take_locked(E);
-		if (!running && !s->q_head && !t && s->stop_engine) {
+		if (!running && !s->q_head && !s->e_head && !t && s->stop_engine) {
 			/* actions still waiting get an answer, not a hang */
 			for (struct srv_slot_task *u = s->sl_head; u; u = u->next) {
 				u->status = 503;
@@ -819,11 +819,15 @@ static void *engine_main(void *arg)
 			pthread_mutex_unlock(&s->lock);
 			break;
 		}
+		bool embed = s->e_head != NULL;
 		pthread_mutex_unlock(&s->lock);
 		if (t)
 			slot_task_run(E, t);
 		if (running)
 			step(E);
+		/* embeddings between steps: a few inputs at a time (embed.c) */
+		if (embed)
+			srv_emb_step(s, running > 0);
 	}
 	engine_free(E);
 	return NULL;

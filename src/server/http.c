@@ -502,7 +502,7 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 		return do_webui(mc);
 	}
 	enum { R_NONE, R_METRICS, R_MODELS, R_CMPL, R_NATIVE, R_CHAT, R_TOK, R_DETOK, R_KVSRC,
-	       R_KVBLK } r = R_NONE;
+	       R_KVBLK, R_EMB } r = R_NONE;
 	bool want_post = true;
 	if (path_is(url, "/metrics"))
 		r = R_METRICS, want_post = false;
@@ -518,6 +518,8 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 		r = R_KVSRC, want_post = false;
 	else if (path_is(url, "/kv_cache_blocks"))
 		r = R_KVBLK, want_post = false;
+	else if (path_is(url, "/v1/embeddings") || path_is(url, "/embeddings"))
+		r = R_EMB;
 	else if (path_is(url, "/tokenize"))
 		r = R_TOK;
 	else if (path_is(url, "/detokenize"))
@@ -553,6 +555,8 @@ static enum MHD_Result route(struct srv *s, struct MHD_Connection *mc, struct co
 		return srv_http_fail(mc, 400, E_INV, NULL, "the request body is not valid UTF-8");
 	if (r == R_CMPL || r == R_CHAT || r == R_NATIVE)
 		return do_completion(s, mc, cn, r == R_CHAT ? SRV_CHAT : SRV_COMPLETION, r == R_NATIVE);
+	if (r == R_EMB)
+		return srv_embeddings(s, mc, cn->body.p, cn->body.n);
 	char why[128];
 	cJSON *body = body_object(cn, why, sizeof(why));
 	if (!body && !why[0])
@@ -747,6 +751,8 @@ static int load(struct srv *s, struct fx_err *err)
 	if ((rc = fx_context_create(s->model, &cp, &s->ctx, err)))
 		return rc;
 	s->can_spec = fx_context_can_roll_back(s->ctx);
+	if (p->embeddings && (rc = srv_emb_open(s, err)))
+		return rc;
 	return srv_engine_start(s, err);
 }
 
@@ -786,6 +792,12 @@ int fx_serve(const struct fx_server_params *pp, struct fx_err *err)
 		uint32_t bs = p->block_size;
 		free(s);
 		return set_err(err, FX_E_INVALID, "block size %u: use 1..1024 tokens (16 is vLLM's)", bs);
+	}
+	if (p->pooling != FX_POOLING_LAST && p->pooling != FX_POOLING_MEAN &&
+	    p->pooling != FX_POOLING_CLS) {
+		int32_t pl = p->pooling;
+		free(s);
+		return set_err(err, FX_E_INVALID, "pooling %d: use last (0), mean (1) or cls (2)", pl);
 	}
 	if (p->served_model_name && !*p->served_model_name) {
 		free(s);
@@ -828,9 +840,11 @@ int fx_serve(const struct fx_server_params *pp, struct fx_err *err)
 	s->ready = true;
 	pthread_mutex_unlock(&s->lock);
 	fprintf(stderr,
-		"serve: ready in %.2f s: %s, %d parallel sequences x %u tokens, queue %d\n",
+		"serve: ready in %.2f s: %s, %d parallel sequences x %u tokens, queue %d%s%s\n",
 		srv_now() - t0, fx_model_arch_name(s->model), s->n_parallel, s->n_ctx_seq,
-		s->max_queue);
+		s->max_queue, p->embeddings ? ", embeddings pooled by " : "",
+		!p->embeddings ? "" : p->pooling == FX_POOLING_MEAN ? "mean"
+		: p->pooling == FX_POOLING_CLS ? "cls" : "last");
 	while (!stop_asked(p))
 		sleep_ms(100);
 	fprintf(stderr, "serve: draining: refusing new requests, finishing accepted ones "
@@ -855,6 +869,8 @@ out_stop:
 	s->kvev = NULL;
 	free(s->kv_held);
 	fx_context_free(s->ctx);
+	fx_context_free(s->ectx);
+	free(s->e_out);
 	fx_grammar_vocab_free(s->gvocab);
 	fx_model_free(s->model);
 out_free:

@@ -287,6 +287,40 @@ struct srv_slot_task {
 	pthread_cond_t cond;       /* signalled with done */
 	struct srv_slot_task *next;
 };
+/* ---- embeddings (embed.c) ---- */
+
+struct srv;
+
+#define SRV_EMBED_MAX_INPUTS 2048 /* inputs per request (OpenAI's limit) */
+#define SRV_EMBED_SEQS 16         /* inputs embedded together in one engine step, at most */
+
+/* One POST /v1/embeddings request: its inputs' ids, queued for the engine
+ * thread, which embeds them a few per step (srv_emb_step) between
+ * generation steps and marks the request done. */
+struct srv_emb {
+	struct srv_emb *next;    /* lock: the embedding queue */
+	int refs;                /* lock: the HTTP thread's and the engine's */
+	bool done, cancelled;    /* lock */
+	pthread_cond_t cond;     /* done was set */
+	int32_t n_in;
+	int32_t **tok;           /* [n_in] each input's ids (owned) */
+	int32_t *n_tok;          /* [n_in] */
+	int32_t next_in;         /* lock: inputs handed to engine steps so far */
+	int32_t n_done;          /* engine: inputs embedded */
+	int rc;                  /* engine: FX_OK or the first failure */
+	float *out;              /* [n_in, n_embd] unit vectors; engine: written before done */
+};
+/* Queue e for the engine (takes a reference for it). Returns 0, or 503
+ * (not ready, draining) or 429 (the queue is full: --queue). */
+int srv_emb_submit(struct srv *s, struct srv_emb *e);
+/* Drop one reference; the last frees e. Call with s->lock held. */
+void srv_emb_unref_locked(struct srv_emb *e);
+/* Engine thread, no lock held: embed the next queued inputs on s->ectx:
+ * up to SRV_EMBED_SEQS, about chunk tokens while generation streams
+ * decode (decoding), twice that when none does, at least one input. */
+void srv_emb_step(struct srv *s, bool decoding);
+/* At load, with --embeddings: s->ectx and its sequences. fx_context_create's errors. */
+int srv_emb_open(struct srv *s, struct fx_err *err);
 
 /* ---- the server ---- */
 
@@ -307,6 +341,10 @@ struct srv {
 					* also the drafts verified per step, all
 					* choices together */
 	bool can_spec;                 /* the context can roll drafts back */
+	struct fx_context *ectx;       /* engine thread only: embeddings (--embeddings), or NULL */
+	float *e_out;                  /* engine: [SRV_EMBED_SEQS, n_embd] a step's vectors */
+	struct srv_emb *e_head, *e_tail; /* lock: the embedding queue */
+	int n_emb_queued;              /* lock */
 	pthread_t engine;
 	bool engine_started;
 	pthread_mutex_t lock;
