@@ -95,4 +95,59 @@ char *cli_read_file(const char *path, size_t *n);
 char *cli_token_text(const struct fx_model *m, int32_t t);
 struct fx_model *cli_load_for_template(const char *path);
 
+/* ---- flag tables (tools/flags.c) ----
+ * Each command lists its flags as NULL-terminated name lists (its own and
+ * the shared groups below) and checks every argument against them before
+ * matching it: one table says what a command takes, and an unknown flag's
+ * message names the closest known one (edit distance). */
+extern const char *const cli_sampling_flags[]; /* cli_sampling_opt's */
+extern const char *const cli_grammar_flags[];  /* cli_grammar_opt's */
+extern const char *const cli_spec_flags[];     /* cli_spec_opt's */
+extern const char *const cli_compat_flags[];   /* cli_compat_opt's */
+/* true when arg is in one of sets (a NULL-terminated array of lists);
+ * otherwise false, with "error: unknown option 'X'; did you mean Y? (see
+ * ferrox CMD --help)" on stderr (the suggestion only when it is close). */
+bool cli_flag_known(const char *cmd, const char *const *const *sets, const char *arg);
+
+/* llama.cpp's flags for what ferrox does without a knob of its own, or
+ * does not do yet: -b/--batch-size N and -ub/--ubatch-size N (logical and
+ * physical batch), -fa/--flash-attn on|off|auto and -ngl/--gpu-layers N
+ * (accepted; no GPU backend yet), --no-warmup/--warmup (no warm-up pass to
+ * skip), --no-mmap/--mmap, --mlock and -lm/--load-mode (llama.cpp's newer
+ * spelling of the two). */
+struct cli_compat {
+	long long n_batch, n_ubatch; /* 2048, 512 (llama.cpp's defaults) */
+	bool no_mmap, mlock;
+	const char *gpu_flag;        /* -fa / -ngl as given (for the notice), or NULL */
+};
+extern const char cli_compat_help[];
+void cli_compat_init(struct cli_compat *c);
+/* Same contract as cli_sampling_opt. */
+int cli_compat_opt(int argc, char **argv, int *i, struct cli_compat *c);
+/* Into the load and context parameters (n_ubatch: min(-ub, -b), as
+ * llama.cpp; NULL: not wanted); says once on stderr that -fa/-ngl find no
+ * GPU backend. */
+void cli_compat_apply(const struct cli_compat *c, struct fx_model_params *mp, uint32_t *n_ubatch);
+
+/* llama.cpp's -e/--escape (its string_process_escapes, on by default):
+ * \n \r \t \' \" \\ and \xHH in place; any other backslash stays. */
+void cli_unescape(char *s);
+
+/* A progress line on stderr ("\rWHAT:  42% (3.1 s)"), only when stderr is
+ * a terminal and the job has run half a second; the line ends at 100%.
+ * Zero-initialize. */
+struct cli_progress {
+	bool checked, off, shown;
+	int last_pct;
+	double t0;
+};
+void cli_progress(struct cli_progress *pr, const char *what, double done, double total);
+/* fx_model_params.progress for a struct cli_progress (arg). */
+bool cli_load_progress(float p, void *arg);
+
+/* A prompt's tokens: when the model adds BOS and the text already began
+ * with it (parsed as a control token), the second BOS is dropped with one
+ * notice on stderr. Same contract as cli_tokenize. */
+int32_t *cli_tokenize_prompt(const struct fx_model *m, const char *text, size_t *n);
+
 #endif

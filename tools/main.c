@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "build_info.h"
 #include "cli.h"
 #include "ferrox.h"
 
@@ -324,7 +325,16 @@ static void usage(FILE *f)
 		"  serve     -m MODEL [--host H] [--port 8080] [--parallel 4] [--ctx-size N] [--api-key K]\n"
 		"            [--timeout S] [--max-body 8MiB] [--queue N] [-t N]\n"
 		"            OpenAI-compatible HTTP server with continuous batching\n"
-		"Run `ferrox COMMAND --help` for details.\n");
+		"Run `ferrox COMMAND --help` for details; `ferrox --version` (-v): version, build, kernels.\n");
+}
+
+/* As `llama-cli --version`: the version line, then what built it, then
+ * ferrox's own: the kernel sets compiled in and the one this CPU runs. */
+static void print_version(void)
+{
+	printf("version: %s (commit %s, %s build)\n", FX_BUILD_VERSION, FX_BUILD_COMMIT, FX_BUILD_TYPE);
+	printf("built with %s for %s\n", FX_BUILD_COMPILER, FX_BUILD_TARGET);
+	printf("kernel sets: %s (this CPU: %s)\n", fx_kernels_built(), fx_kernels_auto());
 }
 
 int main(int argc, char **argv)
@@ -349,6 +359,10 @@ int main(int argc, char **argv)
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-v")) {
+		print_version();
+		return 0;
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(argv[1], cmds[i].name))

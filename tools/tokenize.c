@@ -32,6 +32,20 @@ fx_token *cli_tokenize(const struct fx_model *m, const char *text, bool add_spec
 	return t;
 }
 
+fx_token *cli_tokenize_prompt(const struct fx_model *m, const char *text, size_t *n)
+{
+	fx_token *t = cli_tokenize(m, text, true, true, n);
+	fx_token bos = fx_token_bos(m);
+	/* llama.cpp keeps both and warns; a second BOS only changes the text
+	 * a model sees, so it goes, and the notice says so */
+	if (t && fx_add_bos(m) && bos >= 0 && *n >= 2 && t[0] == bos && t[1] == bos) {
+		memmove(t, t + 1, (*n - 1) * sizeof(*t));
+		(*n)--;
+		fprintf(stderr, "ferrox: the prompt already starts with BOS; not adding a second one\n");
+	}
+	return t;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
 	const char *path = NULL, *text = NULL;
