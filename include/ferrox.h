@@ -848,6 +848,17 @@ struct fx_server_params {
 	 * cache the events cannot describe (recurrent layers) send none. */
 	const char *kv_events_endpoint, *kv_events_replay, *kv_events_topic;
 	const char *kv_events_config;
+	/* Most rows one forward step takes (llama-server's -ub/--ubatch-size;
+	 * 0: 512, its default). */
+	uint32_t n_ubatch;
+	/* Loading (llama-server's --no-mmap and --mlock): the model read into
+	 * memory instead of mapped (fx_model_params.no_mmap); its weights
+	 * locked in memory after the load (fx_model_lock; refused: a warning
+	 * in the log, as llama.cpp). false, false. */
+	bool no_mmap, mlock;
+	/* Control tokens (<|im_end|>, ...) shown in completion text
+	 * (llama-server's -sp/--special). false. */
+	bool special;
 };
 
 FX_API struct fx_server_params fx_server_default_params(void);

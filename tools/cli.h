@@ -145,6 +145,40 @@ void cli_progress(struct cli_progress *pr, const char *what, double done, double
 /* fx_model_params.progress for a struct cli_progress (arg). */
 bool cli_load_progress(float p, void *arg);
 
+/* The output's last bytes, for the -r check (cli_reverse_hit). */
+struct cli_tail {
+	char buf[1024];
+	size_t n;
+};
+void cli_tail_add(struct cli_tail *tl, const char *p, size_t n);
+
+/* -r/--reverse-prompt (llama.cpp's antiprompts, repeatable): generation
+ * stops once the output ends with one. Zero-initialize. */
+#define CLI_MAX_REVERSE 16
+struct cli_reverse {
+	const char *text[CLI_MAX_REVERSE]; /* argv's, or own's */
+	char *own[CLI_MAX_REVERSE];        /* unescaped copies (owned) */
+	fx_token tok[CLI_MAX_REVERSE];     /* the text as one token, or -1 */
+	int n;
+};
+/* Take -r's value v; false (message printed) when empty, longer than 512
+ * bytes or one too many. */
+bool cli_reverse_add(struct cli_reverse *r, const char *opt, const char *v);
+/* -e (the default): escapes processed in each; false without memory. */
+bool cli_reverse_unescape(struct cli_reverse *r);
+/* After the model is loaded: which texts are one (control) token. */
+void cli_reverse_tokens(struct cli_reverse *r, const struct fx_model *m);
+/* As llama.cpp's completion tool outside interactive mode: a reverse
+ * prompt found in the output's last len + 2 bytes (a token may carry a
+ * character or two past it), or one that is a single token and was the
+ * last sampled. */
+bool cli_reverse_hit(const struct cli_reverse *r, const struct cli_tail *tl, fx_token last);
+void cli_reverse_free(struct cli_reverse *r);
+
+/* --ignore-eos: every end-of-generation token banned from the sampler
+ * (llama.cpp gives them a -inf logit bias). 1 on failure, message printed. */
+int cli_ban_eog(const struct fx_model *m, struct fx_sampler *smp);
+
 /* A prompt's tokens: when the model adds BOS and the text already began
  * with it (parsed as a control token), the second BOS is dropped with one
  * notice on stderr. Same contract as cli_tokenize. */

@@ -242,3 +242,96 @@ bool cli_load_progress(float p, void *arg)
 	cli_progress(arg, "loading", p, 1.0);
 	return true;
 }
+
+void cli_tail_add(struct cli_tail *tl, const char *p, size_t n)
+{
+	if (n >= sizeof(tl->buf)) {
+		p += n - sizeof(tl->buf);
+		n = sizeof(tl->buf);
+	}
+	if (tl->n + n > sizeof(tl->buf)) {
+		size_t drop = tl->n + n - sizeof(tl->buf);
+		memmove(tl->buf, tl->buf + drop, tl->n - drop);
+		tl->n -= drop;
+	}
+	memcpy(tl->buf + tl->n, p, n);
+	tl->n += n;
+}
+
+bool cli_reverse_add(struct cli_reverse *r, const char *opt, const char *v)
+{
+	if (r->n == CLI_MAX_REVERSE) {
+		fprintf(stderr, "error: at most %d reverse prompts\n", CLI_MAX_REVERSE);
+		return false;
+	}
+	/* the tail the check reads holds the last 1 KiB of output */
+	if (!v[0] || strlen(v) > 512) {
+		fprintf(stderr, "error: %s wants a text of 1 to 512 bytes\n", opt);
+		return false;
+	}
+	r->text[r->n] = v;
+	r->tok[r->n++] = -1;
+	return true;
+}
+
+bool cli_reverse_unescape(struct cli_reverse *r)
+{
+	for (int k = 0; k < r->n; k++) {
+		if (!(r->own[k] = strdup(r->text[k]))) {
+			fprintf(stderr, "error: out of memory\n");
+			return false;
+		}
+		cli_unescape(r->own[k]);
+		r->text[k] = r->own[k];
+	}
+	return true;
+}
+
+void cli_reverse_tokens(struct cli_reverse *r, const struct fx_model *m)
+{
+	for (int k = 0; k < r->n; k++) {
+		size_t nr = 0;
+		fx_token *t = cli_tokenize(m, r->text[k], false, true, &nr);
+		r->tok[k] = t && nr == 1 ? t[0] : -1;
+		free(t);
+	}
+}
+
+bool cli_reverse_hit(const struct cli_reverse *r, const struct cli_tail *tl, fx_token last)
+{
+	for (int k = 0; k < r->n; k++) {
+		size_t len = strlen(r->text[k]), from = tl->n > len + 2 ? tl->n - len - 2 : 0;
+		if (r->tok[k] >= 0 && r->tok[k] == last)
+			return true;
+		if (tl->n >= len && memmem(tl->buf + from, tl->n - from, r->text[k], len))
+			return true;
+	}
+	return false;
+}
+
+void cli_reverse_free(struct cli_reverse *r)
+{
+	for (int k = 0; k < r->n; k++)
+		free(r->own[k]);
+}
+
+int cli_ban_eog(const struct fx_model *m, struct fx_sampler *smp)
+{
+	int32_t nv = fx_model_n_vocab(m), n = 0;
+	fx_token *eog = malloc((size_t)nv * sizeof(*eog));
+	struct fx_err err = { 0 };
+	if (!eog) {
+		fprintf(stderr, "error: out of memory\n");
+		return 1;
+	}
+	for (fx_token t = 0; t < nv; t++)
+		if (fx_token_is_eog(m, t))
+			eog[n++] = t;
+	if (!n) /* llama.cpp says the same and goes on */
+		fprintf(stderr, "ferrox: the vocabulary has no end-of-generation token; --ignore-eos changes nothing\n");
+	int rc = fx_sampler_ban(smp, eog, n, &err);
+	if (rc)
+		fprintf(stderr, "error: %s\n", err.msg);
+	free(eog);
+	return rc ? 1 : 0;
+}

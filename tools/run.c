@@ -9,17 +9,12 @@
 #include "cli.h"
 #include "ferrox.h"
 
-/* Most -r/--reverse-prompt strings. */
-#define RUN_MAX_REVERSE 16
-
 struct run_opts {
 	const char *model, *prompt, *prompt_file, *quant, *draft_model;
 	char *prompt_buf; /* -f's text, or the prompt unescaped (owned) */
 	long long n_predict, n_ctx, n_threads, n_keep;
 	bool echo, context_shift, special, escape, ignore_eos;
-	const char *reverse[RUN_MAX_REVERSE];
-	char *reverse_buf[RUN_MAX_REVERSE]; /* unescaped copies (owned) */
-	int n_reverse;
+	struct cli_reverse rev;
 	int32_t type_k, type_v;
 	struct cli_sampling samp;
 	struct cli_grammar grammar;
@@ -43,8 +38,7 @@ static const char *const *const run_flags[] = {
 static void run_opts_free(struct run_opts *o)
 {
 	free(o->prompt_buf);
-	for (int k = 0; k < o->n_reverse; k++)
-		free(o->reverse_buf[k]);
+	cli_reverse_free(&o->rev);
 }
 
 /* The prompt (-p or -f, the last given: llama.cpp's) and the reverse
@@ -68,15 +62,7 @@ static int finish_prompt(struct run_opts *o)
 		cli_unescape(o->prompt_buf);
 		o->prompt = o->prompt_buf;
 	}
-	for (int k = 0; o->escape && k < o->n_reverse; k++) {
-		if (!(o->reverse_buf[k] = strdup(o->reverse[k]))) {
-			fprintf(stderr, "error: out of memory\n");
-			return 2;
-		}
-		cli_unescape(o->reverse_buf[k]);
-		o->reverse[k] = o->reverse_buf[k];
-	}
-	return 0;
+	return o->escape && !cli_reverse_unescape(&o->rev) ? 2 : 0;
 }
 
 static int parse(int argc, char **argv, struct run_opts *o)
@@ -119,16 +105,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		} else if (!strcmp(a, "--ignore-eos")) {
 			o->ignore_eos = true;
 		} else if (!strcmp(a, "-r") || !strcmp(a, "--reverse-prompt")) {
-			VAL();
-			if (o->n_reverse == RUN_MAX_REVERSE) {
-				fprintf(stderr, "error: at most %d reverse prompts\n", RUN_MAX_REVERSE);
-				return 2;
-			}
-			if (!v[0]) {
-				fprintf(stderr, "error: %s: an empty reverse prompt\n", a);
-				return 2;
-			}
-			o->reverse[o->n_reverse++] = v;
+			VAL(); if (!cli_reverse_add(&o->rev, a, v)) return 2;
 		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
 			VAL(); if (!cli_int(a, v, -1, 1 << 30, &o->n_predict)) return 2;
 		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
@@ -224,30 +201,9 @@ static bool shift_context(struct fx_context *ctx, int32_t n_keep, const char **s
 	return true;
 }
 
-/* The output's last bytes, for the -r check. */
-struct tail {
-	char buf[1024];
-	size_t n;
-};
-
-static void tail_add(struct tail *tl, const char *p, size_t n)
-{
-	if (n >= sizeof(tl->buf)) {
-		p += n - sizeof(tl->buf);
-		n = sizeof(tl->buf);
-	}
-	if (tl->n + n > sizeof(tl->buf)) {
-		size_t drop = tl->n + n - sizeof(tl->buf);
-		memmove(tl->buf, tl->buf + drop, tl->n - drop);
-		tl->n -= drop;
-	}
-	memcpy(tl->buf + tl->n, p, n);
-	tl->n += n;
-}
-
 /* Print token t's text through the streaming detokenizer (into tl too
  * when not NULL). */
-static void emit(const struct fx_model *m, struct fx_detok *st, fx_token t, bool special, struct tail *tl)
+static void emit(const struct fx_model *m, struct fx_detok *st, fx_token t, bool special, struct cli_tail *tl)
 {
 	char buf[512];
 	size_t n;
@@ -255,47 +211,8 @@ static void emit(const struct fx_model *m, struct fx_detok *st, fx_token t, bool
 		fwrite(buf, 1, n, stdout);
 		fflush(stdout);
 		if (tl)
-			tail_add(tl, buf, n);
+			cli_tail_add(tl, buf, n);
 	}
-}
-
-/* Whether the output ends with a reverse prompt: as llama.cpp's completion
- * tool outside interactive mode, one found in the last len + 2 bytes (a
- * token may carry a character or two past it), or a reverse prompt that
- * is one token and was the last sampled. */
-static bool at_reverse(const struct run_opts *o, const struct tail *tl, const fx_token *rtok, fx_token last)
-{
-	for (int k = 0; k < o->n_reverse; k++) {
-		size_t len = strlen(o->reverse[k]), from = tl->n > len + 2 ? tl->n - len - 2 : 0;
-		if (rtok[k] >= 0 && rtok[k] == last)
-			return true;
-		if (tl->n >= len && memmem(tl->buf + from, tl->n - from, o->reverse[k], len))
-			return true;
-	}
-	return false;
-}
-
-/* --ignore-eos: every end-of-generation token banned (llama.cpp gives them
- * a -inf logit bias). */
-static int ban_eog(const struct fx_model *m, struct fx_sampler *smp)
-{
-	int32_t nv = fx_model_n_vocab(m), n = 0;
-	fx_token *eog = malloc((size_t)nv * sizeof(*eog));
-	struct fx_err err = { 0 };
-	if (!eog) {
-		fprintf(stderr, "error: out of memory\n");
-		return 1;
-	}
-	for (fx_token t = 0; t < nv; t++)
-		if (fx_token_is_eog(m, t))
-			eog[n++] = t;
-	if (!n)
-		fprintf(stderr, "ferrox: the vocabulary has no end-of-generation token; --ignore-eos changes nothing\n");
-	int rc = fx_sampler_ban(smp, eog, n, &err);
-	if (rc)
-		fprintf(stderr, "error: %s\n", err.msg);
-	free(eog);
-	return rc ? 1 : 0;
 }
 
 /* Most drafted tokens one step verifies. */
@@ -379,8 +296,7 @@ int cmd_run(int argc, char **argv)
 	bool in_decode = false; /* the last step failed in its forward pass */
 	int status = 1;
 
-	fx_token rtok[RUN_MAX_REVERSE]; /* each -r as one token, or -1 */
-	struct tail tl = { .n = 0 };
+	struct cli_tail tl = { .n = 0 };
 	struct cli_progress prog = { 0 };
 	uint32_t n_ubatch;
 	double t0 = cli_now();
@@ -438,14 +354,9 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;
 	}
-	if (o.ignore_eos && ban_eog(m, smp))
+	if (o.ignore_eos && cli_ban_eog(m, smp))
 		goto out;
-	for (int k = 0; k < o.n_reverse; k++) {
-		size_t nr = 0;
-		fx_token *rt = cli_tokenize(m, o.reverse[k], false, true, &nr);
-		rtok[k] = rt && nr == 1 ? rt[0] : -1;
-		free(rt);
-	}
+	cli_reverse_tokens(&o.rev, m);
 	if (o.draft_model && !o.spec.types)
 		o.spec.types = FX_SPEC_DRAFT_SIMPLE; /* as llama.cpp: -md alone drafts with it */
 	if (o.draft_model && fx_model_load(o.draft_model, &mp, &dm, &err)) {
@@ -543,7 +454,7 @@ int cmd_run(int argc, char **argv)
 			} else {
 				emit(m, &st, t, o.special, &tl);
 				n_gen++;
-				if (o.n_reverse && at_reverse(&o, &tl, rtok, t)) {
+				if (cli_reverse_hit(&o.rev, &tl, t)) {
 					stop = "a reverse prompt";
 					done = true;
 				} else if (mt && fx_matcher_is_done(mt)) {

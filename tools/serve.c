@@ -71,7 +71,8 @@ static void usage(FILE *f)
 		"                    [--spec-ngram-simple-size-n N] [--spec-ngram-simple-size-m N]\n"
 		"                    [--block-size 16] [--served-model-name NAME]\n"
 		"                    [--kv-events-endpoint tcp://HOST:PORT] [--kv-events-replay-endpoint E]\n"
-		"                    [--kv-events-topic T] [--kv-events-config JSON]\n"
+		"                    [--kv-events-topic T] [--kv-events-config JSON] [-sp]\n"
+		"                    [-b N] [-ub N] [--no-mmap] [--mlock] [-fa on|off|auto] [-ngl N]\n"
 		"OpenAI-compatible server: POST /v1/completions, /v1/chat/completions, /tokenize,\n"
 		"/detokenize; GET /v1/models, /health, /metrics. --parallel sequences are decoded\n"
 		"together; --ctx-size is the context of each (default: the model's, at most 4096);\n"
@@ -88,7 +89,11 @@ static void usage(FILE *f)
 		".ngram_size_m, or the same in an object \"speculative\": {\"n_max\": 8}; n_max 0: off).\n"
 		"The output is what plain decoding gives for the same seed:\n%s"
 		"--block-size: tokens per paged KV block, the prefix cache's unit (vLLM's flag).\n"
-		"--served-model-name (or --alias): the model's id in /v1/models, replies, metrics.\n"
+		"--served-model-name (or -a, --alias): the model's id in /v1/models, replies, metrics.\n"
+		"-sp, --special: control tokens (<|im_end|>, ...) shown in the generated text.\n"
+		"--no-context-shift: the default (a request that fills its context ends with\n"
+		"finish_reason \"length\"); --context-shift is accepted with a warning: not yet.\n"
+		"llama.cpp's loading and batch flags:\n%s"
 		"KV-cache events for prefix-aware routers (vllm-router kv_aware, llm-d), in vLLM's\n"
 		"format: a ZeroMQ PUB socket bound to --kv-events-endpoint, replays from a ROUTER\n"
 		"socket at --kv-events-replay-endpoint, each message's first frame the topic\n"
@@ -96,17 +101,33 @@ static void usage(FILE *f)
 		"true, \"endpoint\": ..., \"replay_endpoint\": ..., \"topic\": ...}), which the flags\n"
 		"override. GET /kv_event_sources tells routers where they are; GET /kv_cache_blocks\n"
 		"lists the blocks the events say this server holds.\n",
-		cli_spec_help);
+		cli_spec_help, cli_compat_help);
 }
+
+/* Every flag `ferrox serve` takes (cli_flag_known). */
+static const char *const serve_own_flags[] = {
+	"-h", "--help", "-m", "--model", "--host", "--port", "--parallel", "-np", "--ctx-size", "-c",
+	"--api-key", "--timeout", "--max-body", "--queue", "--chat-template-file", "--reasoning-format",
+	"--generation-config", "--block-size", "--served-model-name", "--alias", "-a",
+	"--kv-events-endpoint", "--kv-events-replay-endpoint", "--kv-events-topic", "--kv-events-config",
+	"-t", "--threads", "-sp", "--special", "--context-shift", "--no-context-shift", NULL,
+};
+static const char *const *const serve_flags[] = { serve_own_flags, cli_spec_flags, cli_compat_flags, NULL };
 
 int cmd_serve(int argc, char **argv)
 {
 	struct fx_server_params p = fx_server_default_params();
 	const char *tmpl_path = NULL;
+	struct cli_compat compat;
+	cli_compat_init(&compat);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 		long long n;
+		if (!cli_flag_known("serve", serve_flags, a))
+			return 2;
 		int took = cli_spec_opt(argc, argv, &i, &p.spec);
+		if (!took)
+			took = cli_compat_opt(argc, argv, &i, &compat);
 		if (took < 0)
 			return 2;
 		if (took)
@@ -151,7 +172,15 @@ int cmd_serve(int argc, char **argv)
 			p.generation_config = !strcmp(v, "auto");
 		} else if (!strcmp(a, "--block-size")) {
 			VAL(); if (!cli_int(a, v, 1, 1024, &n)) return 2; p.block_size = (uint32_t)n;
-		} else if (!strcmp(a, "--served-model-name") || !strcmp(a, "--alias")) {
+		} else if (!strcmp(a, "-sp") || !strcmp(a, "--special")) {
+			p.special = true;
+		} else if (!strcmp(a, "--context-shift")) {
+			fprintf(stderr, "serve: --context-shift: not in ferrox serve yet: a request that fills its "
+				"context ends with finish_reason \"length\" (as --no-context-shift, llama-server's "
+				"default)\n");
+		} else if (!strcmp(a, "--no-context-shift")) {
+			/* the default */
+		} else if (!strcmp(a, "--served-model-name") || !strcmp(a, "--alias") || !strcmp(a, "-a")) {
 			VAL(); p.served_model_name = v;
 		} else if (!strcmp(a, "--kv-events-endpoint")) {
 			VAL(); p.kv_events_endpoint = v;
@@ -163,13 +192,16 @@ int cmd_serve(int argc, char **argv)
 			VAL(); p.kv_events_config = v;
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
 			VAL(); if (!cli_int(a, v, 0, 256, &n)) return 2; p.n_threads = (int32_t)n;
-		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
-			usage(stderr);
+		} else { /* listed in serve_own_flags, matched by nothing above */
+			fprintf(stderr, "error: ferrox serve: option '%s' is not handled\n", a);
 			return 2;
 		}
 #undef VAL
 	}
+	struct fx_model_params mp = fx_model_default_params();
+	cli_compat_apply(&compat, &mp, &p.n_ubatch);
+	p.no_mmap = mp.no_mmap;
+	p.mlock = compat.mlock;
 	if (!p.model_path) {
 		fprintf(stderr, "error: -m MODEL is required\n");
 		usage(stderr);

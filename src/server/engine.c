@@ -319,7 +319,7 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	char buf[256];
 	size_t n = 0;
 	/* hook (tools.c): a call format whose markers are control tokens needs them shown */
-	if (fx_detok_push(s->model, &c->dt, t, r->detok_special, buf, sizeof(buf), &n) ||
+	if (fx_detok_push(s->model, &c->dt, t, r->detok_special || s->p.special, buf, sizeof(buf), &n) ||
 	    !srv_buf_add(&c->text, buf, n))
 		return "error";
 	srvtool_lazy_step(s, c); /* hook (tools.c): a lazy tool-call grammar starts at its trigger */

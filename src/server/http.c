@@ -670,9 +670,13 @@ static int load(struct srv *s, struct fx_err *err)
 {
 	const struct fx_server_params *p = &s->p;
 	struct fx_model_params mp = fx_model_default_params();
+	mp.no_mmap = p->no_mmap;
 	int rc = fx_model_load(p->model_path, &mp, &s->model, err);
 	if (rc)
 		return rc;
+	struct fx_err lerr = { 0 };
+	if (p->mlock && fx_model_lock(s->model, &lerr))
+		fprintf(stderr, "serve: warning: %s\n", lerr.msg);
 	if (!fx_model_has_vocab(s->model))
 		return set_err(err, FX_E_UNSUPPORTED,
 			       "%s has no tokenizer: the server needs a GGUF file with one",
@@ -689,7 +693,7 @@ static int load(struct srv *s, struct fx_err *err)
 	cp.kv_layout = FX_KV_PAGED;
 	cp.block_size = s->block_size;
 	cp.kv_events = s->kvev != NULL;
-	cp.n_ubatch = 512;
+	cp.n_ubatch = p->n_ubatch ? p->n_ubatch : 512;
 	cp.n_threads = p->n_threads;
 	/* recurrent layers: the states of the server's draft length to roll
 	 * back to (a request asking more drafts gets this many) */
