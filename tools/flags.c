@@ -82,6 +82,10 @@ bool cli_flag_known(const char *cmd, const char *const *const *sets, const char 
 			if (!strcmp(arg, sets[s][k]))
 				return true;
 			int d = edit_distance(arg, sets[s][k]);
+			/* an abbreviation ("--ubatch") is one edit away */
+			size_t la = strlen(arg);
+			if (la >= 4 && la < strlen(sets[s][k]) && !strncmp(arg, sets[s][k], la))
+				d = 1;
 			if (d < best_d) {
 				best_d = d;
 				best = sets[s][k];
