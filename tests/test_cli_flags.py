@@ -20,12 +20,15 @@ Gemma 3 270M:
 - -b / -ub, --no-mmap, --mlock, -fa / -ngl change nothing in the text;
 - an unknown flag is an error naming the closest known flag of that
   command; --help lists the new flags;
+- `ferrox serve`: a raw /v1/completions prompt starting with <bos> gets
+  the plain prompt's token count and text, one line in the log;
 - `ferrox --version` / `-v`: CMakeLists.txt's version, git's commit, the
   build type and the kernel sets with the one this CPU runs.
 Exit 77 (skip) when a model is missing, unless FX_REQUIRE_MODELS=1.
 Under ASan (FX_SANITIZE_RUN=1) the Gemma checks are left out.
 Prints `N passed, N failed`.
 """
+import json
 import os
 import re
 import subprocess
@@ -189,6 +192,25 @@ def test_gemma(binary):
     check(out == plain, f"Gemma -b 2 -ub 1: same text: {out!r}")
 
 
+def test_serve(binary):
+    """The server's raw /v1/completions prompt gets no second BOS (one log
+    line); -ub, -b and -sp are taken."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import server_harness as h
+    h.BIN = binary
+    with h.Server(GEMMA, "-ub", "64", "-b", "256", "--no-warmup") as srv:
+        usage, texts = [], []
+        for prompt in ("<bos>The capital of France is", "The capital of France is"):
+            st, _, body = srv.post("/v1/completions", {"prompt": prompt, "max_tokens": 4, "temperature": 0})
+            d = json.loads(body) if st == 200 else {}
+            usage.append(d.get("usage", {}).get("prompt_tokens", -1))
+            texts.append(d.get("choices", [{}])[0].get("text"))
+        log = srv.logtext()
+    check(usage[0] == usage[1] > 0 and texts[0] == texts[1],
+          f"serve: a <bos> prompt has the plain prompt's tokens and text: {usage} {texts}")
+    check(log.count("already starts with BOS") == 1, "serve: one BOS line in the log")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -203,6 +225,7 @@ def main():
     test_smol(binary)
     if not SAN:
         test_gemma(binary)
+        test_serve(binary)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
