@@ -98,6 +98,13 @@ def test_unknown(binary):
         r = ferrox(binary, cmd, "-m", SMOL, bad, "1")
         check(r.returncode == 2 and f"'{bad}'" in r.stderr and f"did you mean {want}?" in r.stderr,
               f"{cmd} {bad}: error naming it and {want}: {r.stderr!r}")
+    for cmd, bad, want in (("bench", "--n-prmpt", "--n-prompt"), ("grammar", "--regexx", "--regex"),
+                           ("perplexity", "--chunk", "--chunks"), ("tokenize", "--spceial", "--special")):
+        r = ferrox(binary, cmd, bad)
+        check(r.returncode == 2 and f"did you mean {want}?" in r.stderr, f"{cmd} {bad}: {r.stderr!r}")
+    r = ferrox(binary, "srve")
+    check(r.returncode == 2 and "unknown command 'srve'; did you mean serve?" in r.stderr,
+          f"an unknown command names the nearest: {r.stderr[:80]!r}")
     r = ferrox(binary, "run", "-m", SMOL, "--frobnicate-widely")
     check(r.returncode == 2 and "'--frobnicate-widely'" in r.stderr and "did you mean" not in r.stderr,
           f"a far flag: named, nothing suggested: {r.stderr!r}")

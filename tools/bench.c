@@ -153,6 +153,12 @@ static const char *base_name(const char *p)
 	return s && s[1] ? s + 1 : p;
 }
 
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const bench_flag_names[] = {
+	"-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "-t", "--threads", "-b", "-ub", "--batch-size", "-o", "--output", "--portable", "-h", "--help", NULL,
+};
+static const char *const *const bench_flags[] = { bench_flag_names, NULL };
+
 int cmd_bench(int argc, char **argv)
 {
 	const char *path = NULL, *fmt = "md";
@@ -191,7 +197,7 @@ int cmd_bench(int argc, char **argv)
 			       "  --portable   the portable C kernels instead of the SIMD ones\n");
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
+			cli_flag_unknown("bench", bench_flags, a);
 			return 2;
 		}
 #undef VAL

@@ -108,6 +108,11 @@ extern const char *const cli_compat_flags[];   /* cli_compat_opt's */
  * otherwise false, with "error: unknown option 'X'; did you mean Y? (see
  * ferrox CMD --help)" on stderr (the suggestion only when it is close). */
 bool cli_flag_known(const char *cmd, const char *const *const *sets, const char *arg);
+/* That message alone, for a command whose parser found arg unknown. */
+void cli_flag_unknown(const char *cmd, const char *const *const *sets, const char *arg);
+/* The name in sets nearest to arg (edit distance; an abbreviation counts
+ * as one edit), or NULL when none is near (more than a third changed). */
+const char *cli_closest(const char *arg, const char *const *const *sets);
 
 /* llama.cpp's flags for what ferrox does without a knob of its own, or
  * does not do yet: -b/--batch-size N and -ub/--ubatch-size N (logical and

@@ -73,17 +73,15 @@ static int edit_distance(const char *a, const char *b)
 	return d[la][lb];
 }
 
-bool cli_flag_known(const char *cmd, const char *const *const *sets, const char *arg)
+const char *cli_closest(const char *arg, const char *const *const *sets)
 {
 	const char *best = NULL;
 	int best_d = 1 << 30;
+	size_t la = strlen(arg);
 	for (size_t s = 0; sets[s]; s++) {
 		for (size_t k = 0; sets[s][k]; k++) {
-			if (!strcmp(arg, sets[s][k]))
-				return true;
 			int d = edit_distance(arg, sets[s][k]);
 			/* an abbreviation ("--ubatch") is one edit away */
-			size_t la = strlen(arg);
 			if (la >= 4 && la < strlen(sets[s][k]) && !strncmp(arg, sets[s][k], la))
 				d = 1;
 			if (d < best_d) {
@@ -92,16 +90,31 @@ bool cli_flag_known(const char *cmd, const char *const *const *sets, const char 
 			}
 		}
 	}
-	/* A suggestion only when it is near: at most a third of the longer
-	 * name's letters changed (and at least two allowed), so "--tmp" gets
-	 * --temp but "--frobnicate" gets nothing. */
-	size_t la = strlen(arg), lb = best ? strlen(best) : 0, l = la > lb ? la : lb;
+	/* Near only: at most a third of the longer name's letters changed
+	 * (and at least two allowed), so "--tmp" gets --temp but
+	 * "--frobnicate" nothing. */
+	size_t lb = best ? strlen(best) : 0, l = la > lb ? la : lb;
 	int limit = (int)(l / 3) > 2 ? (int)(l / 3) : 2;
-	if (best && best_d <= limit)
+	return best && best_d <= limit ? best : NULL;
+}
+
+void cli_flag_unknown(const char *cmd, const char *const *const *sets, const char *arg)
+{
+	const char *best = cli_closest(arg, sets);
+	if (best)
 		fprintf(stderr, "error: unknown option '%s'; did you mean %s? (see ferrox %s --help)\n", arg,
 			best, cmd);
 	else
 		fprintf(stderr, "error: unknown option '%s' (see ferrox %s --help)\n", arg, cmd);
+}
+
+bool cli_flag_known(const char *cmd, const char *const *const *sets, const char *arg)
+{
+	for (size_t s = 0; sets[s]; s++)
+		for (size_t k = 0; sets[s][k]; k++)
+			if (!strcmp(arg, sets[s][k]))
+				return true;
+	cli_flag_unknown(cmd, sets, arg);
 	return false;
 }
 

@@ -294,11 +294,12 @@ static void usage(FILE *f)
 		"usage: ferrox COMMAND [options]\n"
 		"MODEL is a .gguf file or a Hugging Face checkpoint directory.\n"
 		"commands:\n"
-		"  run       -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+		"  run       -m MODEL (-p PROMPT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
 		"            [--repeat-penalty R] [--repeat-last-n N] [--seed S] [-t N] [-c N] [--echo]\n"
 		"            [--cache-type-k f16|f32|q8_0] [--cache-type-v ...] [--quant TYPE]\n"
 		"            [--grammar G | --grammar-file F | -j SCHEMA | -jf FILE | --regex R]\n"
-		"            generate text\n"
+		"            [-sp] [-r STOP] [--ignore-eos] [--no-escape] [-b N] [-ub N] [--no-mmap]\n"
+		"            [--mlock] [--context-shift]   generate text\n"
 		"  inspect   -m MODEL                 describe a GGUF file or checkpoint\n"
 		"  tokenize  -m MODEL -p TEXT [--ids] [--no-bos] [--special]\n"
 		"  logits    -m MODEL (--ids 1,2,3 | --ids-file F) --out F [--decode] [--ubatch N] [-t N]\n"
@@ -367,7 +368,15 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(argv[1], cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);
-	fprintf(stderr, "error: unknown command '%s'\n", argv[1]);
+	const char *names[sizeof(cmds) / sizeof(cmds[0]) + 1] = { NULL };
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		names[i] = cmds[i].name;
+	const char *const *sets[] = { names, NULL };
+	const char *near = cli_closest(argv[1], sets);
+	if (near)
+		fprintf(stderr, "error: unknown command '%s'; did you mean %s?\n", argv[1], near);
+	else
+		fprintf(stderr, "error: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;
 }

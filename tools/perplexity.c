@@ -153,6 +153,12 @@ static fx_token *load_tokens(const struct fx_model *m, enum kld_mode mode, const
 	return tok;
 }
 
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const perplexity_flag_names[] = {
+	"-m", "--model", "-f", "--file", "-c", "--ctx-size", "-b", "--batch-size", "--chunks", "-t", "--threads", "--portable", "--cache-type-k", "-ctk", "--cache-type-v", "-ctv", "--kl-divergence-base", "--kl-divergence", "-h", "--help", NULL,
+};
+static const char *const *const perplexity_flags[] = { perplexity_flag_names, NULL };
+
 int cmd_perplexity(int argc, char **argv)
 {
 	const char *path = NULL, *text_path = NULL, *kld_path = NULL;
@@ -205,7 +211,7 @@ int cmd_perplexity(int argc, char **argv)
 			       "                     statistics need at least 100 scored positions)\n");
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
+			cli_flag_unknown("perplexity", perplexity_flags, a);
 			return 2;
 		}
 #undef VAL

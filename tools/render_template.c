@@ -53,6 +53,12 @@ struct fx_model *cli_load_for_template(const char *path)
 	return NULL;
 }
 
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const render_template_flag_names[] = {
+	"-m", "--model", "--template", "--messages", "--tools", "--extra", "--bos", "--eos", "--add-generation-prompt", "--now", "-h", "--help", NULL,
+};
+static const char *const *const render_template_flags[] = { render_template_flag_names, NULL };
+
 int cmd_render_template(int argc, char **argv)
 {
 	const char *model = NULL, *tmpl_path = NULL, *msgs_path = NULL, *tools_path = NULL, *extra_path = NULL;
@@ -82,7 +88,7 @@ int cmd_render_template(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
+			cli_flag_unknown("render-template", render_template_flags, a);
 			usage(stderr);
 			return 2;
 		}

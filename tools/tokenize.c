@@ -46,6 +46,12 @@ fx_token *cli_tokenize_prompt(const struct fx_model *m, const char *text, size_t
 	return t;
 }
 
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const tokenize_flag_names[] = {
+	"-m", "--model", "-p", "--prompt", "--ids", "--no-bos", "--special", "-h", "--help", NULL,
+};
+static const char *const *const tokenize_flags[] = { tokenize_flag_names, NULL };
+
 int cmd_tokenize(int argc, char **argv)
 {
 	const char *path = NULL, *text = NULL;
@@ -71,7 +77,7 @@ int cmd_tokenize(int argc, char **argv)
 			       "  --special  match special-token texts such as <start_of_turn>\n");
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
+			cli_flag_unknown("tokenize", tokenize_flags, a);
 			return 2;
 		}
 	}
