@@ -859,6 +859,10 @@ struct fx_server_params {
 	/* Control tokens (<|im_end|>, ...) shown in completion text
 	 * (llama-server's -sp/--special). false. */
 	bool special;
+	/* The default of every request's "ignore_eos" (llama-server's
+	 * --ignore-eos): generation goes on past end-of-generation tokens
+	 * to max_tokens; a request's own field wins. false. */
+	bool ignore_eos;
 };
 
 FX_API struct fx_server_params fx_server_default_params(void);

@@ -22,6 +22,8 @@ Gemma 3 270M:
   command; --help lists the new flags;
 - `ferrox serve`: a raw /v1/completions prompt starting with <bos> gets
   the plain prompt's token count and text, one line in the log;
+  --ignore-eos runs requests to max_tokens unless they say otherwise, and
+  -sp shows the end-of-turn token;
 - `ferrox --version` / `-v`: CMakeLists.txt's version, git's commit, the
   build type and the kernel sets with the one this CPU runs.
 Exit 77 (skip) when a model is missing, unless FX_REQUIRE_MODELS=1.
@@ -216,6 +218,21 @@ def test_serve(binary):
     check(usage[0] == usage[1] > 0 and texts[0] == texts[1],
           f"serve: a <bos> prompt has the plain prompt's tokens and text: {usage} {texts}")
     check(log.count("already starts with BOS") == 1, "serve: one BOS line in the log")
+    # --ignore-eos: past the end of turn unless the request says otherwise;
+    # -sp: the end-of-turn token in the text
+    with h.Server(SMOL, "--ignore-eos", "-sp") as srv:
+        got = []
+        for extra in ({}, {"ignore_eos": False}):
+            st, _, body = srv.post("/v1/completions", {"prompt": CHAT_PROMPT, "max_tokens": 60,
+                                                        "temperature": 0, **extra})
+            d = json.loads(body) if st == 200 else {}
+            c = d.get("choices", [{}])[0]
+            got.append((c.get("text") or "", c.get("finish_reason"), d.get("usage", {}).get("completion_tokens")))
+    (past, why, n), (own, why2, n2) = got
+    check(why == "length" and n == 60 and "<|im_end|>" in past,
+          f"serve --ignore-eos -sp: on to max_tokens, the end of turn shown: {got[0]}")
+    check(why2 == "stop" and n2 < 60 and past.startswith(own) and own.strip(),
+          f"serve: a request's ignore_eos false stops at the end of turn: {got[1]}")
 
 
 def main():

@@ -91,6 +91,8 @@ static void usage(FILE *f)
 		"--block-size: tokens per paged KV block, the prefix cache's unit (vLLM's flag).\n"
 		"--served-model-name (or -a, --alias): the model's id in /v1/models, replies, metrics.\n"
 		"-sp, --special: control tokens (<|im_end|>, ...) shown in the generated text.\n"
+		"--ignore-eos: requests run past end-of-generation tokens to max_tokens unless\n"
+		"they say \"ignore_eos\": false.\n"
 		"--no-context-shift: the default (a request that fills its context ends with\n"
 		"finish_reason \"length\"); --context-shift is accepted with a warning: not yet.\n"
 		"llama.cpp's loading and batch flags:\n%s"
@@ -110,7 +112,7 @@ static const char *const serve_own_flags[] = {
 	"--api-key", "--timeout", "--max-body", "--queue", "--chat-template-file", "--reasoning-format",
 	"--generation-config", "--block-size", "--served-model-name", "--alias", "-a",
 	"--kv-events-endpoint", "--kv-events-replay-endpoint", "--kv-events-topic", "--kv-events-config",
-	"-t", "--threads", "-sp", "--special", "--context-shift", "--no-context-shift", NULL,
+	"-t", "--threads", "-sp", "--special", "--context-shift", "--no-context-shift", "--ignore-eos", NULL,
 };
 static const char *const *const serve_flags[] = { serve_own_flags, cli_spec_flags, cli_compat_flags, NULL };
 
@@ -174,6 +176,8 @@ int cmd_serve(int argc, char **argv)
 			VAL(); if (!cli_int(a, v, 1, 1024, &n)) return 2; p.block_size = (uint32_t)n;
 		} else if (!strcmp(a, "-sp") || !strcmp(a, "--special")) {
 			p.special = true;
+		} else if (!strcmp(a, "--ignore-eos")) {
+			p.ignore_eos = true;
 		} else if (!strcmp(a, "--context-shift")) {
 			fprintf(stderr, "serve: --context-shift: not in ferrox serve yet: a request that fills its "
 				"context ends with finish_reason \"length\" (as --no-context-shift, llama-server's "

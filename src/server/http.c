@@ -218,6 +218,7 @@ struct srv_req *srv_request_build(struct srv *s, enum srv_kind kind, const char 
 		srv_error_set(e, 500, "server_error", NULL, "out of memory");
 		return NULL;
 	}
+	r->g.ignore_eos = s->p.ignore_eos; /* the request's field, if any, wins */
 	bool ok = srv_gen_parse(body, kind, s->n_vocab, &s->gen_defaults, &r->g, e) &&
 		  srv_spec_parse(body, &s->p.spec, &r->g, e) &&
 		  (kind == SRV_CHAT ? srv_chat_prompt(s, body, r, e)
