@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -667,11 +668,28 @@ static struct MHD_Daemon *listen_on(struct srv *s, struct fx_err *err)
 	return d;
 }
 
+/* Loading progress in the log, as one line rewritten in place, when the
+ * log is a terminal (fx_model_params.progress); every 5%. */
+static bool load_progress(float f, void *arg)
+{
+	int *last = arg, pct = (int)(f * 100.0f);
+	if (pct / 5 != *last / 5 || (pct == 100 && *last != 100)) {
+		*last = pct;
+		fprintf(stderr, "\rserve: loading the model: %3d%%%s", pct, pct == 100 ? "\n" : "");
+	}
+	return true;
+}
+
 static int load(struct srv *s, struct fx_err *err)
 {
 	const struct fx_server_params *p = &s->p;
 	struct fx_model_params mp = fx_model_default_params();
+	int last_pct = 0;
 	mp.no_mmap = p->no_mmap;
+	if (isatty(2)) {
+		mp.progress = load_progress;
+		mp.progress_arg = &last_pct;
+	}
 	int rc = fx_model_load(p->model_path, &mp, &s->model, err);
 	if (rc)
 		return rc;
