@@ -619,6 +619,7 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		if ((rc = repack_weights(m, &lp, err)))
 			goto fail_path;
 	}
+	lp.lo = lp.hi = 1.0f; /* the last report is exactly 1 */
 	if (!load_report(&lp, 1.0)) {
 		rc = fx_fail(err, FX_E_IO, "loading cancelled");
 		goto fail_path;
