@@ -863,6 +863,12 @@ struct fx_server_params {
 	 * --ignore-eos): generation goes on past end-of-generation tokens
 	 * to max_tokens; a request's own field wins. false. */
 	bool ignore_eos;
+	/* llama-server's --context-shift: a choice whose sequence reaches the
+	 * per-request context (n_ctx_seq) keeps its first token when the
+	 * model adds BOS, drops half of the rest and goes on (fx_seq_shift);
+	 * where the backing refuses (recurrent layers, no free block) it ends
+	 * with "length" as without. false: it ends with "length". */
+	bool context_shift;
 };
 
 FX_API struct fx_server_params fx_server_default_params(void);

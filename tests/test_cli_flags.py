@@ -22,8 +22,9 @@ Gemma 3 270M:
   command; --help lists the new flags;
 - `ferrox serve`: a raw /v1/completions prompt starting with <bos> gets
   the plain prompt's token count and text, one line in the log;
-  --ignore-eos runs requests to max_tokens unless they say otherwise, and
-  -sp shows the end-of-turn token;
+  --ignore-eos runs requests to max_tokens unless they say otherwise,
+  -sp shows the end-of-turn token, --context-shift runs a request past
+  its context;
 - `ferrox --version` / `-v`: CMakeLists.txt's version, git's commit, the
   build type and the kernel sets with the one this CPU runs.
 Exit 77 (skip) when a model is missing, unless FX_REQUIRE_MODELS=1.
@@ -220,7 +221,15 @@ def test_serve(binary):
     check(log.count("already starts with BOS") == 1, "serve: one BOS line in the log")
     # --ignore-eos: past the end of turn unless the request says otherwise;
     # -sp: the end-of-turn token in the text
-    with h.Server(SMOL, "--ignore-eos", "-sp") as srv:
+    # --context-shift: a request runs past its 64-token context to max_tokens
+    with h.Server(SMOL, "--ignore-eos", "-sp", "--ctx-size", "64", "--context-shift") as srv:
+        st, _, body = srv.post("/v1/completions", {"prompt": "The history of the city of Rome",
+                                                    "max_tokens": 150, "temperature": 0})
+        d = json.loads(body) if st == 200 else {}
+        u = d.get("usage", {})
+        check(u.get("completion_tokens") == 150 and u.get("prompt_tokens", 99) < 20 and
+              d["choices"][0]["finish_reason"] == "length" and "refused" not in srv.logtext(),
+              f"serve --context-shift: 150 tokens past a 64-token context: {u}")
         got = []
         for extra in ({}, {"ignore_eos": False}):
             st, _, body = srv.post("/v1/completions", {"prompt": CHAT_PROMPT, "max_tokens": 60,

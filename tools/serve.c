@@ -93,8 +93,9 @@ static void usage(FILE *f)
 		"-sp, --special: control tokens (<|im_end|>, ...) shown in the generated text.\n"
 		"--ignore-eos: requests run past end-of-generation tokens to max_tokens unless\n"
 		"they say \"ignore_eos\": false.\n"
-		"--no-context-shift: the default (a request that fills its context ends with\n"
-		"finish_reason \"length\"); --context-shift is accepted with a warning: not yet.\n"
+		"--context-shift: a request that fills its context (--ctx-size) keeps the BOS,\n"
+		"drops the older half of the rest and goes on (llama-server's); --no-context-shift\n"
+		"(the default): it ends with finish_reason \"length\".\n"
 		"llama.cpp's loading and batch flags:\n%s"
 		"KV-cache events for prefix-aware routers (vllm-router kv_aware, llm-d), in vLLM's\n"
 		"format: a ZeroMQ PUB socket bound to --kv-events-endpoint, replays from a ROUTER\n"
@@ -178,12 +179,8 @@ int cmd_serve(int argc, char **argv)
 			p.special = true;
 		} else if (!strcmp(a, "--ignore-eos")) {
 			p.ignore_eos = true;
-		} else if (!strcmp(a, "--context-shift")) {
-			fprintf(stderr, "serve: --context-shift: not in ferrox serve yet: a request that fills its "
-				"context ends with finish_reason \"length\" (as --no-context-shift, llama-server's "
-				"default)\n");
-		} else if (!strcmp(a, "--no-context-shift")) {
-			/* the default */
+		} else if (!strcmp(a, "--context-shift") || !strcmp(a, "--no-context-shift")) {
+			p.context_shift = !strcmp(a, "--context-shift");
 		} else if (!strcmp(a, "--served-model-name") || !strcmp(a, "--alias") || !strcmp(a, "-a")) {
 			VAL(); p.served_model_name = v;
 		} else if (!strcmp(a, "--kv-events-endpoint")) {
