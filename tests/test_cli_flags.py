@@ -89,9 +89,14 @@ def test_version(binary):
         m = re.search(r"kernel sets: ([a-z0-9 ]+) \(this CPU: ([a-z0-9]+)\)", r.stdout)
         check(m and "portable" in m.group(1).split() and m.group(2) in m.group(1).split(),
               f"{flag}: kernel sets and this CPU's among them: {r.stdout!r}")
-        g = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True)
-        if g.returncode == 0 and g.stdout.strip():
-            check(f"commit {g.stdout.strip()}" in r.stdout, f"{flag}: git commit {g.stdout.strip()}: {r.stdout!r}")
+        # a commit of this repository (HEAD's when the build is fresh; a
+        # build older than the last commit names the one it was built at)
+        c = re.search(r"commit ([0-9a-f]{7,40})(-dirty)?,", r.stdout)
+        g = subprocess.run(["git", "-C", ROOT, "rev-parse", "--git-dir"], capture_output=True, text=True)
+        if g.returncode == 0:
+            ok = c and subprocess.run(["git", "-C", ROOT, "cat-file", "-e", c.group(1) + "^{commit}"],
+                                      capture_output=True).returncode == 0
+            check(ok, f"{flag}: a git commit of this repository: {r.stdout!r}")
 
 
 def test_unknown(binary):
