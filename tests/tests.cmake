@@ -167,7 +167,8 @@ endif()
 
 # llama.cpp's flags on run, chat and serve by their effects (-f, -e, -sp,
 # -r, --ignore-eos, BOS not doubled, -b/-ub, --no-mmap, --mlock, -fa/-ngl),
-# the unknown-flag suggestion and --version (tests/test_cli_flags.py).
+# the unknown-flag suggestion, --version, and serve's BOS, --ignore-eos, -sp
+# and --context-shift (tests/test_cli_flags.py).
 # Under ASan the Gemma checks are left out. Skips (77) without the models
 # unless FX_REQUIRE_MODELS=1.
 if(Python3_Interpreter_FOUND)

@@ -516,8 +516,16 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	if (!path || !out)
 		return fx_fail(err, FX_E_INVALID, "fx_model_load: path and out are required");
 	*out = NULL;
-	if (!p)
-		p = &dp;
+	if (p) {
+		/* an older caller's smaller struct keeps the defaults of the
+		 * fields it does not have (no_mmap, progress, ...) */
+		if (p->size < sizeof(p->size) || p->size > sizeof(dp))
+			return fx_fail(err, FX_E_INVALID, "fx_model_load: params size is %zu, want %zu..%zu "
+				       "(start from fx_model_default_params)", p->size, sizeof(p->size), sizeof(dp));
+		memcpy(&dp, p, p->size);
+		dp.size = sizeof(dp);
+	}
+	p = &dp;
 	struct fx_model *m = fx_calloc(1, sizeof(*m));
 	if (!m)
 		return fx_fail(err, FX_E_NOMEM, "no memory");
