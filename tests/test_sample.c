@@ -563,6 +563,46 @@ static void test_default_chain(void)
 	fx_sampler_free(s);
 }
 
+/* fx_sampler_ban: banned tokens are never drawn, greedy or not; the
+ * caller's logits are untouched; a new list replaces the old. */
+static void test_ban(void)
+{
+	const float logits[6] = { 0.5f, -1.0f, 3.25f, 3.0f, -INFINITY, 2.0f };
+	float copy[6];
+	struct fx_sampler_params p = plain_params(0.0f, 1);
+	struct fx_sampler *s;
+	struct fx_err err = { 0 };
+	const fx_token ban2[] = { 2 }, ban23[] = { 3, 2 }, bad[] = { 6 };
+
+	memcpy(copy, logits, sizeof(copy));
+	if (!(s = make(&p, 6)))
+		return;
+	CHECK(fx_sampler_ban(s, ban2, 1, &err) == FX_OK);
+	CHECKF(fx_sampler_sample(s, logits) == 3, "greedy: the best one left");
+	CHECK(fx_sampler_ban(s, ban23, 2, &err) == FX_OK);
+	CHECK(fx_sampler_sample(s, logits) == 5);
+	CHECK(!memcmp(copy, logits, sizeof(copy)));
+	CHECK(fx_sampler_ban(s, bad, 1, &err) == FX_E_INVALID);
+	CHECK(fx_sampler_sample(s, logits) == 5); /* a refused list changes nothing */
+	CHECK(fx_sampler_ban(s, NULL, 0, &err) == FX_OK);
+	CHECK(fx_sampler_sample(s, logits) == 2);
+	fx_sampler_free(s);
+
+	/* sampled at temperature 1: token 2 (~49% unbanned) never comes */
+	p = plain_params(1.0f, 7);
+	if (!(s = make(&p, 6)))
+		return;
+	CHECK(fx_sampler_ban(s, ban2, 1, &err) == FX_OK);
+	int hits[6] = { 0 };
+	for (int i = 0; i < 2000; i++) {
+		fx_token t = fx_sampler_sample(s, logits);
+		if (t >= 0 && t < 6)
+			hits[t]++;
+	}
+	CHECKF(hits[2] == 0 && hits[3] > 0 && hits[4] == 0, "banned %d, next %d", hits[2], hits[3]);
+	fx_sampler_free(s);
+}
+
 int main(void)
 {
 	test_defaults();
@@ -577,5 +617,6 @@ int main(void)
 	test_seed();
 	test_invalid();
 	test_default_chain();
+	test_ban();
 	return check_exit();
 }

@@ -201,6 +201,18 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(test_context_shift PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 
+# llama.cpp's flags on run, chat and serve by their effects (-f, -e, -sp,
+# -r, --ignore-eos, BOS not doubled, -b/-ub, --no-mmap, --mlock, -fa/-ngl),
+# the unknown-flag suggestion, --version, and serve's BOS, --ignore-eos, -sp
+# and --context-shift (tests/test_cli_flags.py).
+# Under ASan the Gemma checks are left out. Skips (77) without the models
+# unless FX_REQUIRE_MODELS=1.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_cli_flags COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_cli_flags.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_cli_flags PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
+
 # Hugging Face tokenizer.json against the `tokenizers` package
 # (tests/test_hf_tokenizer_oracle.py): 19 vocabularies that
 # scripts/make-hf-tokenizers.py writes into build/hf-tokenizers (converted

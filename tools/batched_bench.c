@@ -27,6 +27,12 @@ static int parse_list(const char *s, long long *out, int cap)
 	return n;
 }
 
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const batched_bench_flag_names[] = {
+	"-m", "--model", "-npp", "-ntg", "-npl", "-t", "--threads", "-ub", "--ubatch", "-h", "--help", NULL,
+};
+static const char *const *const batched_bench_flags[] = { batched_bench_flag_names, NULL };
+
 int cmd_batched_bench(int argc, char **argv)
 {
 	const char *path = NULL;
@@ -56,7 +62,7 @@ int cmd_batched_bench(int argc, char **argv)
 			       "[-npl 1,2,4,8,16] [-t N] [-ub 512]\n");
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
+			cli_flag_unknown("batched-bench", batched_bench_flags, a);
 			return 2;
 		}
 #undef VAL

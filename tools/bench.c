@@ -153,6 +153,12 @@ static const char *base_name(const char *p)
 	return s && s[1] ? s + 1 : p;
 }
 
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const bench_flag_names[] = {
+	"-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "-t", "--threads", "-b", "-ub", "--batch-size", "-o", "--output", "--portable", "-h", "--help", NULL,
+};
+static const char *const *const bench_flags[] = { bench_flag_names, NULL };
+
 int cmd_bench(int argc, char **argv)
 {
 	const char *path = NULL, *fmt = "md";
@@ -191,7 +197,7 @@ int cmd_bench(int argc, char **argv)
 			       "  --portable   the portable C kernels instead of the SIMD ones\n");
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
+			cli_flag_unknown("bench", bench_flags, a);
 			return 2;
 		}
 #undef VAL
@@ -205,6 +211,9 @@ int cmd_bench(int argc, char **argv)
 	struct fx_context *ctx = NULL;
 	struct fx_model_params mp = fx_model_default_params();
 	mp.repack = !portable; /* the portable kernels read plain rows */
+	struct cli_progress prog = { 0 }; /* stderr, when a terminal: the table goes to stdout at the end */
+	mp.progress = cli_load_progress;
+	mp.progress_arg = &prog;
 	if (fx_model_load(path, &mp, &m, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		return 1;
@@ -227,18 +236,28 @@ int cmd_bench(int argc, char **argv)
 	uint64_t seed = 0x5DEECE66DULL;
 	int rc = (!ids || !pp || !tg) ? FX_E_NOMEM : FX_OK;
 	double secs;
+	/* progress in tokens: each pp run n_prompt, each tg run n_gen */
+	double work = (double)(reps + 1) * (double)n_prompt + (double)reps * (double)n_gen +
+		      (double)(n_gen < 16 ? n_gen : 16), done = 0;
 	if (!rc && n_prompt > 0) {
 		rc = run_pp(ctx, m, (int)n_prompt, (int)n_batch, &seed, ids, &secs); /* warm-up */
-		for (int r = 0; !rc && r < reps; r++)
+		cli_progress(&prog, "bench", done += (double)n_prompt, work);
+		for (int r = 0; !rc && r < reps; r++) {
 			if (!(rc = run_pp(ctx, m, (int)n_prompt, (int)n_batch, &seed, ids, &secs)))
 				pp[r] = (double)n_prompt / secs;
+			cli_progress(&prog, "bench", done += (double)n_prompt, work);
+		}
 	}
 	if (!rc && n_gen > 0) {
 		rc = run_tg(ctx, m, (int)(n_gen < 16 ? n_gen : 16), &seed, &secs); /* warm-up */
-		for (int r = 0; !rc && r < reps; r++)
+		cli_progress(&prog, "bench", done += (double)(n_gen < 16 ? n_gen : 16), work);
+		for (int r = 0; !rc && r < reps; r++) {
 			if (!(rc = run_tg(ctx, m, (int)n_gen, &seed, &secs)))
 				tg[r] = (double)n_gen / secs;
+			cli_progress(&prog, "bench", done += (double)n_gen, work);
+		}
 	}
+	cli_progress(&prog, "bench", work, work); /* ends a line shown */
 	if (rc) {
 		fprintf(stderr, "error: %s\n", fx_context_errmsg(ctx));
 	} else {

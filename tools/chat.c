@@ -32,9 +32,26 @@ static void on_sigint(int sig)
 
 struct chat_opts {
 	const char *model, *tmpl_path, *tmpl_name, *system, *draft_model;
+	const char *first, *first_file; /* -p / -f: the first message */
+	char *first_buf;                /* its text read or unescaped (owned) */
 	long long n_predict, n_ctx, n_threads;
+	bool special, escape, ignore_eos, context_shift;
+	struct cli_reverse rev;
 	struct cli_sampling samp;
 	struct fx_spec_params spec;
+	struct cli_compat compat;
+};
+
+/* Every flag `ferrox chat` takes (cli_flag_known). */
+static const char *const chat_own_flags[] = {
+	"-m", "--model", "-md", "--model-draft", "--spec-draft-model", "--template", "--system", "-n",
+	"--n-predict", "-c", "--ctx-size", "-t", "--threads", "-p", "--prompt", "-f", "--file", "-sp",
+	"--special", "-e", "--escape", "--no-escape", "-r", "--reverse-prompt", "--ignore-eos",
+	"--context-shift", "--no-context-shift", "--chat-template", "--chat-template-file", "-sys",
+	"--system-prompt", "--jinja", "-h", "--help", NULL,
+};
+static const char *const *const chat_flags[] = {
+	chat_own_flags, cli_sampling_flags, cli_spec_flags, cli_compat_flags, NULL,
 };
 
 static void usage(FILE *f)
@@ -53,21 +70,36 @@ static void usage(FILE *f)
 		   "                     zephyr, ...; an unknown name lists them all), or Jinja source\n"
 		   "  --chat-template-file FILE  a Jinja chat template file instead (also --template)\n"
 		   "  --jinja            accepted, a no-op (templates are always Jinja)\n"
-		   "%s"
+		   "  -p, --prompt TEXT  the first user message, sent before reading any (llama-cli's)\n"
+		   "  -f, --file FILE    the same from a file (one trailing newline dropped)\n"
+		   "  -e, --escape       \\n \\t ... in -p/-f and -r processed (the default); --no-escape\n"
+		   "  -sp, --special     show special tokens in the replies\n"
+		   "  -r, --reverse-prompt S  end a reply once it ends with S (repeatable)\n"
+		   "  --ignore-eos       never pick an end-of-generation token: replies run to -n\n"
+		   "  --context-shift    when a reply fills the context, drop the older half of the\n"
+		   "                     tokens after the BOS and go on (llama.cpp's); the next message\n"
+		   "                     then needs room for the whole conversation, or /reset\n"
+		   "%s%s"
 		   "Type a message and Enter; /reset starts over, /exit (or end of input) quits.\n",
-		cli_spec_help);
+		cli_spec_help, cli_compat_help);
 }
 
 static int parse(int argc, char **argv, struct chat_opts *o)
 {
 	cli_sampling_init(&o->samp);
+	cli_compat_init(&o->compat);
 	o->n_predict = 1024;
 	o->n_ctx = 4096;
+	o->escape = true; /* llama.cpp's default */
 	o->spec = fx_spec_default_params();
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
+		if (!cli_flag_known("chat", chat_flags, a))
+			return 2;
 		int took = cli_sampling_opt(argc, argv, &i, &o->samp);
+		if (!took)
+			took = cli_compat_opt(argc, argv, &i, &o->compat);
 		if (!took)
 			took = cli_spec_opt(argc, argv, &i, &o->spec);
 		if (took < 0)
@@ -86,6 +118,20 @@ static int parse(int argc, char **argv, struct chat_opts *o)
 			/* llama.cpp's switch to its Jinja engine: ferrox has no other */
 		} else if (!strcmp(a, "--system") || !strcmp(a, "-sys") || !strcmp(a, "--system-prompt")) {
 			VAL(); o->system = v;
+		} else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+			VAL(); o->first = v; o->first_file = NULL;
+		} else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+			VAL(); o->first_file = v;
+		} else if (!strcmp(a, "-sp") || !strcmp(a, "--special")) {
+			o->special = true;
+		} else if (!strcmp(a, "-e") || !strcmp(a, "--escape") || !strcmp(a, "--no-escape")) {
+			o->escape = strcmp(a, "--no-escape") != 0;
+		} else if (!strcmp(a, "-r") || !strcmp(a, "--reverse-prompt")) {
+			VAL(); if (!cli_reverse_add(&o->rev, a, v)) return 2;
+		} else if (!strcmp(a, "--ignore-eos")) {
+			o->ignore_eos = true;
+		} else if (!strcmp(a, "--context-shift") || !strcmp(a, "--no-context-shift")) {
+			o->context_shift = !strcmp(a, "--context-shift");
 		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
 			VAL(); if (!cli_int(a, v, 1, 1 << 30, &o->n_predict)) return 2;
 		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
@@ -95,8 +141,8 @@ static int parse(int argc, char **argv, struct chat_opts *o)
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
 			return 1;
-		} else {
-			fprintf(stderr, "error: unknown option '%s' (see ferrox chat --help)\n", a);
+		} else { /* listed in chat_own_flags, matched by nothing above */
+			fprintf(stderr, "error: ferrox chat: option '%s' is not handled\n", a);
 			return 2;
 		}
 #undef VAL
@@ -105,7 +151,23 @@ static int parse(int argc, char **argv, struct chat_opts *o)
 		fprintf(stderr, "error: -m MODEL is required\n");
 		return 2;
 	}
-	return 0;
+	/* as ferrox run: -f's text without one trailing newline, then escapes */
+	if (o->first_file) {
+		size_t n;
+		if (!(o->first_buf = cli_read_file(o->first_file, &n)))
+			return 2;
+		if (n && o->first_buf[n - 1] == '\n')
+			o->first_buf[n - 1] = 0;
+	} else if (o->first && o->escape && !(o->first_buf = strdup(o->first))) {
+		fprintf(stderr, "error: out of memory\n");
+		return 2;
+	}
+	if (o->first_buf) {
+		if (o->escape)
+			cli_unescape(o->first_buf);
+		o->first = o->first_buf;
+	}
+	return o->escape && !cli_reverse_unescape(&o->rev) ? 2 : 0;
 }
 
 /* One line from stdin without its newline (malloc'ed), or NULL at the end. */
@@ -151,6 +213,8 @@ struct session {
 	struct fx_sampler *smp;
 	struct fx_spec_drafter *dr;    /* NULL: plain decoding */
 	int32_t spec_n_min;
+	bool special, context_shift;
+	const struct cli_reverse *rev;
 	const char *tmpl, *bos, *eos;
 	fx_token *held;       /* the tokens the context holds, in order */
 	size_t n_held, cap_held;
@@ -237,6 +301,26 @@ static bool add_text(char **text, size_t *len, size_t *cap, const char *p, size_
 	return true;
 }
 
+/* --context-shift, as llama.cpp's: keep the BOS (its --keep 0), drop half
+ * of the tokens after it, move the rest down (fx_seq_shift) and forget the
+ * dropped ones in held. False when off, with a drafter (whose positions
+ * would go stale) or when the context refuses (recurrent layers). */
+static bool shift_context(struct session *s)
+{
+	int32_t n_keep = fx_add_bos(s->m) ? 1 : 0, n_past = (int32_t)fx_context_n_past(s->ctx);
+	int32_t n_discard = (n_past - n_keep) / 2;
+	if (!s->context_shift || s->dr || n_discard <= 0 || (size_t)n_past != s->n_held)
+		return false;
+	if (fx_seq_shift(s->ctx, 0, n_keep + n_discard, -1, -n_discard)) {
+		fprintf(stderr, "\nferrox: context shift: %s", fx_context_errmsg(s->ctx));
+		return false;
+	}
+	memmove(s->held + n_keep, s->held + n_keep + n_discard,
+		(s->n_held - (size_t)(n_keep + n_discard)) * sizeof(*s->held));
+	s->n_held -= (size_t)n_discard;
+	return true;
+}
+
 /* Generate and stream one reply; its text goes to *reply (malloc'ed).
  * Each step decodes the last token and any drafts (--spec-type) and
  * samples every row at its position, so the reply is the same with or
@@ -244,6 +328,7 @@ static bool add_text(char **text, size_t *len, size_t *cap, const char *p, size_
 static int generate(struct session *s, long long n_predict, char **out)
 {
 	struct fx_detok st = { 0 };
+	struct cli_tail tl = { .n = 0 };
 	size_t len = 0, cap = 1024;
 	char *text = malloc(cap), buf[512];
 	size_t nb;
@@ -260,15 +345,16 @@ static int generate(struct session *s, long long n_predict, char **out)
 		for (int32_t i = 0; i < n_o && !done; i++) {
 			if ((done = fx_token_is_eog(s->m, o[i])))
 				break;
-			if (fx_detok_push(s->m, &st, o[i], false, buf, sizeof(buf), &nb) == FX_OK && nb) {
+			if (fx_detok_push(s->m, &st, o[i], s->special, buf, sizeof(buf), &nb) == FX_OK && nb) {
 				fwrite(buf, 1, nb, stdout);
 				fflush(stdout);
+				cli_tail_add(&tl, buf, nb);
 				if (!add_text(&text, &len, &cap, buf, nb)) {
 					free(text);
 					return 1;
 				}
 			}
-			done = ++k >= n_predict;
+			done = ++k >= n_predict || cli_reverse_hit(s->rev, &tl, o[i]);
 		}
 		if (done)
 			break;
@@ -276,7 +362,7 @@ static int generate(struct session *s, long long n_predict, char **out)
 			fprintf(stderr, " [interrupted]");
 			break;
 		}
-		if (fx_context_n_past(s->ctx) + 1 >= fx_context_n_ctx(s->ctx)) {
+		if (fx_context_n_past(s->ctx) + 1 >= fx_context_n_ctx(s->ctx) && !shift_context(s)) {
 			fprintf(stderr, "\n[context full]");
 			break;
 		}
@@ -332,18 +418,33 @@ int cmd_chat(int argc, char **argv)
 {
 	struct chat_opts o = { 0 };
 	int rc = parse(argc, argv, &o);
-	if (rc)
+	if (rc) {
+		free(o.first_buf);
+		cli_reverse_free(&o.rev);
 		return rc == 1 ? 0 : rc;
+	}
 	struct session s = { 0 };
 	struct fx_model *dm = NULL;
 	struct fx_err err = { 0 };
 	char *tmpl_file = NULL, *bos = NULL, *eos = NULL;
 	cJSON *msgs = NULL;
 	int status = 1;
-	if (fx_model_load(o.model, NULL, &s.m, &err)) {
+	struct fx_model_params mp = fx_model_default_params();
+	struct cli_progress prog = { 0 };
+	uint32_t n_ubatch;
+	mp.progress = cli_load_progress;
+	mp.progress_arg = &prog;
+	cli_compat_apply(&o.compat, &mp, &n_ubatch);
+	s.special = o.special;
+	s.context_shift = o.context_shift;
+	s.rev = &o.rev;
+	if (fx_model_load(o.model, &mp, &s.m, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
-		return 1;
+		goto out;
 	}
+	if (o.compat.mlock && fx_model_lock(s.m, &err)) /* as llama.cpp: a warning */
+		fprintf(stderr, "ferrox: warning: %s\n", err.msg);
+	cli_reverse_tokens(&o.rev, s.m);
 	if (!fx_model_has_vocab(s.m)) {
 		fprintf(stderr, "error: %s has no tokenizer ferrox can read\n", o.model);
 		goto out;
@@ -362,6 +463,7 @@ int cmd_chat(int argc, char **argv)
 	if (cp.n_ctx == 0 || cp.n_ctx > (uint32_t)fx_model_n_ctx_train(s.m))
 		cp.n_ctx = (uint32_t)fx_model_n_ctx_train(s.m);
 	cp.n_threads = (int32_t)o.n_threads;
+	cp.n_ubatch = n_ubatch;
 	cp.n_rollback = o.spec.types || o.draft_model ? (uint32_t)o.spec.n_max : 0;
 	cp.hidden = (o.spec.types & FX_SPEC_DRAFT_MTP) != 0; /* the MTP block reads them */
 	cli_sampling_apply(&o.samp, s.m, (int32_t)cp.n_ctx);
@@ -372,6 +474,8 @@ int cmd_chat(int argc, char **argv)
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;
 	}
+	if (o.ignore_eos && cli_ban_eog(s.m, s.smp))
+		goto out;
 	if (o.draft_model && !o.spec.types)
 		o.spec.types = FX_SPEC_DRAFT_SIMPLE; /* as llama.cpp: -md alone drafts with it */
 	s.spec_n_min = o.spec.n_min;
@@ -401,7 +505,18 @@ int cmd_chat(int argc, char **argv)
 			fprintf(stderr, "> ");
 			fflush(stderr);
 		}
-		char *line = read_line();
+		char *line = NULL;
+		if (o.first) { /* -p / -f: the first message */
+			if (!(line = strdup(o.first))) {
+				fprintf(stderr, "error: out of memory\n");
+				goto out;
+			}
+			if (tty)
+				fprintf(stderr, "%s\n", line);
+			o.first = NULL;
+		} else {
+			line = read_line();
+		}
 		if (!line || !strcmp(line, "/exit") || !strcmp(line, "/quit")) {
 			free(line);
 			break;
@@ -461,5 +576,7 @@ out:
 	fx_model_free(dm);
 	fx_context_free(s.ctx);
 	fx_model_free(s.m);
+	free(o.first_buf);
+	cli_reverse_free(&o.rev);
 	return status;
 }

@@ -103,4 +103,98 @@ struct fx_model *cli_load_for_template(const char *path);
  * (the built-in names listed), an unreadable file, or both flags. */
 bool cli_chat_template(const char *arg, const char *file, const char **tmpl, char **owned);
 
+/* ---- flag tables (tools/flags.c) ----
+ * Each command lists its flags as NULL-terminated name lists (its own and
+ * the shared groups below) and checks every argument against them before
+ * matching it: one table says what a command takes, and an unknown flag's
+ * message names the closest known one (edit distance). */
+extern const char *const cli_sampling_flags[]; /* cli_sampling_opt's */
+extern const char *const cli_grammar_flags[];  /* cli_grammar_opt's */
+extern const char *const cli_spec_flags[];     /* cli_spec_opt's */
+extern const char *const cli_compat_flags[];   /* cli_compat_opt's */
+/* true when arg is in one of sets (a NULL-terminated array of lists);
+ * otherwise false, with "error: unknown option 'X'; did you mean Y? (see
+ * ferrox CMD --help)" on stderr (the suggestion only when it is close). */
+bool cli_flag_known(const char *cmd, const char *const *const *sets, const char *arg);
+/* That message alone, for a command whose parser found arg unknown. */
+void cli_flag_unknown(const char *cmd, const char *const *const *sets, const char *arg);
+/* The name in sets nearest to arg (edit distance; an abbreviation counts
+ * as one edit), or NULL when none is near (more than a third changed). */
+const char *cli_closest(const char *arg, const char *const *const *sets);
+
+/* llama.cpp's flags for what ferrox does without a knob of its own, or
+ * does not do yet: -b/--batch-size N and -ub/--ubatch-size N (logical and
+ * physical batch), -fa/--flash-attn on|off|auto and -ngl/--gpu-layers N
+ * (accepted; no GPU backend yet), --no-warmup/--warmup (no warm-up pass to
+ * skip), --no-mmap/--mmap, --mlock and -lm/--load-mode (llama.cpp's newer
+ * spelling of the two). */
+struct cli_compat {
+	long long n_batch, n_ubatch; /* 2048, 512 (llama.cpp's defaults) */
+	bool no_mmap, mlock;
+	const char *gpu_flag;        /* -fa / -ngl as given (for the notice), or NULL */
+};
+extern const char cli_compat_help[];
+void cli_compat_init(struct cli_compat *c);
+/* Same contract as cli_sampling_opt. */
+int cli_compat_opt(int argc, char **argv, int *i, struct cli_compat *c);
+/* Into the load and context parameters (n_ubatch: min(-ub, -b), as
+ * llama.cpp; NULL: not wanted); says once on stderr that -fa/-ngl find no
+ * GPU backend. */
+void cli_compat_apply(const struct cli_compat *c, struct fx_model_params *mp, uint32_t *n_ubatch);
+
+/* llama.cpp's -e/--escape (its string_process_escapes, on by default):
+ * \n \r \t \' \" \\ and \xHH in place; any other backslash stays. */
+void cli_unescape(char *s);
+
+/* A progress line on stderr ("\rWHAT:  42% (3.1 s)"), only when stderr is
+ * a terminal and the job has run half a second; the line ends at 100%.
+ * Zero-initialize. */
+struct cli_progress {
+	bool checked, off, shown;
+	int last_pct;
+	double t0;
+};
+void cli_progress(struct cli_progress *pr, const char *what, double done, double total);
+/* fx_model_params.progress for a struct cli_progress (arg). */
+bool cli_load_progress(float p, void *arg);
+
+/* The output's last bytes, for the -r check (cli_reverse_hit). */
+struct cli_tail {
+	char buf[1024];
+	size_t n;
+};
+void cli_tail_add(struct cli_tail *tl, const char *p, size_t n);
+
+/* -r/--reverse-prompt (llama.cpp's antiprompts, repeatable): generation
+ * stops once the output ends with one. Zero-initialize. */
+#define CLI_MAX_REVERSE 16
+struct cli_reverse {
+	const char *text[CLI_MAX_REVERSE]; /* argv's, or own's */
+	char *own[CLI_MAX_REVERSE];        /* unescaped copies (owned) */
+	fx_token tok[CLI_MAX_REVERSE];     /* the text as one token, or -1 */
+	int n;
+};
+/* Take -r's value v; false (message printed) when empty, longer than 512
+ * bytes or one too many. */
+bool cli_reverse_add(struct cli_reverse *r, const char *opt, const char *v);
+/* -e (the default): escapes processed in each; false without memory. */
+bool cli_reverse_unescape(struct cli_reverse *r);
+/* After the model is loaded: which texts are one (control) token. */
+void cli_reverse_tokens(struct cli_reverse *r, const struct fx_model *m);
+/* As llama.cpp's completion tool outside interactive mode: a reverse
+ * prompt found in the output's last len + 2 bytes (a token may carry a
+ * character or two past it), or one that is a single token and was the
+ * last sampled. */
+bool cli_reverse_hit(const struct cli_reverse *r, const struct cli_tail *tl, fx_token last);
+void cli_reverse_free(struct cli_reverse *r);
+
+/* --ignore-eos: every end-of-generation token banned from the sampler
+ * (llama.cpp gives them a -inf logit bias). 1 on failure, message printed. */
+int cli_ban_eog(const struct fx_model *m, struct fx_sampler *smp);
+
+/* A prompt's tokens: when the model adds BOS and the text already began
+ * with it (parsed as a control token), the second BOS is dropped with one
+ * notice on stderr. Same contract as cli_tokenize. */
+int32_t *cli_tokenize_prompt(const struct fx_model *m, const char *text, size_t *n);
+
 #endif

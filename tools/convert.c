@@ -23,6 +23,12 @@ static void convert_usage(FILE *f)
 		"name for is refused, naming it (--vocab-from takes one from a GGUF).\n");
 }
 
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const convert_flag_names[] = {
+	"-o", "--out", "--type", "--outtype", "--vocab-from", "-h", "--help", NULL,
+};
+static const char *const *const convert_flags[] = { convert_flag_names, NULL };
+
 int cmd_convert(int argc, char **argv)
 {
 	const char *src = NULL, *dst = NULL, *type = NULL, *vocab = NULL;
@@ -40,7 +46,7 @@ int cmd_convert(int argc, char **argv)
 			convert_usage(stdout);
 			return 0;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "error: unknown option '%s'\n", argv[i]);
+			cli_flag_unknown("convert", convert_flags, argv[i]);
 			return 2;
 		} else if (!src) {
 			src = argv[i];

@@ -232,6 +232,12 @@ static int check_file(struct fx_matcher *m, const char *path)
 	return 0;
 }
 
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const grammar_flag_names[] = {
+	"--print-gbnf", "--check", "--sample", "--seed", "--max-bytes", "-h", "--help", NULL,
+};
+static const char *const *const grammar_flags[] = { grammar_flag_names, cli_grammar_flags, NULL };
+
 int cmd_grammar(int argc, char **argv)
 {
 	struct cli_grammar g = { 0 };
@@ -271,7 +277,7 @@ int cmd_grammar(int argc, char **argv)
 			       "                  4096, is retried)\n");
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s' (see ferrox grammar --help)\n", a);
+			cli_flag_unknown("grammar", grammar_flags, a);
 			return 2;
 		}
 	}

@@ -4,6 +4,12 @@
 #include "cli.h"
 #include "ferrox.h"
 
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const inspect_flag_names[] = {
+	"-m", "--model", "-h", "--help", NULL,
+};
+static const char *const *const inspect_flags[] = { inspect_flag_names, NULL };
+
 int cmd_inspect(int argc, char **argv)
 {
 	const char *path = NULL;
@@ -15,7 +21,7 @@ int cmd_inspect(int argc, char **argv)
 			printf("usage: ferrox inspect -m MODEL.gguf\n");
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", argv[i]);
+			cli_flag_unknown("inspect", inspect_flags, argv[i]);
 			return 2;
 		}
 	}

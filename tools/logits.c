@@ -170,6 +170,12 @@ out:
 	return rc;
 }
 
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const logits_flag_names[] = {
+	"-m", "--model", "--ids", "--ids-file", "--out", "--cache-type-k", "-ctk", "--cache-type-v", "-ctv", "--quant", "--decode", "--batch", "--portable", "--kv", "--block-size", "--ubatch", "-t", "--threads", "-h", "--help", NULL,
+};
+static const char *const *const logits_flags[] = { logits_flag_names, NULL };
+
 int cmd_logits(int argc, char **argv)
 {
 	const char *path = NULL, *ids = NULL, *ids_file = NULL, *out = NULL, *quant = NULL;
@@ -235,7 +241,7 @@ int cmd_logits(int argc, char **argv)
 			       "  --portable             the portable C kernels (the oracle), not the SIMD ones\n");
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
+			cli_flag_unknown("logits", logits_flags, a);
 			return 2;
 		}
 #undef VAL

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "build_info.h"
 #include "cli.h"
 #include "ferrox.h"
 
@@ -293,11 +294,12 @@ static void usage(FILE *f)
 		"usage: ferrox COMMAND [options]\n"
 		"MODEL is a .gguf file or a Hugging Face checkpoint directory.\n"
 		"commands:\n"
-		"  run       -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+		"  run       -m MODEL (-p PROMPT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
 		"            [--repeat-penalty R] [--repeat-last-n N] [--seed S] [-t N] [-c N] [--echo]\n"
 		"            [--cache-type-k f16|f32|q8_0] [--cache-type-v ...] [--quant TYPE]\n"
 		"            [--grammar G | --grammar-file F | -j SCHEMA | -jf FILE | --regex R]\n"
-		"            generate text\n"
+		"            [-sp] [-r STOP] [--ignore-eos] [--no-escape] [-b N] [-ub N] [--no-mmap]\n"
+		"            [--mlock] [--context-shift]   generate text\n"
 		"  inspect   -m MODEL                 describe a GGUF file or checkpoint\n"
 		"  tokenize  -m MODEL -p TEXT [--ids] [--no-bos] [--special]\n"
 		"  logits    -m MODEL (--ids 1,2,3 | --ids-file F) --out F [--decode] [--ubatch N] [-t N]\n"
@@ -328,7 +330,16 @@ static void usage(FILE *f)
 		"            [--timeout S] [--max-body 8MiB] [--queue N] [-t N]\n"
 		"            [--embeddings [--pooling last|mean|cls]]\n"
 		"            OpenAI-compatible HTTP server with continuous batching\n"
-		"Run `ferrox COMMAND --help` for details.\n");
+		"Run `ferrox COMMAND --help` for details; `ferrox --version` (-v): version, build, kernels.\n");
+}
+
+/* As `llama-cli --version`: the version line, then what built it, then
+ * ferrox's own: the kernel sets compiled in and the one this CPU runs. */
+static void print_version(void)
+{
+	printf("version: %s (commit %s, %s build)\n", FX_BUILD_VERSION, FX_BUILD_COMMIT, FX_BUILD_TYPE);
+	printf("built with %s for %s\n", FX_BUILD_COMPILER, FX_BUILD_TARGET);
+	printf("kernel sets: %s (this CPU: %s)\n", fx_kernels_built(), fx_kernels_auto());
 }
 
 int main(int argc, char **argv)
@@ -355,10 +366,22 @@ int main(int argc, char **argv)
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-v")) {
+		print_version();
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(argv[1], cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);
-	fprintf(stderr, "error: unknown command '%s'\n", argv[1]);
+	const char *names[sizeof(cmds) / sizeof(cmds[0]) + 1] = { NULL };
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		names[i] = cmds[i].name;
+	const char *const *sets[] = { names, NULL };
+	const char *near = cli_closest(argv[1], sets);
+	if (near)
+		fprintf(stderr, "error: unknown command '%s'; did you mean %s?\n", argv[1], near);
+	else
+		fprintf(stderr, "error: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;
 }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "ferrox.h"
@@ -152,6 +153,12 @@ static fx_token *load_tokens(const struct fx_model *m, enum kld_mode mode, const
 	return tok;
 }
 
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const perplexity_flag_names[] = {
+	"-m", "--model", "-f", "--file", "-c", "--ctx-size", "-b", "--batch-size", "--chunks", "-t", "--threads", "--portable", "--cache-type-k", "-ctk", "--cache-type-v", "-ctv", "--kl-divergence-base", "--kl-divergence", "-h", "--help", NULL,
+};
+static const char *const *const perplexity_flags[] = { perplexity_flag_names, NULL };
+
 int cmd_perplexity(int argc, char **argv)
 {
 	const char *path = NULL, *text_path = NULL, *kld_path = NULL;
@@ -204,7 +211,7 @@ int cmd_perplexity(int argc, char **argv)
 			       "                     statistics need at least 100 scored positions)\n");
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
+			cli_flag_unknown("perplexity", perplexity_flags, a);
 			return 2;
 		}
 #undef VAL
@@ -222,7 +229,13 @@ int cmd_perplexity(int argc, char **argv)
 	struct fx_model *m = NULL;
 	struct fx_context *ctx = NULL;
 	struct fx_model_params mp = fx_model_default_params();
+	/* Progress on stderr when it is a terminal; not while stdout shares
+	 * it, where the running [i]ppl values are the progress and a \r line
+	 * would overwrite them. */
+	struct cli_progress prog = { .off = isatty(1) };
 	mp.repack = !portable; /* the portable kernels read plain rows */
+	mp.progress = cli_load_progress;
+	mp.progress_arg = &prog;
 	if (fx_model_load(path, &mp, &m, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		return 1;
@@ -279,6 +292,7 @@ int cmd_perplexity(int argc, char **argv)
 			int32_t nb = (int32_t)(n_ctx - j < n_batch ? n_ctx - j : n_batch);
 			for (int32_t k = 0; k < nb; k++)
 				want[k] = j + k >= first && j + k < n_ctx - 1;
+			cli_progress(&prog, "perplexity", (double)(c * n_ctx + j), (double)(n_chunk * n_ctx));
 			struct fx_batch b = { .n = nb, .seq = seq, .token = chunk + j, .logits = want };
 			if (fx_batch_decode(ctx, &b, NULL)) {
 				fprintf(stderr, "error: %s\n", fx_context_errmsg(ctx));
@@ -303,8 +317,9 @@ int cmd_perplexity(int argc, char **argv)
 			}
 		}
 		chunk[0] = org;
-		if (c == 0)
-			fprintf(stderr, "perplexity: %.2f seconds per pass\n", cli_now() - t0);
+		if (c == 0) /* llama-perplexity's line, with its ETA */
+			fprintf(stderr, "%sperplexity: %.2f seconds per pass - ETA %.2f minutes\n", prog.shown ? "\n" : "",
+				cli_now() - t0, (cli_now() - t0) * (double)(n_chunk - 1) / 60.0);
 		if (mode == KLD_COMPARE) {
 			kld_stats_end_chunk(&io.stats);
 			kld_print_chunk(stdout, &io.stats, (int)c + 1);
@@ -313,6 +328,7 @@ int cmd_perplexity(int argc, char **argv)
 		printf("[%lld]%.4f,", c + 1, exp(nll / (double)count));
 		fflush(stdout);
 	}
+	cli_progress(&prog, "perplexity", 1, 1); /* ends the line if one was shown */
 	if (mode == KLD_COMPARE) {
 		kld_print_final(stdout, &io.stats);
 	} else {

@@ -94,6 +94,11 @@ bool cli_chat_template(const char *arg, const char *file, const char **tmpl, cha
 	fprintf(stderr, " (or give Jinja source, or a file with --chat-template-file)\n");
 	return false;
 }
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const render_template_flag_names[] = {
+	"-m", "--model", "--template", "--chat-template", "--messages", "--tools", "--extra", "--bos", "--eos", "--add-generation-prompt", "--now", "-h", "--help", NULL,
+};
+static const char *const *const render_template_flags[] = { render_template_flag_names, NULL };
 
 int cmd_render_template(int argc, char **argv)
 {
@@ -125,7 +130,7 @@ int cmd_render_template(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
+			cli_flag_unknown("render-template", render_template_flags, a);
 			usage(stderr);
 			return 2;
 		}

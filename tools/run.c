@@ -11,27 +11,80 @@
 #include "ferrox.h"
 
 struct run_opts {
-	const char *model, *prompt, *quant, *draft_model;
+	const char *model, *prompt, *prompt_file, *quant, *draft_model;
 	const char *tmpl_name, *tmpl_path, *system; /* -p as a chat turn when any is set */
+	char *prompt_buf; /* -f's text, or the prompt unescaped (owned) */
 	long long n_predict, n_ctx, n_threads, n_keep;
-	bool echo, context_shift;
+	bool echo, context_shift, special, escape, ignore_eos;
+	struct cli_reverse rev;
 	int32_t type_k, type_v;
 	struct cli_sampling samp;
 	struct cli_grammar grammar;
 	struct fx_spec_params spec;
+	struct cli_compat compat;
 };
+
+/* Every flag `ferrox run` takes: cli_flag_known checks each argument
+ * against these before parse() matches it. */
+static const char *const run_own_flags[] = {
+	"-m", "--model", "-md", "--model-draft", "--spec-draft-model", "-p", "--prompt", "-f", "--file",
+	"-n", "--n-predict", "-c", "--ctx-size", "-t", "--threads", "--cache-type-k", "-ctk",
+	"--cache-type-v", "-ctv", "--quant", "--echo", "--context-shift", "--no-context-shift", "--keep",
+	"-sp", "--special", "-e", "--escape", "--no-escape", "-r", "--reverse-prompt", "--ignore-eos",
+	"--chat-template", "--chat-template-file", "-sys", "--system-prompt", "--jinja",
+	"-h", "--help", NULL,
+};
+static const char *const *const run_flags[] = {
+	run_own_flags, cli_sampling_flags, cli_grammar_flags, cli_spec_flags, cli_compat_flags, NULL,
+};
+
+static void run_opts_free(struct run_opts *o)
+{
+	free(o->prompt_buf);
+	cli_reverse_free(&o->rev);
+}
+
+/* The prompt (-p or -f, the last given: llama.cpp's) and the reverse
+ * prompts as generation sees them: -f's text without one trailing newline,
+ * then, unless --no-escape, escapes processed (llama.cpp does both, in
+ * that order). */
+static int finish_prompt(struct run_opts *o)
+{
+	if (o->prompt_file) {
+		size_t n;
+		if (!(o->prompt_buf = cli_read_file(o->prompt_file, &n)))
+			return 2;
+		if (n && o->prompt_buf[n - 1] == '\n')
+			o->prompt_buf[n - 1] = 0;
+		o->prompt = o->prompt_buf;
+	} else if (o->escape && o->prompt && !(o->prompt_buf = strdup(o->prompt))) {
+		fprintf(stderr, "error: out of memory\n");
+		return 2;
+	}
+	if (o->escape && o->prompt_buf) {
+		cli_unescape(o->prompt_buf);
+		o->prompt = o->prompt_buf;
+	}
+	return o->escape && !cli_reverse_unescape(&o->rev) ? 2 : 0;
+}
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
 	cli_sampling_init(&o->samp);
+	cli_compat_init(&o->compat);
 	o->n_predict = 128;
 	o->n_ctx = 4096;
+	o->escape = true; /* llama.cpp's default */
 	o->type_k = o->type_v = FX_KV_DEFAULT;
 	o->spec = fx_spec_default_params();
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
+		if (!cli_flag_known("run", run_flags, a))
+			return 2;
 		int took = cli_sampling_opt(argc, argv, &i, &o->samp);
+		if (!took)
+			took = cli_compat_opt(argc, argv, &i, &o->compat);
 		if (!took)
 			took = cli_grammar_opt(argc, argv, &i, &o->grammar);
 		if (!took)
@@ -45,7 +98,17 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		} else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft") || !strcmp(a, "--spec-draft-model")) {
 			VAL(); o->draft_model = v;
 		} else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-			VAL(); o->prompt = v;
+			VAL(); o->prompt = v; o->prompt_file = NULL;
+		} else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+			VAL(); o->prompt_file = v;
+		} else if (!strcmp(a, "-sp") || !strcmp(a, "--special")) {
+			o->special = true;
+		} else if (!strcmp(a, "-e") || !strcmp(a, "--escape") || !strcmp(a, "--no-escape")) {
+			o->escape = strcmp(a, "--no-escape") != 0;
+		} else if (!strcmp(a, "--ignore-eos")) {
+			o->ignore_eos = true;
+		} else if (!strcmp(a, "-r") || !strcmp(a, "--reverse-prompt")) {
+			VAL(); if (!cli_reverse_add(&o->rev, a, v)) return 2;
 		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
 			VAL(); if (!cli_int(a, v, -1, 1 << 30, &o->n_predict)) return 2;
 		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
@@ -60,8 +123,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			VAL(); o->quant = v;
 		} else if (!strcmp(a, "--echo")) {
 			o->echo = true;
-		} else if (!strcmp(a, "--context-shift")) {
-			o->context_shift = true;
+		} else if (!strcmp(a, "--context-shift") || !strcmp(a, "--no-context-shift")) {
+			o->context_shift = !strcmp(a, "--context-shift");
 		} else if (!strcmp(a, "--keep")) {
 			VAL(); if (!cli_int(a, v, -1, 1 << 24, &o->n_keep)) return 2;
 		} else if (!strcmp(a, "--chat-template")) {
@@ -73,7 +136,16 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		} else if (!strcmp(a, "--jinja")) {
 			/* llama.cpp's switch to its Jinja engine: ferrox has no other */
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			printf("usage: ferrox run -m MODEL -p PROMPT [options]\n"
+			printf("usage: ferrox run -m MODEL (-p PROMPT | -f FILE) [options]\n"
+			       "  -p, --prompt TEXT      the prompt; special-token text in it (\"<|im_start|>\",\n"
+			       "                         \"<bos>\") is read as those tokens, as llama.cpp does; a\n"
+			       "                         BOS the text starts with is not doubled\n"
+			       "  -f, --file FILE        the prompt from a file (one trailing newline dropped)\n"
+			       "  -e, --escape           process \\n \\r \\t \\' \\\" \\\\ \\xHH in the prompt and -r\n"
+			       "                         (the default, as llama.cpp); --no-escape: leave them\n"
+			       "  -sp, --special         print special tokens (<|im_end|>, <eos>) in the output\n"
+			       "  -r, --reverse-prompt S stop once the output ends with S (repeatable)\n"
+			       "  --ignore-eos           never pick an end-of-generation token: run on to -n\n"
 			       "  -n, --n-predict N      tokens to generate (default 128, -1: until the context is full)\n"
 			       "  -c, --ctx-size N       context size in tokens (default 4096, 0: the model's)\n"
 			       "  -t, --threads N        threads (default: one per core)\n"
@@ -95,7 +167,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "                         q4_K, ... (already-quantized weights stay as they are)\n"
 			       "  --echo                 print the prompt before the continuation\n"
 			       "  --context-shift        when the context fills, keep the first --keep tokens, drop\n"
-			       "                         half of the rest and go on (llama.cpp's; with -n -1: no end)\n"
+			       "                         half of the rest and go on (llama.cpp's; with -n -1: no end;\n"
+			       "                         --no-context-shift: stop, the default)\n"
 			       "  --keep N               prompt tokens a context shift keeps, after the BOS (default 0;\n"
 			       "                         -1: the whole prompt)\n"
 			       "  --grammar G            constrain the output to GBNF grammar G (llama.cpp's syntax)\n"
@@ -113,20 +186,20 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			       "  --chat-template-file F the same, the template read from file F\n"
 			       "  -sys, --system-prompt TEXT  a system message before -p, which then becomes a chat\n"
 			       "                         turn (the model's own template unless one is given)\n"
-			       "  --jinja                accepted, a no-op (templates are always Jinja)\n%s",
-			       cli_spec_help);
+			       "  --jinja                accepted, a no-op (templates are always Jinja)\n%s%s",
+			       cli_spec_help, cli_compat_help);
 			return 1;
-		} else {
-			fprintf(stderr, "error: unknown option '%s' (see ferrox run --help)\n", a);
+		} else { /* listed in run_own_flags, matched by nothing above */
+			fprintf(stderr, "error: ferrox run: option '%s' is not handled\n", a);
 			return 2;
 		}
 #undef VAL
 	}
-	if (!o->model || !o->prompt) {
-		fprintf(stderr, "error: -m MODEL and -p PROMPT are required\n");
+	if (!o->model || (!o->prompt && !o->prompt_file)) {
+		fprintf(stderr, "error: -m MODEL and -p PROMPT (or -f FILE) are required\n");
 		return 2;
 	}
-	return 0;
+	return finish_prompt(o);
 }
 
 /* Room for the next token when the context is full, as llama.cpp's
@@ -210,14 +283,17 @@ out:
 	return toks;
 }
 
-/* Print token t's text through the streaming detokenizer. */
-static void emit(const struct fx_model *m, struct fx_detok *st, fx_token t, bool special)
+/* Print token t's text through the streaming detokenizer (into tl too
+ * when not NULL). */
+static void emit(const struct fx_model *m, struct fx_detok *st, fx_token t, bool special, struct cli_tail *tl)
 {
 	char buf[512];
 	size_t n;
 	if (fx_detok_push(m, st, t, special, buf, sizeof(buf), &n) == FX_OK && n) {
 		fwrite(buf, 1, n, stdout);
 		fflush(stdout);
+		if (tl)
+			cli_tail_add(tl, buf, n);
 	}
 }
 
@@ -285,8 +361,10 @@ int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { 0 };
 	int rc = parse(argc, argv, &o);
-	if (rc)
+	if (rc) {
+		run_opts_free(&o);
 		return rc == 1 ? 0 : rc;
+	}
 	struct fx_err err = { 0 };
 	struct fx_model *m = NULL, *dm = NULL;
 	struct fx_spec_drafter *dr = NULL;
@@ -300,13 +378,23 @@ int cmd_run(int argc, char **argv)
 	bool in_decode = false; /* the last step failed in its forward pass */
 	int status = 1;
 
+	struct cli_tail tl = { .n = 0 };
+	struct cli_progress prog = { 0 };
+	uint32_t n_ubatch;
 	double t0 = cli_now();
 	struct fx_model_params mp = fx_model_default_params();
 	mp.quant = o.quant;
+	mp.progress = cli_load_progress;
+	mp.progress_arg = &prog;
+	cli_compat_apply(&o.compat, &mp, &n_ubatch);
 	if (fx_model_load(o.model, &mp, &m, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
+		run_opts_free(&o);
 		return 1;
 	}
+	/* as llama.cpp: a refused lock is a warning */
+	if (o.compat.mlock && fx_model_lock(m, &err))
+		fprintf(stderr, "ferrox: warning: %s\n", err.msg);
 	double t_load = cli_now() - t0;
 	if (!fx_model_has_vocab(m)) {
 		fprintf(stderr, "error: %s has no tokenizer (a Hugging Face checkpoint without "
@@ -314,10 +402,12 @@ int cmd_run(int argc, char **argv)
 			"Use `ferrox logits --ids`, or add the tokenizer files.\n",
 			o.model);
 		fx_model_free(m);
+		run_opts_free(&o);
 		return 1;
 	}
 
 	struct fx_context_params cp = fx_context_default_params();
+	cp.n_ubatch = n_ubatch;
 	cp.n_ctx = (uint32_t)o.n_ctx;
 	if (cp.n_ctx > (uint32_t)fx_model_n_ctx_train(m))
 		fprintf(stderr, "ferrox: -c %u exceeds the model's training context; using %d\n",
@@ -346,6 +436,9 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "error: %s\n", err.msg);
 		goto out;
 	}
+	if (o.ignore_eos && cli_ban_eog(m, smp))
+		goto out;
+	cli_reverse_tokens(&o.rev, m);
 	if (o.draft_model && !o.spec.types)
 		o.spec.types = FX_SPEC_DRAFT_SIMPLE; /* as llama.cpp: -md alone drafts with it */
 	if (o.draft_model && fx_model_load(o.draft_model, &mp, &dm, &err)) {
@@ -370,7 +463,7 @@ int cmd_run(int argc, char **argv)
 	if (o.tmpl_name || o.tmpl_path || o.system) {
 		if (!(toks = chat_tokens(m, &o, &n_prompt)))
 			goto out;
-	} else if (!(toks = cli_tokenize(m, o.prompt, true, true, &n_prompt))) {
+	} else if (!(toks = cli_tokenize_prompt(m, o.prompt, &n_prompt))) {
 		fprintf(stderr, "error: cannot tokenize the prompt\n");
 		goto out;
 	}
@@ -386,15 +479,24 @@ int cmd_run(int argc, char **argv)
 	struct fx_detok st = { 0 };
 	if (o.echo) {
 		for (size_t i = 0; i < n_prompt; i++)
-			emit(m, &st, toks[i], true); /* the prompt as given */
+			emit(m, &st, toks[i], true, NULL); /* the prompt as given */
 	}
 	for (size_t i = 0; i < n_prompt; i++)
 		fx_sampler_accept(smp, toks[i]);
 
 	double t1 = cli_now();
-	if (fx_decode(ctx, toks, (int32_t)n_prompt, false)) {
-		fprintf(stderr, "error: %s\n", fx_context_errmsg(ctx));
-		goto out;
+	/* -b: the prompt in calls of at most n_batch tokens (each in steps of
+	 * -ub rows); the same logits whatever the split. A drafter observes
+	 * the whole prompt's rows of one call (draft-mtp's hidden states). */
+	size_t nb = 0, n_batch = dr ? n_prompt : (size_t)o.compat.n_batch;
+	for (size_t off = 0; off < n_prompt; off += nb) {
+		/* nb: this call's tokens; after the loop the last call's, whose
+		 * last row has the logits */
+		nb = n_prompt - off < n_batch ? n_prompt - off : n_batch;
+		if (fx_decode(ctx, toks + off, (int32_t)nb, false)) {
+			fprintf(stderr, "error: %s\n", fx_context_errmsg(ctx));
+			goto out;
+		}
 	}
 	double t_prompt = cli_now() - t1;
 
@@ -414,7 +516,7 @@ int cmd_run(int argc, char **argv)
 	fx_token out_t[STEP_MAX + 1];
 	int32_t n_out = 0;
 	double ts = cli_now();
-	int src = fx_spec_accept(ctx, 0, smp, (int32_t)n_prompt - 1, NULL, 0, out_t, &n_out);
+	int src = fx_spec_accept(ctx, 0, smp, (int32_t)nb - 1, NULL, 0, out_t, &n_out);
 	if (!src)
 		src = fx_spec_drafter_observe(dr, ctx, 0, 0, (int32_t)n_prompt);
 	t_sample += cli_now() - ts;
@@ -427,15 +529,20 @@ int cmd_run(int argc, char **argv)
 		for (int32_t i = 0; i < n_out && !done; i++) {
 			fx_token t = out_t[i];
 			if (fx_token_is_eog(m, t)) {
+				if (o.special) /* -sp: shown, as llama.cpp's completion tool does */
+					emit(m, &st, t, true, NULL);
 				stop = "an end-of-generation token";
 				done = true;
 			} else if (!step_push(&st_, t)) {
 				fprintf(stderr, "\nerror: out of memory\n");
 				goto out;
 			} else {
-				emit(m, &st, t, false);
+				emit(m, &st, t, o.special, &tl);
 				n_gen++;
-				if (mt && fx_matcher_is_done(mt)) {
+				if (cli_reverse_hit(&o.rev, &tl, t)) {
+					stop = "a reverse prompt";
+					done = true;
+				} else if (mt && fx_matcher_is_done(mt)) {
 					stop = "the end of the grammar";
 					done = true;
 				} else if (o.n_predict >= 0 && n_gen >= o.n_predict) {
@@ -503,5 +610,6 @@ out:
 	fx_spec_drafter_free(dr);
 	fx_model_free(dm);
 	fx_model_free(m);
+	run_opts_free(&o);
 	return status;
 }

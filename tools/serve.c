@@ -71,7 +71,8 @@ static void usage(FILE *f)
 		"                    [--spec-ngram-simple-size-n N] [--spec-ngram-simple-size-m N]\n"
 		"                    [--block-size 16] [--served-model-name NAME]\n"
 		"                    [--kv-events-endpoint tcp://HOST:PORT] [--kv-events-replay-endpoint E]\n"
-		"                    [--kv-events-topic T] [--kv-events-config JSON]\n"
+		"                    [--kv-events-topic T] [--kv-events-config JSON] [-sp]\n"
+		"                    [-b N] [-ub N] [--no-mmap] [--mlock] [-fa on|off|auto] [-ngl N]\n"
 		"                    [--slot-save-path DIR]\n"
 		"                    [--embeddings [--pooling last|mean|cls]]\n"
 		"OpenAI-compatible server: POST /v1/completions, /v1/chat/completions, /tokenize,\n"
@@ -94,7 +95,14 @@ static void usage(FILE *f)
 		".ngram_size_m, or the same in an object \"speculative\": {\"n_max\": 8}; n_max 0: off).\n"
 		"The output is what plain decoding gives for the same seed:\n%s"
 		"--block-size: tokens per paged KV block, the prefix cache's unit (vLLM's flag).\n"
-		"--served-model-name (or --alias): the model's id in /v1/models, replies, metrics.\n"
+		"--served-model-name (or -a, --alias): the model's id in /v1/models, replies, metrics.\n"
+		"-sp, --special: control tokens (<|im_end|>, ...) shown in the generated text.\n"
+		"--ignore-eos: requests run past end-of-generation tokens to max_tokens unless\n"
+		"they say \"ignore_eos\": false.\n"
+		"--context-shift: a request that fills its context (--ctx-size) keeps the BOS,\n"
+		"drops the older half of the rest and goes on (llama-server's); --no-context-shift\n"
+		"(the default): it ends with finish_reason \"length\".\n"
+		"llama.cpp's loading and batch flags:\n%s"
 		"KV-cache events for prefix-aware routers (vllm-router kv_aware, llm-d), in vLLM's\n"
 		"format: a ZeroMQ PUB socket bound to --kv-events-endpoint, replays from a ROUTER\n"
 		"socket at --kv-events-replay-endpoint, each message's first frame the topic\n"
@@ -110,17 +118,34 @@ static void usage(FILE *f)
 		"a list of strings, token ids or lists of them; encoding_format float or base64;\n"
 		"dimensions N keeps the first N floats, normalized again. --pooling: last (the\n"
 		"default), mean or cls (first token); vectors are L2-normalized.\n",
-		cli_spec_help);
+		cli_spec_help, cli_compat_help);
 }
+
+/* Every flag `ferrox serve` takes (cli_flag_known). */
+static const char *const serve_own_flags[] = {
+	"-h", "--help", "-m", "--model", "--host", "--port", "--parallel", "-np", "--ctx-size", "-c",
+	"--api-key", "--timeout", "--max-body", "--queue", "--chat-template-file", "--reasoning-format",
+	"--generation-config", "--block-size", "--served-model-name", "--alias", "-a",
+	"--kv-events-endpoint", "--kv-events-replay-endpoint", "--kv-events-topic", "--kv-events-config",
+	"-t", "--threads", "-sp", "--special", "--context-shift", "--no-context-shift", "--ignore-eos",
+	"--chat-template", "--jinja", "--slot-save-path", "--embeddings", "--embedding", "--pooling", NULL,
+};
+static const char *const *const serve_flags[] = { serve_own_flags, cli_spec_flags, cli_compat_flags, NULL };
 
 int cmd_serve(int argc, char **argv)
 {
 	struct fx_server_params p = fx_server_default_params();
 	const char *tmpl_path = NULL, *tmpl_name = NULL;
+	struct cli_compat compat;
+	cli_compat_init(&compat);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 		long long n;
+		if (!cli_flag_known("serve", serve_flags, a))
+			return 2;
 		int took = cli_spec_opt(argc, argv, &i, &p.spec);
+		if (!took)
+			took = cli_compat_opt(argc, argv, &i, &compat);
 		if (took < 0)
 			return 2;
 		if (took)
@@ -169,7 +194,13 @@ int cmd_serve(int argc, char **argv)
 			p.generation_config = !strcmp(v, "auto");
 		} else if (!strcmp(a, "--block-size")) {
 			VAL(); if (!cli_int(a, v, 1, 1024, &n)) return 2; p.block_size = (uint32_t)n;
-		} else if (!strcmp(a, "--served-model-name") || !strcmp(a, "--alias")) {
+		} else if (!strcmp(a, "-sp") || !strcmp(a, "--special")) {
+			p.special = true;
+		} else if (!strcmp(a, "--ignore-eos")) {
+			p.ignore_eos = true;
+		} else if (!strcmp(a, "--context-shift") || !strcmp(a, "--no-context-shift")) {
+			p.context_shift = !strcmp(a, "--context-shift");
+		} else if (!strcmp(a, "--served-model-name") || !strcmp(a, "--alias") || !strcmp(a, "-a")) {
 			VAL(); p.served_model_name = v;
 		} else if (!strcmp(a, "--kv-events-endpoint")) {
 			VAL(); p.kv_events_endpoint = v;
@@ -195,13 +226,16 @@ int cmd_serve(int argc, char **argv)
 					"(none and rank are not supported)\n", v);
 				return 2;
 			}
-		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
-			usage(stderr);
+		} else { /* listed in serve_own_flags, matched by nothing above */
+			fprintf(stderr, "error: ferrox serve: option '%s' is not handled\n", a);
 			return 2;
 		}
 #undef VAL
 	}
+	struct fx_model_params mp = fx_model_default_params();
+	cli_compat_apply(&compat, &mp, &p.n_ubatch);
+	p.no_mmap = mp.no_mmap;
+	p.mlock = compat.mlock;
 	if (!p.model_path) {
 		fprintf(stderr, "error: -m MODEL is required\n");
 		usage(stderr);

@@ -32,6 +32,26 @@ fx_token *cli_tokenize(const struct fx_model *m, const char *text, bool add_spec
 	return t;
 }
 
+fx_token *cli_tokenize_prompt(const struct fx_model *m, const char *text, size_t *n)
+{
+	fx_token *t = cli_tokenize(m, text, true, true, n);
+	fx_token bos = fx_token_bos(m);
+	/* llama.cpp keeps both and warns; a second BOS only changes the text
+	 * a model sees, so it goes, and the notice says so */
+	if (t && fx_add_bos(m) && bos >= 0 && *n >= 2 && t[0] == bos && t[1] == bos) {
+		memmove(t, t + 1, (*n - 1) * sizeof(*t));
+		(*n)--;
+		fprintf(stderr, "ferrox: the prompt already starts with BOS; not adding a second one\n");
+	}
+	return t;
+}
+
+/* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
+static const char *const tokenize_flag_names[] = {
+	"-m", "--model", "-p", "--prompt", "--ids", "--no-bos", "--special", "-h", "--help", NULL,
+};
+static const char *const *const tokenize_flags[] = { tokenize_flag_names, NULL };
+
 int cmd_tokenize(int argc, char **argv)
 {
 	const char *path = NULL, *text = NULL;
@@ -57,7 +77,7 @@ int cmd_tokenize(int argc, char **argv)
 			       "  --special  match special-token texts such as <start_of_turn>\n");
 			return 0;
 		} else {
-			fprintf(stderr, "error: unknown option '%s'\n", a);
+			cli_flag_unknown("tokenize", tokenize_flags, a);
 			return 2;
 		}
 	}

@@ -450,12 +450,15 @@ int gguf_open_memory(const void *buf, size_t size, struct gguf_file **out, struc
 	return finish_open(g, out, err);
 }
 
-int gguf_open(const char *path, struct gguf_file **out, struct fx_err *err)
+/* gguf_open's and gguf_open_read's common part: progress NULL maps. */
+static int open_file(const char *path, bool read_in, bool (*progress)(double, void *), void *arg,
+		     struct gguf_file **out, struct fx_err *err)
 {
 	const void *m;
 	size_t size;
 	*out = NULL;
-	int rc = io_map(path, 4, "GGUF", &m, &size, err);
+	int rc = read_in ? io_read(path, 4, "GGUF", progress, arg, &m, &size, err)
+			 : io_map(path, 4, "GGUF", &m, &size, err);
 	if (rc)
 		return rc;
 	struct gguf_file *g = fx_calloc(1, sizeof(*g));
@@ -466,10 +469,22 @@ int gguf_open(const char *path, struct gguf_file **out, struct fx_err *err)
 	g->map = m;
 	g->map_size = size;
 	g->owns_map = true;
+	g->read_in = read_in;
 	rc = finish_open(g, out, err);
 	if (rc)
 		fx_err_prefix(err, path); /* so the user knows which file */
 	return rc;
+}
+
+int gguf_open(const char *path, struct gguf_file **out, struct fx_err *err)
+{
+	return open_file(path, false, NULL, NULL, out, err);
+}
+
+int gguf_open_read(const char *path, bool (*progress)(double, void *), void *arg, struct gguf_file **out,
+		   struct fx_err *err)
+{
+	return open_file(path, true, progress, arg, out, err);
 }
 
 /* Free the struct gguf_str tables built for string arrays. */
@@ -487,7 +502,7 @@ void gguf_release_meta(struct gguf_file *g)
 	if (!g)
 		return;
 	free_string_arrays(g);
-	if (g->owns_map)
+	if (g->owns_map && !g->read_in)
 		io_map_release(g->map, 0, g->data_offset);
 }
 

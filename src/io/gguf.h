@@ -62,6 +62,8 @@ struct gguf_file {
 	size_t map_size;
 	size_t data_offset;           /* start of the tensor data section */
 	bool owns_map;                /* gguf_open mapped it; gguf_close unmaps */
+	bool read_in;                 /* gguf_open_read: anonymous memory, never to be
+				       * given to io_map_release */
 	void **owned;                 /* built views: allocations freed by gguf_close */
 	size_t n_owned;
 	void (*release)(void *);      /* built views: frees what tensors point into */
@@ -73,6 +75,10 @@ struct gguf_file {
  * truncated, out-of-range or overlapping tensors, huge counts),
  * FX_E_UNSUPPORTED (version, tensor type unknown to ferrox). */
 int gguf_open(const char *path, struct gguf_file **out, struct fx_err *err);
+/* gguf_open with the file read into memory instead of mapped (io_read;
+ * llama.cpp's --no-mmap); progress as io_read's. */
+int gguf_open_read(const char *path, bool (*progress)(double, void *), void *arg, struct gguf_file **out,
+		   struct fx_err *err);
 /* Same checks on a caller-owned buffer (borrowed; must outlive the file). */
 int gguf_open_memory(const void *buf, size_t size, struct gguf_file **out, struct fx_err *err);
 void gguf_close(struct gguf_file *g);

@@ -1,5 +1,6 @@
 #include "io/mapfile.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -34,6 +35,56 @@ int io_map(const char *path, size_t min_size, const char *what, const void **map
 	madvise(m, (size_t)st.st_size, MADV_WILLNEED);
 	*map = m;
 	*size = (size_t)st.st_size;
+	return FX_OK;
+}
+
+int io_read(const char *path, size_t min_size, const char *what, bool (*progress)(double, void *),
+	    void *arg, const void **map, size_t *size, struct fx_err *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fx_fail(err, FX_E_IO, "%s: cannot open (%m)", path);
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return fx_fail(err, FX_E_IO, "%s: not a regular file", path);
+	}
+	size_t n = (size_t)st.st_size;
+	if (n < min_size) {
+		close(fd);
+		return fx_fail(err, FX_E_FORMAT, "%s: %zu bytes is too short for a %s file", path, n, what);
+	}
+	void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) {
+		close(fd);
+		return fx_fail(err, FX_E_NOMEM, "%s: no memory for %zu bytes (%m)", path, n);
+	}
+#if defined(MADV_HUGEPAGE)
+	madvise(m, n, MADV_HUGEPAGE); /* advice only: refused is fine */
+#endif
+	const size_t piece = (size_t)8 << 20;
+	for (size_t off = 0; off < n;) {
+		size_t want = n - off < piece ? n - off : piece;
+		ssize_t r = read(fd, (char *)m + off, want);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int rc = fx_fail(err, FX_E_IO, r < 0 ? "%s: read failed (%m)" : "%s: the file shrank while read",
+					 path);
+			close(fd);
+			munmap(m, n);
+			return rc;
+		}
+		off += (size_t)r;
+		if (progress && !progress((double)off / (double)n, arg)) {
+			close(fd);
+			munmap(m, n);
+			return fx_fail(err, FX_E_IO, "%s: loading cancelled", path);
+		}
+	}
+	close(fd);
+	*map = m;
+	*size = n;
 	return FX_OK;
 }
 

@@ -5,6 +5,7 @@
 #ifndef FX_IO_MAPFILE_H
 #define FX_IO_MAPFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/status.h"
@@ -16,6 +17,15 @@
 int io_map(const char *path, size_t min_size, const char *what, const void **map, size_t *size,
 	   struct fx_err *err);
 void io_unmap(const void *map, size_t size);
+/* io_map's contract, but the file is read (read(2), in 8 MiB pieces) into
+ * private anonymous memory, released with io_unmap too: llama.cpp's
+ * --no-mmap, for file systems where mapping is slow or unsupported. Huge
+ * pages are asked for (advice only). progress (may be NULL) is called with
+ * the fraction read after each piece; false from it stops with FX_E_IO
+ * ("cancelled"). Such memory must not be given to io_map_release: its
+ * released pages would read back as zeros, not from the file. */
+int io_read(const char *path, size_t min_size, const char *what, bool (*progress)(double, void *),
+	    void *arg, const void **map, size_t *size, struct fx_err *err);
 /* Give back the resident pages of map[off, off + len) that lie wholly
  * inside it (madvise MADV_DONTNEED): for memory read once at load, such as
  * GGUF metadata. Only for pages never written: touched again, they are

@@ -72,6 +72,30 @@ enum kern_isa kern_isa_best(void)
 	return (enum kern_isa)(31 - __builtin_clz(isa_detect()));
 }
 
+static const char *const isa_names[] = {
+	[KERN_PORTABLE] = "portable", [KERN_AVX2] = "avx2", [KERN_AVXVNNI] = "avxvnni", [KERN_AVX512] = "avx512",
+};
+
+const char *fx_kernels_built(void)
+{
+	return "portable"
+#if defined(__x86_64__)
+	       " avx2"
+#if defined(FX_HAVE_AVXVNNI)
+	       " avxvnni"
+#endif
+#if defined(FX_HAVE_AVX512)
+	       " avx512"
+#endif
+#endif
+		;
+}
+
+const char *fx_kernels_auto(void)
+{
+	return isa_names[kern_isa_best()];
+}
+
 size_t kern_act_row_bytes(const struct kern_set *ks, int vdt, int64_t n)
 {
 	size_t blocks = fx_row_size(vdt, n);

@@ -3,9 +3,11 @@
  * llama.cpp's (llama-arch.cpp), the names GGUF files carry. */
 #include "model/model.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <strings.h>
 
@@ -364,10 +366,33 @@ static void each_step_matrix(struct fx_model *m, void (*f)(struct fx_model *, st
 	}
 }
 
-/* Where place_weights is: the arena (NULL while sizing) and its fill. */
+/* fx_model_params.progress across the load's phases: a phase reports its
+ * own fraction, mapped into [lo, hi] of the whole. */
+struct load_progress {
+	bool (*fn)(float, void *);
+	void *arg;
+	float lo, hi;
+	bool cancelled;
+};
+
+static bool load_report(struct load_progress *lp, double frac)
+{
+	if (lp && lp->fn && !lp->cancelled && !lp->fn(lp->lo + (lp->hi - lp->lo) * (float)frac, lp->arg))
+		lp->cancelled = true;
+	return !(lp && lp->cancelled);
+}
+
+static bool read_progress(double frac, void *arg)
+{
+	return load_report(arg, frac);
+}
+
+/* Where place_weights is: the arena (NULL while sizing), its fill and the
+ * total (progress). */
 struct placing {
 	uint8_t *arena;
-	size_t bytes;
+	size_t bytes, total;
+	struct load_progress *lp;
 };
 
 /* Whether w lies wholly in a mapping gguf_open made (not a caller's
@@ -398,6 +423,8 @@ static void place_one(struct fx_model *m, struct wmat *w, void *arg)
 			size_t n = wb - a < ((size_t)2 << 20) ? wb - a : ((size_t)2 << 20);
 			memcpy(dst + a, src + a, n);
 			io_map_release(m->g->map, off + a, n);
+			/* a mapped file is read here, page by page */
+			load_report(pl->lp, (double)(pl->bytes + a + n) / (double)pl->total);
 		}
 		if (m->tok_embd.data == w->data)
 			m->tok_embd.data = dst;
@@ -418,13 +445,13 @@ static void place_one(struct fx_model *m, struct wmat *w, void *arg)
  * expert) comes back from the file unchanged. Matrices outside the mapping
  * (quantized on load, HF checkpoints) stay where they are; without memory
  * for the copy the weights stay in the mapping. */
-static void place_weights(struct fx_model *m)
+static void place_weights(struct fx_model *m, struct load_progress *lp)
 {
 	struct placing pl = { 0 };
 	each_step_matrix(m, place_one, &pl);
 	if (!pl.bytes || !(m->weights = fx_malloc_lines(pl.bytes, 1)))
 		return;
-	pl = (struct placing){ .arena = m->weights };
+	pl = (struct placing){ .arena = m->weights, .total = pl.bytes, .lp = lp };
 	each_step_matrix(m, place_one, &pl);
 	io_map_release(m->g->map, m->g->data_offset, m->g->map_size - m->g->data_offset);
 }
@@ -435,6 +462,8 @@ struct repacking {
 	struct kern_set ks; /* the set a context will use (the best) */
 	void *tmp;
 	size_t tmp_bytes;
+	int n_mats, n_done;  /* matrices to repack (sizing pass), done: progress */
+	struct load_progress *lp;
 };
 
 static void repack_one(struct fx_model *m, struct wmat *w, void *arg)
@@ -444,10 +473,12 @@ static void repack_one(struct fx_model *m, struct wmat *w, void *arg)
 		return;
 	if (!rp->tmp) {
 		rp->tmp_bytes = 8 * w->row_bytes > rp->tmp_bytes ? 8 * w->row_bytes : rp->tmp_bytes;
+		rp->n_mats++;
 		return;
 	}
 	for (int64_t r = 0; r < w->n_out; r += 8)
 		kern_x8_pack(w->type, w->n_in, (uint8_t *)w->data + (size_t)r * w->row_bytes, rp->tmp);
+	load_report(rp->lp, (double)++rp->n_done / (double)rp->n_mats);
 	w->x8 = true;
 	m->repacked = true;
 	if (w->data == m->tok_embd.data)
@@ -461,9 +492,9 @@ static void repack_one(struct fx_model *m, struct wmat *w, void *arg)
  * copy and the file is untouched. MoE experts stay plain; a tied lm head is
  * repacked with the embeddings (embed reads their rows through
  * kern_x8_unpack_row). */
-static int repack_weights(struct fx_model *m, struct fx_err *err)
+static int repack_weights(struct fx_model *m, struct load_progress *lp, struct fx_err *err)
 {
-	struct repacking rp = { 0 };
+	struct repacking rp = { .lp = lp };
 	kern_set_init(&rp.ks, kern_isa_best());
 	each_step_matrix(m, repack_one, &rp);
 	if (!rp.tmp_bytes)
@@ -485,8 +516,16 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	if (!path || !out)
 		return fx_fail(err, FX_E_INVALID, "fx_model_load: path and out are required");
 	*out = NULL;
-	if (!p)
-		p = &dp;
+	if (p) {
+		/* an older caller's smaller struct keeps the defaults of the
+		 * fields it does not have (no_mmap, progress, ...) */
+		if (p->size < sizeof(p->size) || p->size > sizeof(dp))
+			return fx_fail(err, FX_E_INVALID, "fx_model_load: params size is %zu, want %zu..%zu "
+				       "(start from fx_model_default_params)", p->size, sizeof(p->size), sizeof(dp));
+		memcpy(&dp, p, p->size);
+		dp.size = sizeof(dp);
+	}
+	p = &dp;
 	struct fx_model *m = fx_calloc(1, sizeof(*m));
 	if (!m)
 		return fx_fail(err, FX_E_NOMEM, "no memory");
@@ -522,7 +561,13 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 		}
 		goto done;
 	}
-	if ((rc = hf_open_any(path, &arch_hf, &m->g, &hf, err)))
+	/* Progress: reading or moving the matrices (where a mapped file is
+	 * read), then repacking them. */
+	struct load_progress lp = { .fn = p->progress, .arg = p->progress_arg, .hi = p->repack ? 0.9f : 1.0f };
+	hf = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+	rc = p->no_mmap && !hf && !p->vocab_only ? gguf_open_read(path, read_progress, &lp, &m->g, err)
+						 : hf_open_any(path, &arch_hf, &m->g, &hf, err);
+	if (rc)
 		goto fail;
 	if (gguf_find(m->g, "general.architecture") &&
 	    !gguf_get_str(m->g, "general.architecture", &arch)) {
@@ -574,9 +619,18 @@ int fx_model_load(const char *path, const struct fx_model_params *p, struct fx_m
 	 * resident (peak RSS = weights + KV + scratch, issue 5). */
 	gguf_release_meta(m->g);
 	if (p->repack) {
-		place_weights(m);
-		if ((rc = repack_weights(m, err)))
+		/* memory read in is where place_weights would move it to */
+		if (!m->g->read_in)
+			place_weights(m, &lp);
+		lp.lo = lp.hi;
+		lp.hi = 1.0f;
+		if ((rc = repack_weights(m, &lp, err)))
 			goto fail_path;
+	}
+	lp.lo = lp.hi = 1.0f; /* the last report is exactly 1 */
+	if (!load_report(&lp, 1.0)) {
+		rc = fx_fail(err, FX_E_IO, "loading cancelled");
+		goto fail_path;
 	}
 	/* The KV cache defaults to llama.cpp's f16 for GGUF files and to
 	 * transformers' f32 for HF checkpoints. */
@@ -589,6 +643,44 @@ fail_path:
 fail:
 	fx_model_free(m);
 	return rc;
+}
+
+/* fx_model_lock's walk: the first errno, and the bytes asked for. */
+struct locking {
+	int errnum;
+	size_t bytes;
+};
+
+static void lock_one(struct fx_model *m, struct wmat *w, void *arg)
+{
+	struct locking *lk = arg;
+	size_t b = w->data ? (size_t)w->n_out * w->row_bytes : 0;
+	(void)m;
+	if (!b || lk->errnum)
+		return;
+	lk->bytes += b;
+	if (mlock(w->data, b))
+		lk->errnum = errno;
+}
+
+int fx_model_lock(struct fx_model *m, struct fx_err *err)
+{
+	struct locking lk = { 0 };
+	if (!m || m->vocab_only)
+		return fx_fail(err, FX_E_INVALID, "fx_model_lock: a model with weights is required");
+	each_step_matrix(m, lock_one, &lk);
+	if (m->tok_embd.data != m->output.data)
+		lock_one(m, &m->tok_embd, &lk);
+	for (int il = 0; il < m->hp.n_layer; il++)
+		for (int x = 0; m->layers[il].exp && x < 3 * m->hp.n_expert; x++)
+			lock_one(m, &m->layers[il].exp[x], &lk);
+	if (lk.errnum)
+		return fx_fail(err, FX_E_IO, "mlock of the model's %.1f MiB failed (%s)%s", (double)lk.bytes / 1048576.0,
+			       strerror(lk.errnum),
+			       lk.errnum == ENOMEM || lk.errnum == EPERM || lk.errnum == EAGAIN
+				       ? ": raise the locked-memory limit (ulimit -l, RLIMIT_MEMLOCK)"
+				       : "");
+	return FX_OK;
 }
 
 void fx_model_free(struct fx_model *m)

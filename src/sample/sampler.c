@@ -27,6 +27,9 @@ struct fx_sampler {
 	int64_t draws;              /* fx_sampler_sample calls so far: their positions */
 	struct fx_matcher *matcher; /* borrowed, or NULL: no constraint */
 	float *masked;              /* [n_vocab] logits under the matcher's mask, on first need */
+	fx_token *ban;              /* [n_ban] tokens never picked (fx_sampler_ban), or NULL */
+	int32_t n_ban;
+	float *unbanned;            /* [n_vocab] logits with the banned ones -inf, on first need */
 };
 
 struct fx_sampler_params fx_sampler_default_params(void)
@@ -121,6 +124,8 @@ void fx_sampler_free(struct fx_sampler *s)
 	if (!s)
 		return;
 	fx_free(s->masked);
+	fx_free(s->ban);
+	fx_free(s->unbanned);
 	fx_free(s->count);
 	fx_free(s->ring);
 	fx_free(s->cand);
@@ -176,6 +181,14 @@ fx_token fx_sampler_sample_at(struct fx_sampler *s, const float *logits, int64_t
 	if (!s || !logits)
 		return -1;
 	s->draws++;
+	if (s->n_ban) { /* the chain reads a copy with the banned logits at -inf */
+		if (!s->unbanned && !(s->unbanned = fx_malloc_array((size_t)s->n_vocab, sizeof(float))))
+			return -1;
+		memcpy(s->unbanned, logits, (size_t)s->n_vocab * sizeof(float));
+		for (int32_t i = 0; i < s->n_ban; i++)
+			s->unbanned[s->ban[i]] = -INFINITY;
+		logits = s->unbanned;
+	}
 	t = run_chain(s, logits, pos);
 	if (!s->matcher || fx_matcher_allows(s->matcher, t))
 		return t;
@@ -187,6 +200,25 @@ fx_token fx_sampler_sample_at(struct fx_sampler *s, const float *logits, int64_t
 	if (fx_matcher_mask(s->matcher, s->masked) <= 0)
 		return -1;
 	return run_chain(s, s->masked, pos);
+}
+
+int fx_sampler_ban(struct fx_sampler *s, const fx_token *toks, int32_t n, struct fx_err *err)
+{
+	if (!s || n < 0 || (n && !toks))
+		return fx_fail(err, FX_E_INVALID, "fx_sampler_ban: a sampler and n >= 0 tokens are required");
+	for (int32_t i = 0; i < n; i++)
+		if (toks[i] < 0 || toks[i] >= s->n_vocab)
+			return fx_fail(err, FX_E_INVALID, "fx_sampler_ban: token %d is outside the vocabulary (%d)",
+				       toks[i], s->n_vocab);
+	fx_token *b = NULL;
+	if (n && !(b = fx_malloc_array((size_t)n, sizeof(*b))))
+		return fx_fail(err, FX_E_NOMEM, "sampler: out of memory for %d banned tokens", n);
+	if (n)
+		memcpy(b, toks, (size_t)n * sizeof(*b));
+	fx_free(s->ban);
+	s->ban = b;
+	s->n_ban = n;
+	return FX_OK;
 }
 
 struct fx_matcher *sample_matcher(const struct fx_sampler *s)

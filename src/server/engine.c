@@ -344,7 +344,7 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 	char buf[256];
 	size_t n = 0;
 	/* hook (tools.c): a call format whose markers are control tokens needs them shown */
-	if (fx_detok_push(s->model, &c->dt, t, r->detok_special, buf, sizeof(buf), &n) ||
+	if (fx_detok_push(s->model, &c->dt, t, r->detok_special || s->p.special, buf, sizeof(buf), &n) ||
 	    !srv_buf_add(&c->text, buf, n))
 		return "error";
 	srvtool_lazy_step(s, c); /* hook (tools.c): a lazy tool-call grammar starts at its trigger */
@@ -362,9 +362,24 @@ static const char *choice_step(struct engine *E, struct srv_choice *c, const flo
 		return "stop"; /* the grammar admits nothing more */
 	if (g->max_tokens >= 0 && c->n_gen >= g->max_tokens)
 		return "length";
-	if (pos + 1 >= (int64_t)s->n_ctx_seq)
-		return "length";
+	if (pos + 1 >= (int64_t)s->n_ctx_seq && !s->p.context_shift)
+		return "length"; /* with the shift: rows_step makes room */
 	return NULL;
+}
+
+/* --context-shift, as llama-server's: keep the BOS (its n_keep 0 +
+ * add_bos), drop half of the other rows, move the rest down. false when
+ * the backing refuses (logged). */
+static bool shift_context(struct srv *s, struct srv_choice *c)
+{
+	int32_t n_keep = fx_add_bos(s->model) ? 1 : 0, n_past = (int32_t)fx_seq_n_past(s->ctx, c->seq);
+	int32_t n_discard = (n_past - n_keep) / 2;
+	if (n_discard <= 0 || fx_seq_shift(s->ctx, c->seq, n_keep + n_discard, -1, -n_discard)) {
+		fprintf(stderr, "serve: %s: context shift refused: %s\n", c->req->id,
+			n_discard <= 0 ? "nothing to drop" : fx_context_errmsg(s->ctx));
+		return false;
+	}
+	return true;
 }
 
 /* Choice c's rows first .. first + c->n_draft of the step's batch ([last,
@@ -405,6 +420,10 @@ static const char *rows_step(struct engine *E, struct srv_choice *c, int32_t fir
 			fx_context_errmsg(s->ctx));
 		f = "error";
 	}
+	/* c->last takes the next position: at the context's end, room first */
+	if (!f && s->p.context_shift && (int64_t)fx_seq_n_past(s->ctx, c->seq) + 1 >= (int64_t)s->n_ctx_seq &&
+	    !shift_context(s, c))
+		f = "length";
 	return f;
 }
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -226,6 +227,7 @@ struct srv_req *srv_request_build_ex(struct srv *s, enum srv_kind kind, bool nat
 		return NULL;
 	}
 	r->native = native;
+	r->g.ignore_eos = s->p.ignore_eos; /* the request's field, if any, wins */
 	bool ok = srv_gen_parse(body, kind, s->n_vocab, &s->gen_defaults, &r->g, e) &&
 		  srv_spec_parse(body, &s->p.spec, &r->g, e) &&
 		  (!native || srv_native_opts(s, body, r, e)) &&
@@ -719,13 +721,34 @@ static struct MHD_Daemon *listen_on(struct srv *s, struct fx_err *err)
 	return d;
 }
 
+/* Loading progress in the log, as one line rewritten in place, when the
+ * log is a terminal (fx_model_params.progress); every 5%. */
+static bool load_progress(float f, void *arg)
+{
+	int *last = arg, pct = (int)(f * 100.0f);
+	if (pct / 5 != *last / 5 || (pct == 100 && *last != 100)) {
+		*last = pct;
+		fprintf(stderr, "\rserve: loading the model: %3d%%%s", pct, pct == 100 ? "\n" : "");
+	}
+	return true;
+}
+
 static int load(struct srv *s, struct fx_err *err)
 {
 	const struct fx_server_params *p = &s->p;
 	struct fx_model_params mp = fx_model_default_params();
+	int last_pct = 0;
+	mp.no_mmap = p->no_mmap;
+	if (isatty(2)) {
+		mp.progress = load_progress;
+		mp.progress_arg = &last_pct;
+	}
 	int rc = fx_model_load(p->model_path, &mp, &s->model, err);
 	if (rc)
 		return rc;
+	struct fx_err lerr = { 0 };
+	if (p->mlock && fx_model_lock(s->model, &lerr))
+		fprintf(stderr, "serve: warning: %s\n", lerr.msg);
 	if (!fx_model_has_vocab(s->model))
 		return set_err(err, FX_E_UNSUPPORTED,
 			       "%s has no tokenizer: the server needs a GGUF file with one",
@@ -742,7 +765,7 @@ static int load(struct srv *s, struct fx_err *err)
 	cp.kv_layout = FX_KV_PAGED;
 	cp.block_size = s->block_size;
 	cp.kv_events = s->kvev != NULL;
-	cp.n_ubatch = 512;
+	cp.n_ubatch = p->n_ubatch ? p->n_ubatch : 512;
 	cp.n_threads = p->n_threads;
 	/* recurrent layers: the states of the server's draft length to roll
 	 * back to (a request asking more drafts gets this many) */

@@ -31,6 +31,15 @@ static bool tokenize_into(struct srv *s, struct srv_req *r, const char *text, bo
 		srv_error_set(e, 400, E_INV, "prompt", "the prompt could not be tokenized");
 		return false;
 	}
+	/* A text that starts with BOS gets no second one (llama-server keeps
+	 * both and warns; a doubled BOS only changes what the model sees) */
+	fx_token bos = fx_token_bos(s->model);
+	if (add_special && fx_add_bos(s->model) && bos >= 0 && n >= 2 && r->prompt[0] == bos &&
+	    r->prompt[1] == bos) {
+		memmove(r->prompt, r->prompt + 1, (n - 1) * sizeof(fx_token));
+		n--;
+		fprintf(stderr, "serve: %s: the prompt already starts with BOS; not adding a second one\n", r->id);
+	}
 	r->n_prompt = (int32_t)n;
 	return true;
 }
