@@ -7,53 +7,55 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* path opened for reading into *fd, its size in *n: a regular file of at
+ * least min_size bytes (else the error, nothing left open). */
+static int open_sized(const char *path, size_t min_size, const char *what, int *fd, size_t *n,
+		      struct fx_err *err)
+{
+	struct stat st;
+	if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return fx_fail(err, FX_E_IO, "%s: cannot open (%m)", path);
+	if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(*fd);
+		return fx_fail(err, FX_E_IO, "%s: not a regular file", path);
+	}
+	*n = (size_t)st.st_size;
+	if (*n < min_size) {
+		close(*fd);
+		return fx_fail(err, FX_E_FORMAT, "%s: %zu bytes is too short for a %s file", path, *n, what);
+	}
+	return FX_OK;
+}
+
 int io_map(const char *path, size_t min_size, const char *what, const void **map, size_t *size,
 	   struct fx_err *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return fx_fail(err, FX_E_IO, "%s: cannot open (%m)", path);
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return fx_fail(err, FX_E_IO, "%s: not a regular file", path);
-	}
-	if ((size_t)st.st_size < min_size) {
-		close(fd);
-		return fx_fail(err, FX_E_FORMAT, "%s: %lld bytes is too short for a %s file", path,
-			       (long long)st.st_size, what);
-	}
+	int fd = -1, rc;
+	size_t n = 0;
+	if ((rc = open_sized(path, min_size, what, &fd, &n, err)))
+		return rc;
 	/* Private and writable: the model may rearrange weights in place
 	 * (kernels/repack.h); written pages become the process's own and the
 	 * file never changes. Pages never written stay shared with the page
 	 * cache. */
-	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (m == MAP_FAILED)
 		return fx_fail(err, FX_E_IO, "%s: mmap failed (%m)", path);
 	/* The kernel may read ahead: weights are read front to back. */
-	madvise(m, (size_t)st.st_size, MADV_WILLNEED);
+	madvise(m, n, MADV_WILLNEED);
 	*map = m;
-	*size = (size_t)st.st_size;
+	*size = n;
 	return FX_OK;
 }
 
 int io_read(const char *path, size_t min_size, const char *what, bool (*progress)(double, void *),
 	    void *arg, const void **map, size_t *size, struct fx_err *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return fx_fail(err, FX_E_IO, "%s: cannot open (%m)", path);
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return fx_fail(err, FX_E_IO, "%s: not a regular file", path);
-	}
-	size_t n = (size_t)st.st_size;
-	if (n < min_size) {
-		close(fd);
-		return fx_fail(err, FX_E_FORMAT, "%s: %zu bytes is too short for a %s file", path, n, what);
-	}
+	int fd = -1, rc;
+	size_t n = 0;
+	if ((rc = open_sized(path, min_size, what, &fd, &n, err)))
+		return rc;
 	void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED) {
 		close(fd);

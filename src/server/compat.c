@@ -471,19 +471,8 @@ bool srv_compat_route(struct srv *s, struct MHD_Connection *mc, const char *url,
 		*res = srv_http_fail(mc, 405, E_INV, NULL, "%s wants %s", url, want_post ? "POST" : "GET");
 		return true;
 	}
-	if (!in->authorized) {
-		*res = srv_http_fail(mc, 401, "authentication_error", NULL,
-			    "missing or wrong API key (send 'Authorization: Bearer KEY')");
+	if (srv_http_refused(s, mc, in->authorized, c == C_HEALTH_GEN, res))
 		return true;
-	}
-	pthread_mutex_lock(&s->lock);
-	bool ready = s->ready, draining = s->draining;
-	pthread_mutex_unlock(&s->lock);
-	if (!ready || (c == C_HEALTH_GEN && draining)) {
-		*res = srv_http_fail(mc, 503, "unavailable_error", NULL,
-			    !ready ? "loading model" : "shutting down");
-		return true;
-	}
 	if (c == C_MODEL) {
 		*res = do_model_info(s, mc);
 		return true;

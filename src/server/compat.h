@@ -33,12 +33,18 @@ enum MHD_Result srv_http_body(struct MHD_Connection *mc, unsigned status, char *
 enum MHD_Result srv_http_fail(struct MHD_Connection *mc, int status, const char *type,
 			      const char *param, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
-/* The connection's socket (-1: unknown), and whether its peer has closed
- * or reset it (polled, nothing read). */
 /* Wait on cv (mu held) for at most 100 ms. */
 void srv_http_wait_100ms(pthread_cond_t *cv, pthread_mutex_t *mu);
+/* The connection's socket (-1: unknown), and whether its peer has closed
+ * or reset it (polled, nothing read). */
 int srv_http_conn_fd(struct MHD_Connection *mc);
 bool srv_http_client_gone(int fd);
+/* The gate of an endpoint outside http.c's own routes: a wrong API key
+ * (401), the model still loading (503), and when refuse_draining a drain
+ * under way (503). True when the request is refused: the error is sent
+ * and *res is its result. */
+bool srv_http_refused(struct srv *s, struct MHD_Connection *mc, bool authorized, bool refuse_draining,
+		      enum MHD_Result *res);
 
 /* embed.c: POST /v1/embeddings with body text[0..n) (501 naming
  * --embeddings when the server runs without it). */

@@ -455,6 +455,25 @@ static enum MHD_Result do_webui(struct MHD_Connection *mc)
 
 /* ---- routing ---- */
 
+bool srv_http_refused(struct srv *s, struct MHD_Connection *mc, bool authorized, bool refuse_draining,
+		      enum MHD_Result *res)
+{
+	if (!authorized) {
+		*res = srv_http_fail(mc, 401, "authentication_error", NULL,
+				     "missing or wrong API key (send 'Authorization: Bearer KEY')");
+		return true;
+	}
+	pthread_mutex_lock(&s->lock);
+	bool ready = s->ready, draining = s->draining;
+	pthread_mutex_unlock(&s->lock);
+	if (!ready || (refuse_draining && draining)) {
+		*res = srv_http_fail(mc, 503, "unavailable_error", NULL,
+				     !ready ? "loading model" : "shutting down");
+		return true;
+	}
+	return false;
+}
+
 static bool authorized(struct srv *s, struct MHD_Connection *mc)
 {
 	if (!s->p.api_key || !*s->p.api_key)

@@ -42,13 +42,6 @@ static cJSON *add(bool *ok, cJSON *to, const char *key, cJSON *v)
 	return v;
 }
 
-static char *print_whole(cJSON *o, bool ok)
-{
-	char *js = ok && o ? cJSON_PrintUnformatted(o) : NULL;
-	cJSON_Delete(o);
-	return js;
-}
-
 /* ---- sampling settings ---- */
 
 void srv_params_of(const struct srv_gen *g, struct srv_params_view *v)
@@ -319,21 +312,7 @@ char *srv_native_final_json(const struct srv *s, const struct srv_req *r)
 	(void)s;
 	bool ok = true;
 	cJSON *o = final_obj(r, &r->ch[0], &ok);
-	return print_whole(o, ok);
-}
-
-static bool sse_obj(struct srv_buf *out, cJSON *o, bool ok)
-{
-	char *js = print_whole(o, ok);
-	if (!js)
-		return false;
-	size_t n0 = out->n;
-	ok = srv_buf_add(out, "data: ", 6) && srv_buf_add(out, js, strlen(js)) &&
-	     srv_buf_add(out, "\n\n", 2);
-	if (!ok && out->p) /* no half event */
-		out->p[out->n = n0] = 0;
-	free(js);
-	return ok;
+	return srv_json_take(o, ok);
 }
 
 bool srv_native_sse(const struct srv_req *r, const struct srv_choice *c, const char *text,
@@ -349,14 +328,14 @@ bool srv_native_sse(const struct srv_req *r, const struct srv_choice *c, const c
 		add(&ok, o, "id_slot", cJSON_CreateNumber(c->id_slot));
 		add(&ok, o, "tokens_predicted", cJSON_CreateNumber(c->n_gen));
 		add(&ok, o, "tokens_evaluated", cJSON_CreateNumber(r->n_prompt));
-		if (!sse_obj(out, o, ok))
+		if (!srv_sse_event(out, o, ok))
 			return false;
 	}
 	if (!c->finish)
 		return true;
 	ok = true;
 	cJSON *f = final_obj(r, c, &ok);
-	return sse_obj(out, f, ok);
+	return srv_sse_event(out, f, ok);
 }
 
 /* ---- GET /props, GET /slots ---- */
@@ -398,7 +377,7 @@ char *srv_props_json(const struct srv *s)
 	add(&ok, o, "eos_token", piece_json(s, fx_token_eos(s->model)));
 	add(&ok, o, "build_info", cJSON_CreateString("ferrox"));
 	add(&ok, o, "is_sleeping", cJSON_CreateFalse());
-	return print_whole(o, ok);
+	return srv_json_take(o, ok);
 }
 
 char *srv_slots_json(struct srv *s)
@@ -430,7 +409,7 @@ char *srv_slots_json(struct srv *s)
 		add(&ok, n0, "n_decoded", cJSON_CreateNumber(sl->n_decoded));
 	}
 	pthread_mutex_unlock(&s->lock);
-	return print_whole(a, ok);
+	return srv_json_take(a, ok);
 }
 
 /* ---- slot records (engine thread, lock held) ---- */
@@ -609,7 +588,7 @@ static enum MHD_Result slot_task_answer(struct MHD_Connection *mc, const struct 
 		cJSON *tm = add(&ok, o, "timings", cJSON_CreateObject());
 		add(&ok, tm, save ? "save_ms" : "restore_ms", cJSON_CreateNumber(t->ms));
 	}
-	char *js = print_whole(o, ok);
+	char *js = srv_json_take(o, ok);
 	return js ? srv_http_body(mc, 200, js, "application/json", false)
 		  : srv_http_fail(mc, 500, "server_error", NULL, "out of memory");
 }
@@ -680,19 +659,8 @@ bool srv_llama_route(struct srv *s, struct MHD_Connection *mc, const char *url,
 	if (!props && !slots && !slot_n)
 		return false;
 	bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
-	if (!in->authorized) {
-		*res = srv_http_fail(mc, 401, "authentication_error", NULL,
-				     "missing or wrong API key (send 'Authorization: Bearer KEY')");
+	if (srv_http_refused(s, mc, in->authorized, slot_n, res))
 		return true;
-	}
-	pthread_mutex_lock(&s->lock);
-	bool ready = s->ready, draining = s->draining;
-	pthread_mutex_unlock(&s->lock);
-	if (!ready || (slot_n && draining)) {
-		*res = srv_http_fail(mc, 503, "unavailable_error", NULL,
-				     !ready ? "loading model" : "shutting down");
-		return true;
-	}
 	char *js = NULL;
 	if (props && post) {
 		*res = srv_http_fail(mc, 501, "not_supported_error", NULL, "This server does not "

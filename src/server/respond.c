@@ -212,7 +212,7 @@ static cJSON *envelope(const struct srv_req *r, bool chunk, bool *ok)
 }
 
 /* o printed, or NULL when it is incomplete (!ok) or cannot be; frees o. */
-static char *print_whole(cJSON *o, bool ok)
+char *srv_json_take(cJSON *o, bool ok)
 {
 	char *js = ok && o ? cJSON_PrintUnformatted(o) : NULL;
 	cJSON_Delete(o);
@@ -322,12 +322,12 @@ char *srv_final_json(const struct srv *s, const struct srv_req *r)
 		put(&ok, chs, NULL, final_choice(r, &r->ch[i], &ok));
 	put(&ok, o, "usage", usage_obj(r, &ok));
 	put(&ok, o, "timings", timings_obj(r, &ok));
-	return print_whole(o, ok);
+	return srv_json_take(o, ok);
 }
 
-static bool sse_add(struct srv_buf *out, cJSON *o, bool ok)
+bool srv_sse_event(struct srv_buf *out, cJSON *o, bool ok)
 {
-	char *js = print_whole(o, ok);
+	char *js = srv_json_take(o, ok);
 	if (!js)
 		return false;
 	size_t n0 = out->n;
@@ -405,7 +405,7 @@ bool srv_sse_chunk(const struct srv_req *r, const struct srv_choice *c, const ch
 	 * when there is one, srv_sse_end) */
 	if (c->finish && !r->g.include_usage && r->n_done == r->g.n - 1)
 		put(&ok, o, "timings", timings_obj(r, &ok));
-	return sse_add(out, o, ok);
+	return srv_sse_event(out, o, ok);
 }
 
 bool srv_sse_end(const struct srv_req *r, struct srv_buf *out)
@@ -429,7 +429,7 @@ bool srv_sse_end(const struct srv_req *r, struct srv_buf *out)
 		put(&ok, o, "choices", cJSON_CreateArray());
 		put(&ok, o, "usage", usage_obj(r, &ok));
 		put(&ok, o, "timings", timings_obj(r, &ok));
-		if (!sse_add(out, o, ok))
+		if (!srv_sse_event(out, o, ok))
 			return false;
 	}
 	return srv_buf_add(out, "data: [DONE]\n\n", 14);
@@ -444,7 +444,7 @@ char *srv_error_json(const struct srv_error *e)
 	put(&ok, err, "type", cJSON_CreateString(e->type ? e->type : "invalid_request_error"));
 	put(&ok, err, "param", e->param ? cJSON_CreateString(e->param) : cJSON_CreateNull());
 	put(&ok, err, "code", cJSON_CreateNumber(e->status));
-	return print_whole(o, ok);
+	return srv_json_take(o, ok);
 }
 
 char *srv_models_json(const struct srv *s)
@@ -463,7 +463,7 @@ char *srv_models_json(const struct srv *s)
 	put(&ok, meta, "n_ctx_train", cJSON_CreateNumber(fx_model_n_ctx_train(s->model)));
 	put(&ok, meta, "n_ctx", cJSON_CreateNumber(s->n_ctx_seq));
 	put(&ok, meta, "arch", cJSON_CreateString(fx_model_arch_name(s->model)));
-	return print_whole(o, ok);
+	return srv_json_take(o, ok);
 }
 
 char *srv_tokenize_json(const struct srv *s, const fx_token *t, size_t n, bool pieces)
@@ -486,5 +486,5 @@ char *srv_tokenize_json(const struct srv *s, const fx_token *t, size_t n, bool p
 		/* a piece that is no valid UTF-8 goes as its bytes (llama.cpp) */
 		put(&ok, p, "piece", srv_utf8_valid(buf, pn) ? cJSON_CreateString(buf) : piece_bytes(buf, pn, &ok));
 	}
-	return print_whole(o, ok);
+	return srv_json_take(o, ok);
 }

@@ -39,6 +39,14 @@ struct srv_buf {
 bool srv_buf_add(struct srv_buf *b, const void *s, size_t n);
 void srv_buf_free(struct srv_buf *b);
 
+/* JSON bodies (respond.c). srv_json_take: o printed unformatted
+ * (malloc'ed), or NULL when !ok or o is NULL or printing fails; o is
+ * deleted either way (ok: false once any step of building o failed).
+ * srv_sse_event: "data: <o>\n\n" appended to out, whole or not at all
+ * (false: out of memory, out unchanged); o deleted. */
+char *srv_json_take(cJSON *o, bool ok);
+bool srv_sse_event(struct srv_buf *out, cJSON *o, bool ok);
+
 /* ---- request parameters (request.c) ---- */
 
 #define SRV_MAX_STOP 16       /* more stop strings: 400 */
