@@ -32,12 +32,14 @@ set_target_properties(ferrox_static PROPERTIES OUTPUT_NAME ferrox LINKER_LANGUAG
 target_include_directories(ferrox_static INTERFACE ${CMAKE_SOURCE_DIR}/include)
 target_link_libraries(ferrox_static INTERFACE ${FX_LIB_DEPS})
 
-# Installed with the header and a pkg-config file (pkg-config --static
-# --libs ferrox gives the archive's link line).
+# Installed with the header and two pkg-config files: ferrox (the shared
+# library) and ferrox-static (the archive by path, then its dependencies).
 include(GNUInstallDirs)
 file(RELATIVE_PATH FX_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
 configure_file(${CMAKE_SOURCE_DIR}/cmake/ferrox.pc.in ${CMAKE_BINARY_DIR}/ferrox.pc @ONLY)
+configure_file(${CMAKE_SOURCE_DIR}/cmake/ferrox-static.pc.in ${CMAKE_BINARY_DIR}/ferrox-static.pc @ONLY)
 install(TARGETS ferrox_shared ferrox_static
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${CMAKE_SOURCE_DIR}/include/ferrox.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES ${CMAKE_BINARY_DIR}/ferrox.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(FILES ${CMAKE_BINARY_DIR}/ferrox.pc ${CMAKE_BINARY_DIR}/ferrox-static.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

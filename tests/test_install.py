@@ -87,7 +87,8 @@ def body(build, prefix, model):
     libdir = os.path.dirname(pcdirs[0])
     for rel in ("bin/ferrox", "bin/ferrox-serve", "include/ferrox.h"):
         check(os.path.isfile(os.path.join(prefix, rel)), f"installed {rel}")
-    for name in ("libferrox.so", "libferrox.so.0", "libferrox.a", "pkgconfig/ferrox.pc"):
+    for name in ("libferrox.so", "libferrox.so.0", "libferrox.a", "pkgconfig/ferrox.pc",
+                 "pkgconfig/ferrox-static.pc"):
         check(os.path.exists(os.path.join(libdir, name)), f"installed {os.path.basename(libdir)}/{name}")
     ferrox = os.path.join(prefix, "bin", "ferrox")
     r = run([ferrox, "--help"])
@@ -98,10 +99,11 @@ def body(build, prefix, model):
 
     env = dict(os.environ, PKG_CONFIG_PATH=pcdirs[0])
     flags = run(["pkg-config", "--cflags", "--libs", "ferrox"], env=env)
-    sflags = run(["pkg-config", "--static", "--cflags", "--libs", "ferrox"], env=env)
+    sflags = run(["pkg-config", "--cflags", "--libs", "ferrox-static"], env=env)
     check(flags.returncode == 0 and prefix in flags.stdout, "pkg-config points into the prefix",
           flags.stdout + flags.stderr)
-    check(sflags.returncode == 0, "pkg-config --static", sflags.stderr)
+    check(sflags.returncode == 0 and "libferrox.a" in sflags.stdout, "pkg-config ferrox-static: the archive",
+          sflags.stdout + sflags.stderr)
 
     doc = open(os.path.join(ROOT, "docs", "API.md"), encoding="utf-8").read()
     examples = dict(re.findall(r"<!-- example: (\w+) -->\n```c\n(.*?)```", doc, re.S))
@@ -123,11 +125,9 @@ def body(build, prefix, model):
     if "generate" in examples:
         # The archive: the program carries the library; no libferrox.so needed.
         exe = os.path.join(work, "generate_static")
-        r = run(["cc", "-std=c11", "-O1", os.path.join(work, "generate.c"), "-o", exe,
-                 "-Wl,-Bstatic"] + [a for a in sflags.stdout.split() if a == f"-L{libdir}" or a == "-lferrox"]
-                + ["-Wl,-Bdynamic"] + [a for a in sflags.stdout.split() if a not in (f"-L{libdir}", "-lferrox")],
+        r = run(["cc", "-std=c11", "-O1", os.path.join(work, "generate.c"), "-o", exe] + sflags.stdout.split(),
                 env=env)
-        check(r.returncode == 0, "generate.c links statically (pkg-config --static)", r.stderr[-2000:])
+        check(r.returncode == 0, "generate.c links statically (pkg-config ferrox-static)", r.stderr[-2000:])
         if r.returncode == 0:
             ldd = run(["ldd", exe])
             check("libferrox" not in ldd.stdout, "the static program needs no libferrox.so", ldd.stdout)

@@ -9,7 +9,7 @@ else (README, "Libraries").
 """
 import ctypes
 import os
-from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_float, c_int, c_int32, c_int64,
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p, c_float, c_int, c_int32, c_int64,
                     c_size_t, c_uint8, c_uint32, c_uint64, c_void_p)
 
 __all__ = ["lib", "path", "STRUCTS", "has_embed"]
@@ -37,8 +37,20 @@ class FxErr(Structure):
     _fields_ = [("code", c_int), ("msg", c_char * 512)]
 
 
+# bool (*progress)(float p, void *arg): fx_model_params.progress
+FX_PROGRESS_FN = CFUNCTYPE(c_bool, c_float, c_void_p)
+
+
 class FxModelParams(Structure):
-    _fields_ = [("size", c_size_t), ("vocab_only", c_bool), ("quant", c_char_p), ("repack", c_bool)]
+    _fields_ = [
+        ("size", c_size_t),
+        ("vocab_only", c_bool),
+        ("quant", c_char_p),
+        ("repack", c_bool),
+        ("no_mmap", c_bool),
+        ("progress", FX_PROGRESS_FN),
+        ("progress_arg", c_void_p),
+    ]
 
 
 class FxContextParams(Structure):

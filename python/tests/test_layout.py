@@ -32,6 +32,11 @@ def c_fields(src, name):
         decl = decl.strip()
         if not decl:
             continue
+        # a function pointer: "bool (*progress)(float p, void *arg)"
+        fn = re.search(r"\(\s*\*\s*(\w+)\s*\)\s*\(", decl)
+        if fn:
+            names.append(fn.group(1))
+            continue
         # "size_t off, len" / "char msg[512]" / "const fx_token *tokens"
         head, *rest = decl.split(",")
         for d in [head] + rest:
