@@ -116,6 +116,11 @@ def test_unknown(binary):
     r = ferrox(binary, "run", "-m", SMOL, "--frobnicate-widely")
     check(r.returncode == 2 and "'--frobnicate-widely'" in r.stderr and "did you mean" not in r.stderr,
           f"a far flag: named, nothing suggested: {r.stderr!r}")
+    r = ferrox(binary, "run", "-m", SMOL, "-cnv")
+    check(r.returncode == 2 and "ferrox chat" in r.stderr and "did you mean" not in r.stderr,
+          f"a llama.cpp flag ferrox lacks: what to do instead, no misleading suggestion: {r.stderr!r}")
+    r = ferrox(binary, "serve", SMOL)
+    check(r.returncode == 2 and "-m MODEL" in r.stderr, f"a positional argument: use -m: {r.stderr!r}")
     r = ferrox(binary, "run", "-m", SMOL, "-p", "x", "-fa", "sometimes")
     check(r.returncode == 2 and "on, off or auto" in r.stderr, f"-fa with a bad value: {r.stderr!r}")
     for cmd in ("run", "chat", "serve"):
@@ -155,11 +160,13 @@ def test_smol(binary):
         check(False, f"plain reply too short for the -r check: {plain!r}")
     # -b / -ub, -fa / -ngl, --no-mmap, --mlock: the same text
     for extra in (("-b", "5", "-ub", "3", "-fa", "on", "-ngl", "99", "--no-warmup"), ("-ub", "1"),
-                  ("--no-mmap", "--mlock")):
+                  ("--no-mmap", "--mlock"), ("-fa", "off", "-ngl", "0", "-tb", "2")):
         out, e, *_ = run(binary, SMOL, "-p", CHAT_PROMPT, *extra, n=48)
         check(out == plain, f"{' '.join(extra)}: same text: {out!r}")
-        if "-fa" in extra:
-            check(e.count("no GPU backend") == 1, f"-fa/-ngl: one notice: {e!r}")
+        if "on" in extra:
+            check(e.count("no GPU backend") == 1 and "-ngl and -fa" in e, f"-fa/-ngl: one notice naming both: {e!r}")
+        if "off" in extra:
+            check("GPU" not in e, f"-fa off / -ngl 0 ask nothing of a GPU: no notice: {e!r}")
         if "--mlock" in extra:
             check("warning" not in e or "ulimit" in e, f"--mlock: locked, or a warning naming the limit: {e!r}")
     # chat: -p is the first message: the reply run gives for the prompt

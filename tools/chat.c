@@ -45,7 +45,7 @@ struct chat_opts {
 /* Every flag `ferrox chat` takes (cli_flag_known). */
 static const char *const chat_own_flags[] = {
 	"-m", "--model", "-md", "--model-draft", "--spec-draft-model", "--template", "--system", "-n",
-	"--n-predict", "-c", "--ctx-size", "-t", "--threads", "-p", "--prompt", "-f", "--file", "-sp",
+	"--n-predict", "--predict", "-c", "--ctx-size", "-t", "--threads", "-p", "--prompt", "-f", "--file", "-sp",
 	"--special", "-e", "--escape", "--no-escape", "-r", "--reverse-prompt", "--ignore-eos",
 	"--context-shift", "--no-context-shift", "--chat-template", "--chat-template-file", "-sys",
 	"--system-prompt", "--jinja", "-h", "--help", NULL,
@@ -132,7 +132,7 @@ static int parse(int argc, char **argv, struct chat_opts *o)
 			o->ignore_eos = true;
 		} else if (!strcmp(a, "--context-shift") || !strcmp(a, "--no-context-shift")) {
 			o->context_shift = !strcmp(a, "--context-shift");
-		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict") || !strcmp(a, "--predict")) {
 			VAL(); if (!cli_int(a, v, 1, 1 << 30, &o->n_predict)) return 2;
 		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
 			VAL(); if (!cli_int(a, v, 0, 1 << 24, &o->n_ctx)) return 2;

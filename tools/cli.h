@@ -127,11 +127,13 @@ const char *cli_closest(const char *arg, const char *const *const *sets);
  * physical batch), -fa/--flash-attn on|off|auto and -ngl/--gpu-layers N
  * (accepted; no GPU backend yet), --no-warmup/--warmup (no warm-up pass to
  * skip), --no-mmap/--mmap, --mlock and -lm/--load-mode (llama.cpp's newer
- * spelling of the two). */
+ * spelling of the two), -tb/--threads-batch N (ferrox's -t threads serve
+ * prefill and decode alike: accepted, unused). */
 struct cli_compat {
 	long long n_batch, n_ubatch; /* 2048, 512 (llama.cpp's defaults) */
 	bool no_mmap, mlock;
-	const char *gpu_flag;        /* -fa / -ngl as given (for the notice), or NULL */
+	const char *gpu_fa, *gpu_ngl; /* -fa on / -ngl N > 0 as given (for the notice), or NULL:
+				       * off, auto and 0 ask nothing of a GPU */
 };
 extern const char cli_compat_help[];
 void cli_compat_init(struct cli_compat *c);

@@ -28,7 +28,28 @@ const char *const cli_spec_flags[] = {
 const char *const cli_compat_flags[] = {
 	"-b", "--batch-size", "-ub", "--ubatch-size", "-fa", "--flash-attn", "-ngl", "--gpu-layers",
 	"--n-gpu-layers", "--warmup", "--no-warmup", "--mmap", "--no-mmap", "--mlock", "-lm",
-	"--load-mode", NULL,
+	"--load-mode", "-tb", "--threads-batch", NULL,
+};
+
+/* llama.cpp flags a user may bring that ferrox does not take, with what to
+ * do instead: said in place of a "did you mean" that would mislead
+ * ("-cnv" is one edit from "-ctv"). */
+static const struct {
+	const char *flag, *hint;
+} cli_foreign[] = {
+	{ "-cnv", "for a conversation use `ferrox chat` (run is one completion)" },
+	{ "--conversation", "for a conversation use `ferrox chat` (run is one completion)" },
+	{ "-i", "for a conversation use `ferrox chat`" },
+	{ "--interactive", "for a conversation use `ferrox chat`" },
+	{ "-no-cnv", "run never converses: drop the flag" },
+	{ "--no-conversation", "run never converses: drop the flag" },
+	{ "-hf", "ferrox loads local files (-m FILE); scripts/get-model.sh fetches the default models" },
+	{ "--hf-repo", "ferrox loads local files (-m FILE); scripts/get-model.sh fetches the default models" },
+	{ "--presence-penalty", "not a CLI sampler here; the server takes presence_penalty per request" },
+	{ "--frequency-penalty", "not a CLI sampler here; the server takes frequency_penalty per request" },
+	{ "--mirostat", "mirostat is not implemented; --temp/--top-k/--top-p/--min-p are" },
+	{ "--samplers", "the chain is llama.cpp's default order, not configurable" },
+	{ "--color", "ferrox prints no colours" },
 };
 
 const char cli_compat_help[] =
@@ -37,6 +58,7 @@ const char cli_compat_help[] =
 	"  -fa, --flash-attn on|off|auto, -ngl, --gpu-layers N|auto|all\n"
 	"                         accepted for llama.cpp's command lines: ferrox has no GPU\n"
 	"                         backend yet (its CPU attention always works in chunks)\n"
+	"  -tb, --threads-batch N accepted: -t threads run prefill and decode alike\n"
 	"  --no-warmup            accepted: ferrox runs no warm-up pass\n"
 	"  --no-mmap              read the model file into memory instead of mapping it\n"
 	"  --mlock                keep the model's memory resident (mlock; may need a higher\n"
@@ -100,6 +122,18 @@ const char *cli_closest(const char *arg, const char *const *const *sets)
 
 void cli_flag_unknown(const char *cmd, const char *const *const *sets, const char *arg)
 {
+	if (arg[0] != '-') {
+		fprintf(stderr, "error: unexpected argument '%s': options start with '-' (a model is "
+			"-m MODEL; see ferrox %s --help)\n", arg, cmd);
+		return;
+	}
+	for (size_t k = 0; k < sizeof(cli_foreign) / sizeof(cli_foreign[0]); k++) {
+		if (!strcmp(arg, cli_foreign[k].flag)) {
+			fprintf(stderr, "error: ferrox %s does not take llama.cpp's %s: %s\n", cmd, arg,
+				cli_foreign[k].hint);
+			return;
+		}
+	}
 	const char *best = cli_closest(arg, sets);
 	if (best)
 		fprintf(stderr, "error: unknown option '%s'; did you mean %s? (see ferrox %s --help)\n", arg,
@@ -150,16 +184,22 @@ int cli_compat_opt(int argc, char **argv, int *i, struct cli_compat *c)
 			fprintf(stderr, "error: %s wants on, off or auto, got '%s'\n", a, v);
 			return -1;
 		}
-		c->gpu_flag = a;
+		c->gpu_fa = is_truthy(v) ? a : NULL;
 		return 1;
 	}
 	if (!strcmp(a, "-ngl") || !strcmp(a, "--gpu-layers") || !strcmp(a, "--n-gpu-layers")) {
 		if (!(v = cli_value(argc, argv, i)))
 			return -1;
-		if (strcmp(v, "auto") && strcmp(v, "all") && !cli_int(a, v, -2, 1 << 20, &n))
+		bool word = !strcmp(v, "auto") || !strcmp(v, "all");
+		if (!word && !cli_int(a, v, -2, 1 << 20, &n))
 			return -1;
-		c->gpu_flag = a;
+		c->gpu_ngl = word || n > 0 ? a : NULL;
 		return 1;
+	}
+	if (!strcmp(a, "-tb") || !strcmp(a, "--threads-batch")) {
+		if (!(v = cli_value(argc, argv, i)) || !cli_int(a, v, -1, 1 << 10, &n))
+			return -1;
+		return 1; /* one thread count (-t) serves prefill and decode */
 	}
 	if (!strcmp(a, "--no-warmup") || !strcmp(a, "--warmup"))
 		return 1; /* nothing to warm: ferrox's first step is no slower to set up */
@@ -188,8 +228,10 @@ int cli_compat_opt(int argc, char **argv, int *i, struct cli_compat *c)
 
 void cli_compat_apply(const struct cli_compat *c, struct fx_model_params *mp, uint32_t *n_ubatch)
 {
-	if (c->gpu_flag)
-		fprintf(stderr, "ferrox: %s: no GPU backend yet; everything runs on the CPU\n", c->gpu_flag);
+	if (c->gpu_fa || c->gpu_ngl)
+		fprintf(stderr, "ferrox: %s%s%s: no GPU backend yet; everything runs on the CPU\n",
+			c->gpu_ngl ? c->gpu_ngl : "", c->gpu_ngl && c->gpu_fa ? " and " : "",
+			c->gpu_fa ? c->gpu_fa : "");
 	mp->no_mmap = c->no_mmap; /* --mlock: the caller's fx_model_lock after the load */
 	if (n_ubatch) /* as llama.cpp: the physical batch is at most the logical one */
 		*n_ubatch = (uint32_t)(c->n_ubatch < c->n_batch ? c->n_ubatch : c->n_batch);

@@ -28,7 +28,7 @@ struct run_opts {
  * against these before parse() matches it. */
 static const char *const run_own_flags[] = {
 	"-m", "--model", "-md", "--model-draft", "--spec-draft-model", "-p", "--prompt", "-f", "--file",
-	"-n", "--n-predict", "-c", "--ctx-size", "-t", "--threads", "--cache-type-k", "-ctk",
+	"-n", "--n-predict", "--predict", "-c", "--ctx-size", "-t", "--threads", "--cache-type-k", "-ctk",
 	"--cache-type-v", "-ctv", "--quant", "--echo", "--context-shift", "--no-context-shift", "--keep",
 	"-sp", "--special", "-e", "--escape", "--no-escape", "-r", "--reverse-prompt", "--ignore-eos",
 	"--chat-template", "--chat-template-file", "-sys", "--system-prompt", "--jinja",
@@ -109,7 +109,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			o->ignore_eos = true;
 		} else if (!strcmp(a, "-r") || !strcmp(a, "--reverse-prompt")) {
 			VAL(); if (!cli_reverse_add(&o->rev, a, v)) return 2;
-		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict") || !strcmp(a, "--predict")) {
 			VAL(); if (!cli_int(a, v, -1, 1 << 30, &o->n_predict)) return 2;
 		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
 			VAL(); if (!cli_int(a, v, 0, 1 << 24, &o->n_ctx)) return 2;

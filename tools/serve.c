@@ -77,7 +77,9 @@ static void usage(FILE *f)
 		"                    [--embeddings [--pooling last|mean|cls]]\n"
 		"OpenAI-compatible server: POST /v1/completions, /v1/chat/completions, /tokenize,\n"
 		"/detokenize; GET /v1/models, /health, /metrics. --parallel sequences are decoded\n"
-		"together; --ctx-size is the context of each (default: the model's, at most 4096);\n"
+		"together; --ctx-size (vLLM's --max-model-len) is the context of each (default: the\n"
+		"model's, at most 4096); --jinja, --metrics and -cb/--cont-batching are accepted:\n"
+		"ferrox always does those;\n"
 		"--queue requests may wait (default 4 x --parallel), then 503. --timeout: seconds\n"
 		"an idle connection is kept (default 600). SIGTERM or Ctrl-C drains (a second one\n"
 		"quits at once). --chat-template NAME: a built-in chat template by llama.cpp's name\n"
@@ -128,7 +130,7 @@ static const char *const serve_own_flags[] = {
 	"--generation-config", "--block-size", "--served-model-name", "--alias", "-a",
 	"--kv-events-endpoint", "--kv-events-replay-endpoint", "--kv-events-topic", "--kv-events-config",
 	"-t", "--threads", "-sp", "--special", "--context-shift", "--no-context-shift", "--ignore-eos",
-	"--chat-template", "--jinja", "--slot-save-path", "--embeddings", "--embedding", "--pooling", NULL,
+	"--chat-template", "--jinja", "--metrics", "-cb", "--cont-batching", "--max-model-len", "--slot-save-path", "--embeddings", "--embedding", "--pooling", NULL,
 };
 static const char *const *const serve_flags[] = { serve_own_flags, cli_spec_flags, cli_compat_flags, NULL };
 
@@ -162,7 +164,7 @@ int cmd_serve(int argc, char **argv)
 			VAL(); if (!cli_int(a, v, 0, 65535, &n)) return 2; p.port = (int32_t)n;
 		} else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
 			VAL(); if (!cli_int(a, v, 1, 256, &n)) return 2; p.n_parallel = (int32_t)n;
-		} else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c")) {
+		} else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c") || !strcmp(a, "--max-model-len")) {
 			VAL(); if (!cli_int(a, v, 0, 1 << 22, &n)) return 2; p.n_ctx_seq = (uint32_t)n;
 		} else if (!strcmp(a, "--api-key")) {
 			VAL(); p.api_key = v;
@@ -176,8 +178,10 @@ int cmd_serve(int argc, char **argv)
 			VAL(); tmpl_path = v;
 		} else if (!strcmp(a, "--chat-template")) {
 			VAL(); tmpl_name = v;
-		} else if (!strcmp(a, "--jinja")) {
-			/* llama.cpp's switch to its Jinja engine: ferrox has no other */
+		} else if (!strcmp(a, "--jinja") || !strcmp(a, "--metrics") || !strcmp(a, "-cb") ||
+			   !strcmp(a, "--cont-batching")) {
+			/* llama.cpp's switches for what ferrox always does: its Jinja
+			 * engine, /metrics, continuous batching */
 		} else if (!strcmp(a, "--reasoning-format")) {
 			VAL();
 			if (strcmp(v, "auto") && strcmp(v, "none") && strcmp(v, "deepseek")) {
