@@ -125,6 +125,12 @@ FX_API int32_t fx_model_n_mtp(const struct fx_model *m);
  * speed (the roofline). *n_params: weight elements. */
 FX_API void fx_model_weight_bytes(const struct fx_model *m, uint64_t *total, uint64_t *per_token,
 				  uint64_t *n_params);
+/* Multiply-accumulates of the weight matrices for one token: *layers
+ * through every layer (MoE: n_expert_used experts; dense matrices only,
+ * not attention's own scores and sums, which grow with the context), and
+ * *lm_head for one row of logits. Over a step's time this is the compute a
+ * prefill or batched decode runs at (ferrox bench's compute roofline). */
+FX_API void fx_model_macs(const struct fx_model *m, uint64_t *layers, uint64_t *lm_head);
 
 /* Human-readable report of a GGUF file (architecture, sizes, tensor types
  * with counts, tokenizer kind, chat template present). *report is
@@ -240,8 +246,44 @@ struct fx_context_params {
 
 /* Which compute kernels a context runs. AUTO picks the fastest set the CPU
  * supports (AVX2/FMA/F16C on x86-64); PORTABLE forces the scalar C oracle
- * (slow; for checking the SIMD kernels end to end). */
-enum fx_kernels { FX_KERNELS_AUTO = 0, FX_KERNELS_PORTABLE = 1 };
+ * (slow; for checking the SIMD kernels end to end). AVX2, AVXVNNI and
+ * AVX512 ask for one x86 set by name (all read the same repacked weights
+ * and give the same bits): to measure a set on a CPU that has a later one,
+ * as an older CPU would run it. A set this CPU or build lacks is
+ * FX_E_UNSUPPORTED at fx_context_create. */
+enum fx_kernels {
+	FX_KERNELS_AUTO = 0,
+	FX_KERNELS_PORTABLE = 1,
+	FX_KERNELS_AVX2 = 2,
+	FX_KERNELS_AVXVNNI = 3,
+	FX_KERNELS_AVX512 = 4,
+};
+
+/* The kernel set ctx runs, by its fx_kernels_built name ("avx512", ...;
+ * static). */
+FX_API const char *fx_context_kernels(const struct fx_context *ctx);
+
+/* *kernels = the enum fx_kernels value named name ("auto", "portable",
+ * "avx2", "avxvnni", "avx512": fx_kernels_built's names). Errors:
+ * FX_E_INVALID for any other name (*kernels untouched). */
+FX_API int fx_kernels_from_name(const char *name, int32_t *kernels);
+
+/* The compute roofline's peak: *macs_per_s, the u8 x s8 multiply-
+ * accumulates per second this CPU does on n_threads threads (1..256) at
+ * once with the integer dot-product instruction the kernel set `kernels`
+ * (enum fx_kernels) builds its sums from: AVX2 vpmaddubsw ymm, AVX-VNNI
+ * vpdpbusd ymm, AVX-512 vpdpbusd zmm or ymm (the faster), portable C's
+ * int8 multiply-add. Chains of that instruction alone, independent, best
+ * of five runs of ~10-20 ms per thread: no kernel of the set, which also
+ * loads, unpacks and scales, can exceed it (AVX2's kernels also widen with
+ * vpmaddwd on the same ports: at most about half to two thirds of it).
+ * *instr (may be NULL): a static string naming the instruction. Takes
+ * about 0.1-0.3 s. Errors: FX_E_INVALID (n_threads, kernels),
+ * FX_E_UNSUPPORTED (a set this CPU or build lacks), FX_E_NOMEM (a thread
+ * could not start). As llama.cpp has no such probe, the method is our own
+ * (uops.info's throughput tables are what it should agree with). */
+FX_API int fx_kernels_peak(int32_t kernels, int32_t n_threads, double *macs_per_s,
+			   const char **instr, struct fx_err *err);
 
 /* The kernel sets this build has, in order of preference, space-separated
  * ("portable avx2 avxvnni avx512" on an x86-64 build whose compiler knows

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "ferrox.h"
@@ -29,7 +30,7 @@ static int parse_list(const char *s, long long *out, int cap)
 
 /* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
 static const char *const batched_bench_flag_names[] = {
-	"-m", "--model", "-npp", "-ntg", "-npl", "-t", "--threads", "-ub", "--ubatch", "-h", "--help", NULL,
+	"-m", "--model", "-npp", "-ntg", "-npl", "-t", "--threads", "-ub", "--ubatch", "--kernels", "-h", "--help", NULL,
 };
 static const char *const *const batched_bench_flags[] = { batched_bench_flag_names, NULL };
 
@@ -38,6 +39,7 @@ int cmd_batched_bench(int argc, char **argv)
 	const char *path = NULL;
 	long long npp = 128, ntg = 128, threads = 0, ubatch = 512, npl[32] = { 1, 2, 4, 8, 16 };
 	int n_npl = 5;
+	int32_t kernels = FX_KERNELS_AUTO;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
@@ -57,9 +59,18 @@ int cmd_batched_bench(int argc, char **argv)
 			VAL(); if (!cli_int(a, v, 0, 256, &threads)) return 2;
 		} else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch")) {
 			VAL(); if (!cli_int(a, v, 1, 1 << 16, &ubatch)) return 2;
+		} else if (!strcmp(a, "--kernels")) {
+			VAL();
+			if (fx_kernels_from_name(v, &kernels) || kernels == FX_KERNELS_PORTABLE) {
+				fprintf(stderr, "error: --kernels wants one of %s but portable, got '%s'\n",
+					fx_kernels_built(), v);
+				return 2;
+			}
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox batched-bench -m MODEL [-npp 128] [-ntg 128] "
-			       "[-npl 1,2,4,8,16] [-t N] [-ub 512]\n");
+			       "[-npl 1,2,4,8,16] [-t N] [-ub 512] [--kernels SET]\n"
+			       "llama-batched-bench's table, then each row's weight multiply-adds per\n"
+			       "second against the kernel set's measured peak (ferrox bench --help).\n");
 			return 0;
 		} else {
 			cli_flag_unknown("batched-bench", batched_bench_flags, a);
@@ -86,7 +97,11 @@ int cmd_batched_bench(int argc, char **argv)
 	fx_token *bt = malloc(rows * sizeof(*bt));
 	fx_seq *ids = malloc((size_t)max_npl * sizeof(*ids));
 	int status = 1;
-	if (!bs || !bt || !ids) {
+	/* per row: S_PP and S_TG in weight GMAC/s, after the table */
+	double *gmac = calloc((size_t)n_npl * 2, sizeof(double));
+	int nth = threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	const char *kname = "";
+	if (!bs || !bt || !ids || !gmac) {
 		fprintf(stderr, "error: no memory\n");
 		goto out;
 	}
@@ -103,6 +118,7 @@ int cmd_batched_bench(int argc, char **argv)
 		cp.n_ctx = (uint32_t)((B * (npp + ntg) + 15) / 16 * 16 + 16 * B);
 		cp.n_ubatch = (uint32_t)ubatch;
 		cp.n_threads = (int32_t)threads;
+		cp.kernels = kernels;
 		if (fx_context_create(m, &cp, &ctx, &err)) {
 			fprintf(stderr, "error: %s\n", err.msg);
 			goto out;
@@ -140,10 +156,28 @@ int cmd_batched_bench(int argc, char **argv)
 		       npp, ntg, B, B * (npp + ntg), t_pp, npp_all / t_pp, t_tg, ntg_all / t_tg,
 		       t_pp + t_tg, (npp_all + ntg_all) / (t_pp + t_tg));
 		fflush(stdout);
+		uint64_t lay, head;
+		fx_model_macs(m, &lay, &head);
+		gmac[2 * k] = ((double)lay * npp_all + (double)head * (double)B) / t_pp / 1e9;
+		gmac[2 * k + 1] = ((double)lay + (double)head) * ntg_all / t_tg / 1e9;
+		kname = fx_context_kernels(ctx);
 		fx_context_free(ctx);
+	}
+	double peak = 0;
+	const char *instr = "";
+	if (fx_kernels_peak(kernels, nth, &peak, &instr, &err)) {
+		fprintf(stderr, "warning: no compute peak: %s\n", err.msg);
+	} else {
+		printf("\ncompute roofline (%s set): %s on %d threads, %.1f GMAC/s measured\n", kname,
+		       instr, nth, peak / 1e9);
+		for (int k = 0; k < n_npl; k++)
+			printf("B=%lld: prefill %.1f GMAC/s (%.0f%%), generation %.1f GMAC/s (%.0f%%)\n",
+			       npl[k], gmac[2 * k], 100.0 * gmac[2 * k] * 1e9 / peak, gmac[2 * k + 1],
+			       100.0 * gmac[2 * k + 1] * 1e9 / peak);
 	}
 	status = 0;
 out:
+	free(gmac);
 	free(bs);
 	free(bt);
 	free(ids);

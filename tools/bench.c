@@ -155,7 +155,7 @@ static const char *base_name(const char *p)
 
 /* The flags, for the unknown-flag message's suggestion (cli_flag_unknown). */
 static const char *const bench_flag_names[] = {
-	"-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "-t", "--threads", "-b", "-ub", "--batch-size", "-o", "--output", "--portable", "-h", "--help", NULL,
+	"-m", "--model", "-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "-t", "--threads", "-b", "-ub", "--batch-size", "-o", "--output", "--portable", "--kernels", "-h", "--help", NULL,
 };
 static const char *const *const bench_flags[] = { bench_flag_names, NULL };
 
@@ -164,6 +164,7 @@ int cmd_bench(int argc, char **argv)
 	const char *path = NULL, *fmt = "md";
 	long long n_prompt = 512, n_gen = 128, reps = 5, threads = 0, n_batch = 512;
 	bool portable = false;
+	int32_t kernels = FX_KERNELS_AUTO;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 #define VAL() do { if (!(v = cli_value(argc, argv, &i))) return 2; } while (0)
@@ -187,14 +188,26 @@ int cmd_bench(int argc, char **argv)
 			}
 		} else if (!strcmp(a, "--portable")) {
 			portable = true;
+		} else if (!strcmp(a, "--kernels")) {
+			VAL();
+			if (fx_kernels_from_name(v, &kernels)) {
+				fprintf(stderr, "error: --kernels wants one of %s, got '%s'\n",
+					fx_kernels_built(), v);
+				return 2;
+			}
+			portable = portable || kernels == FX_KERNELS_PORTABLE;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [-b 512] [-o md|json]\n"
 			       "pp: -p random ids from an empty cache in -b chunks; tg: -n single-token\n"
 			       "steps from an empty cache; mean +- sd of tokens/s over -r runs after one\n"
-			       "warm-up (llama-bench's method). Also peak RSS and the decode roofline.\n"
+			       "warm-up (llama-bench's method). Also peak RSS, the decode (bandwidth)\n"
+			       "roofline and the compute roofline: pp's weight multiply-adds per second\n"
+			       "against this CPU's measured peak for the kernel set's dot instruction.\n"
 			       "  -t N         threads (0, the default: one per core)\n"
 			       "  -b N         prompt tokens per forward step (512)\n"
-			       "  --portable   the portable C kernels instead of the SIMD ones\n");
+			       "  --portable   the portable C kernels instead of the SIMD ones\n"
+			       "  --kernels S  one kernel set by name (%s; default: the best)\n",
+			       fx_kernels_built());
 			return 0;
 		} else {
 			cli_flag_unknown("bench", bench_flags, a);
@@ -222,7 +235,7 @@ int cmd_bench(int argc, char **argv)
 	cp.n_ctx = (uint32_t)(n_prompt > n_gen ? n_prompt : n_gen) + 1;
 	cp.n_ubatch = (uint32_t)n_batch;
 	cp.n_threads = (int32_t)threads;
-	cp.kernels = portable ? FX_KERNELS_PORTABLE : FX_KERNELS_AUTO;
+	cp.kernels = portable ? FX_KERNELS_PORTABLE : kernels;
 	if (fx_context_create(m, &cp, &ctx, &err)) {
 		fprintf(stderr, "error: %s\n", err.msg);
 		fx_model_free(m);
@@ -271,7 +284,19 @@ int cmd_bench(int argc, char **argv)
 		double bw = bandwidth_probe(nth);
 		struct stats sp = stats_of(pp, (int)reps), st = stats_of(tg, (int)reps);
 		double roof = bw > 0 ? bw / (double)step : 0;
+		/* the compute roofline: pp's weight MACs (each chunk's last row
+		 * through the LM head) over the set's measured peak */
+		uint64_t lay, head;
+		fx_model_macs(m, &lay, &head);
+		double peak = 0, pp_macs = 0;
+		const char *instr = "";
+		if (fx_kernels_peak(cp.kernels, nth, &peak, &instr, &err))
+			fprintf(stderr, "warning: no compute peak: %s\n", err.msg);
+		if (n_prompt > 0)
+			pp_macs = sp.mean * ((double)lay + (double)head *
+					     (double)((n_prompt + n_batch - 1) / n_batch) / (double)n_prompt);
 		const char *name = base_name(path);
+		const char *kernels_name = fx_context_kernels(ctx);
 		if (!strcmp(fmt, "json")) {
 			printf("{\"model\": \"%s\", \"arch\": \"%s\", \"params\": %llu, \"weight_bytes\": %llu,"
 			       " \"threads\": %d, \"n_prompt\": %lld, \"n_gen\": %lld, \"reps\": %lld,"
@@ -279,12 +304,15 @@ int cmd_bench(int argc, char **argv)
 			       " \"peak_rss_bytes\": %.0f, \"kv_bytes\": %llu, \"scratch_bytes\": %llu,"
 			       " \"rss_ratio\": %.4f, \"decode_bytes_per_token\": %llu,"
 			       " \"bandwidth_bytes_per_s\": %.0f, \"tg_roofline_tps\": %.3f,"
-			       " \"tg_roofline_share\": %.4f, \"kernels\": \"%s\"}\n",
+			       " \"tg_roofline_share\": %.4f, \"kernels\": \"%s\","
+			       " \"peak_macs_per_s\": %.0f, \"peak_instr\": \"%s\","
+			       " \"pp_macs_per_s\": %.0f, \"pp_compute_share\": %.4f}\n",
 			       name, fx_model_arch_name(m), (unsigned long long)nparams,
 			       (unsigned long long)wbytes, nth, n_prompt, n_gen, reps, sp.mean, sp.sd,
 			       st.mean, st.sd, rss, (unsigned long long)kvb, (unsigned long long)scr,
 			       rss / expect, (unsigned long long)step, bw, roof,
-			       roof > 0 && n_gen > 0 ? st.mean / roof : 0, portable ? "portable" : "auto");
+			       roof > 0 && n_gen > 0 ? st.mean / roof : 0, kernels_name, peak, instr,
+			       pp_macs, peak > 0 ? pp_macs / peak : 0);
 		} else {
 			if (portable)
 				printf("(portable C kernels, plain weight rows)\n\n");
@@ -306,6 +334,14 @@ int cmd_bench(int argc, char **argv)
 			if (n_gen > 0)
 				printf("; tg is %.0f%% of it", roof > 0 ? 100.0 * st.mean / roof : 0);
 			printf("\n");
+			if (peak > 0) {
+				printf("compute roofline: %s on %d threads, %.1f GMAC/s measured", instr,
+				       nth, peak / 1e9);
+				if (n_prompt > 0)
+					printf("; pp%lld runs %.1f GMAC/s of weight products, %.0f%% of it",
+					       n_prompt, pp_macs / 1e9, 100.0 * pp_macs / peak);
+				printf("\n");
+			}
 		}
 	}
 	free(ids);

@@ -117,6 +117,11 @@ static int kv_for(struct fx_context *c, const struct fx_context_params *p, struc
 	return rc;
 }
 
+const char *fx_context_kernels(const struct fx_context *ctx)
+{
+	return kern_isa_name(ctx->kernels.isa);
+}
+
 int fx_context_create(const struct fx_model *m, const struct fx_context_params *p,
 		      struct fx_context **out, struct fx_err *err)
 {
@@ -160,6 +165,9 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 	 * target's), so an MTP context keeps its rows per sequence. */
 	if (p->mtp && p->kv_layout != FX_KV_CONTIGUOUS)
 		return fx_fail(err, FX_E_UNSUPPORTED, "an MTP context uses the contiguous KV layout");
+	enum kern_isa isa;
+	if ((rc = kern_isa_of(p->kernels, &isa, err)))
+		return rc;
 	if (p->kernels == FX_KERNELS_PORTABLE && m->repacked)
 		return fx_fail(err, FX_E_INVALID, "the portable kernels cannot read weights repacked "
 			       "for the SIMD kernels: load the model with fx_model_params.repack = false "
@@ -181,7 +189,7 @@ int fx_context_create(const struct fx_model *m, const struct fx_context_params *
 		goto fail;
 	}
 	/* the kernel set, chosen once: every operator reads this table */
-	kern_set_init(&c->kernels, p->kernels == FX_KERNELS_PORTABLE ? KERN_PORTABLE : kern_isa_best());
+	kern_set_init(&c->kernels, isa);
 	fx_pool_set_kernels(c->pool, &c->kernels);
 	if ((rc = kv_for(c, p, err)))
 		goto fail;

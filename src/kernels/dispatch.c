@@ -3,10 +3,12 @@
 #include "kernels/kern.h"
 
 #include <stdbool.h>
+#include <string.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
 
+#include "core/status.h"
 #include "ferrox.h"
 #include "kernels/generic/generic.h"
 #include "kernels/x86/x86.h"
@@ -94,6 +96,46 @@ const char *fx_kernels_built(void)
 const char *fx_kernels_auto(void)
 {
 	return isa_names[kern_isa_best()];
+}
+
+const char *kern_isa_name(enum kern_isa isa)
+{
+	return isa_names[isa];
+}
+
+int kern_isa_of(int32_t kernels, enum kern_isa *isa, struct fx_err *err)
+{
+	static const enum kern_isa of[] = {
+		[FX_KERNELS_PORTABLE] = KERN_PORTABLE, [FX_KERNELS_AVX2] = KERN_AVX2,
+		[FX_KERNELS_AVXVNNI] = KERN_AVXVNNI, [FX_KERNELS_AVX512] = KERN_AVX512,
+	};
+	if (kernels == FX_KERNELS_AUTO) {
+		*isa = kern_isa_best();
+		return FX_OK;
+	}
+	if (kernels < FX_KERNELS_PORTABLE || kernels > FX_KERNELS_AVX512)
+		return fx_fail(err, FX_E_INVALID, "kernels = %d is not an enum fx_kernels value", (int)kernels);
+	*isa = of[kernels];
+	if (!kern_isa_runs(*isa))
+		return fx_fail(err, FX_E_UNSUPPORTED, "the %s kernel set does not run here (this build "
+			       "has: %s; this CPU runs: %s)", isa_names[*isa], fx_kernels_built(),
+			       fx_kernels_auto());
+	return FX_OK;
+}
+
+int fx_kernels_from_name(const char *name, int32_t *kernels)
+{
+	static const struct { const char *name; int32_t v; } names[] = {
+		{ "auto", FX_KERNELS_AUTO }, { "portable", FX_KERNELS_PORTABLE },
+		{ "avx2", FX_KERNELS_AVX2 }, { "avxvnni", FX_KERNELS_AVXVNNI },
+		{ "avx512", FX_KERNELS_AVX512 },
+	};
+	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i].name)) {
+			*kernels = names[i].v;
+			return FX_OK;
+		}
+	return FX_E_INVALID;
 }
 
 size_t kern_act_row_bytes(const struct kern_set *ks, int vdt, int64_t n)

@@ -177,6 +177,16 @@ int kern_set_init(struct kern_set *ks, enum kern_isa isa);
  * microseconds under a hypervisor): call it when setting up, not per token. */
 enum kern_isa kern_isa_best(void);
 
+/* The set a context's fx_context_params.kernels asks for (enum
+ * fx_kernels): AUTO is kern_isa_best(). Errors: FX_E_INVALID (not an enum
+ * value), FX_E_UNSUPPORTED (this CPU or build lacks the set; the message
+ * names what runs). */
+struct fx_err;
+int kern_isa_of(int32_t kernels, enum kern_isa *isa, struct fx_err *err);
+
+/* Set isa's name as fx_kernels_built lists it ("avx2", ...). */
+const char *kern_isa_name(enum kern_isa isa);
+
 /* Whether this CPU runs set isa (and the build has it). */
 bool kern_isa_runs(enum kern_isa isa);
 

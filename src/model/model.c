@@ -789,3 +789,25 @@ void fx_model_weight_bytes(const struct fx_model *m, uint64_t *total, uint64_t *
 	*per_token = step;
 	*n_params = np;
 }
+
+void fx_model_macs(const struct fx_model *m, uint64_t *layers, uint64_t *lm_head)
+{
+	const struct hparams *hp = &m->hp;
+	uint64_t lm = 0;
+	for (int il = 0; il < hp->n_layer; il++) {
+		const struct layer *L = &m->layers[il];
+		const struct wmat *ws[LAYER_MATS];
+		for (int i = 0; i < layer_mats(L, ws); i++)
+			lm += ws[i]->data ? (uint64_t)ws[i]->n_in * (uint64_t)ws[i]->n_out : 0;
+		uint64_t e = 0;
+		for (int x = 0; L->exp && x < 3 * hp->n_expert; x++)
+			e += (uint64_t)L->exp[x].n_in * (uint64_t)L->exp[x].n_out;
+		if (hp->n_expert > 0)
+			lm += e / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
+	}
+	const struct wmat *head = m->output.data ? &m->output : &m->tok_embd;
+	if (layers)
+		*layers = lm;
+	if (lm_head)
+		*lm_head = (uint64_t)head->n_in * (uint64_t)head->n_out;
+}
