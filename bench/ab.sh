@@ -37,7 +37,7 @@ for r in "$rev_a" "$rev_b"; do
 	header "$r" | cmp -s - "$root/include/ferrox.h" ||
 		{ echo "include/ferrox.h of $r differs from the working tree's: bench/ab.c cannot call both" >&2; exit 1; }
 done
-libs=$(pkg-config --libs libcjson libpcre2-8)
+libs=$(pkg-config --libs libcjson libpcre2-8 libutf8proc)
 work=$(mktemp -d)
 cleanup() {
 	for d in "$work"/tree-*; do
@@ -57,7 +57,7 @@ build() {
 	fi
 	cmake -S "$src" -B "$work/build-$2" -DCMAKE_BUILD_TYPE=Release \
 		-DCMAKE_POSITION_INDEPENDENT_CODE=ON >/dev/null
-	cmake --build "$work/build-$2" -j"$(nproc)" --target ferrox >/dev/null
+	cmake --build "$work/build-$2" -j"$(nproc)" --target ferrox_static >/dev/null
 	# -Bsymbolic: calls inside the library bind locally, as in the static
 	# build, not through the PLT.
 	cc -shared -Wl,-Bsymbolic -o "$work/$2.so" -Wl,--whole-archive "$work/build-$2/libferrox.a" \

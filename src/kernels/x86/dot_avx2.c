@@ -327,7 +327,7 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 		__m256 dx, mx;
 		if (x8) {
 			const uint8_t *sb = (const uint8_t *)vw + (size_t)ib * 8 * ws;
-			prefetch_span(sb, 8 * ws, NT);
+			prefetch_span(sb, 8 * ws);
 			leg_x8(sb, W, A, KIND);
 			dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
 			mx = q41 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16))) : dx;
@@ -336,7 +336,7 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 			 * block of each line starts in its first ws bytes. */
 			if ((((size_t)ib * ws) & 63) < ws)
 				for (int r = 0; r < nr; r++)
-					_mm_prefetch((const char *)(p[r] + (size_t)ib * ws + prefetch_ahead(NT)),
+					_mm_prefetch((const char *)(p[r] + (size_t)ib * ws + PREFETCH_AHEAD),
 						     _MM_HINT_T0);
 			leg_rows8(p, ib, W, A, KIND);
 			dx = halves_rows(p, (size_t)ib * ws); /* d is each block's first field */
@@ -480,7 +480,7 @@ ALWAYS_INLINE void body_k4(int64_t n, const void *vw, const void *act, size_t ac
 		const uint8_t *blk = (const uint8_t *)vw + (size_t)ib * bsz;
 		const struct block_q5_K *x5 = (const struct block_q5_K *)blk;
 		const uint8_t *qs = q5 ? x5->qs : ((const struct block_q4_K *)blk)->qs;
-		prefetch_span(blk, bsz, NT);
+		prefetch_span(blk, bsz);
 		float d = h2f(x5->d), dmin = h2f(x5->dmin);
 		__m256i ms = k4_scales_mins(x5->scales);
 		__m128i sc128 = _mm256_castsi256_si128(ms);
@@ -577,7 +577,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 		__m256i SM[4];
 		__m256 dx, dmx;
 		if (x8) {
-			prefetch_span(sb, 8 * sizeof(struct block_q4_K), NT);
+			prefetch_span(sb, 8 * sizeof(struct block_q4_K));
 			__m256i T[3];
 			for (int k = 0; k < 3; k++)
 				T[k] = _mm256_loadu_si256((const __m256i *)(sb + Q4KX_SC + 32 * k));
@@ -586,7 +586,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 			dmx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16)));
 		} else {
 			for (int r = 0; r < nr; r++)
-				prefetch_span(p[r] + base, sizeof(struct block_q4_K), NT);
+				prefetch_span(p[r] + base, sizeof(struct block_q4_K));
 			k4_scales_rows8(p, base + offsetof(struct block_q4_K, scales), SM);
 			dx = halves_rows(p, base);
 			dmx = halves_rows(p, base + offsetof(struct block_q4_K, dmin));
@@ -671,7 +671,7 @@ ALWAYS_INLINE void body_q6_K(int64_t n, const void *vw, const void *act, size_t 
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
-		prefetch_span((const uint8_t *)(x + ib), sizeof(struct block_q6_K), NT);
+		prefetch_span((const uint8_t *)(x + ib), sizeof(struct block_q6_K));
 		float d = h2f(x[ib].d);
 		__m128i scales = _mm_loadu_si128((const __m128i *)x[ib].scales);
 		__m256i sumi[8];
@@ -745,7 +745,7 @@ ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int 
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
 		const uint8_t *sb = (const uint8_t *)vw + (size_t)ib * 8 * sizeof(struct block_q6_K);
-		prefetch_span(sb, 8 * sizeof(struct block_q6_K), NT);
+		prefetch_span(sb, 8 * sizeof(struct block_q6_K));
 		__m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
 		__m256i S[4];
 		for (int c = 0; c < 4; c++)

@@ -49,10 +49,10 @@ ALWAYS_INLINE __m512 ld2_half(const uint8_t *a, size_t gs, size_t off)
 }
 
 /* Both groups' next bytes of superblocks (prefetch_span for each). */
-ALWAYS_INLINE void prefetch2(const uint8_t *sb, size_t gs, size_t n, const int NT)
+ALWAYS_INLINE void prefetch2(const uint8_t *sb, size_t gs, size_t n)
 {
-	prefetch_span(sb, n, NT);
-	prefetch_span(sb + gs, n, NT);
+	prefetch_span(sb, n);
+	prefetch_span(sb + gs, n);
 }
 
 /* Four bytes at p (any alignment) in every 32-bit lane: one broadcast
@@ -133,7 +133,7 @@ ALWAYS_INLINE void body_leg16(int64_t n, const uint8_t *w, size_t gs, const void
 		acc[t] = _mm512_setzero_ps();
 	for (int64_t ib = 0; ib < nb; ib++) {
 		const uint8_t *sb = w + (size_t)ib * 8 * ws;
-		prefetch2(sb, gs, 8 * ws, NT);
+		prefetch2(sb, gs, 8 * ws);
 		__m512i W[8];
 		if (KIND == LEG_Q8_0) { /* w + 128 as u8; 128 * sum(y) comes off below */
 			for (int k = 0; k < 8; k++)
@@ -188,7 +188,7 @@ ALWAYS_INLINE void body_q4_K16(int64_t n, const uint8_t *w, size_t gs, const voi
 		acc[t] = _mm512_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
 		const uint8_t *sb = w + (size_t)ib * 8 * sizeof(struct block_q4_K);
-		prefetch2(sb, gs, 8 * sizeof(struct block_q4_K), NT);
+		prefetch2(sb, gs, 8 * sizeof(struct block_q4_K));
 		/* get_scale_min_k4 for 16 rows: SC[0] / SC[1] lane r = row
 		 * r's scales 0..3 / 4..7 as bytes, MN[0] / MN[1] its mins */
 		__m512i T0 = ld2(sb, gs, Q4KX_SC), T1 = ld2(sb, gs, Q4KX_SC + 32), T2 = ld2(sb, gs, Q4KX_SC + 64);
@@ -256,7 +256,7 @@ ALWAYS_INLINE void body_q6_K16(int64_t n, const uint8_t *w, size_t gs, const voi
 		acc[t] = _mm512_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
 		const uint8_t *sb = w + (size_t)ib * 8 * sizeof(struct block_q6_K);
-		prefetch2(sb, gs, 8 * sizeof(struct block_q6_K), NT);
+		prefetch2(sb, gs, 8 * sizeof(struct block_q6_K));
 		__m512 dx = ld2_half(sb, gs, 0);
 		__m512i S[4];
 		for (int c = 0; c < 4; c++)

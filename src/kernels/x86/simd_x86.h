@@ -40,28 +40,22 @@ ALWAYS_INLINE size_t leg_x8_qs(const int KIND)
 enum { Q4KX_SC = 32, Q4KX_QS = 128 };
 enum { Q6X_SC = 16, Q6X_QL = 16 + 4 * 32, Q6X_QH = 16 + 36 * 32 };
 
-/* Weights prefetch_ahead(NT) bytes ahead of the block being read are
- * asked for now: decode streams each row once from DRAM. The distance
- * grows with the activation rows per call because the time to get there
- * does: with eight, 1 KiB of weights is about 230 ns of work, under DRAM's
- * latency here (bench/ab.sh, SmolLM2 8-sequence step: 2 KiB ~1-2% faster,
- * 4 KiB slower). With eight, prefetch_span fills L2 only (T1; the rare
- * plain-row path keeps T0): the kernel
- * is slow enough for L2's latency, and L1's few miss buffers stay free
- * for the loads (8-sequence step 0.978x, 0.994x, 0.985x in three paired
- * runs). (A prefetch past the matrix is harmless: it never faults.) */
-enum { PREFETCH_AHEAD = 1024 };
-ALWAYS_INLINE size_t prefetch_ahead(const int NT)
-{
-	return NT >= 8 ? 2 * PREFETCH_AHEAD : PREFETCH_AHEAD;
-}
-ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n, const int NT)
+/* Weights PREFETCH_AHEAD bytes ahead of the block being read are asked
+ * for now, into L2 (T1): decode streams each row once from DRAM. With
+ * eight activation rows, 2 KiB is about 460 ns of work, past DRAM's
+ * latency (bench/ab.sh, SmolLM2 8-sequence step: 2 KiB ~1-2% faster than
+ * 1 KiB, 4 KiB slower), and the kernel is slow enough for L2's latency,
+ * leaving L1's few miss buffers to the loads (0.978x, 0.994x, 0.985x in
+ * three paired runs against T0). One activation row (a decode step) runs
+ * best the same way: T1 at 2 KiB against T0 at 1 KiB, bench/ab.sh -s 1 on
+ * the Xeon VM, step time 0.920x and 0.938x (TinyLlama-shape Q4_K_M), 0.974x
+ * (its Q8_0), 0.981x (Gemma 3 Q4_K_M); 4 KiB was slower (1.04x). (A
+ * prefetch past the matrix is harmless: it never faults.) */
+enum { PREFETCH_AHEAD = 2048 };
+ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
 {
 	for (size_t o = 0; o < n; o += 64)
-		if (NT >= 8) /* _mm_prefetch's hint must be a constant */
-			_mm_prefetch((const char *)(p + prefetch_ahead(NT) + o), _MM_HINT_T1);
-		else
-			_mm_prefetch((const char *)(p + prefetch_ahead(NT) + o), _MM_HINT_T0);
+		_mm_prefetch((const char *)(p + PREFETCH_AHEAD + o), _MM_HINT_T1);
 }
 
 #endif
