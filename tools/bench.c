@@ -9,7 +9,10 @@
  * Also reported: peak RSS (getrusage) against weights + KV + scratch, and
  * the decode roofline: the bytes one decode step reads
  * (fx_model_weight_bytes) over a read bandwidth this tool measures by
- * streaming a 512 MiB buffer with the same threads.
+ * streaming a 1 GiB buffer with the same threads before each tg
+ * repetition; and the compute roofline: pp's weight multiply-adds per
+ * second (fx_model_macs) over the kernel set's measured integer
+ * dot-product peak (fx_kernels_peak).
  */
 #include <math.h>
 #include <pthread.h>
@@ -52,23 +55,20 @@ static void *probe_read(void *arg)
 	return NULL;
 }
 
-/* Read bandwidth in bytes/s: best of 5 passes over 512 MiB split across
- * n_threads threads (more than any cache, so DRAM is what is measured). */
-static double bandwidth_probe(int n_threads)
+/* Read bandwidth in bytes/s: best of 3 passes over buf[n] (1 GiB, more
+ * than any cache: the Xeon VM's L3 is 480 MiB) split across n_threads
+ * threads. The machines are shared and their bandwidth drifts by 10-20%
+ * within seconds, so the tool probes between the tg repetitions and
+ * compares tg with the mean of those probes, not with one taken later. */
+static double bandwidth_probe(const uint64_t *buf, size_t n, int n_threads)
 {
-	size_t bytes = (size_t)512 << 20, n = bytes / sizeof(uint64_t);
-	uint64_t *buf = malloc(bytes);
-	if (!buf)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		buf[i] = i;
 	if (n_threads < 1)
 		n_threads = 1;
 	if (n_threads > 64)
 		n_threads = 64;
 	double best = 0;
 	uint64_t sink = 0;
-	for (int rep = 0; rep < 5; rep++) {
+	for (int rep = 0; rep < 3; rep++) {
 		pthread_t th[64];
 		struct probe pr[64];
 		size_t per = n / (size_t)n_threads;
@@ -88,8 +88,16 @@ static double bandwidth_probe(int n_threads)
 		if (dt > 0 && (double)(per * (size_t)n_threads * sizeof(uint64_t)) / dt > best)
 			best = (double)(per * (size_t)n_threads * sizeof(uint64_t)) / dt;
 	}
-	free(buf);
 	return sink == 42 ? best + 1e-9 : best; /* keep the sums alive */
+}
+
+/* The probe's buffer, written once (so its pages exist), or NULL. */
+static uint64_t *probe_buffer(size_t n)
+{
+	uint64_t *buf = malloc(n * sizeof(uint64_t));
+	for (size_t i = 0; buf && i < n; i++)
+		buf[i] = i;
+	return buf;
 }
 
 struct stats {
@@ -261,10 +269,21 @@ int cmd_bench(int argc, char **argv)
 			cli_progress(&prog, "bench", done += (double)n_prompt, work);
 		}
 	}
+	const size_t probe_n = ((size_t)1 << 30) / sizeof(uint64_t);
+	uint64_t *probe = NULL;
+	double bw = 0;
+	int n_bw = 0;
+	struct rusage ru; /* peak RSS: read before the probe's buffer exists */
 	if (!rc && n_gen > 0) {
 		rc = run_tg(ctx, m, (int)(n_gen < 16 ? n_gen : 16), &seed, &secs); /* warm-up */
 		cli_progress(&prog, "bench", done += (double)(n_gen < 16 ? n_gen : 16), work);
+	}
+	getrusage(RUSAGE_SELF, &ru);
+	probe = rc ? NULL : probe_buffer(probe_n);
+	if (!rc && n_gen > 0) {
 		for (int r = 0; !rc && r < reps; r++) {
+			if (probe)
+				bw += bandwidth_probe(probe, probe_n, nth), n_bw++;
 			if (!(rc = run_tg(ctx, m, (int)n_gen, &seed, &secs)))
 				tg[r] = (double)n_gen / secs;
 			cli_progress(&prog, "bench", done += (double)n_gen, work);
@@ -277,11 +296,11 @@ int cmd_bench(int argc, char **argv)
 		uint64_t wbytes, step, nparams, kvb, scr;
 		fx_model_weight_bytes(m, &wbytes, &step, &nparams);
 		fx_context_memory(ctx, &kvb, &scr);
-		struct rusage ru;
-		getrusage(RUSAGE_SELF, &ru);
 		double rss = (double)ru.ru_maxrss * 1024.0;
 		double expect = (double)(wbytes + kvb + scr);
-		double bw = bandwidth_probe(nth);
+		if (probe && !n_bw)
+			bw = bandwidth_probe(probe, probe_n, nth), n_bw = 1;
+		bw = n_bw ? bw / n_bw : 0;
 		struct stats sp = stats_of(pp, (int)reps), st = stats_of(tg, (int)reps);
 		double roof = bw > 0 ? bw / (double)step : 0;
 		/* the compute roofline: pp's weight MACs (each chunk's last row
@@ -344,6 +363,7 @@ int cmd_bench(int argc, char **argv)
 			}
 		}
 	}
+	free(probe);
 	free(ids);
 	free(pp);
 	free(tg);
