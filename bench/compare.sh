@@ -161,7 +161,8 @@ if [ "$batched" = 1 ]; then
 		for r in $(seq "$rounds"); do
 			fx_batched "$m" >"$tmp/fxb.$r" 2>/dev/null
 			for k in $(seq 0 $((npeers - 1))); do
-				peer_batched "$k" "$m" 2>/dev/null >"$tmp/p${k}b.$r" ||
+				# (ik_llama.cpp prints its table on stderr)
+				peer_batched "$k" "$m" >"$tmp/p${k}b.$r" 2>&1 ||
 					{ echo "${names[$k]} batched failed on $m" >&2; exit 1; }
 			done
 		done
