@@ -64,11 +64,25 @@ ALWAYS_INLINE __m512i bcast4(const void *p)
 	return _mm512_broadcastd_epi32(_mm_loadu_si32(p));
 }
 
+/* acc + u . (the four bytes at p in every lane): vpdpbusd with the
+ * broadcast in its memory operand ({1to16}). GCC 12 does not fold
+ * bcast4 into the instruction: it loads every broadcast of a block into a
+ * register ahead of the chain and, short of registers, spills them. */
+ALWAYS_INLINE __m512i dpb(__m512i acc, __m512i u, const int8_t *p)
+{
+#if defined(__GNUC__) && !defined(__clang__)
+	__asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)p));
+	return acc;
+#else
+	return _mm512_dpbusd_epi32(acc, u, bcast4(p));
+#endif
+}
+
 /* acc + u[k] . (bytes 4k..4k+3 of y in every lane) over k < nk. */
 ALWAYS_INLINE __m512i dp4(__m512i acc, const __m512i *u, const int8_t *y, int nk)
 {
 	for (int k = 0; k < nk; k++)
-		acc = _mm512_dpbusd_epi32(acc, u[k], bcast4(y + 4 * k));
+		acc = dpb(acc, u[k], y + 4 * k);
 	return acc;
 }
 
