@@ -118,7 +118,7 @@ int kern_isa_of(int32_t kernels, enum kern_isa *isa, struct fx_err *err)
 	*isa = of[kernels];
 	if (!kern_isa_runs(*isa))
 		return fx_fail(err, FX_E_UNSUPPORTED, "the %s kernel set does not run here (this build "
-			       "has: %s; this CPU runs: %s)", isa_names[*isa], fx_kernels_built(),
+			       "has: %s; the best this CPU runs: %s)", isa_names[*isa], fx_kernels_built(),
 			       fx_kernels_auto());
 	return FX_OK;
 }
