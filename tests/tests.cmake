@@ -211,6 +211,11 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_cli_flags COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_cli_flags.py
            $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_cli_flags PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+  # ferrox bench / batched-bench: the JSON fields bench/compare.sh reads,
+  # both rooflines in range, --kernels (tests/test_bench_tool.py).
+  add_test(NAME test_bench_tool COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_bench_tool.py
+           $<TARGET_FILE:ferrox-cli> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_bench_tool PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 
 # Hugging Face tokenizer.json against the `tokenizers` package
