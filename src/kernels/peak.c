@@ -26,41 +26,33 @@ enum { PEAK_CHAINS = 12 };
 typedef uint64_t (*peak_fn)(uint64_t iters, uint32_t seed);
 
 #if defined(__x86_64__)
+/* A probe over 256-bit registers: PEAK_CHAINS chains of acc = OP(acc),
+ * from distinct starting values; the returned count adds 1 when a
+ * lane matches a constant so the chains cannot be optimized away. */
+#define PEAK_YMM(name, isa, OP)                                                     \
+	__attribute__((target(isa))) static uint64_t name(uint64_t iters, uint32_t seed) \
+	{                                                                              \
+		__m256i a[PEAK_CHAINS];                                                \
+		const __m256i u = _mm256_set1_epi8(1), w = _mm256_set1_epi8(2);        \
+		(void)u;                                                               \
+		for (int k = 0; k < PEAK_CHAINS; k++)                                  \
+			a[k] = _mm256_set1_epi32((int)(seed + (uint32_t)k));           \
+		for (uint64_t i = 0; i < iters; i++)                                   \
+			for (int k = 0; k < PEAK_CHAINS; k++)                          \
+				a[k] = OP;                                             \
+		__m256i s = a[0];                                                      \
+		for (int k = 1; k < PEAK_CHAINS; k++)                                  \
+			s = _mm256_xor_si256(s, a[k]);                                 \
+		return iters * PEAK_CHAINS * 32 + (_mm256_extract_epi32(s, 0) == 0x7fffffff); \
+	}
+
 /* AVX2: vpmaddubsw ymm, 32 u8 x s8 products (pair-summed into int16).
  * The set's kernels also need a widening vpmaddwd per one or two of these
  * on the same ports, so they reach at most half to two thirds of it. */
-__attribute__((target("avx2"))) static uint64_t peak_maddubs_ymm(uint64_t iters, uint32_t seed)
-{
-	__m256i a[PEAK_CHAINS];
-	const __m256i w = _mm256_set1_epi8(1);
-	for (int k = 0; k < PEAK_CHAINS; k++)
-		a[k] = _mm256_set1_epi32((int)(seed + (uint32_t)k));
-	for (uint64_t i = 0; i < iters; i++)
-		for (int k = 0; k < PEAK_CHAINS; k++)
-			a[k] = _mm256_maddubs_epi16(a[k], w);
-	__m256i s = a[0];
-	for (int k = 1; k < PEAK_CHAINS; k++)
-		s = _mm256_xor_si256(s, a[k]);
-	/* the result decides nothing but must look used */
-	return iters * PEAK_CHAINS * 32 + (_mm256_extract_epi32(s, 0) == 0x7fffffff);
-}
-
+PEAK_YMM(peak_maddubs_ymm, "avx2", _mm256_maddubs_epi16(a[k], w))
 #if defined(FX_HAVE_AVXVNNI)
 /* AVX-VNNI: VEX vpdpbusd ymm, 32 products accumulated into int32. */
-__attribute__((target("avx2,avxvnni"))) static uint64_t peak_dpbusd_vex(uint64_t iters, uint32_t seed)
-{
-	__m256i a[PEAK_CHAINS];
-	const __m256i u = _mm256_set1_epi8(1), w = _mm256_set1_epi8(2);
-	for (int k = 0; k < PEAK_CHAINS; k++)
-		a[k] = _mm256_set1_epi32((int)(seed + (uint32_t)k));
-	for (uint64_t i = 0; i < iters; i++)
-		for (int k = 0; k < PEAK_CHAINS; k++)
-			a[k] = _mm256_dpbusd_avx_epi32(a[k], u, w);
-	__m256i s = a[0];
-	for (int k = 1; k < PEAK_CHAINS; k++)
-		s = _mm256_xor_si256(s, a[k]);
-	return iters * PEAK_CHAINS * 32 + (_mm256_extract_epi32(s, 0) == 0x7fffffff);
-}
+PEAK_YMM(peak_dpbusd_vex, "avx2,avxvnni", _mm256_dpbusd_avx_epi32(a[k], u, w))
 #endif
 
 #if defined(FX_HAVE_AVX512)
@@ -82,21 +74,7 @@ peak_dpbusd_zmm(uint64_t iters, uint32_t seed)
 	return iters * PEAK_CHAINS * 64 + (_mm512_cvtsi512_si32(s) == 0x7fffffff);
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static uint64_t
-peak_dpbusd_ymm(uint64_t iters, uint32_t seed)
-{
-	__m256i a[PEAK_CHAINS];
-	const __m256i u = _mm256_set1_epi8(1), w = _mm256_set1_epi8(2);
-	for (int k = 0; k < PEAK_CHAINS; k++)
-		a[k] = _mm256_set1_epi32((int)(seed + (uint32_t)k));
-	for (uint64_t i = 0; i < iters; i++)
-		for (int k = 0; k < PEAK_CHAINS; k++)
-			a[k] = _mm256_dpbusd_epi32(a[k], u, w);
-	__m256i s = a[0];
-	for (int k = 1; k < PEAK_CHAINS; k++)
-		s = _mm256_xor_si256(s, a[k]);
-	return iters * PEAK_CHAINS * 32 + (_mm256_extract_epi32(s, 0) == 0x7fffffff);
-}
+PEAK_YMM(peak_dpbusd_ymm, "avx512f,avx512bw,avx512vl,avx512vnni", _mm256_dpbusd_epi32(a[k], u, w))
 #endif
 #endif
 
