@@ -246,6 +246,7 @@ int cmd_bench(int argc, char **argv)
 			portable = portable || kernels == FX_KERNELS_PORTABLE;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			printf("usage: ferrox bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [-b 512] [-o md|json]\n"
+			       "                    [--kernels SET | --portable]\n"
 			       "pp: -p random ids from an empty cache in -b chunks; tg: -n single-token\n"
 			       "steps from an empty cache; mean +- sd of tokens/s over -r runs after one\n"
 			       "warm-up (llama-bench's method). Also peak RSS, the decode (bandwidth)\n"
