@@ -16,7 +16,7 @@
 #
 # llama.cpp: found or built by bench/llama.sh ($LLAMA_BIN, PATH, ../oracle,
 # else built from the llama-cpp-python sdist there, outside the repo).
-# ik_llama.cpp: bench/ik_llama.sh ($IK_LLAMA_BIN, ../oracle/ik-build, else
+# ik_llama.cpp: bench/ik_llama.sh ($IK_LLAMA_BIN, ../oracle/ik-build/bin, else
 # built there from the ik-llama-cpp-python sdist), run with its best CPU
 # flags, -rtr 1 -fa 1 (batched: -fa off, its flash attention failing
 # there). --peers picks which (default both).
@@ -37,6 +37,10 @@ threads=2 np=512 ng=128 reps=3 rounds=2 batched=0 single=1 against= peers=llama,
 models=gemma3-270m,smollm2-135m,tinyllama-q4_k_m,tinyllama-q8_0
 while [ $# -gt 0 ]; do
 	case "$1" in
+	-t|-p|-n|-r|--rounds|--models|--peers|--kernels|--against)
+		[ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; } ;;
+	esac
+	case "$1" in
 	-t) threads=$2; shift 2 ;;
 	-p) np=$2; shift 2 ;;
 	-n) ng=$2; shift 2 ;;
@@ -53,11 +57,18 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ "$rounds" -ge 1 ] 2>/dev/null || { echo "--rounds: a count of at least 1" >&2; exit 2; }
+[ -n "$peers" ] || { echo "--peers: llama and/or ik" >&2; exit 2; }
 
 ferrox="$root/build/bin/ferrox"
 [ -x "$ferrox" ] || { echo "build ferrox first (README)" >&2; exit 1; }
 kflag=()
 [ -n "$kernels" ] && kflag=(--kernels "$kernels")
+# an unknown set is an error now, not after the peers' set-up
+[ -z "$kernels" ] || "$ferrox" bench "${kflag[@]}" -h >/dev/null || exit 2
+# Other work on the machine skews every ratio (2 vCPUs): say so up front.
+load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
+awk -v l="$load" 'BEGIN { exit !(l > 0.5) }' &&
+	echo "warning: load average $load before the run: other work on this machine will skew the figures" >&2
 fx_bench() { "$ferrox" bench -m "$1" -p "$np" -n "$ng" -r "$reps" -t "$threads" "${kflag[@]}" -o json; }
 fx_batched() { "$ferrox" batched-bench -m "$1" -npp 128 -ntg 128 -npl 1,8 -t "$threads" "${kflag[@]}"; }
 tmp=$(mktemp -d)
@@ -70,8 +81,9 @@ if [ -n "$against" ]; then
 	cmake -S "$tmp/rev" -B "$tmp/rev/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build "$tmp/rev/build" -j"$threads" --target ferrox-cli >/dev/null
 	names=("ferrox $rev")
-	peer_bench() { "$tmp/rev/build/bin/ferrox" bench -m "$2" -p "$np" -n "$ng" -r "$reps" -t "$threads" -o json; }
-	peer_batched() { "$tmp/rev/build/bin/ferrox" batched-bench -m "$2" -npp 128 -ntg 128 -npl 1,8 -t "$threads"; }
+	# (--kernels applies to REV too: a REV older than the flag fails)
+	peer_bench() { "$tmp/rev/build/bin/ferrox" bench -m "$2" -p "$np" -n "$ng" -r "$reps" -t "$threads" "${kflag[@]}" -o json; }
+	peer_batched() { "$tmp/rev/build/bin/ferrox" batched-bench -m "$2" -npp 128 -ntg 128 -npl 1,8 -t "$threads" "${kflag[@]}"; }
 else
 	trap 'rm -rf "$tmp"' EXIT
 	bins=() flags=() bflags=()
@@ -89,11 +101,12 @@ else
 		esac
 	done
 	# shellcheck disable=SC2086 # the flags are words
-	peer_bench() { "${bins[$1]}/llama-bench" -m "$2" -p "$np" -n "$ng" -r "$reps" -t "$threads" ${flags[$1]} -o json; }
+	# run in $tmp: ik_llama.cpp's batched-bench writes llama.log where it runs
+	peer_bench() { (cd "$tmp" && "${bins[$1]}/llama-bench" -m "$2" -p "$np" -n "$ng" -r "$reps" -t "$threads" ${flags[$1]} -o json); }
 	# shellcheck disable=SC2086
 	peer_batched() {
-		"${bins[$1]}/llama-batched-bench" -m "$2" -npp 128 -ntg 128 -npl 1,8 -t "$threads" \
-			-tb "$threads" -c 2560 -b 2048 -ub 512 ${bflags[$1]}
+		(cd "$tmp" && "${bins[$1]}/llama-batched-bench" -m "$2" -npp 128 -ntg 128 -npl 1,8 -t "$threads" \
+			-tb "$threads" -c 2560 -b 2048 -ub 512 ${bflags[$1]})
 	}
 fi
 npeers=${#names[@]}
@@ -126,8 +139,8 @@ for name in "${list[@]}"; do
 	for r in $(seq "$rounds"); do
 		fx_bench "$m" >"$tmp/fx.$r.json"
 		for k in $(seq 0 $((npeers - 1))); do
-			peer_bench "$k" "$m" 2>/dev/null >"$tmp/p$k.$r.json" ||
-				{ echo "${names[$k]} failed on $m" >&2; exit 1; }
+			peer_bench "$k" "$m" 2>"$tmp/p$k.err" >"$tmp/p$k.$r.json" ||
+				{ echo "${names[$k]} failed on $m:" >&2; tail -n 5 "$tmp/p$k.err" >&2; exit 1; }
 		done
 	done
 	python3 - "$tmp" "$rounds" "$name" "$npeers" <<'PY'
@@ -163,7 +176,7 @@ if [ "$batched" = 1 ]; then
 			for k in $(seq 0 $((npeers - 1))); do
 				# (ik_llama.cpp prints its table on stderr)
 				peer_batched "$k" "$m" >"$tmp/p${k}b.$r" 2>&1 ||
-					{ echo "${names[$k]} batched failed on $m" >&2; exit 1; }
+					{ echo "${names[$k]} batched failed on $m:" >&2; tail -n 5 "$tmp/p${k}b.$r" >&2; exit 1; }
 			done
 		done
 		python3 - "$name" "$rounds" "$tmp" "${names[@]}" <<'PY'
@@ -187,7 +200,8 @@ res = {}
 for e, label in engines:
     runs = [s_tg(f"{tmp}/{e}.{r}") for r in range(1, rounds + 1)]
     if any(set(r) != {1, 8} for r in runs):
-        sys.exit(f"{name}: a {label} batched-bench run gave no B=1 or B=8 row (see {tmp}/{e}.*)")
+        tail = "".join(open(f"{tmp}/{e}.{rounds}").readlines()[-5:])
+        sys.exit(f"{name}: a {label} batched-bench run gave no B=1 or B=8 row; its last lines:\n{tail}")
     res[e] = runs
 fx8 = statistics.median(r[8] for r in res["fxb"])
 for e, label in engines:

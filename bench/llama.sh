@@ -3,8 +3,8 @@
 # LD_LIBRARY_PATH.
 #
 # llama.cpp: $LLAMA_BIN (a directory with llama-bench), else llama-bench on
-# PATH, else $ORACLE/llama-build/bin (ORACLE defaults to ../oracle beside
-# the repo), else it is built there from the llama-cpp-python sdist (PyPI;
+# PATH, else $ORACLE/llama-build-noamx/bin, else $ORACLE/llama-build/bin
+# (ORACLE defaults to ../oracle beside the repo), else it is built there from the llama-cpp-python sdist (PyPI;
 # 10-20 min on 2 cores; a second build without AMX where the first one's
 # AMX kernels die, see below). Nothing of llama.cpp lands in this repo.
 

@@ -264,6 +264,10 @@ int cmd_bench(int argc, char **argv)
 		}
 #undef VAL
 	}
+	if (portable && kernels != FX_KERNELS_AUTO && kernels != FX_KERNELS_PORTABLE) {
+		fprintf(stderr, "error: --portable and --kernels name two kernel sets: give one\n");
+		return 2;
+	}
 	if (!path) {
 		fprintf(stderr, "error: -m MODEL is required (see --help)\n");
 		return 2;
