@@ -24,19 +24,12 @@ import re
 import subprocess
 import sys
 
+from pycheck import Checks
+
 FERROX = sys.argv[1] if len(sys.argv) > 1 else "build/bin/ferrox"
 MODELS = os.environ.get("FX_MODELS_DIR", "models")
 MODEL = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
+check = Checks()
 
 
 def run(*args):
@@ -90,8 +83,7 @@ def main():
     for b, pg, ps, gg, gs in rows:
         check(float(pg) > 0 and float(gg) > 0 and 0 <= int(ps) < 100 and 0 <= int(gs) < 100,
               f"B={b}: {pg} {ps}% {gg} {gs}%")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 
+from pycheck import Checks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.environ.get("FX_MODELS_DIR", os.path.join(ROOT, "models"))
 REQUIRE = os.environ.get("FX_REQUIRE_MODELS") == "1"
@@ -46,16 +48,7 @@ SMOL = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
 GEMMA = os.path.join(MODELS, "gemma-3-270m-q4_k_m.gguf")
 CHAT_PROMPT = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
+check = Checks()
 
 
 def ferrox(binary, *args, stdin=None):
@@ -271,8 +264,7 @@ def main():
     if not SAN:
         test_gemma(binary)
         test_serve(binary)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -18,22 +18,15 @@ import re
 import subprocess
 import sys
 
+from pycheck import Checks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.environ.get("FX_MODELS_DIR", os.path.join(ROOT, "models"))
 REQUIRE = os.environ.get("FX_REQUIRE_MODELS") == "1"
 CTX, N_PREDICT = 64, 150
 PROMPT = "The history of the city of Rome"
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
+check = Checks()
 
 
 def run(binary, model, *extra):
@@ -96,8 +89,7 @@ def main():
             continue
         check_model(sys.argv[1], name, path, keep)
         ran += 1
-    print(f"{passed} passed, {failed} failed")
-    if failed:
+    if check.summary():
         return 1
     return 0 if ran else 77
 

@@ -28,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 
+from pycheck import Checks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.environ.get("FX_MODELS_DIR", os.path.join(ROOT, "models"))
 REQUIRE = os.environ.get("FX_REQUIRE_MODELS") == "1"
@@ -37,16 +39,7 @@ CTX, CHUNKS = 128, 2
 FIRST = CTX // 2
 N_SCORED = CTX - 1 - FIRST
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL: {what}")
+check = Checks()
 
 
 def run(*args):
@@ -224,8 +217,7 @@ def main():
     r = run("perplexity", *common, "--kl-divergence")
     check(r.returncode == 2 and "--kl-divergence-base" in r.stderr, "--kl-divergence alone refused")
 
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 
+from pycheck import Checks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N_SAMPLE = 50
 
@@ -49,16 +51,7 @@ class ByteTokenizer:
 
 
 TOK = llguidance.LLTokenizer(llguidance.TokenizerWrapper(ByteTokenizer()), slices=[])
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
+check = Checks()
 
 
 def run(args):
@@ -241,8 +234,7 @@ def main():
         check(r.returncode != 0 and want in r.stderr, f"bad regex {rx!r}: {r.stderr.strip()!r}, want {want!r}")
     print(f"schema: {len(paths)} schemas, {n_str} instance strings, {len(BAD)} refused schemas, "
           f"{len(RANGES)} integer ranges on {n_range} numbers, {len(REGEX)} regexes on {n_re} strings, {len(BAD_REGEX)} refused regexes")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":
