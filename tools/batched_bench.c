@@ -101,6 +101,8 @@ int cmd_batched_bench(int argc, char **argv)
 	double *gmac = calloc((size_t)n_npl * 2, sizeof(double));
 	int nth = threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	const char *kname = "";
+	uint64_t lay, head; /* weight multiply-adds a token: layers, LM head */
+	fx_model_macs(m, &lay, &head);
 	if (!bs || !bt || !ids || !gmac) {
 		fprintf(stderr, "error: no memory\n");
 		goto out;
@@ -156,8 +158,6 @@ int cmd_batched_bench(int argc, char **argv)
 		       npp, ntg, B, B * (npp + ntg), t_pp, npp_all / t_pp, t_tg, ntg_all / t_tg,
 		       t_pp + t_tg, (npp_all + ntg_all) / (t_pp + t_tg));
 		fflush(stdout);
-		uint64_t lay, head;
-		fx_model_macs(m, &lay, &head);
 		gmac[2 * k] = ((double)lay * npp_all + (double)head * (double)B) / t_pp / 1e9;
 		gmac[2 * k + 1] = ((double)lay + (double)head) * ntg_all / t_tg / 1e9;
 		kname = fx_context_kernels(ctx);

@@ -103,19 +103,21 @@ const char *kern_isa_name(enum kern_isa isa)
 	return isa_names[isa];
 }
 
+/* enum fx_kernels lists the sets after AUTO in kern_isa's order: set
+ * FX_KERNELS_x is kern_isa x + 1. */
+_Static_assert(FX_KERNELS_AVX2 == FX_KERNELS_PORTABLE + KERN_AVX2 &&
+	       FX_KERNELS_AVXVNNI == FX_KERNELS_PORTABLE + KERN_AVXVNNI &&
+	       FX_KERNELS_AVX512 == FX_KERNELS_PORTABLE + KERN_AVX512,
+	       "enum fx_kernels follows enum kern_isa");
 int kern_isa_of(int32_t kernels, enum kern_isa *isa, struct fx_err *err)
 {
-	static const enum kern_isa of[] = {
-		[FX_KERNELS_PORTABLE] = KERN_PORTABLE, [FX_KERNELS_AVX2] = KERN_AVX2,
-		[FX_KERNELS_AVXVNNI] = KERN_AVXVNNI, [FX_KERNELS_AVX512] = KERN_AVX512,
-	};
 	if (kernels == FX_KERNELS_AUTO) {
 		*isa = kern_isa_best();
 		return FX_OK;
 	}
 	if (kernels < FX_KERNELS_PORTABLE || kernels > FX_KERNELS_AVX512)
 		return fx_fail(err, FX_E_INVALID, "kernels = %d is not an enum fx_kernels value", (int)kernels);
-	*isa = of[kernels];
+	*isa = (enum kern_isa)(kernels - FX_KERNELS_PORTABLE);
 	if (!kern_isa_runs(*isa))
 		return fx_fail(err, FX_E_UNSUPPORTED, "the %s kernel set does not run here (this build "
 			       "has: %s; the best this CPU runs: %s)", isa_names[*isa], fx_kernels_built(),
@@ -125,14 +127,13 @@ int kern_isa_of(int32_t kernels, enum kern_isa *isa, struct fx_err *err)
 
 int fx_kernels_from_name(const char *name, int32_t *kernels)
 {
-	static const struct { const char *name; int32_t v; } names[] = {
-		{ "auto", FX_KERNELS_AUTO }, { "portable", FX_KERNELS_PORTABLE },
-		{ "avx2", FX_KERNELS_AVX2 }, { "avxvnni", FX_KERNELS_AVXVNNI },
-		{ "avx512", FX_KERNELS_AVX512 },
-	};
-	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
-		if (!strcmp(name, names[i].name)) {
-			*kernels = names[i].v;
+	if (name && !strcmp(name, "auto")) {
+		*kernels = FX_KERNELS_AUTO;
+		return FX_OK;
+	}
+	for (int i = KERN_PORTABLE; name && i <= KERN_AVX512; i++)
+		if (!strcmp(name, isa_names[i])) {
+			*kernels = FX_KERNELS_PORTABLE + i;
 			return FX_OK;
 		}
 	return FX_E_INVALID;
