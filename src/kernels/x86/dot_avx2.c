@@ -558,6 +558,26 @@ ALWAYS_INLINE __m256i bytes_to_i16(__m256i v, int a, int b)
 	return _mm256_shuffle_epi8(v, sel);
 }
 
+/* Lane r's byte b (0..3) of v as the sub-block scale its sums take:
+ * int32 for vpdpbusd's sums (VNNI), twice as int16 for madd (AVX2). The
+ * vpshufb control is a table row: at one activation row GCC keeps the
+ * sub-block loop rolled, and a control built from its counter took ~30
+ * scalar and insert instructions per sub-block (bench_kernels, in-cache
+ * decode: q6_K 37 -> 47 GB/s). */
+#define SEL_Z ((char)0x80)
+#if KERN_VNNI
+#define K4_SEL(b) b, SEL_Z, SEL_Z, SEL_Z, 4 + b, SEL_Z, SEL_Z, SEL_Z, 8 + b, SEL_Z, SEL_Z, SEL_Z, 12 + b, SEL_Z, SEL_Z, SEL_Z
+#else
+#define K4_SEL(b) b, SEL_Z, b, SEL_Z, 4 + b, SEL_Z, 4 + b, SEL_Z, 8 + b, SEL_Z, 8 + b, SEL_Z, 12 + b, SEL_Z, 12 + b, SEL_Z
+#endif
+ALWAYS_INLINE __m256i k4_scale_lanes(__m256i v, int b)
+{
+	static const char sel[4][32] = { { K4_SEL(0), K4_SEL(0) }, { K4_SEL(1), K4_SEL(1) },
+					 { K4_SEL(2), K4_SEL(2) }, { K4_SEL(3), K4_SEL(3) } };
+	return _mm256_shuffle_epi8(v, _mm256_loadu_si256((const __m256i *)sel[b]));
+}
+#undef K4_SEL
+
 /* KIND: 0 for plain rows, X8 for x8 groups: d[8], dmin[8], the scales'
  * three 4-byte columns, then the quants' 32 columns. */
 ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int nr, const void *act,
@@ -607,11 +627,8 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 				__m256i W[8];
 				for (int k = 0; k < 8; k++)
 					W[k] = _mm256_and_si256(h ? _mm256_srli_epi16(T[k], 4) : T[k], m4);
-				/* lanes 2r, 2r+1: row r's scale for sub-block 2j + h
-				 * (VNNI: lane r, as int32) */
-				__m256i scv = bytes_to_i16(SM[j / 2], 2 * (j % 2) + h, -1);
-				if (KERN_VNNI)
-					scv = _mm256_and_si256(scv, _mm256_set1_epi32(0xFFFF));
+				/* row r's scale for sub-block 2j + h */
+				__m256i scv = k4_scale_lanes(SM[j / 2], 2 * (j % 2) + h);
 #pragma GCC unroll 8
 				for (int t = 0; t < NT; t++) {
 					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 64 * j + 32 * h;
@@ -733,6 +750,22 @@ ALWAYS_INLINE __m256i sbytes_to_i16(__m256i v, int a, int b)
 	return _mm256_srai_epi16(_mm256_shuffle_epi8(v, sel), 8);
 }
 
+/* Lane r's signed byte b (0..3) of v as its group scale: int32 (VNNI),
+ * twice as int16 (AVX2). A table row, as k4_scale_lanes. */
+#if KERN_VNNI
+#define Q6_SEL(b) SEL_Z, SEL_Z, SEL_Z, b, SEL_Z, SEL_Z, SEL_Z, 4 + b, SEL_Z, SEL_Z, SEL_Z, 8 + b, SEL_Z, SEL_Z, SEL_Z, 12 + b
+#else
+#define Q6_SEL(b) SEL_Z, b, SEL_Z, b, SEL_Z, 4 + b, SEL_Z, 4 + b, SEL_Z, 8 + b, SEL_Z, 8 + b, SEL_Z, 12 + b, SEL_Z, 12 + b
+#endif
+ALWAYS_INLINE __m256i q6_scale_lanes(__m256i v, int b)
+{
+	static const char sel[4][32] = { { Q6_SEL(0), Q6_SEL(0) }, { Q6_SEL(1), Q6_SEL(1) },
+					 { Q6_SEL(2), Q6_SEL(2) }, { Q6_SEL(3), Q6_SEL(3) } };
+	__m256i x = _mm256_shuffle_epi8(v, _mm256_loadu_si256((const __m256i *)sel[b]));
+	return KERN_VNNI ? _mm256_srai_epi32(x, 24) : _mm256_srai_epi16(x, 8);
+}
+#undef Q6_SEL
+
 ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int nr, const void *act,
 				size_t act_stride, float *out, size_t os, const int NT, const int KIND)
 {
@@ -767,18 +800,17 @@ ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int 
 					W[k] = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
 				}
 				int g = 8 * j + 2 * m; /* the sub-block's two scale groups */
-				__m256i sc0 = sbytes_to_i16(S[g / 4], g % 4, g % 4);
-				__m256i sc1 = sbytes_to_i16(S[(g + 1) / 4], (g + 1) % 4, (g + 1) % 4);
+				__m256i sc0 = q6_scale_lanes(S[g / 4], g % 4);
+				__m256i sc1 = q6_scale_lanes(S[(g + 1) / 4], (g + 1) % 4);
 #pragma GCC unroll 8
 				for (int t = 0; t < NT; t++) {
 					const int8_t *y = (ACT(t, struct block_q8_K) + ib)->qs + 128 * j + 32 * m;
 #define YB(k) bcast4(y + 4 * (k))
 #if KERN_VNNI
-					/* each group's sum times its scale, as int32 (the
-					 * int16 pairs' high halves, sign-extended) */
+					/* each group's sum times its scale, as int32 */
 					__m256i z = _mm256_setzero_si256();
-					__m256i s0 = _mm256_mullo_epi32(dp4(z, W, y, 4), _mm256_srai_epi32(sc0, 16));
-					__m256i s1 = _mm256_mullo_epi32(dp4(z, W + 4, y + 16, 4), _mm256_srai_epi32(sc1, 16));
+					__m256i s0 = _mm256_mullo_epi32(dp4(z, W, y, 4), sc0);
+					__m256i s1 = _mm256_mullo_epi32(dp4(z, W + 4, y + 16, 4), sc1);
 #else
 					__m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(W[0], YB(0)), _mm256_maddubs_epi16(W[1], YB(1)));
 					__m256i b = _mm256_add_epi16(_mm256_maddubs_epi16(W[2], YB(2)), _mm256_maddubs_epi16(W[3], YB(3)));
