@@ -313,7 +313,8 @@ def run_gemma():
         # ignore_eos and a long max_tokens keep it running; the probes then
         # assert it still was.
         results = {}
-        n_stream = 120 if SAN else 400
+        n_stream = 120 if SAN else 600
+        started = threading.Event()
 
         def streamer():
             text = ""
@@ -321,13 +322,12 @@ def run_gemma():
                                            temperature=0, stream=True,
                                            extra_body={"ignore_eos": True}):
                 text += "".join(ch.text for ch in c.choices)
+                started.set()
             results["text"] = text
 
         t = threading.Thread(target=streamer)
         t.start()
-        while metric(srv.metrics()[0], "vllm:generation_tokens_total") == 0:
-            time.sleep(0.05)
-        time.sleep(0.3)
+        assert started.wait(120), "the stream never started"
         srv.proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
         st, _, _ = srv.raw("GET", "/health")
