@@ -40,6 +40,7 @@ struct job {
  * add, on four accumulators so that latency does not bound it. */
 static inline __attribute__((always_inline)) void work_on(__m256i v, const int w, __m256i *acc)
 {
+#pragma GCC unroll 8 /* constant accumulator indices at any -O */
 	for (int k = 0; k < w; k++) /* a multiplier of its own each: no common subexpression */
 		acc[k & 3] = _mm256_add_epi16(acc[k & 3], _mm256_maddubs_epi16(v, _mm256_set1_epi8((char)(k + 1))));
 }
