@@ -7,12 +7,10 @@
 #include "quant/quant.h"
 
 /* A block field: byte offset and size in the plain block; col: a byte
- * array cut into 4-byte columns, else a per-row value kept whole; flip:
- * each byte stored XOR 0x80 (q8_0's int8 codes as the u8 w + 128 that
- * vpdpbusd takes, so its kernels skip that step per block). */
+ * array cut into 4-byte columns, else a per-row value kept whole. */
 struct x8_field {
 	uint8_t off, size;
-	bool col, flip;
+	bool col;
 };
 
 struct x8_layout {
@@ -23,13 +21,13 @@ struct x8_layout {
 
 /* Offsets as in quant/blocks.h (d first; then m, qh or dmin/scales). */
 static const struct x8_layout layouts[] = {
-	{ FX_TYPE_Q4_0, 2, { { 0, 2, false, false }, { 2, 16, true, false } } },
-	{ FX_TYPE_Q4_1, 3, { { 0, 2, false, false }, { 2, 2, false, false }, { 4, 16, true, false } } },
-	{ FX_TYPE_Q5_0, 3, { { 0, 2, false, false }, { 2, 4, false, false }, { 6, 16, true, false } } },
-	{ FX_TYPE_Q8_0, 2, { { 0, 2, false, false }, { 2, 32, true, true } } },
-	{ FX_TYPE_Q4_K, 4, { { 0, 2, false, false }, { 2, 2, false, false }, { 4, 12, true, false }, { 16, 128, true, false } } },
+	{ FX_TYPE_Q4_0, 2, { { 0, 2, false }, { 2, 16, true } } },
+	{ FX_TYPE_Q4_1, 3, { { 0, 2, false }, { 2, 2, false }, { 4, 16, true } } },
+	{ FX_TYPE_Q5_0, 3, { { 0, 2, false }, { 2, 4, false }, { 6, 16, true } } },
+	{ FX_TYPE_Q8_0, 2, { { 0, 2, false }, { 2, 32, true } } },
+	{ FX_TYPE_Q4_K, 4, { { 0, 2, false }, { 2, 2, false }, { 4, 12, true }, { 16, 128, true } } },
 	/* q6_K: d (at 208), scales (192), ql (0), qh (128) */
-	{ FX_TYPE_Q6_K, 4, { { 208, 2, false, false }, { 192, 16, true, false }, { 0, 128, true, false }, { 128, 64, true, false } } },
+	{ FX_TYPE_Q6_K, 4, { { 208, 2, false }, { 192, 16, true }, { 0, 128, true }, { 128, 64, true } } },
 };
 
 static const struct x8_layout *layout_of(int t)
@@ -59,11 +57,10 @@ static void move_field(const struct x8_field *f, uint8_t *sb, uint8_t *blk, int 
 	}
 	for (int c = 0; c < f->size / 4; c++) {
 		uint8_t *s = sb + ((size_t)c * 8 + (size_t)r) * 4, *b = blk + f->off + 4 * (size_t)c;
-		uint32_t v;
-		memcpy(&v, to_sb ? b : s, 4);
-		if (f->flip) /* its own inverse: the same step both ways */
-			v ^= 0x80808080u;
-		memcpy(to_sb ? s : b, &v, 4);
+		if (to_sb)
+			memcpy(s, b, 4);
+		else
+			memcpy(b, s, 4);
 	}
 }
 

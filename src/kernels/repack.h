@@ -11,8 +11,7 @@
  * [8][size]) or as a byte array cut into 4-byte columns ([size/4][8][4]:
  * column c, row r = bytes 4c..4c+3 of row r's array). Loaded as 256-bit
  * vectors, the columns are the rows-in-lanes registers the kernels work
- * on, with no transposes. q8_0's codes are stored as u8 w + 128 (each
- * byte XOR 0x80), the operand vpdpbusd takes. Only matrices whose row count is a multiple of
+ * on, with no transposes. Only matrices whose row count is a multiple of
  * 8 are repacked (the model loader's rule); others keep plain rows.
  * Types: q4_0, q4_1, q5_0, q8_0, q4_K, q6_K.
  */

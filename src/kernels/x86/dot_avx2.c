@@ -200,18 +200,16 @@ ALWAYS_INLINE __m256i q5_high(__m256i QH, int k)
  * T[0..7] (q8_0: bytes 4k..4k+3; with |W| in A) or T[0..3] (4/5-bit: the
  * packed bytes 4k..4k+3, low nibbles W[k], high W[k + 4]); q5_0 adds the
  * fifth bits from QH (lane r = row r's qh). */
-ALWAYS_INLINE void leg_codes(const __m256i *T, __m256i QH, __m256i *W, __m256i *A, const int KIND, bool x8)
+ALWAYS_INLINE void leg_codes(const __m256i *T, __m256i QH, __m256i *W, __m256i *A, const int KIND)
 {
 	if (KIND == LEG_Q8_0) {
-		/* x8 groups hold w + 128 as u8 (repack.h), plain rows w */
-		const __m256i flip = _mm256_set1_epi8((char)0x80);
 		for (int k = 0; k < 8; k++) {
 #if KERN_VNNI
 			/* w + 128 as u8; the 128 * sum(y) comes off later */
-			W[k] = x8 ? T[k] : _mm256_xor_si256(T[k], flip);
+			W[k] = _mm256_xor_si256(T[k], _mm256_set1_epi8((char)0x80));
 			(void)A;
 #else
-			W[k] = x8 ? _mm256_xor_si256(T[k], flip) : T[k];
+			W[k] = T[k];
 			A[k] = _mm256_sign_epi8(W[k], W[k]);
 #endif
 		}
@@ -242,7 +240,7 @@ ALWAYS_INLINE void leg_rows8(const uint8_t *const *p, int64_t ib, __m256i *W, __
 			memcpy(&h[r], p[r] + base + offsetof(struct block_q5_0, qh), 4);
 		QH = _mm256_loadu_si256((const __m256i *)h);
 	}
-	leg_codes(T, QH, W, A, KIND, false);
+	leg_codes(T, QH, W, A, KIND);
 }
 
 ALWAYS_INLINE void leg_x8(const uint8_t *sb, __m256i *W, __m256i *A, const int KIND)
@@ -251,7 +249,7 @@ ALWAYS_INLINE void leg_x8(const uint8_t *sb, __m256i *W, __m256i *A, const int K
 	for (int k = 0; k < (KIND == LEG_Q8_0 ? 8 : 4); k++)
 		T[k] = _mm256_loadu_si256((const __m256i *)(sb + leg_x8_qs(KIND) + 32 * (size_t)k));
 	__m256i QH = KIND == LEG_Q5_0 ? _mm256_loadu_si256((const __m256i *)(sb + 16)) : _mm256_setzero_si256();
-	leg_codes(T, QH, W, A, KIND, true);
+	leg_codes(T, QH, W, A, KIND);
 }
 
 /* One activation row's block (32 bytes of q8 quants at y) against W:

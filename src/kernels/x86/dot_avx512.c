@@ -149,9 +149,9 @@ ALWAYS_INLINE void body_leg16(int64_t n, const uint8_t *w, size_t gs, const void
 		const uint8_t *sb = w + (size_t)ib * 8 * ws;
 		prefetch2(sb, gs, 8 * ws);
 		__m512i W[8];
-		if (KIND == LEG_Q8_0) { /* stored as w + 128 (repack.h); 128 * sum(y) comes off below */
+		if (KIND == LEG_Q8_0) { /* w + 128 as u8; 128 * sum(y) comes off below */
 			for (int k = 0; k < 8; k++)
-				W[k] = ld2(sb, gs, qs + 32 * (size_t)k);
+				W[k] = _mm512_xor_si512(ld2(sb, gs, qs + 32 * (size_t)k), _mm512_set1_epi8((char)0x80));
 		} else {
 			for (int k = 0; k < 4; k++) {
 				__m512i T = ld2(sb, gs, qs + 32 * (size_t)k);
