@@ -174,10 +174,10 @@ static int first_chunk(const struct attn_args *a, int32_t t, int32_t *lo)
 
 /* The largest of s[0..n) (-INFINITY for none; NaNs are skipped, as a
  * serial s[r] > m ? s[r] : m skips them): eight running maxima, then a
- * tree over them. A maximum is
- * exact in any order; the one serial chain of maxss had cost a causal
- * prefill a 4-cycle latency per key and head (SmolLM2 pp512: 17% of
- * attend_heads' own time). */
+ * tree over them. A maximum is exact in any order (only which of +0 and
+ * -0 wins may differ, and exp(s - m) is the same for both); one serial
+ * chain of maxss had cost a causal prefill a 4-cycle latency per key and
+ * head (SmolLM2 pp512: 17% of attend_heads' own time). */
 static float chunk_max(const float *s, int n)
 {
 	float m8[8];
