@@ -97,9 +97,10 @@ static void *probe_read(void *arg)
 
 /* Read bandwidth in bytes/s: best of 3 passes over buf[n] (1 GiB, more
  * than any cache: the Xeon VM's L3 is 480 MiB) split across n_threads
- * threads (probe_read; 1 GiB divides into whole streams). The machines are shared and their bandwidth drifts by 10-20%
- * within seconds, so the tool probes between the tg repetitions and
- * compares tg with the mean of those probes, not with one taken later. */
+ * threads (probe_read; 1 GiB divides into whole streams). The machines
+ * are shared and their bandwidth drifts by 10-20% within seconds, so the
+ * tool probes between the tg repetitions and compares tg with the mean
+ * of those probes, not with one taken later. */
 static double bandwidth_probe(const uint64_t *buf, size_t n, int n_threads)
 {
 	if (n_threads < 1)
