@@ -601,13 +601,14 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 	}
 }
 
-/* Softmax weights of a chunk: each weight bit for bit expf(s - m) (glibc;
+/* A chunk of online softmax for 1..5 heads: each head's scaled scores,
+ * running max, rescale factor, weights (bit for bit expf(s - m) on glibc;
  * elsewhere within 2 ulp: both are non-negative floats, so the distance of
- * their bit patterns counts ulps, subnormals included) and the sum l + the
- * weights in order, for every
- * length 1..40 (vector steps and padded tails) and for a sweep of x = s - m
- * over [-110, 0] (every 97th float: the table, the cubic, denormal results
- * and the cut to 0). */
+ * their bit patterns counts ulps, subnormals included) and sum l * r + the
+ * weights in order, for every length 1..40 (vector steps and padded
+ * tails), from a first chunk (m = -inf), a max that stays and one that
+ * rises; then a sweep of x = s - m over [-110, 0] (every 97th float: the
+ * table, the cubic, denormal results and the cut to 0). */
 static bool expf_same(float got, float want)
 {
 #if defined(__GLIBC__)
@@ -620,25 +621,45 @@ static bool expf_same(float got, float want)
 #endif
 }
 
-static void check_expsum(enum kern_isa isa, uint64_t *rng)
+static void check_softmax(enum kern_isa isa, uint64_t *rng)
 {
-	enum { N = 40 };
-	float src[N], s[N];
-	kern_expsum_fn es = set_of(isa)->expsum;
-	for (int i = 0; i < N; i++)
-		src[i] = i == 5 ? -120.0f : i == 9 ? -95.0f : -12.0f * (rng_f(rng) + 1.0f) / 2.0f;
-	for (int n = 1; n <= N; n++) {
-		memcpy(s, src, sizeof(s));
-		float l = es(s, n, 0.5f, 0.25f), e = 0.25f;
-		for (int i = 0; i < n; i++) {
-			float w = expf(src[i] - 0.5f);
-			CHECK(expf_same(s[i], w));
-			e += w;
-		}
-		CHECK(expf_same(l, e));
-		for (int i = n; i < N; i++) /* untouched past n */
-			CHECK(memcmp(&s[i], &src[i], sizeof(float)) == 0);
-	}
+	enum { N = 40, H = 5 };
+	float src[H][N], s[H][N];
+	kern_softmax_fn sm = set_of(isa)->softmax;
+	for (int h = 0; h < H; h++)
+		for (int i = 0; i < N; i++)
+			src[h][i] = i == 5 ? -120.0f : i == 9 ? -95.0f : i == 13 + h ? -INFINITY
+								      : -12.0f * (rng_f(rng) + 1.0f) / 2.0f + (float)h;
+	const float m0s[3] = { -INFINITY, 8.0f, -3.0f }, scale = 0.75f;
+	for (int nh = 1; nh <= H; nh++)
+		for (int c = 0; c < 3; c++)
+			for (int n = 1; n <= N; n++) {
+				memcpy(s, src, sizeof(s));
+				float m[H], l[H], r[H];
+				for (int h = 0; h < nh; h++)
+					m[h] = m0s[c], l[h] = 0.25f;
+				sm(&s[0][0], N, nh, n, scale, m, l, r);
+				for (int h = 0; h < nh; h++) {
+					float cm = -INFINITY, wm = m0s[c], wr = 1.0f, wl = 0.25f;
+					for (int i = 0; i < n; i++)
+						cm = src[h][i] * scale > cm ? src[h][i] * scale : cm;
+					if (cm > wm) {
+						wr = expf(wm - cm);
+						wl *= wr;
+						wm = cm;
+					}
+					CHECK(memcmp(&m[h], &wm, sizeof(float)) == 0 && expf_same(r[h], wr));
+					for (int i = 0; i < n; i++) {
+						float w = expf(src[h][i] * scale - wm);
+						CHECK(expf_same(s[h][i], w));
+						wl += w;
+					}
+					CHECKF(expf_same(l[h], wl), "softmax set %d: %d heads, n %d: l %a, want %a", isa,
+					       nh, n, l[h], wl);
+					for (int i = n; i < N; i++) /* untouched past n */
+						CHECK(memcmp(&s[h][i], &src[h][i], sizeof(float)) == 0);
+				}
+			}
 	uint32_t lo, hi;
 	float a = -110.0f, b = -0.0f;
 	memcpy(&lo, &b, 4);
@@ -651,7 +672,8 @@ static void check_expsum(enum kern_isa isa, uint64_t *rng)
 			memcpy(&x[j], &v, 4);
 			w[j] = x[j];
 		}
-		es(w, 4, 0.0f, 0.0f);
+		float m0 = 0.0f, l0 = 0.0f, r0;
+		sm(w, 4, 1, 4, 1.0f, &m0, &l0, &r0);
 		for (int j = 0; j < 4; j++, n++)
 			bad += !expf_same(w[j], expf(x[j]));
 	}
@@ -684,7 +706,7 @@ static void check_lines(void)
 /* Fill every set's table and check what each holds: a set the CPU cannot
  * run is refused (FX_E_UNSUPPORTED) and holds only the portable kernels;
  * every set has a quantizer for every activation type, the attention value
- * kernels of the three cache types, both GLUs, expsum and f16 rounding;
+ * kernels of the three cache types, both GLUs, softmax and f16 rounding;
  * an x86 set has a dot kernel for every listed weight type, x8 kernels
  * exactly for the types with an x8 layout (few-row ones the same as the
  * many-row ones except in the AVX-512 set), and score kernels for f32 and
@@ -709,7 +731,7 @@ static void check_tables(void)
 			CHECK(x86 || !ks->gemm[t]);
 		}
 		CHECK(ks->pv[FX_TYPE_F32] && ks->pv[FX_TYPE_F16] && ks->pv[FX_TYPE_Q8_0]);
-		CHECK(ks->glu[KERN_GLU_SILU] && ks->glu[KERN_GLU_GELU] && ks->expsum && ks->round_f16);
+		CHECK(ks->glu[KERN_GLU_SILU] && ks->glu[KERN_GLU_GELU] && ks->softmax && ks->round_f16);
 		CHECK(!ks->qk[FX_TYPE_F32] == !x86 && !ks->qk[FX_TYPE_F16] == !x86 && !ks->qk[FX_TYPE_Q8_0]);
 	}
 }
@@ -789,8 +811,8 @@ int main(void)
 	check_act_quant(best, &rng);
 	check_pv(best, &rng);
 	check_qk(best, &rng);
-	check_expsum(best, &rng);
-	check_expsum(KERN_PORTABLE, &rng);
+	check_softmax(best, &rng);
+	check_softmax(KERN_PORTABLE, &rng);
 	printf("kernels: %d checks on kernel set %d\n", check_count, (int)best);
 	return check_exit();
 }

@@ -134,14 +134,21 @@ typedef void (*kern_round_fn)(const float *x, float *y, int64_t n);
 enum kern_glu { KERN_GLU_SILU, KERN_GLU_GELU, KERN_GLU_COUNT };
 typedef void (*kern_glu_fn)(float *g, const float *u, long n);
 
-/* s[i] = e^(s[i] - m) for i < n (every s[i] <= m): a chunk of attention's
- * softmax weights. Returns l plus their sum, added one by one in order.
- * The portable form calls expf; the AVX2 form evaluates four weights at a
- * time the way glibc's expf (2.27 and later, its FMA variant, which glibc
- * picks on any CPU the AVX2 set runs on) does, so on glibc both forms give
- * the same weights bit for bit; with another libm they may differ by an
- * ulp (the AVX2 form stays within an ulp of e^x). */
-typedef float (*kern_expsum_fn)(float *s, int n, float m, float l);
+/* One chunk of an online softmax (Milakov & Gimelshein 2018) for nh heads
+ * at once. Head h's n scores s[h * ss + i] (i < n) are multiplied by scale
+ * in place. Where their maximum (NaNs skipped) exceeds the running max
+ * m[h], m[h] becomes it and l[h] is multiplied by r[h] = e^(m_old - m_new)
+ * (0 when m_old is -inf); else r[h] = 1. Then each score becomes the
+ * weight e^(s - m[h]) and l[h] adds the weights one by one in order. The
+ * caller multiplies the head's partial output by r[h]. The portable form
+ * calls expf; the AVX2 form evaluates e^x the way glibc's expf (2.27 and
+ * later, its FMA variant, which glibc picks on any CPU the AVX2 set runs
+ * on) does, so on glibc both forms give the same bits; with another libm
+ * they may differ by an ulp (the AVX2 form stays within an ulp of e^x).
+ * The AVX2 form runs the heads' in-order sums side by side: one head's
+ * chain of dependent adds was the limit. */
+typedef void (*kern_softmax_fn)(float *s, size_t ss, int nh, int n, float scale, float *m, float *l,
+				float *r);
 
 /* One kernel set, by weight / cache / activation type (enum fx_type). A
  * NULL dot / gemm / gemm_x8 / qk entry means the set has none for that
@@ -162,7 +169,7 @@ struct kern_set {
 	kern_qk_fn qk[FX_TYPE_COUNT];  /* by K cache type */
 	kern_pv_fn pv[FX_TYPE_COUNT];  /* by V cache type: f32, f16, q8_0 */
 	kern_glu_fn glu[KERN_GLU_COUNT];
-	kern_expsum_fn expsum;
+	kern_softmax_fn softmax;
 	kern_round_fn round_f16;
 };
 

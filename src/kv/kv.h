@@ -215,6 +215,17 @@ static inline void kv_rows(const struct kv_view *kv, int il, int32_t j0, int n, 
 	}
 }
 
+/* Whether two views are the same sequence's cache (its rows at a
+ * position are the same memory): a per-sequence pointer decides. */
+static inline bool kv_view_same(const struct kv_view *a, const struct kv_view *b)
+{
+	if (a->kind != b->kind)
+		return false;
+	if (a->kind == KV_PAGED)
+		return a->paged.blocks[0] == b->paged.blocks[0] && a->paged.blocks[1] == b->paged.blocks[1];
+	return a->decode == b->decode;
+}
+
 /* Where the state after the row at position pos is kept for a roll-back
  * (a whole state; each layer writes its part at its rs_off), or NULL. */
 static inline float *kv_rs_kept(const struct kv_view *v, int32_t pos)

@@ -7,13 +7,25 @@
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
-static float expsum(float *s, int n, float m, float l)
+static void softmax(float *s, size_t ss, int nh, int n, float scale, float *m, float *l, float *r)
 {
-	for (int i = 0; i < n; i++) {
-		s[i] = expf(s[i] - m);
-		l += s[i];
+	for (int h = 0; h < nh; h++) {
+		float *sh = s + (size_t)h * ss, cm = -INFINITY;
+		for (int i = 0; i < n; i++) {
+			sh[i] *= scale;
+			cm = sh[i] > cm ? sh[i] : cm;
+		}
+		r[h] = 1.0f;
+		if (cm > m[h]) {
+			r[h] = expf(m[h] - cm);
+			l[h] *= r[h];
+			m[h] = cm;
+		}
+		for (int i = 0; i < n; i++) {
+			sh[i] = expf(sh[i] - m[h]);
+			l[h] += sh[i];
+		}
 	}
-	return l;
 }
 
 /* SiLU / swish: x * sigmoid(x) (Elfwing et al. 2017). */
@@ -79,6 +91,6 @@ void kern_generic_fill(struct kern_set *ks)
 	ks->pv[FX_TYPE_Q8_0] = pv_q8_0;
 	ks->glu[KERN_GLU_SILU] = glu_silu;
 	ks->glu[KERN_GLU_GELU] = glu_gelu;
-	ks->expsum = expsum;
+	ks->softmax = softmax;
 	ks->round_f16 = round_f16;
 }

@@ -78,7 +78,7 @@ static inline __m256 gelu_glu8(__m256 g, __m256 u)
 GLU_ROW(kern_glu_avx2_silu, silu_glu8)
 GLU_ROW(kern_glu_avx2_gelu, gelu_glu8)
 
-/* Attention weights (expsum). e^x for x <= 0 evaluated as
+/* Attention weights (softmax). e^x for x <= 0 evaluated as
  * glibc's expf (2.27 and later; the algorithm of Arm's optimized-routines)
  * does on an FMA machine, four lanes of binary64 at a time: k = round(x *
  * 32/ln2) through the 1.5 * 2^52 shift, r = x * 32/ln2 - k, 2^(k/32) from a
@@ -118,30 +118,85 @@ static inline __m128 expf4_neg(__m128 xf)
 	return _mm_andnot_ps(_mm_cmplt_ps(xf, _mm_set1_ps(-0x1.9fe368p6f)), e);
 }
 
-float kern_expsum_avx2(float *s, int n, float m, float l)
+/* A head's scores times scale (in place) and their maximum, NaNs skipped
+ * (max_ps returns its second operand when either is NaN); in any order,
+ * the maximum is exact. */
+static inline float scale_max(float *s, int n, float scale)
 {
-	const __m128 mv = _mm_set1_ps(m);
+	const __m256 sv = _mm256_set1_ps(scale);
+	__m256 mv = _mm256_set1_ps(-INFINITY);
 	int i = 0;
-	/* Each group of four is added (in order, as the portable loop) as
-	 * soon as it is computed: the sum's chain of dependent adds then
-	 * runs beside the next groups' exps instead of after all of them. */
-	for (; i + 4 <= n; i += 4) {
-		__m128 e = expf4_neg(_mm_sub_ps(_mm_loadu_ps(s + i), mv));
-		_mm_storeu_ps(s + i, e);
-		l += _mm_cvtss_f32(e);
-		l += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 1));
-		l += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 2));
-		l += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 3));
+	for (; i + 8 <= n; i += 8) {
+		__m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + i), sv);
+		_mm256_storeu_ps(s + i, x);
+		mv = _mm256_max_ps(x, mv);
 	}
-	if (i < n) {
-		float t[4] = { m, m, m, m };
-		memcpy(t, s + i, (size_t)(n - i) * sizeof(float));
-		_mm_storeu_ps(t, expf4_neg(_mm_sub_ps(_mm_loadu_ps(t), mv)));
-		memcpy(s + i, t, (size_t)(n - i) * sizeof(float));
-		for (; i < n; i++)
-			l += s[i];
+	__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+	m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+	m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+	float m = _mm_cvtss_f32(m4);
+	for (; i < n; i++) {
+		s[i] *= scale;
+		m = s[i] > m ? s[i] : m;
 	}
-	return l;
+	return m;
+}
+
+/* Weights and in-order sums of NB heads (NB constant: the sums stay in
+ * registers); each group of four weights is added as soon as it is
+ * computed, so the heads' add chains run beside the next groups' exps. */
+static inline __attribute__((always_inline)) void exp_heads(const int NB, float *s, size_t ss, int n,
+							     const float *m, float *l)
+{
+	float lv[4];
+	__m128 mv[4];
+	for (int h = 0; h < NB; h++) {
+		lv[h] = l[h];
+		mv[h] = _mm_set1_ps(m[h]);
+	}
+	int i = 0;
+	for (; i + 4 <= n; i += 4)
+		for (int h = 0; h < NB; h++) {
+			float *sh = s + (size_t)h * ss;
+			__m128 e = expf4_neg(_mm_sub_ps(_mm_loadu_ps(sh + i), mv[h]));
+			_mm_storeu_ps(sh + i, e);
+			lv[h] += _mm_cvtss_f32(e);
+			lv[h] += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 1));
+			lv[h] += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 2));
+			lv[h] += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 3));
+		}
+	for (int h = 0; h < NB && i < n; h++) { /* a padded last group */
+		float *sh = s + (size_t)h * ss, t[4] = { m[h], m[h], m[h], m[h] };
+		memcpy(t, sh + i, (size_t)(n - i) * sizeof(float));
+		_mm_storeu_ps(t, expf4_neg(_mm_sub_ps(_mm_loadu_ps(t), mv[h])));
+		memcpy(sh + i, t, (size_t)(n - i) * sizeof(float));
+		for (int j = i; j < n; j++)
+			lv[h] += sh[j];
+	}
+	for (int h = 0; h < NB; h++)
+		l[h] = lv[h];
+}
+
+void kern_softmax_avx2(float *s, size_t ss, int nh, int n, float scale, float *m, float *l, float *r)
+{
+	for (int h = 0; h < nh; h++) {
+		float cm = scale_max(s + (size_t)h * ss, n, scale);
+		r[h] = 1.0f;
+		if (cm > m[h]) { /* e^(m_old - m_new) as the weights' e^x */
+			r[h] = _mm_cvtss_f32(expf4_neg(_mm_set1_ps(m[h] - cm)));
+			l[h] *= r[h];
+			m[h] = cm;
+		}
+	}
+	for (int h0 = 0; h0 < nh; h0 += 4) {
+		float *sh = s + (size_t)h0 * ss;
+		switch (nh - h0 < 4 ? nh - h0 : 4) {
+		case 1: exp_heads(1, sh, ss, n, m + h0, l + h0); break;
+		case 2: exp_heads(2, sh, ss, n, m + h0, l + h0); break;
+		case 3: exp_heads(3, sh, ss, n, m + h0, l + h0); break;
+		default: exp_heads(4, sh, ss, n, m + h0, l + h0); break;
+		}
+	}
 }
 
 /* ---- activation quantizers, bit-identical to the type table's ----------

@@ -57,7 +57,7 @@ void kern_x86_fill(struct kern_set *ks)
 	ks->pv[FX_TYPE_F16] = kern_pv_avx2_f16;
 	ks->glu[KERN_GLU_SILU] = kern_glu_avx2_silu;
 	ks->glu[KERN_GLU_GELU] = kern_glu_avx2_gelu;
-	ks->expsum = kern_expsum_avx2;
+	ks->softmax = kern_softmax_avx2;
 	ks->round_f16 = kern_round_f16_avx2;
 }
 #endif

@@ -21,7 +21,7 @@ void kern_quant_avx2_q8_1(const float *x, void *row, int64_t n);
 void kern_quant_avx2_q8_K(const float *x, void *y, int64_t n);
 void kern_glu_avx2_silu(float *g, const float *u, long n);
 void kern_glu_avx2_gelu(float *g, const float *u, long n);
-float kern_expsum_avx2(float *s, int n, float m, float l);
+void kern_softmax_avx2(float *s, size_t ss, int nh, int n, float scale, float *m, float *l, float *r);
 void kern_round_f16_avx2(const float *x, float *y, int64_t n);
 void kern_qk_avx2_f32(int64_t n, int nh, const float *q, size_t q_stride, int nk,
 		      const void *const *k, float *out, size_t out_stride);
