@@ -597,7 +597,6 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 		__m256i SM[4];
 		__m256 dx, dmx;
 		if (x8) {
-			prefetch_span(sb, 8 * sizeof(struct block_q4_K));
 			__m256i T[3];
 			for (int k = 0; k < 3; k++)
 				T[k] = _mm256_loadu_si256((const __m256i *)(sb + Q4KX_SC + 32 * k));
@@ -617,6 +616,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 		for (int j = 0; j < QK_K / 64; j++) {
 			__m256i T[8];
 			if (x8) {
+				prefetch_part(sb, 8 * sizeof(struct block_q4_K), j, QK_K / 64);
 				for (int k = 0; k < 8; k++)
 					T[k] = _mm256_loadu_si256((const __m256i *)(sb + Q4KX_QS + 32 * (8 * (size_t)j + k)));
 			} else {
@@ -818,7 +818,6 @@ ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int 
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
 		const uint8_t *sb = (const uint8_t *)vw + (size_t)ib * 8 * sizeof(struct block_q6_K);
-		prefetch_span(sb, 8 * sizeof(struct block_q6_K));
 		__m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
 		__m256i S[4];
 		for (int c = 0; c < 4; c++)
@@ -832,11 +831,15 @@ ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int 
 			 * where the unrolled body spilled (eight rows 16 -> 11) */
 			if (NT == 1) {
 #pragma GCC unroll 4
-				for (int m = 0; m < 4; m++)
+				for (int m = 0; m < 4; m++) {
+					prefetch_part(sb, 8 * sizeof(struct block_q6_K), 4 * j + m, 8);
 					q6_sub(sb, S, j, m, act, act_stride, ib, isum, NT);
+				}
 			} else {
-				for (int m = 0; m < 4; m++)
+				for (int m = 0; m < 4; m++) {
+					prefetch_part(sb, 8 * sizeof(struct block_q6_K), 4 * j + m, 8);
 					q6_sub(sb, S, j, m, act, act_stride, ib, isum, NT);
+				}
 			}
 		}
 #pragma GCC unroll 8

@@ -58,4 +58,13 @@ ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
 		_mm_prefetch((const char *)(p + PREFETCH_AHEAD + o), _MM_HINT_T1);
 }
 
+/* Part i of parts of prefetch_span(p, n), a share of its lines: a block's
+ * lines asked for across its loop steps, not in one burst. */
+ALWAYS_INLINE void prefetch_part(const uint8_t *p, size_t n, int i, int parts)
+{
+	size_t lines = (n + 63) / 64, l1 = lines * (size_t)(i + 1) / (size_t)parts;
+	for (size_t l = lines * (size_t)i / (size_t)parts; l < l1; l++)
+		_mm_prefetch((const char *)(p + PREFETCH_AHEAD + 64 * l), _MM_HINT_T1);
+}
+
 #endif
