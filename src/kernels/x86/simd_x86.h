@@ -41,17 +41,15 @@ enum { Q4KX_SC = 32, Q4KX_QS = 128 };
 enum { Q6X_SC = 16, Q6X_QL = 16 + 4 * 32, Q6X_QH = 16 + 36 * 32 };
 
 /* Weights PREFETCH_AHEAD bytes ahead of the block being read are asked
- * for now, into L2 (T1): decode streams each row once from DRAM. With
- * eight activation rows, 2 KiB is about 460 ns of work, past DRAM's
- * latency (bench/ab.sh, SmolLM2 8-sequence step: 2 KiB ~1-2% faster than
- * 1 KiB, 4 KiB slower), and the kernel is slow enough for L2's latency,
- * leaving L1's few miss buffers to the loads (0.978x, 0.994x, 0.985x in
- * three paired runs against T0). One activation row (a decode step) runs
- * best the same way: T1 at 2 KiB against T0 at 1 KiB, bench/ab.sh -s 1 on
- * the Xeon VM, step time 0.920x and 0.938x (TinyLlama-shape Q4_K_M), 0.974x
- * (its Q8_0), 0.981x (Gemma 3 Q4_K_M); 4 KiB was slower (1.04x). (A
- * prefetch past the matrix is harmless: it never faults.) */
-enum { PREFETCH_AHEAD = 2048 };
+ * for now, into L2 (T1): decode streams each row once from DRAM, and T1
+ * leaves L1's few miss buffers to the loads (0.978x, 0.994x, 0.985x step
+ * time in three paired runs against T0). 3 KiB since the K-quant kernels
+ * spread their prefetches (prefetch_part), bench/ab.sh against 2 KiB on the
+ * Xeon VM: TinyLlama-shape Q4_K_M one sequence 0.971x, eight 0.978x; its
+ * Q8_0 0.985x (2 KiB had measured best while the K-quant kernels asked for
+ * a whole superblock in one burst; 4 KiB slower then). A prefetch past the
+ * matrix is harmless: it never faults. */
+enum { PREFETCH_AHEAD = 3072 };
 ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
 {
 	for (size_t o = 0; o < n; o += 64)
