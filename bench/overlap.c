@@ -7,7 +7,7 @@
  * L3 a VM reports) once, in order, 64 bytes at a time, and does W
  * vpmaddubsw + vpaddw pairs on every 32 bytes it reads (W = 0, 1, 2, 4, 8:
  * a decode kernel does about 1-3 per 32 weight bytes), with and without a
- * software prefetch 2 KiB ahead into L2 (the kernels' PREFETCH_AHEAD).
+ * software prefetch 3 KiB ahead into L2 (the kernels' PREFETCH_AHEAD).
  * Per W it prints the rate of the work alone (on a buffer that stays in
  * L2) as a multiple of the plain read rate (W = 0, prefetched), and the
  * read rate from DRAM with that work, as a share of the plain one: with
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { PREFETCH = 2048, SMALL = 256 * 1024, MAX_T = 64, MAX_R = 31 };
+enum { PREFETCH = 3072, SMALL = 256 * 1024, MAX_T = 64, MAX_R = 31 };
 static const int work_levels[] = { 0, 1, 2, 4, 8 };
 #define N_LEVELS ((int)(sizeof(work_levels) / sizeof(work_levels[0])))
 
@@ -158,7 +158,7 @@ int main(int argc, char **argv)
 	}
 	printf("%d threads, %ld MiB read once per run, median of %d runs (GB/s of bytes read)\n\n", n_t, mib,
 	       runs);
-	printf("| work per 32 B | compute alone (L2) | compute / plain read | DRAM, no prefetch | DRAM, prefetch 2 KiB | prefetched / plain read |\n");
+	printf("| work per 32 B | compute alone (L2) | compute / plain read | DRAM, no prefetch | DRAM, prefetch 3 KiB | prefetched / plain read |\n");
 	printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
 	double plain = 0;
 	for (int w = 0; w < N_LEVELS; w++) {
