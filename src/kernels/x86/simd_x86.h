@@ -50,19 +50,20 @@ enum { Q6X_SC = 16, Q6X_QL = 16 + 4 * 32, Q6X_QH = 16 + 36 * 32 };
  * a whole superblock in one burst; 4 KiB slower then). A prefetch past the
  * matrix is harmless: it never faults. */
 enum { PREFETCH_AHEAD = 3072 };
-ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
-{
-	for (size_t o = 0; o < n; o += 64)
-		_mm_prefetch((const char *)(p + PREFETCH_AHEAD + o), _MM_HINT_T1);
-}
 
-/* Part i of parts of prefetch_span(p, n), a share of its lines: a block's
+/* Part i of parts of the n bytes' lines, PREFETCH_AHEAD past p: a block's
  * lines asked for across its loop steps, not in one burst. */
 ALWAYS_INLINE void prefetch_part(const uint8_t *p, size_t n, int i, int parts)
 {
 	size_t lines = (n + 63) / 64, l1 = lines * (size_t)(i + 1) / (size_t)parts;
 	for (size_t l = lines * (size_t)i / (size_t)parts; l < l1; l++)
 		_mm_prefetch((const char *)(p + PREFETCH_AHEAD + 64 * l), _MM_HINT_T1);
+}
+
+/* All of them at once. */
+ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
+{
+	prefetch_part(p, n, 0, 1);
 }
 
 #endif
