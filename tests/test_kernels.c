@@ -601,31 +601,30 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 	}
 }
 
-/* A chunk of online softmax for 1..5 heads: each head's scaled scores,
- * running max, rescale factor, weights (bit for bit expf(s - m) on glibc;
- * elsewhere within 2 ulp: both are non-negative floats, so the distance of
- * their bit patterns counts ulps, subnormals included) and sum l * r + the
- * weights in order, for every length 1..40 (vector steps and padded
- * tails), from a first chunk (m = -inf), a max that stays and one that
- * rises; then a sweep of x = s - m over [-110, 0] (every 97th float: the
- * table, the cubic, denormal results and the cut to 0). */
-static bool expf_same(float got, float want)
+/* Ulps between two non-negative floats (their bit patterns' distance,
+ * subnormals included). */
+static uint32_t ulps(float a, float b)
 {
-#if defined(__GLIBC__)
-	return memcmp(&got, &want, sizeof(float)) == 0;
-#else
-	uint32_t g, w;
-	memcpy(&g, &got, 4);
-	memcpy(&w, &want, 4);
-	return (g > w ? g - w : w - g) <= 2;
-#endif
+	uint32_t x, y;
+	memcpy(&x, &a, 4);
+	memcpy(&y, &b, 4);
+	return x > y ? x - y : y - x;
 }
 
+/* A chunk of online softmax for 1..5 heads, against the definition
+ * (kern.h, kernels/softmax.h) written out here: each head's scaled scores,
+ * running max, rescale factor r = e^(m_old - m_new), weights e^(s - m)
+ * within 2 ulp of expf (0 below e^-87), and l * r + the weights summed in
+ * eight lanes then the fixed tree, for every length 1..40 (vector steps
+ * and masked tails), from a first chunk (m = -inf), a max that stays and
+ * one that rises. The set's bits must be the portable set's (memcmp).
+ * Then a sweep of x over [-110, 0] (every 97th float): within 2 ulp of
+ * expf above -87, 0 below, and the same bits in both sets. */
 static void check_softmax(enum kern_isa isa, uint64_t *rng)
 {
 	enum { N = 40, H = 5 };
-	float src[H][N], s[H][N];
-	kern_softmax_fn sm = set_of(isa)->softmax;
+	float src[H][N], s[H][N], s0[H][N];
+	kern_softmax_fn sm = set_of(isa)->softmax, sm0 = set_of(KERN_PORTABLE)->softmax;
 	for (int h = 0; h < H; h++)
 		for (int i = 0; i < N; i++)
 			src[h][i] = i == 5 ? -120.0f : i == 9 ? -95.0f : i == 13 + h ? -INFINITY
@@ -635,27 +634,35 @@ static void check_softmax(enum kern_isa isa, uint64_t *rng)
 		for (int c = 0; c < 3; c++)
 			for (int n = 1; n <= N; n++) {
 				memcpy(s, src, sizeof(s));
-				float m[H], l[H], r[H];
+				memcpy(s0, src, sizeof(s0));
+				float m[H], l[H], r[H], pm[H], pl[H], pr[H];
 				for (int h = 0; h < nh; h++)
-					m[h] = m0s[c], l[h] = 0.25f;
+					m[h] = pm[h] = m0s[c], l[h] = pl[h] = 0.25f;
 				sm(&s[0][0], N, nh, n, scale, m, l, r);
+				sm0(&s0[0][0], N, nh, n, scale, pm, pl, pr);
+				CHECKF(memcmp(s, s0, sizeof(s)) == 0 && memcmp(m, pm, (size_t)nh * 4) == 0 &&
+					       memcmp(l, pl, (size_t)nh * 4) == 0 && memcmp(r, pr, (size_t)nh * 4) == 0,
+				       "softmax set %d: %d heads, n %d: not the portable bits", isa, nh, n);
 				for (int h = 0; h < nh; h++) {
-					float cm = -INFINITY, wm = m0s[c], wr = 1.0f, wl = 0.25f;
+					float cm = -INFINITY, wm = m0s[c], wr = 1.0f, wl = 0.25f, lane[8] = { 0 };
 					for (int i = 0; i < n; i++)
 						cm = src[h][i] * scale > cm ? src[h][i] * scale : cm;
 					if (cm > wm) {
-						wr = expf(wm - cm);
-						wl *= wr;
+						wr = wm < -87.0f ? 0.0f : expf(wm - cm);
+						wl *= r[h];
 						wm = cm;
 					}
-					CHECK(memcmp(&m[h], &wm, sizeof(float)) == 0 && expf_same(r[h], wr));
+					CHECK(memcmp(&m[h], &wm, sizeof(float)) == 0 && ulps(r[h], wr) <= 2);
 					for (int i = 0; i < n; i++) {
-						float w = expf(src[h][i] * scale - wm);
-						CHECK(expf_same(s[h][i], w));
-						wl += w;
+						float x = src[h][i] * scale - wm, w = x < -87.0f ? 0.0f : expf(x);
+						CHECKF(ulps(s[h][i], w) <= 2, "softmax set %d: e^%a = %a, want %a", isa,
+						       x, s[h][i], w);
+						lane[i % 8] += s[h][i];
 					}
-					CHECKF(expf_same(l[h], wl), "softmax set %d: %d heads, n %d: l %a, want %a", isa,
-					       nh, n, l[h], wl);
+					wl += ((lane[0] + lane[4]) + (lane[2] + lane[6])) +
+					      ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+					CHECKF(memcmp(&l[h], &wl, sizeof(float)) == 0,
+					       "softmax set %d: %d heads, n %d: l %a, want %a", isa, nh, n, l[h], wl);
 					for (int i = n; i < N; i++) /* untouched past n */
 						CHECK(memcmp(&s[h][i], &src[h][i], sizeof(float)) == 0);
 				}
@@ -664,20 +671,27 @@ static void check_softmax(enum kern_isa isa, uint64_t *rng)
 	float a = -110.0f, b = -0.0f;
 	memcpy(&lo, &b, 4);
 	memcpy(&hi, &a, 4);
-	long bad = 0, n = 0;
+	long bad = 0, diff = 0, n = 0;
+	uint32_t worst = 0;
 	for (uint32_t u = lo; u <= hi; u += 97) {
-		float x[4], w[4];
-		for (int j = 0; j < 4; j++) {
-			uint32_t v = u + (uint32_t)j * 23 < hi ? u + (uint32_t)j * 23 : hi;
+		float x[8], w[8], w0[8];
+		for (int j = 0; j < 8; j++) {
+			uint32_t v = u + (uint32_t)j * 11 < hi ? u + (uint32_t)j * 11 : hi;
 			memcpy(&x[j], &v, 4);
-			w[j] = x[j];
+			w[j] = w0[j] = x[j];
 		}
-		float m0 = 0.0f, l0 = 0.0f, r0;
-		sm(w, 4, 1, 4, 1.0f, &m0, &l0, &r0);
-		for (int j = 0; j < 4; j++, n++)
-			bad += !expf_same(w[j], expf(x[j]));
+		float m0 = 0.0f, l0 = 0.0f, r0, pm0 = 0.0f, pl0 = 0.0f, pr0;
+		sm(w, 8, 1, 8, 1.0f, &m0, &l0, &r0);
+		sm0(w0, 8, 1, 8, 1.0f, &pm0, &pl0, &pr0);
+		for (int j = 0; j < 8; j++, n++) {
+			uint32_t e = ulps(w[j], x[j] < -87.0f ? 0.0f : expf(x[j]));
+			worst = e > worst ? e : worst;
+			bad += e > 2;
+			diff += memcmp(&w[j], &w0[j], 4) != 0;
+		}
 	}
-	CHECKF(bad == 0, "%ld of %ld weights differ from expf", bad, n);
+	CHECKF(bad == 0 && diff == 0, "%ld of %ld weights over 2 ulp from expf (worst %u), %ld not the portable bits",
+	       bad, n, worst, diff);
 }
 
 /* fx_malloc_lines: every array on a 64-byte line; on Linux one of 4 MiB or

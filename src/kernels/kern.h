@@ -139,14 +139,10 @@ typedef void (*kern_glu_fn)(float *g, const float *u, long n);
  * in place. Where their maximum (NaNs skipped) exceeds the running max
  * m[h], m[h] becomes it and l[h] is multiplied by r[h] = e^(m_old - m_new)
  * (0 when m_old is -inf); else r[h] = 1. Then each score becomes the
- * weight e^(s - m[h]) and l[h] adds the weights one by one in order. The
- * caller multiplies the head's partial output by r[h]. The portable form
- * calls expf; the AVX2 form evaluates e^x the way glibc's expf (2.27 and
- * later, its FMA variant, which glibc picks on any CPU the AVX2 set runs
- * on) does, so on glibc both forms give the same bits; with another libm
- * they may differ by an ulp (the AVX2 form stays within an ulp of e^x).
- * The AVX2 form runs the heads' in-order sums side by side: one head's
- * chain of dependent adds was the limit. */
+ * weight e^(s - m[h]) and l[h] adds the chunk's sum. The e^x and the
+ * sum's order are kernels/softmax.h's for every set (the portable form
+ * calls its scalar functions, the AVX2 form repeats them eight lanes at a
+ * time), so all sets give the same bits on any libm. */
 typedef void (*kern_softmax_fn)(float *s, size_t ss, int nh, int n, float scale, float *m, float *l,
 				float *r);
 

@@ -4,9 +4,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/softmax.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
+/* kern_softmax_fn with softmax.h's e^x and sum order. */
 static void softmax(float *s, size_t ss, int nh, int n, float scale, float *m, float *l, float *r)
 {
 	for (int h = 0; h < nh; h++) {
@@ -17,14 +19,16 @@ static void softmax(float *s, size_t ss, int nh, int n, float scale, float *m, f
 		}
 		r[h] = 1.0f;
 		if (cm > m[h]) {
-			r[h] = expf(m[h] - cm);
+			r[h] = kern_exp_neg(m[h] - cm);
 			l[h] *= r[h];
 			m[h] = cm;
 		}
+		float lanes[8] = { 0 };
 		for (int i = 0; i < n; i++) {
-			sh[i] = expf(sh[i] - m[h]);
-			l[h] += sh[i];
+			sh[i] = kern_exp_neg(sh[i] - m[h]);
+			lanes[i % 8] += sh[i];
 		}
+		l[h] += kern_sum8(lanes);
 	}
 }
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/softmax.h"
 #include "kernels/x86/x86.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
@@ -78,44 +79,27 @@ static inline __m256 gelu_glu8(__m256 g, __m256 u)
 GLU_ROW(kern_glu_avx2_silu, silu_glu8)
 GLU_ROW(kern_glu_avx2_gelu, gelu_glu8)
 
-/* Attention weights (softmax). e^x for x <= 0 evaluated as
- * glibc's expf (2.27 and later; the algorithm of Arm's optimized-routines)
- * does on an FMA machine, four lanes of binary64 at a time: k = round(x *
- * 32/ln2) through the 1.5 * 2^52 shift, r = x * 32/ln2 - k, 2^(k/32) from a
- * 32-entry table of 2^(i/32) with k/32's integer part added to the
- * exponent, times a cubic in r, rounded once to float. The same constants
- * and fused operations give the same bits as expf (tests/test_kernels.c
- * compares them), so the weights, and the in-order sum, are what the
- * portable loop computes. Below -0x1.9fe368p6 the result is 0, as expf's. */
-static const uint64_t exp2_32[32] = {
-	0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
-	0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
-	0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
-	0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
-	0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
-	0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
-	0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
-	0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
-}; /* bits of 2^(i/32) (correctly rounded) minus i << 47 */
-
-static inline __m128 expf4_neg(__m128 xf)
+/* Attention weights (softmax): kernels/softmax.h's e^x, eight lanes, each
+ * step the scalar form's operation (fused where it fuses), so the bits are
+ * the portable set's. */
+static inline __m256 exp8_neg(__m256 x)
 {
-	const __m256d inv_ln2_32 = _mm256_set1_pd(0x1.71547652b82fep+5), shift = _mm256_set1_pd(0x1.8p+52);
-	const __m256d c0 = _mm256_set1_pd(0x1.c6af84b912394p-20), c1 = _mm256_set1_pd(0x1.ebfce50fac4f3p-13);
-	const __m256d c2 = _mm256_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm256_set1_pd(1.0);
-	__m256d x = _mm256_cvtps_pd(xf);
-	__m256d kz = _mm256_fmadd_pd(x, inv_ln2_32, shift);
-	__m256i ki = _mm256_castpd_si256(kz);
-	__m256d kd = _mm256_sub_pd(kz, shift);
-	__m256d r = _mm256_fmsub_pd(x, inv_ln2_32, kd);
-	__m256i t = _mm256_i64gather_epi64((const long long *)exp2_32,
-					   _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
-	__m256d sc = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(ki, 47)));
-	__m256d z = _mm256_fmadd_pd(r, c0, c1);
-	__m256d y = _mm256_fmadd_pd(r, c2, one);
-	y = _mm256_fmadd_pd(z, _mm256_mul_pd(r, r), y);
-	__m128 e = _mm256_cvtpd_ps(_mm256_mul_pd(y, sc));
-	return _mm_andnot_ps(_mm_cmplt_ps(xf, _mm_set1_ps(-0x1.9fe368p6f)), e);
+	const __m256 shift = _mm256_set1_ps(KERN_EXP_SHIFT);
+	__m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(KERN_EXP_LOG2E), shift);
+	__m256 n = _mm256_sub_ps(z, shift);
+	__m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN_EXP_LN2_HI), x);
+	r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KERN_EXP_LN2_LO), r);
+	__m256 p = _mm256_fmadd_ps(_mm256_set1_ps(KERN_EXP_P0), r, _mm256_set1_ps(KERN_EXP_P1));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P2));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P3));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P4));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P5));
+	__m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+	__m256i sb = _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(z), 23),
+				      _mm256_set1_epi32(127 << 23));
+	__m256 e = _mm256_mul_ps(y, _mm256_castsi256_ps(sb));
+	/* below the cut (-inf too) 0; NaN compares false and stays NaN */
+	return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(KERN_EXP_CUT), _CMP_LT_OQ), e);
 }
 
 /* A head's scores times scale (in place) and their maximum, NaNs skipped
@@ -142,60 +126,34 @@ static inline float scale_max(float *s, int n, float scale)
 	return m;
 }
 
-/* Weights and in-order sums of NB heads (NB constant: the sums stay in
- * registers); each group of four weights is added as soon as it is
- * computed, so the heads' add chains run beside the next groups' exps. */
-static inline __attribute__((always_inline)) void exp_heads(const int NB, float *s, size_t ss, int n,
-							     const float *m, float *l)
-{
-	float lv[4];
-	__m128 mv[4];
-	for (int h = 0; h < NB; h++) {
-		lv[h] = l[h];
-		mv[h] = _mm_set1_ps(m[h]);
-	}
-	int i = 0;
-	for (; i + 4 <= n; i += 4)
-		for (int h = 0; h < NB; h++) {
-			float *sh = s + (size_t)h * ss;
-			__m128 e = expf4_neg(_mm_sub_ps(_mm_loadu_ps(sh + i), mv[h]));
-			_mm_storeu_ps(sh + i, e);
-			lv[h] += _mm_cvtss_f32(e);
-			lv[h] += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 1));
-			lv[h] += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 2));
-			lv[h] += _mm_cvtss_f32(_mm_shuffle_ps(e, e, 3));
-		}
-	for (int h = 0; h < NB && i < n; h++) { /* a padded last group */
-		float *sh = s + (size_t)h * ss, t[4] = { m[h], m[h], m[h], m[h] };
-		memcpy(t, sh + i, (size_t)(n - i) * sizeof(float));
-		_mm_storeu_ps(t, expf4_neg(_mm_sub_ps(_mm_loadu_ps(t), mv[h])));
-		memcpy(sh + i, t, (size_t)(n - i) * sizeof(float));
-		for (int j = i; j < n; j++)
-			lv[h] += sh[j];
-	}
-	for (int h = 0; h < NB; h++)
-		l[h] = lv[h];
-}
-
 void kern_softmax_avx2(float *s, size_t ss, int nh, int n, float scale, float *m, float *l, float *r)
 {
 	for (int h = 0; h < nh; h++) {
-		float cm = scale_max(s + (size_t)h * ss, n, scale);
+		float *sh = s + (size_t)h * ss, cm = scale_max(sh, n, scale);
 		r[h] = 1.0f;
-		if (cm > m[h]) { /* e^(m_old - m_new) as the weights' e^x */
-			r[h] = _mm_cvtss_f32(expf4_neg(_mm_set1_ps(m[h] - cm)));
+		if (cm > m[h]) {
+			r[h] = _mm256_cvtss_f32(exp8_neg(_mm256_set1_ps(m[h] - cm)));
 			l[h] *= r[h];
 			m[h] = cm;
 		}
-	}
-	for (int h0 = 0; h0 < nh; h0 += 4) {
-		float *sh = s + (size_t)h0 * ss;
-		switch (nh - h0 < 4 ? nh - h0 : 4) {
-		case 1: exp_heads(1, sh, ss, n, m + h0, l + h0); break;
-		case 2: exp_heads(2, sh, ss, n, m + h0, l + h0); break;
-		case 3: exp_heads(3, sh, ss, n, m + h0, l + h0); break;
-		default: exp_heads(4, sh, ss, n, m + h0, l + h0); break;
+		const __m256 mv = _mm256_set1_ps(m[h]);
+		__m256 acc = _mm256_setzero_ps();
+		int i = 0;
+		for (; i + 8 <= n; i += 8) {
+			__m256 e = exp8_neg(_mm256_sub_ps(_mm256_loadu_ps(sh + i), mv));
+			_mm256_storeu_ps(sh + i, e);
+			acc = _mm256_add_ps(acc, e);
 		}
+		if (i < n) { /* the last lanes; the others add 0 */
+			__m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - i), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+			__m256 e = exp8_neg(_mm256_sub_ps(_mm256_maskload_ps(sh + i, k), mv));
+			e = _mm256_and_ps(e, _mm256_castsi256_ps(k));
+			_mm256_maskstore_ps(sh + i, k, e);
+			acc = _mm256_add_ps(acc, e);
+		}
+		__m128 a = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+		a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+		l[h] += _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
 	}
 }
 
