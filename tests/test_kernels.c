@@ -601,6 +601,59 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 	}
 }
 
+/* Set b's attention kernels give set a's bits (kernels/kern.h: every x86
+ * set sums the same): pv for 1..10 heads, 1..12 keys, rows of 8..272
+ * elements (16-, 8-multiples and scalar tails), f32 and f16 rows; qk for
+ * 1..10 heads, 1..12 keys, head dimensions 8..264. */
+static void check_attn_sets_agree(enum kern_isa a, enum kern_isa b, uint64_t *rng)
+{
+	enum { N = 272, H = 10, K = 12 };
+	static float v32[K][N], q[H][N], w[H][K], init[H][N], oa[H][N], ob[H][N], tmp[N];
+	static uint16_t v16[K][N];
+	for (int r = 0; r < K; r++)
+		for (int i = 0; i < N; i++) {
+			v32[r][i] = rng_f(rng);
+			v16[r][i] = fx_fp32_to_fp16(v32[r][i]);
+		}
+	for (int h = 0; h < H; h++) {
+		for (int i = 0; i < N; i++) {
+			q[h][i] = fx_fp16_to_fp32(fx_fp32_to_fp16(rng_f(rng)));
+			init[h][i] = rng_f(rng);
+		}
+		for (int r = 0; r < K; r++)
+			w[h][r] = rng_f(rng) + 1.0f;
+	}
+	static const int ns[] = { 8, 64, 75, 128, 136, 200, 256, 264, 272 };
+	long bad = 0;
+	for (int f16 = 0; f16 < 2; f16++) {
+		int t = f16 ? FX_TYPE_F16 : FX_TYPE_F32;
+		const void *v[K];
+		for (int r = 0; r < K; r++)
+			v[r] = f16 ? (const void *)v16[r] : (const void *)v32[r];
+		for (size_t j = 0; j < sizeof(ns) / sizeof(ns[0]); j++)
+			for (int nh = 1; nh <= H; nh++)
+				for (int nk = 1; nk <= K; nk++) {
+					int n = ns[j];
+					memcpy(oa, init, sizeof(oa));
+					memcpy(ob, init, sizeof(ob));
+					set_of(a)->pv[t](n, nh, nk, &w[0][0], K, v, &oa[0][0], N, tmp);
+					set_of(b)->pv[t](n, nh, nk, &w[0][0], K, v, &ob[0][0], N, tmp);
+					bad += memcmp(oa, ob, sizeof(oa)) != 0;
+					kern_qk_fn qa = kern_qk_for(set_of(a), t, n), qb = kern_qk_for(set_of(b), t, n);
+					if (!qa || !qb) {
+						CHECK(!qa && !qb);
+						continue;
+					}
+					memset(oa, 0, sizeof(oa));
+					memset(ob, 0, sizeof(ob));
+					qa(n, nh, &q[0][0], N, nk, v, &oa[0][0], N);
+					qb(n, nh, &q[0][0], N, nk, v, &ob[0][0], N);
+					bad += memcmp(oa, ob, sizeof(oa)) != 0;
+				}
+	}
+	CHECKF(bad == 0, "attention kernels: set %d differs from set %d in %ld cases", b, a, bad);
+}
+
 /* Ulps between two non-negative floats (their bit patterns' distance,
  * subnormals included). */
 static uint32_t ulps(float a, float b)
@@ -815,6 +868,8 @@ int main(void)
 		for (size_t j = 0; j < 3; j++) {
 			check_gemm(isa, FX_TYPE_Q4_K, sizes256[j], false, &rng);
 			check_x8_only(isa, FX_TYPE_Q6_K, sizes256[j], &rng);
+			if (set > KERN_AVX2 && j == 0)
+				check_attn_sets_agree(KERN_AVX2, isa, &rng);
 			if (set > KERN_AVX2) {
 				check_sets_agree(KERN_AVX2, isa, FX_TYPE_Q4_K, sizes256[j], &rng);
 				check_sets_agree(KERN_AVX2, isa, FX_TYPE_Q6_K, sizes256[j], &rng);

@@ -55,6 +55,14 @@ void kern_x86_fill(struct kern_set *ks)
 	ks->qk[FX_TYPE_F16] = kern_qk_avx2_f16;
 	ks->pv[FX_TYPE_F32] = kern_pv_avx2_f32;
 	ks->pv[FX_TYPE_F16] = kern_pv_avx2_f16;
+#if defined(FX_HAVE_AVX512)
+	if (ks->isa == KERN_AVX512) {
+		ks->qk[FX_TYPE_F32] = kern_qk_avx512_f32;
+		ks->qk[FX_TYPE_F16] = kern_qk_avx512_f16;
+		ks->pv[FX_TYPE_F32] = kern_pv_avx512_f32;
+		ks->pv[FX_TYPE_F16] = kern_pv_avx512_f16;
+	}
+#endif
 	ks->glu[KERN_GLU_SILU] = kern_glu_avx2_silu;
 	ks->glu[KERN_GLU_GELU] = kern_glu_avx2_gelu;
 	ks->softmax = kern_softmax_avx2;

@@ -32,6 +32,17 @@ void kern_pv_avx2_f32(int64_t n, int nh, int nk, const float *w, size_t w_stride
 void kern_pv_avx2_f16(int64_t n, int nh, int nk, const float *w, size_t w_stride,
 		      const void *const *v, float *out, size_t out_stride, float *tmp);
 
+/* attn_avx512.c: the AVX-512 set's qk and pv, the AVX2 forms' bits on
+ * 512-bit registers (when FX_HAVE_AVX512). */
+void kern_qk_avx512_f32(int64_t n, int nh, const float *q, size_t q_stride, int nk,
+			const void *const *k, float *out, size_t out_stride);
+void kern_qk_avx512_f16(int64_t n, int nh, const float *q, size_t q_stride, int nk,
+			const void *const *k, float *out, size_t out_stride);
+void kern_pv_avx512_f32(int64_t n, int nh, int nk, const float *w, size_t w_stride,
+			const void *const *v, float *out, size_t out_stride, float *tmp);
+void kern_pv_avx512_f16(int64_t n, int nh, int nk, const float *w, size_t w_stride,
+			const void *const *v, float *out, size_t out_stride, float *tmp);
+
 /* dot_avx2.c's kernels by weight type (NULL: none for t): its AVX2 build,
  * its AVX-VNNI build (_vnni, when FX_HAVE_AVXVNNI) and its EVEX build for
  * the AVX-512 set (_avx512, when FX_HAVE_AVX512). Called only by

@@ -1,0 +1,229 @@
+/* The AVX-512 set's attention kernels (pv, qk entries of kernels/kern.h):
+ * attn_avx2.c's sums on 512-bit registers, bit for bit the AVX2 set's.
+ * On cores with two 512-bit FMA ports (this Xeon: 2.1 zmm FMAs a cycle,
+ * 2.2 ymm ones) a zmm FMA does twice the work of a ymm one, and
+ * 32 registers hold larger tiles.
+ * - pv: an element's sum is one FMA per key, in key order, whatever
+ *   register holds it; elements past the last 8-multiple take the AVX2
+ *   form's scalar multiply and add.
+ * - qk: a score is eight lanes of FMAs over the head dimension, reduced
+ *   ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), as attn_avx2.c's;
+ *   a zmm holds two keys' eight lanes (keys r and r + 4 of a tile of
+ *   eight), and the reduction pairs the same lanes.
+ * Built with the AVX-512 flags, without GCC's pre-allocation scheduling
+ * (see CMakeLists.txt). */
+#if defined(__x86_64__) && defined(__AVX512F__)
+
+#include <immintrin.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/x86/x86.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+ALWAYS_INLINE __m512 ld16(const void *p, int64_t i, const int F16)
+{
+	if (F16)
+		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
+	return _mm512_loadu_ps((const float *)p + i);
+}
+
+ALWAYS_INLINE __m256 ld8(const void *p, int64_t i, const int F16)
+{
+	if (F16)
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+	return _mm256_loadu_ps((const float *)p + i);
+}
+
+/* S slices of 16 elements from i for NH heads, the heads' sums in
+ * registers across the keys (attn_avx2.c's pv_slice, 16 lanes). */
+ALWAYS_INLINE void pv_slice16(const int NH, const int S, int nk, const float *w, size_t ws,
+			      const void *const *v, int64_t i, float *out, size_t os, const int F16)
+{
+	__m512 acc[8][8];
+	for (int h = 0; h < NH; h++)
+		for (int c = 0; c < S; c++)
+			acc[h][c] = _mm512_loadu_ps(out + (size_t)h * os + i + 16 * c);
+	for (int r = 0; r < nk; r++) {
+		__m512 wh[8];
+		for (int h = 0; h < NH; h++)
+			wh[h] = _mm512_set1_ps(w[(size_t)h * ws + r]);
+		for (int c = 0; c < S; c++) {
+			__m512 x = ld16(v[r], i + 16 * c, F16);
+			for (int h = 0; h < NH; h++)
+				acc[h][c] = _mm512_fmadd_ps(wh[h], x, acc[h][c]);
+		}
+	}
+	for (int h = 0; h < NH; h++)
+		for (int c = 0; c < S; c++)
+			_mm512_storeu_ps(out + (size_t)h * os + i + 16 * c, acc[h][c]);
+}
+
+/* Eight elements from i (a row's last 8-multiple short of 16). */
+ALWAYS_INLINE void pv_slice8(const int NH, int nk, const float *w, size_t ws, const void *const *v,
+			     int64_t i, float *out, size_t os, const int F16)
+{
+	__m256 acc[8];
+	for (int h = 0; h < NH; h++)
+		acc[h] = _mm256_loadu_ps(out + (size_t)h * os + i);
+	for (int r = 0; r < nk; r++) {
+		__m256 x = ld8(v[r], i, F16);
+		for (int h = 0; h < NH; h++)
+			acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(w[(size_t)h * ws + r]), x, acc[h]);
+	}
+	for (int h = 0; h < NH; h++)
+		_mm256_storeu_ps(out + (size_t)h * os + i, acc[h]);
+}
+
+/* Heads [0, NH) of a group: as many elements per pass as the registers
+ * hold (NH * S sums, S loads, NH weights of 32), then 16, 8, a scalar
+ * tail. */
+ALWAYS_INLINE void pv_heads16(const int NH, int64_t n, int nk, const float *w, size_t ws,
+			      const void *const *v, float *out, size_t os, const int F16)
+{
+	const int S = NH <= 2 ? 8 : NH <= 4 ? 4 : 2;
+	int64_t i = 0;
+	for (; i + 16 * S <= n; i += 16 * S)
+		pv_slice16(NH, S, nk, w, ws, v, i, out, os, F16);
+	if (S > 4 && i + 64 <= n) {
+		pv_slice16(NH, 4, nk, w, ws, v, i, out, os, F16);
+		i += 64;
+	}
+	if (S > 2 && i + 32 <= n) {
+		pv_slice16(NH, 2, nk, w, ws, v, i, out, os, F16);
+		i += 32;
+	}
+	for (; i + 16 <= n; i += 16)
+		pv_slice16(NH, 1, nk, w, ws, v, i, out, os, F16);
+	if (i + 8 <= n) {
+		pv_slice8(NH, nk, w, ws, v, i, out, os, F16);
+		i += 8;
+	}
+	for (; i < n; i++) /* the AVX2 form's tail: multiply, then add */
+		for (int r = 0; r < nk; r++)
+			for (int h = 0; h < NH; h++)
+				out[(size_t)h * os + i] += w[(size_t)h * ws + r] *
+							   (F16 ? _cvtsh_ss(((const uint16_t *)v[r])[i])
+								: ((const float *)v[r])[i]);
+}
+
+#define PV_CHUNK16(name, F16)                                                                   \
+	void name(int64_t n, int nh, int nk, const float *w, size_t ws, const void *const *v,    \
+		  float *out, size_t os, float *tmp)                                             \
+	{                                                                                        \
+		(void)tmp;                                                                       \
+		for (int h0 = 0; h0 < nh; h0 += 8) {                                             \
+			const float *wg = w + (size_t)h0 * ws;                                   \
+			float *og = out + (size_t)h0 * os;                                       \
+			switch (nh - h0 < 8 ? nh - h0 : 8) {                                     \
+			case 1: pv_heads16(1, n, nk, wg, ws, v, og, os, F16); break;            \
+			case 2: pv_heads16(2, n, nk, wg, ws, v, og, os, F16); break;            \
+			case 3: pv_heads16(3, n, nk, wg, ws, v, og, os, F16); break;            \
+			case 4: pv_heads16(4, n, nk, wg, ws, v, og, os, F16); break;            \
+			case 5: pv_heads16(5, n, nk, wg, ws, v, og, os, F16); break;            \
+			case 6: pv_heads16(6, n, nk, wg, ws, v, og, os, F16); break;            \
+			case 7: pv_heads16(7, n, nk, wg, ws, v, og, os, F16); break;            \
+			default: pv_heads16(8, n, nk, wg, ws, v, og, os, F16); break;           \
+			}                                                                        \
+		}                                                                                \
+	}
+PV_CHUNK16(kern_pv_avx512_f32, 0)
+PV_CHUNK16(kern_pv_avx512_f16, 1)
+
+/* Attention scores, a tile of HB heads by 8 keys: acc[h][j] holds key
+ * r0 + j's eight lanes in its low half and key r0 + j + 4's in its high
+ * half, each lane the FMA chain over d of attn_avx2.c's qk_tile. */
+
+/* _mm256_hadd_ps on each 256-bit half: per 128-bit lane [a0 + a1,
+ * a2 + a3, b0 + b1, b2 + b3]. */
+ALWAYS_INLINE __m512 hadd16(__m512 a, __m512 b)
+{
+	return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+			     _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Zero rows stand in for the missing keys of a short tile. */
+static const float qk_zero16[KERN_QK_MAX_DIM];
+
+ALWAYS_INLINE void qk_tile16(const int HB, int64_t n, const float *q, size_t qs, int nk,
+			     const void *const *kr, float *out, size_t os, const int F16)
+{
+	__m512 acc[6][4];
+	for (int h = 0; h < HB; h++)
+		for (int j = 0; j < 4; j++)
+			acc[h][j] = _mm512_setzero_ps();
+	for (int64_t d = 0; d < n; d += 8) {
+		__m512 kv[4];
+		for (int j = 0; j < 4; j++) {
+			if (F16) {
+				__m128i lo = _mm_loadu_si128((const __m128i *)((const uint16_t *)kr[j] + d));
+				__m128i hi = _mm_loadu_si128((const __m128i *)((const uint16_t *)kr[j + 4] + d));
+				kv[j] = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+			} else {
+				__m256 lo = _mm256_loadu_ps((const float *)kr[j] + d);
+				__m256 hi = _mm256_loadu_ps((const float *)kr[j + 4] + d);
+				kv[j] = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+			}
+		}
+		for (int h = 0; h < HB; h++) {
+			__m512 qv = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + (size_t)h * qs + d));
+			for (int j = 0; j < 4; j++)
+				acc[h][j] = _mm512_fmadd_ps(kv[j], qv, acc[h][j]);
+		}
+	}
+	for (int h = 0; h < HB; h++) {
+		/* lanes (0..3 | 4..7) of keys j then j + 4, to quad sums, to
+		 * (keys 0..3 low quads | high quads | keys 4..7 low | high) */
+		__m512 u = hadd16(hadd16(acc[h][0], acc[h][1]), hadd16(acc[h][2], acc[h][3]));
+		u = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+		__m256 sc = _mm512_castps512_ps256(_mm512_shuffle_f32x4(u, u, _MM_SHUFFLE(0, 0, 2, 0)));
+		float *o = out + (size_t)h * os;
+		if (nk >= 8) {
+			_mm256_storeu_ps(o, sc);
+		} else {
+			float t[8];
+			_mm256_storeu_ps(t, sc);
+			for (int e = 0; e < nk; e++)
+				o[e] = t[e];
+		}
+	}
+}
+
+/* HB heads against all nk keys, 8 at a time (a short last tile reads
+ * zero rows). */
+ALWAYS_INLINE void qk_heads16(const int HB, int64_t n, const float *q, size_t qs, int nk,
+			      const void *const *k, float *out, size_t os, const int F16)
+{
+	for (int r0 = 0; r0 < nk; r0 += 8) {
+		const void *kr[8];
+		for (int r = 0; r < 8; r++)
+			kr[r] = r0 + r < nk ? k[r0 + r] : (const void *)qk_zero16; /* f16 zeros too */
+		qk_tile16(HB, n, q, qs, nk - r0, kr, out + r0, os, F16);
+	}
+}
+
+/* Tiles of up to six heads (7 = 4 + 3, 8 = 4 + 4, then sixes). */
+#define QK_CHUNK16(name, F16)                                                                  \
+	void name(int64_t n, int nh, const float *q, size_t qs, int nk, const void *const *k,   \
+		  float *out, size_t os)                                                        \
+	{                                                                                       \
+		for (int h0 = 0, hb; h0 < nh; h0 += hb) {                                       \
+			int left = nh - h0;                                                     \
+			hb = left <= 6 ? left : left <= 8 ? 4 : 6;                              \
+			const float *qh = q + (size_t)h0 * qs;                                  \
+			float *o = out + (size_t)h0 * os;                                       \
+			switch (hb) {                                                           \
+			case 1: qk_heads16(1, n, qh, qs, nk, k, o, os, F16); break;             \
+			case 2: qk_heads16(2, n, qh, qs, nk, k, o, os, F16); break;             \
+			case 3: qk_heads16(3, n, qh, qs, nk, k, o, os, F16); break;             \
+			case 4: qk_heads16(4, n, qh, qs, nk, k, o, os, F16); break;             \
+			case 5: qk_heads16(5, n, qh, qs, nk, k, o, os, F16); break;             \
+			default: qk_heads16(6, n, qh, qs, nk, k, o, os, F16); break;            \
+			}                                                                       \
+		}                                                                               \
+	}
+QK_CHUNK16(kern_qk_avx512_f32, 0)
+QK_CHUNK16(kern_qk_avx512_f16, 1)
+
+#endif /* __x86_64__ && __AVX512F__ */
