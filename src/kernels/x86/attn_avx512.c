@@ -146,15 +146,18 @@ ALWAYS_INLINE __m512 hadd16(__m512 a, __m512 b)
 /* Zero rows stand in for the missing keys of a short tile. */
 static const float qk_zero16[KERN_QK_MAX_DIM];
 
-ALWAYS_INLINE void qk_tile16(const int HB, int64_t n, const float *q, size_t qs, int nk,
-			     const void *const *kr, float *out, size_t os, const int F16)
+ALWAYS_INLINE void qk_tile16(const int HB, int64_t n, const float *q, int nk, const void *const *kr,
+			     float *out, size_t os, const int F16)
 {
 	__m512 acc[6][4];
+#pragma GCC unroll 6
 	for (int h = 0; h < HB; h++)
+#pragma GCC unroll 4
 		for (int j = 0; j < 4; j++)
 			acc[h][j] = _mm512_setzero_ps();
 	for (int64_t d = 0; d < n; d += 8) {
 		__m512 kv[4];
+#pragma GCC unroll 4
 		for (int j = 0; j < 4; j++) {
 			if (F16) {
 				__m128i lo = _mm_loadu_si128((const __m128i *)((const uint16_t *)kr[j] + d));
@@ -166,40 +169,47 @@ ALWAYS_INLINE void qk_tile16(const int HB, int64_t n, const float *q, size_t qs,
 				kv[j] = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
 			}
 		}
+#pragma GCC unroll 6
 		for (int h = 0; h < HB; h++) {
-			__m512 qv = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + (size_t)h * qs + d));
+			__m512 qv = _mm512_broadcast_f32x8(_mm256_load_ps(q + (size_t)d * HB + 8 * h));
+#pragma GCC unroll 4
 			for (int j = 0; j < 4; j++)
 				acc[h][j] = _mm512_fmadd_ps(kv[j], qv, acc[h][j]);
 		}
 	}
+	/* the stores of a short tile: its first nk scores */
+	const __mmask8 keep = nk >= 8 ? 0xFF : (__mmask8)((1u << nk) - 1);
+#pragma GCC unroll 6
 	for (int h = 0; h < HB; h++) {
 		/* lanes (0..3 | 4..7) of keys j then j + 4, to quad sums, to
 		 * (keys 0..3 low quads | high quads | keys 4..7 low | high) */
 		__m512 u = hadd16(hadd16(acc[h][0], acc[h][1]), hadd16(acc[h][2], acc[h][3]));
 		u = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
 		__m256 sc = _mm512_castps512_ps256(_mm512_shuffle_f32x4(u, u, _MM_SHUFFLE(0, 0, 2, 0)));
-		float *o = out + (size_t)h * os;
-		if (nk >= 8) {
-			_mm256_storeu_ps(o, sc);
-		} else {
-			float t[8];
-			_mm256_storeu_ps(t, sc);
-			for (int e = 0; e < nk; e++)
-				o[e] = t[e];
-		}
+		_mm256_mask_storeu_ps(out + (size_t)h * os, keep, sc);
 	}
 }
 
 /* HB heads against all nk keys, 8 at a time (a short last tile reads
- * zero rows). */
+ * zero rows). The heads' queries are first interleaved by 8 elements
+ * ([n / 8][HB][8]): the tile then reads them through one pointer, which
+ * leaves general registers for its eight key rows (with a pointer per
+ * head GCC kept key pointers in mask registers, a kmovq per load). */
 ALWAYS_INLINE void qk_heads16(const int HB, int64_t n, const float *q, size_t qs, int nk,
 			      const void *const *k, float *out, size_t os, const int F16)
 {
-	for (int r0 = 0; r0 < nk; r0 += 8) {
+	_Alignas(32) float qi[KERN_QK_MAX_DIM * 6];
+	for (int64_t d = 0; d < n; d += 8)
+		for (int h = 0; h < HB; h++)
+			_mm256_store_ps(qi + d * HB + 8 * h, _mm256_loadu_ps(q + (size_t)h * qs + d));
+	int r0 = 0;
+	for (; r0 + 8 <= nk; r0 += 8)
+		qk_tile16(HB, n, qi, 8, k + r0, out + r0, os, F16);
+	if (r0 < nk) {
 		const void *kr[8];
 		for (int r = 0; r < 8; r++)
 			kr[r] = r0 + r < nk ? k[r0 + r] : (const void *)qk_zero16; /* f16 zeros too */
-		qk_tile16(HB, n, q, qs, nk - r0, kr, out + r0, os, F16);
+		qk_tile16(HB, n, qi, nk - r0, kr, out + r0, os, F16);
 	}
 }
 
