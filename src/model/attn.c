@@ -172,76 +172,216 @@ static int first_chunk(const struct attn_args *a, int32_t t, int32_t *lo)
 	return p - *lo + 1 < KCHUNK ? p - *lo + 1 : KCHUNK;
 }
 
-/* Query heads [h0, h0 + nh) of token t in one pass over the visible keys
- * with an online softmax (Milakov & Gimelshein 2018; the FlashAttention
- * recurrence, Dao et al. 2022, here over chunks of KCHUNK keys): each K row
- * is dotted with the queries of the heads that share it (GQA) and each V
- * row added into their running sums, so K/V are read once and no score row
- * is kept. The heads may span several KV heads: a chunk's rows are then
- * used for all of them while in L1, which reads each row of a cache block
- * once and in order (a decode batch streams every sequence's cache from
- * DRAM each step). Per head: m is the running max, l the running sum of
- * exp(score - m); when a chunk raises m the sums are rescaled by
- * exp(m_old - m_new). An attention sink (gpt-oss) joins the denominator at
- * the end without a value (Xiao et al. 2023). A head's result depends only
- * on its own query and the keys, never on h0, nh, the thread or the batch.
- * With an f16 cache Q is rounded to f16 for the K dot product, as
- * llama.cpp does. */
-static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, int nh,
+/* A thread's attention rows (running max and sum, a chunk's scores, the
+ * running V sums, the converted query) for T tokens from query head h0:
+ * with one token row i is head h0 + i; with a pair (all heads) the rows go
+ * KV head by KV head, each token's heads of the group in turn, so that a
+ * group's rows are contiguous for both tokens. */
+static inline int attend_row(int T, int G, int h0, int tok, int h)
+{
+	return T == 1 ? h - h0 : (h / G) * T * G + tok * G + h % G;
+}
+
+/* What a chunk's kernels share within one pass (attend_heads). */
+struct attend_pass {
+	const struct kern_set *ks;
+	kern_qk_fn qk;             /* scores of f32/f16 caches, or NULL: kd / vec_dot */
+	kern_dot_fn kd;
+	kern_pv_fn pv;
+	bool key_as_weight;        /* see attend_heads */
+	const struct fx_type_traits *ktt;
+	const void *const *qd;     /* [rows] each row's query (f32, f16-rounded or quantized) */
+	size_t q_stride;           /* bytes between rows' converted queries (kd) */
+	size_t qk_stride;          /* floats between rows' queries (qk) */
+	int hd, dv, step;
+	float *sc, *mx, *l, *acc, *vtmp;
+	float scale, softcap;
+};
+
+/* Rows [r0, r0 + nr) of one KV head against the chunk's nk keys kg / vg:
+ * scores, softcap, the online softmax step, the rows' sums rescaled where
+ * their max rose, the weighted V rows added. Each kernel step after its
+ * share of the next chunk's prefetch (nk1 rows at knext / vnext, 0: none;
+ * the split changes no sum). */
+static void attend_run(const struct attend_pass *c, int r0, int nr, int nk, const uint8_t *const *kg,
+		       const uint8_t *const *vg, const uint8_t *const *knext, const uint8_t *const *vnext,
+		       int nk1, size_t k_off, size_t v_off, size_t k_head, size_t v_head)
+{
+	const int hd = c->hd, dv = c->dv, step = c->step;
+	float *sg = c->sc + (size_t)r0 * KCHUNK;
+	/* q . k_j for every row (see key_as_weight). */
+	if (!c->qk)
+		prefetch_share(knext, nk1, nk, 0, nk, k_off, k_head);
+	if (c->qk) {
+		for (int j0 = 0; j0 < nk; j0 += step) {
+			int mk = nk - j0 < step ? nk - j0 : step;
+			prefetch_share(knext, nk1, nk, j0, mk, k_off, k_head);
+			c->qk(hd, nr, (const float *)c->qd[r0], c->qk_stride, mk, (const void *const *)kg + j0, sg + j0,
+			      KCHUNK);
+		}
+	} else if (c->kd && c->key_as_weight) {
+		for (int r = 0; r < nk; r++)
+			c->kd(hd, kg[r], c->qd[r0], c->q_stride, nr, sg + r, KCHUNK);
+	} else {
+		for (int i = r0; i < r0 + nr; i++) {
+			float *si = c->sc + (size_t)i * KCHUNK;
+			for (int r = 0; r < nk;) {
+				int run = 1;
+				ptrdiff_t st = nk > r + 1 ? kg[r + 1] - kg[r] : 0;
+				while (c->kd && r + run < nk && run < KERN_NT_MAX && st > 0 &&
+				       kg[r + run] - kg[r + run - 1] == st)
+					run++;
+				if (c->kd)
+					c->kd(hd, c->qd[i], kg[r], (size_t)st, run, si + r, 1);
+				else
+					c->ktt->vec_dot(hd, si + r, kg[r], c->qd[i]);
+				r += run;
+			}
+		}
+	}
+	/* Per row: softcap, then the kernel's scale, running max, the chunk's
+	 * weights e^(s - max) and their sum; what the row has so far is
+	 * rescaled where the max rose. */
+	for (int i = 0; c->softcap > 0 && i < nr; i++)
+		for (int r = 0; r < nk; r++)
+			sg[i * KCHUNK + r] = c->softcap * tanhf(sg[i * KCHUNK + r] * c->scale / c->softcap);
+	float rs[FWD_TOK_TILE * FX_MAX_HEADS];
+	c->ks->softmax(sg, KCHUNK, nr, nk, c->softcap > 0 ? 1.0f : c->scale, c->mx + r0, c->l + r0, rs);
+	for (int i = 0; i < nr; i++) {
+		float *o = c->acc + (size_t)(r0 + i) * dv;
+		if (rs[i] != 1.0f)
+			for (int e = 0; e < dv; e++)
+				o[e] *= rs[i];
+	}
+	/* The chunk's V rows, key by key, into every row's sum. */
+	for (int j0 = 0; j0 < nk; j0 += step) {
+		int mk = nk - j0 < step ? nk - j0 : step;
+		prefetch_share(vnext, nk1, nk, j0, mk, v_off, v_head);
+		c->pv(dv, nr, mk, sg + j0, KCHUNK, (const void *const *)vg + j0, c->acc + (size_t)r0 * dv,
+		      (size_t)dv, c->vtmp);
+	}
+}
+
+/* The pass's rows' queries as its kernels take them (c->qd = qd,
+ * c->qk_stride), their max, sum and V sums reset. qk wants the rows'
+ * queries evenly spaced: an f16 cache's (rounded to f16 once for all
+ * chunks) and a pair's go to qconv; the dot kernels take them quantized
+ * to the cache's dot type. */
+static void attend_queries(const struct attn_args *a, struct attend_pass *c, int ith, int32_t t, int T,
+			   int h0, int nh, int kt, const void **qd)
+{
+	const struct hparams *hp = &a->m->hp;
+	struct fwd_scratch *s = a->s;
+	const size_t rows_max = (size_t)FWD_TOK_TILE * (size_t)hp->n_head;
+	int G = hp->n_head / a->m->layers[a->il].n_head_kv, hd = c->hd;
+	bool conv = c->qk && (kt == FX_TYPE_F16 || T > 1);
+	bool quant = !c->qk && c->ktt->vec_dot_type != FX_TYPE_F32;
+	for (int tok = 0; tok < T; tok++)
+		for (int h = h0; h < h0 + nh; h++) {
+			int i = attend_row(T, G, h0, tok, h);
+			const float *q = s->q + ((size_t)(t + tok) * hp->n_head + h) * hd;
+			void *qc = (uint8_t *)s->qconv + ((size_t)ith * rows_max + (size_t)i) * s->qconv_stride;
+			if (conv && kt == FX_TYPE_F16)
+				c->ks->round_f16(q, qc, hd);
+			else if (conv)
+				memcpy(qc, q, (size_t)hd * sizeof(float));
+			else if (quant)
+				c->ks->act_quant[c->ktt->vec_dot_type](q, qc, hd);
+			qd[i] = conv || quant ? qc : (const void *)q;
+			c->mx[i] = -INFINITY;
+			c->l[i] = 0;
+			memset(c->acc + (size_t)i * c->dv, 0, (size_t)c->dv * sizeof(float));
+		}
+	c->qd = qd;
+	c->qk_stride = conv ? s->qconv_stride / sizeof(float) : (size_t)hd;
+}
+
+/* Each row's output: its V sum over its softmax denominator (with the
+ * layer's attention sink, gpt-oss, joining the denominator without a
+ * value: Xiao et al. 2023), into s->att. */
+static void attend_finish(const struct attn_args *a, const struct attend_pass *c, int32_t t, int T, int h0,
+			  int nh)
+{
+	const struct hparams *hp = &a->m->hp;
+	const struct layer *L = &a->m->layers[a->il];
+	int G = hp->n_head / L->n_head_kv, dv = c->dv;
+	for (int tok = 0; tok < T; tok++)
+		for (int h = h0; h < h0 + nh; h++) {
+			int i = attend_row(T, G, h0, tok, h);
+			float *o = c->acc + (size_t)i * dv, sum = c->l[i];
+			if (L->sinks) {
+				float sk = L->sinks[h];
+				if (sk > c->mx[i]) {
+					float ms = expf(c->mx[i] - sk);
+					for (int e = 0; e < dv; e++)
+						o[e] *= ms;
+					sum = sum * ms + 1.0f;
+				} else {
+					sum += expf(sk - c->mx[i]);
+				}
+			}
+			float inv = 1.0f / sum;
+			float *out = a->s->att + ((size_t)(t + tok) * hp->n_head + h) * dv;
+			for (int e = 0; e < dv; e++)
+				out[e] = o[e] * inv;
+		}
+}
+
+/* Query heads [h0, h0 + nh) of T tokens from t (T = 2: consecutive
+ * tokens of one sequence, all heads; attend_pairs) in one pass over the
+ * visible keys with an online softmax (Milakov & Gimelshein 2018; the
+ * FlashAttention recurrence, Dao et al. 2022, here over chunks of KCHUNK
+ * keys): each K row is dotted with the queries of the rows that share it
+ * (GQA, and both tokens of a pair) and each V row added into their running
+ * sums, so K/V are read (and converted) once and no score row is kept.
+ * The heads may span several KV heads: a chunk's rows are then used for
+ * all of them while in L1, which reads each row of a cache block once and
+ * in order (a decode batch streams every sequence's cache from DRAM each
+ * step). Per row: m is the running max, l the running sum of e^(score -
+ * m); when a chunk raises m the sums are rescaled by e^(m_old - m_new). A
+ * pair's two tokens go through the chunks both see whole together, and
+ * each alone through its own last one. An attention sink (gpt-oss) joins
+ * the denominator at the end without a value (Xiao et al. 2023). A row's
+ * result depends only on its own query and the keys, never on h0, nh, T,
+ * the thread or the batch. With an f16 cache Q is rounded to f16 for the
+ * K dot product, as llama.cpp does. */
+static void attend_heads(const struct attn_args *a, int ith, int32_t t, int T, int h0, int nh,
 			 int32_t t_next, bool prefetched)
 {
 	const struct fx_model *m = a->m;
 	const struct hparams *hp = &m->hp;
 	const struct layer *L = &m->layers[a->il];
 	struct fwd_scratch *s = a->s;
+	const size_t rows_max = (size_t)FWD_TOK_TILE * (size_t)hp->n_head;
 	int G = hp->n_head / L->n_head_kv; /* GQA: query heads per KV head */
 	int hd = L->head_dim, dv = L->head_dim_v;
-	float *mx = s->scores + (size_t)ith * (2 + KCHUNK) * hp->n_head, *l = mx + hp->n_head;
-	float *sc = l + hp->n_head; /* [nh][KCHUNK] */
-	float *acc = s->vrow + (size_t)ith * (size_t)(hp->n_head + 1) * dv;
-	float *vtmp = acc + (size_t)hp->n_head * dv;
+	float *mx = s->scores + (size_t)ith * (2 + KCHUNK) * rows_max, *l = mx + rows_max;
+	float *acc = s->vrow + (size_t)ith * (rows_max + 1) * (size_t)dv;
 	const struct kv_view *kv = &a->kv[t];
 	int kt = kv_k_type(kv), vt = kv_v_type(kv);
 	const struct fx_type_traits *ktt = fx_type_get(kt);
 	const struct kern_set *ks = a->ks;
-	kern_dot_fn kd = ks->dot[kt];
 	/* A kernel's activation rows may carry more than the cache's blocks
 	 * (the set's act_arrays): then the keys go in as the
-	 * kernel's "weight" rows and the heads' queries as its activation
+	 * kernel's "weight" rows and the rows' queries as its activation
 	 * rows (the same products, so the same sums), q_stride bytes apart.
-	 * Otherwise each head's query is the weight row against runs of up
+	 * Otherwise each row's query is the weight row against runs of up
 	 * to KERN_NT_MAX keys: fewer calls, which measured faster than one
-	 * call per key for all heads (K rows are L1-resident anyway). */
-	size_t q_stride = ktt->vec_dot_type != FX_TYPE_F32 ? s->qconv_stride : (size_t)hd * sizeof(float);
-	bool key_as_weight = ktt->vec_dot_type != FX_TYPE_F32 &&
-			     kern_act_row_bytes(ks, ktt->vec_dot_type, hd) != fx_row_size(ktt->vec_dot_type, hd);
-	kern_pv_fn pv = ks->pv[vt];
-	kern_softmax_fn sm = ks->softmax;
-	/* f32/f16 caches under AVX2: one call per chunk scores every head of
-	 * a KV head, each K row converted once. */
-	kern_qk_fn qk = kern_qk_for(ks, kt, hd);
-	const void *qd[FX_MAX_HEADS];
-	for (int i = 0; i < nh; i++) {
-		const float *q = s->q + ((size_t)t * hp->n_head + h0 + i) * hd;
-		qd[i] = q;
-		if (qk && kt == FX_TYPE_F16) { /* rounded once for all chunks */
-			float *qc = (float *)((uint8_t *)s->qconv + ((size_t)ith * hp->n_head + i) * s->qconv_stride);
-			ks->round_f16(q, qc, hd);
-			qd[i] = qc;
-		} else if (!qk && ktt->vec_dot_type != FX_TYPE_F32) {
-			void *qc = (uint8_t *)s->qconv + ((size_t)ith * hp->n_head + i) * s->qconv_stride;
-			ks->act_quant[ktt->vec_dot_type](q, qc, hd);
-			qd[i] = qc;
-		}
-		mx[i] = -INFINITY;
-		l[i] = 0;
-		memset(acc + (size_t)i * dv, 0, (size_t)dv * sizeof(float));
-	}
-	/* Floats between the heads' queries as qk takes them. */
-	size_t qk_stride = qk && kt == FX_TYPE_F16 ? s->qconv_stride / sizeof(float) : (size_t)hd;
-	const float scale = hp->attn_scale, softcap = hp->attn_softcap;
-	int32_t p = a->pos[t], lo;
-	int nk0 = first_chunk(a, t, &lo);
+	 * call per key for all heads (K rows are L1-resident anyway).
+	 * f32/f16 caches under AVX2: one qk call per chunk scores every row
+	 * of a KV head, each K row converted once. */
+	struct attend_pass c = {
+		.ks = ks, .qk = kern_qk_for(ks, kt, hd), .kd = ks->dot[kt], .pv = ks->pv[vt], .ktt = ktt,
+		.hd = hd, .dv = dv, .sc = l + rows_max, .mx = mx, .l = l, .acc = acc,
+		.vtmp = acc + rows_max * (size_t)dv, .scale = hp->attn_scale, .softcap = hp->attn_softcap,
+	};
+	c.q_stride = ktt->vec_dot_type != FX_TYPE_F32 ? s->qconv_stride : (size_t)hd * sizeof(float);
+	c.key_as_weight = ktt->vec_dot_type != FX_TYPE_F32 &&
+			  kern_act_row_bytes(ks, ktt->vec_dot_type, hd) != fx_row_size(ktt->vec_dot_type, hd);
+	const void *qd[FWD_TOK_TILE * FX_MAX_HEADS];
+	attend_queries(a, &c, ith, t, T, h0, nh, kt, qd);
+	int32_t p0 = a->pos[t], p = a->pos[t + T - 1], lo;
+	int nk0 = first_chunk(a, t + T - 1, &lo);
 	/* The KV heads used and their bytes in a row, for the prefetch. */
 	int g0 = h0 / G, g1 = (h0 + nh - 1) / G;
 	size_t k_lo = fx_row_size(kt, (int64_t)g0 * hd), v_lo = fx_row_size(vt, (int64_t)g0 * dv);
@@ -255,7 +395,7 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 	kv_rows(kv, a->kvl, lo, nk0, krow, vrow);
 	/* Prefetch: each KV head's K (V) rows of the next chunk before its
 	 * scores (weighted sum) of this one, spread so that the requests do
-	 * not queue all at once; after a token's last chunk, the next token's
+	 * not queue all at once; after the last chunk, the next token's
 	 * first (t_next, -1: none). */
 	if (!prefetched) {
 		prefetch_rows(krow, nk0, k_lo, k_span);
@@ -270,7 +410,8 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 	 * the same rows: skipping it measured ~2.6% faster SmolLM2 pp512,
 	 * four paired runs). The split changes no sum. */
 	const bool same = t_next >= 0 && kv_view_same(kv, &a->kv[t_next]);
-	const int step = same ? KCHUNK : PF_STEP, pf_k = same ? 0 : 1;
+	const int pf_k = same ? 0 : 1;
+	c.step = same ? KCHUNK : PF_STEP;
 	for (int32_t j0 = lo; j0 <= p; j0 += KCHUNK) {
 		int nk = p - j0 + 1 < KCHUNK ? p - j0 + 1 : KCHUNK;
 		int32_t j1 = j0 + KCHUNK, nk1 = 0;
@@ -281,100 +422,56 @@ static void attend_heads(const struct attn_args *a, int ith, int32_t t, int h0, 
 			nk1 = first_chunk(a, t_next, &j1);
 			kv_rows(&a->kv[t_next], a->kvl, j1, nk1, knext, vnext);
 		}
+		/* the first token's keys of this chunk (a pair's last chunk
+		 * may have one fewer, or none) */
+		int nkf = p0 - j0 + 1 < KCHUNK ? p0 - j0 + 1 : KCHUNK;
 		for (int g = g0; g <= g1; g++) {
 			int hs = h0 > g * G ? h0 : g * G, he = h0 + nh < (g + 1) * G ? h0 + nh : (g + 1) * G;
-			int i0 = hs - h0, ng = he - hs;
+			int ng = he - hs, r0 = attend_row(T, G, h0, 0, hs);
 			size_t k_off = fx_row_size(kt, (int64_t)g * hd), v_off = fx_row_size(vt, (int64_t)g * dv);
 			for (int r = 0; r < nk; r++) {
 				kg[r] = krow[r] + k_off;
 				vg[r] = vrow[r] + v_off;
 			}
-			float *sg = sc + (size_t)i0 * KCHUNK;
-			/* q . k_j for every head of the group (see key_as_weight).
-			 * kern_qk and kern_pv run PF_STEP keys at a time, each
-			 * step after its share of the next chunk's prefetch, which
-			 * keeps requests in flight while they compute (scores and
-			 * sums do not depend on the split). */
-			if (!qk)
-				prefetch_share(knext, nk1 * pf_k, nk, 0, nk, k_off, k_head);
-			if (qk) {
-				for (int r0 = 0; r0 < nk; r0 += step) {
-					int mk = nk - r0 < step ? nk - r0 : step;
-					prefetch_share(knext, nk1 * pf_k, nk, r0, mk, k_off, k_head);
-					qk(hd, ng, (const float *)qd[i0], qk_stride, mk, (const void *const *)kg + r0,
-					   sg + r0, KCHUNK);
-				}
-			} else if (kd && key_as_weight) {
-				for (int r = 0; r < nk; r++)
-					kd(hd, kg[r], qd[i0], q_stride, ng, sg + r, KCHUNK);
-			} else {
-				for (int i = i0; i < i0 + ng; i++) {
-					float *si = sc + (size_t)i * KCHUNK;
-					for (int r = 0; r < nk;) {
-						int run = 1;
-						ptrdiff_t st = nk > r + 1 ? kg[r + 1] - kg[r] : 0;
-						while (kd && r + run < nk && run < KERN_NT_MAX && st > 0 &&
-						       kg[r + run] - kg[r + run - 1] == st)
-							run++;
-						if (kd)
-							kd(hd, qd[i], kg[r], (size_t)st, run, si + r, 1);
-						else
-							ktt->vec_dot(hd, si + r, kg[r], qd[i]);
-						r += run;
-					}
-				}
+			if (nkf == nk) { /* every token sees the whole chunk */
+				attend_run(&c, r0, T * ng, nk, kg, vg, knext, vnext, nk1 * pf_k, k_off, v_off, k_head,
+					   v_head);
+				continue;
 			}
-			/* Per head: softcap, then the kernel's scale, running max,
-			 * the chunk's weights e^(s - max) and their sum; what the
-			 * head has so far is rescaled where the max rose. */
-			for (int i = 0; softcap > 0 && i < ng; i++)
-				for (int r = 0; r < nk; r++)
-					sg[i * KCHUNK + r] = softcap * tanhf(sg[i * KCHUNK + r] * scale / softcap);
-			float rs[FX_MAX_HEADS];
-			sm(sg, KCHUNK, ng, nk, softcap > 0 ? 1.0f : scale, mx + i0, l + i0, rs);
-			for (int i = 0; i < ng; i++) {
-				float *o = acc + (size_t)(i0 + i) * dv;
-				if (rs[i] != 1.0f)
-					for (int e = 0; e < dv; e++)
-						o[e] *= rs[i];
-			}
-			/* The chunk's V rows, key by key, into every head's sum. */
-			for (int r0 = 0; r0 < nk; r0 += step) {
-				int mk = nk - r0 < step ? nk - r0 : step;
-				prefetch_share(vnext, nk1 * pf_k, nk, r0, mk, v_off, v_head);
-				pv(dv, ng, mk, sg + r0, KCHUNK, (const void *const *)vg + r0, acc + (size_t)i0 * dv,
-				   (size_t)dv, vtmp);
+			for (int tok = 0; tok < T; tok++) {
+				int nkt = a->pos[t + tok] - j0 + 1 < KCHUNK ? a->pos[t + tok] - j0 + 1 : KCHUNK;
+				if (nkt > 0) /* the prefetch with the last token's */
+					attend_run(&c, r0 + tok * ng, ng, nkt, kg, vg, knext, vnext,
+						   tok == T - 1 ? nk1 * pf_k : 0, k_off, v_off, k_head, v_head);
 			}
 		}
 		memcpy(krow, knext, (size_t)nk1 * sizeof(krow[0]));
 		memcpy(vrow, vnext, (size_t)nk1 * sizeof(vrow[0]));
 	}
-	for (int i = 0; i < nh; i++) {
-		float *o = acc + (size_t)i * dv, sum = l[i];
-		if (L->sinks) {
-			float sk = L->sinks[h0 + i];
-			if (sk > mx[i]) {
-				float ms = expf(mx[i] - sk);
-				for (int e = 0; e < dv; e++)
-					o[e] *= ms;
-				sum = sum * ms + 1.0f;
-			} else {
-				sum += expf(sk - mx[i]);
-			}
-		}
-		float inv = 1.0f / sum;
-		float *out = s->att + ((size_t)t * hp->n_head + h0 + i) * dv;
-		for (int e = 0; e < dv; e++)
-			out[e] = o[e] * inv;
-	}
+	attend_finish(a, &c, t, T, h0, nh);
 }
 
-/* Work items: with at least two tokens per thread, a token's heads
- * (attend_heads reads its cache rows once, in order), claimed one at a
- * time from a shared counter, so that a thread slowed by the machine or
- * a causal prefill's longer later tokens do not leave the other waiting;
- * each thread claims its next token before it starts the current one, to
- * prefetch it. With fewer tokens, (token, KV head, slice of its query
+/* Tokens t and t + 1 go through attend_heads together: the next position
+ * of the same sequence, whose first visible key is t's (no window moves
+ * between them), with a qk kernel for the cache (the pair's rows need
+ * it). */
+static bool attend_pairs(const struct attn_args *a, int32_t t)
+{
+	int32_t lo0, lo1;
+	if (t + 1 >= a->n || a->pos[t + 1] != a->pos[t] + 1 || !kv_view_same(&a->kv[t], &a->kv[t + 1]))
+		return false;
+	first_chunk(a, t, &lo0);
+	first_chunk(a, t + 1, &lo1);
+	return lo0 == lo1 && kern_qk_for(a->ks, kv_k_type(&a->kv[t]), a->m->layers[a->il].head_dim);
+}
+
+/* Work items: with at least two tokens per thread, pairs of tokens (all
+ * heads; attend_heads reads their cache rows once, in order), claimed one
+ * pair at a time from a shared counter, so that a thread slowed by the
+ * machine or a causal prefill's longer later tokens do not leave the
+ * other waiting; each thread claims its next pair before it starts the
+ * current one, to prefetch it. A pair attend_pairs refuses goes one token
+ * at a time. With fewer tokens, (token, KV head, slice of its query
  * heads): slices are halved until there are enough items for the
  * threads. */
 static void attend_worker(void *arg, int ith, int nth)
@@ -382,10 +479,17 @@ static void attend_worker(void *arg, int ith, int nth)
 	struct attn_args *a = arg;
 	const struct hparams *hp = &a->m->hp;
 	if (a->n >= 2L * nth) {
-		int32_t t = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed);
+		int32_t t = atomic_fetch_add_explicit(&a->next, FWD_TOK_TILE, memory_order_relaxed);
 		for (bool pre = false; t < a->n; pre = true) {
-			int32_t t_next = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed);
-			attend_heads(a, ith, t, 0, hp->n_head, t_next < a->n ? t_next : -1, pre);
+			int32_t t_next = atomic_fetch_add_explicit(&a->next, FWD_TOK_TILE, memory_order_relaxed);
+			int32_t tn = t_next < a->n ? t_next : -1;
+			if (attend_pairs(a, t)) {
+				attend_heads(a, ith, t, 2, 0, hp->n_head, tn, pre);
+			} else {
+				attend_heads(a, ith, t, 1, 0, hp->n_head, t + 1 < a->n ? t + 1 : tn, pre);
+				if (t + 1 < a->n)
+					attend_heads(a, ith, t + 1, 1, 0, hp->n_head, tn, true);
+			}
 			t = t_next;
 		}
 		return;
@@ -396,7 +500,7 @@ static void attend_worker(void *arg, int ith, int nth)
 	long per_tok = (long)nkv * (G / hpi), n_items = (long)a->n * per_tok;
 	for (long i = ith; i < n_items; i += nth) {
 		long r = i % per_tok;
-		attend_heads(a, ith, (int32_t)(i / per_tok), (int)(r * hpi), hpi, -1, false);
+		attend_heads(a, ith, (int32_t)(i / per_tok), 1, (int)(r * hpi), hpi, -1, false);
 	}
 }
 

@@ -78,14 +78,15 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 			return FX_E_NOMEM; /* the latent is normed into att: it must fit */
 		}
 	}
-	s->scores = scratch_alloc(s, (size_t)n_threads * (2 + FWD_KCHUNK) * (size_t)hp->n_head, sizeof(float));
+	size_t rows = (size_t)FWD_TOK_TILE * (size_t)hp->n_head; /* attention rows per thread */
+	s->scores = scratch_alloc(s, (size_t)n_threads * (2 + FWD_KCHUNK) * rows, sizeof(float));
 	s->qbuf = scratch_alloc(s, qb ? qb : 1, 1);
-	s->vrow = scratch_alloc(s, (size_t)n_threads * (size_t)(hp->n_head + 1) * dv, sizeof(float));
+	s->vrow = scratch_alloc(s, (size_t)n_threads * (rows + 1) * dv, sizeof(float));
 	/* A query converted for the K cache: f32 at most, or q8_0/q8_1 with
 	 * the AVX2 kernels' scale arrays (q8_1's are the larger). */
 	s->qconv_stride = max_sz(hd * sizeof(float), kern_act_row_bytes_max(FX_TYPE_Q8_1, (int64_t)hd));
 	s->qconv_stride = (s->qconv_stride + 63) & ~(size_t)63;
-	s->qconv = scratch_alloc(s, (size_t)n_threads * (size_t)hp->n_head, s->qconv_stride);
+	s->qconv = scratch_alloc(s, (size_t)n_threads * rows, s->qconv_stride);
 	s->erow = scratch_alloc(s, m->tok_embd.row_bytes, 1);
 	if (m->arch->attn_out_gate &&
 	    (!(s->qg = scratch_alloc(s, n * 2 * qw, sizeof(float))) ||

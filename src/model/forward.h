@@ -20,6 +20,11 @@
  * slower. */
 enum { FWD_KCHUNK = 32 };
 
+/* Tokens of one sequence attention takes together (attn.c): a prefill's
+ * consecutive tokens share each chunk's K/V rows, read and converted once
+ * for both. */
+enum { FWD_TOK_TILE = 2 };
+
 /* Per-call activations, sized once when a context is created so nothing is
  * allocated per token. Row-major [n_max, width] unless noted. */
 struct fwd_scratch {
@@ -38,11 +43,12 @@ struct fwd_scratch {
 	float *exp_in;       /* [n_embd] one expert's scaled input (arch moe_weight_in) */
 	float *mla;          /* MLA latents: [n_max, q_lora + n_head*head_dim + kv_lora +
 			      * n_rot + n_head*(head_dim - n_rot + head_dim_v)], or NULL */
-	float *scores;       /* [n_threads, 2 + FWD_KCHUNK, n_head] online-softmax max
-			      * and sum, then a chunk's scores per head (attn.c) */
-	float *vrow;         /* [n_threads, n_head + 1, head_dim_v] running V sums of a
-			      * head group, then one V row as f32 */
-	void *qconv;         /* [n_threads, n_head] Q heads in K's dot type */
+	float *scores;       /* [n_threads, 2 + FWD_KCHUNK, FWD_TOK_TILE * n_head]
+			      * online-softmax max and sum, then a chunk's scores
+			      * per attention row (a token's query head; attn.c) */
+	float *vrow;         /* [n_threads, FWD_TOK_TILE * n_head + 1, head_dim_v]
+			      * running V sums of the rows, then one V row as f32 */
+	void *qconv;         /* [n_threads, FWD_TOK_TILE * n_head] Q heads in K's dot type */
 	float *rope_cs;      /* [n_threads, max(n_rot, n_rot_swa)] one token's RoPE cos/sin */
 	size_t qconv_stride; /* bytes per thread in qconv */
 	void *erow;          /* one token_embd row unpacked from x8 groups */
