@@ -13,14 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/x86/simd_x86.h"
 #include "kernels/x86/x86.h"
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-ALWAYS_INLINE float h2f(uint16_t h)
-{
-	return _cvtsh_ss(h);
-}
 
 ALWAYS_INLINE __m256 ld_f32(const void *p, int64_t i)
 {
@@ -70,36 +64,11 @@ ALWAYS_INLINE void pv_heads(const int NH, int64_t n, int nk, const float *w, siz
 		pv_slice(NH, S, nk, w, ws, v, i, out, os, F16);
 	for (; i + 8 <= n; i += 8)
 		pv_slice(NH, 1, nk, w, ws, v, i, out, os, F16);
-	for (; i < n; i++)
-		for (int r = 0; r < nk; r++)
-			for (int h = 0; h < NH; h++)
-				out[(size_t)h * os + i] += w[(size_t)h * ws + r] *
-							   (F16 ? h2f(((const uint16_t *)v[r])[i])
-								: ((const float *)v[r])[i]);
+	pv_tail(NH, i, n, nk, w, ws, v, out, os, F16);
 }
 
-#define PV_CHUNK(name, F16)                                                                    \
-	void name(int64_t n, int nh, int nk, const float *w, size_t ws, const void *const *v,   \
-		  float *out, size_t os, float *tmp)                                            \
-	{                                                                                       \
-		(void)tmp;                                                                      \
-		for (int h0 = 0; h0 < nh; h0 += 8) {                                            \
-			const float *wg = w + (size_t)h0 * ws;                                  \
-			float *og = out + (size_t)h0 * os;                                      \
-			switch (nh - h0 < 8 ? nh - h0 : 8) {                                    \
-			case 1: pv_heads(1, n, nk, wg, ws, v, og, os, F16); break;             \
-			case 2: pv_heads(2, n, nk, wg, ws, v, og, os, F16); break;             \
-			case 3: pv_heads(3, n, nk, wg, ws, v, og, os, F16); break;             \
-			case 4: pv_heads(4, n, nk, wg, ws, v, og, os, F16); break;             \
-			case 5: pv_heads(5, n, nk, wg, ws, v, og, os, F16); break;             \
-			case 6: pv_heads(6, n, nk, wg, ws, v, og, os, F16); break;             \
-			case 7: pv_heads(7, n, nk, wg, ws, v, og, os, F16); break;             \
-			default: pv_heads(8, n, nk, wg, ws, v, og, os, F16); break;            \
-			}                                                                       \
-		}                                                                               \
-	}
-PV_CHUNK(kern_pv_avx2_f32, 0)
-PV_CHUNK(kern_pv_avx2_f16, 1)
+PV_BY_HEADS(kern_pv_avx2_f32, pv_heads, 0)
+PV_BY_HEADS(kern_pv_avx2_f16, pv_heads, 1)
 
 /* Attention scores: query heads (f32) against K rows, a tile of HB heads
  * by KB keys at a time: each K vector is loaded (and converted, for f16)

@@ -18,9 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/x86/simd_x86.h"
 #include "kernels/x86/x86.h"
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 ALWAYS_INLINE __m512 ld16(const void *p, int64_t i, const int F16)
 {
@@ -100,36 +99,11 @@ ALWAYS_INLINE void pv_heads16(const int NH, int64_t n, int nk, const float *w, s
 		pv_slice8(NH, nk, w, ws, v, i, out, os, F16);
 		i += 8;
 	}
-	for (; i < n; i++) /* the AVX2 form's tail: multiply, then add */
-		for (int r = 0; r < nk; r++)
-			for (int h = 0; h < NH; h++)
-				out[(size_t)h * os + i] += w[(size_t)h * ws + r] *
-							   (F16 ? _cvtsh_ss(((const uint16_t *)v[r])[i])
-								: ((const float *)v[r])[i]);
+	pv_tail(NH, i, n, nk, w, ws, v, out, os, F16);
 }
 
-#define PV_CHUNK16(name, F16)                                                                   \
-	void name(int64_t n, int nh, int nk, const float *w, size_t ws, const void *const *v,    \
-		  float *out, size_t os, float *tmp)                                             \
-	{                                                                                        \
-		(void)tmp;                                                                       \
-		for (int h0 = 0; h0 < nh; h0 += 8) {                                             \
-			const float *wg = w + (size_t)h0 * ws;                                   \
-			float *og = out + (size_t)h0 * os;                                       \
-			switch (nh - h0 < 8 ? nh - h0 : 8) {                                     \
-			case 1: pv_heads16(1, n, nk, wg, ws, v, og, os, F16); break;            \
-			case 2: pv_heads16(2, n, nk, wg, ws, v, og, os, F16); break;            \
-			case 3: pv_heads16(3, n, nk, wg, ws, v, og, os, F16); break;            \
-			case 4: pv_heads16(4, n, nk, wg, ws, v, og, os, F16); break;            \
-			case 5: pv_heads16(5, n, nk, wg, ws, v, og, os, F16); break;            \
-			case 6: pv_heads16(6, n, nk, wg, ws, v, og, os, F16); break;            \
-			case 7: pv_heads16(7, n, nk, wg, ws, v, og, os, F16); break;            \
-			default: pv_heads16(8, n, nk, wg, ws, v, og, os, F16); break;           \
-			}                                                                        \
-		}                                                                                \
-	}
-PV_CHUNK16(kern_pv_avx512_f32, 0)
-PV_CHUNK16(kern_pv_avx512_f16, 1)
+PV_BY_HEADS(kern_pv_avx512_f32, pv_heads16, 0)
+PV_BY_HEADS(kern_pv_avx512_f16, pv_heads16, 1)
 
 /* Attention scores, a tile of HB heads by 8 keys: acc[h][j] holds key
  * r0 + j's eight lanes in its low half and key r0 + j + 4's in its high

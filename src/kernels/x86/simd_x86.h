@@ -1,7 +1,8 @@
-/* What the x86 kernel files share (dot_avx2.c, dot_avx512.c): the block
- * layouts their rows-in-lanes kernels read, the activation rows' address,
- * and the weight prefetch. Include only from files built with x86 ISA
- * flags. */
+/* What the x86 kernel files share (dot_avx2.c, dot_avx512.c, attn_avx2.c,
+ * attn_avx512.c): the block layouts their rows-in-lanes kernels read, the
+ * activation rows' address, the weight prefetch, and the attention value
+ * kernels' scalar tail and head dispatch. Include only from files built
+ * with x86 ISA flags (F16C at least). */
 #ifndef FX_KERNELS_SIMD_X86_H
 #define FX_KERNELS_SIMD_X86_H
 
@@ -65,5 +66,43 @@ ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
 {
 	prefetch_part(p, n, 0, 1);
 }
+
+/* Elements [i, n) of a kern_pv_fn's rows for NH heads, past the vector
+ * steps: a multiply, then an add, per key in order. Every x86 set ends a
+ * row this way, so a row's tail has the same bits in all of them. */
+ALWAYS_INLINE void pv_tail(const int NH, int64_t i, int64_t n, int nk, const float *w, size_t ws,
+			   const void *const *v, float *out, size_t os, const int F16)
+{
+	for (; i < n; i++)
+		for (int r = 0; r < nk; r++)
+			for (int h = 0; h < NH; h++)
+				out[(size_t)h * os + i] += w[(size_t)h * ws + r] *
+							   (F16 ? _cvtsh_ss(((const uint16_t *)v[r])[i])
+								: ((const float *)v[r])[i]);
+}
+
+/* A kern_pv_fn `name` over any number of heads, eight at a time, from
+ * heads(NH, n, nk, w, ws, v, out, os, F16) for NH = 1..8 (a constant: the
+ * heads' sums stay in registers). */
+#define PV_BY_HEADS(name, heads, F16)                                                           \
+	void name(int64_t n, int nh, int nk, const float *w, size_t ws, const void *const *v,    \
+		  float *out, size_t os, float *tmp)                                             \
+	{                                                                                        \
+		(void)tmp;                                                                       \
+		for (int h0 = 0; h0 < nh; h0 += 8) {                                             \
+			const float *wg = w + (size_t)h0 * ws;                                   \
+			float *og = out + (size_t)h0 * os;                                       \
+			switch (nh - h0 < 8 ? nh - h0 : 8) {                                     \
+			case 1: heads(1, n, nk, wg, ws, v, og, os, F16); break;                  \
+			case 2: heads(2, n, nk, wg, ws, v, og, os, F16); break;                  \
+			case 3: heads(3, n, nk, wg, ws, v, og, os, F16); break;                  \
+			case 4: heads(4, n, nk, wg, ws, v, og, os, F16); break;                  \
+			case 5: heads(5, n, nk, wg, ws, v, og, os, F16); break;                  \
+			case 6: heads(6, n, nk, wg, ws, v, og, os, F16); break;                  \
+			case 7: heads(7, n, nk, wg, ws, v, og, os, F16); break;                  \
+			default: heads(8, n, nk, wg, ws, v, og, os, F16); break;                 \
+			}                                                                        \
+		}                                                                                \
+	}
 
 #endif

@@ -15,6 +15,14 @@
  * (ks->isa one of KERN_AVX2..KERN_AVX512, run by this CPU). */
 void kern_x86_fill(struct kern_set *ks);
 
+/* Declarations of attention kernels (kern_qk_fn / kern_pv_fn's shapes). */
+#define KERN_QK_DECL(name)                                                                   \
+	void name(int64_t n, int nh, const float *q, size_t q_stride, int nk, const void *const *k, \
+		  float *out, size_t out_stride)
+#define KERN_PV_DECL(name)                                                                   \
+	void name(int64_t n, int nh, int nk, const float *w, size_t w_stride, const void *const *v, \
+		  float *out, size_t out_stride, float *tmp)
+
 /* AVX2 rows of q8_0 / q8_1 (blocks and both arrays, kernels/kern.h). */
 void kern_quant_avx2_q8_0(const float *x, void *row, int64_t n);
 void kern_quant_avx2_q8_1(const float *x, void *row, int64_t n);
@@ -23,25 +31,17 @@ void kern_glu_avx2_silu(float *g, const float *u, long n);
 void kern_glu_avx2_gelu(float *g, const float *u, long n);
 void kern_softmax_avx2(float *s, size_t ss, int nh, int n, float scale, float *m, float *l, float *r);
 void kern_round_f16_avx2(const float *x, float *y, int64_t n);
-void kern_qk_avx2_f32(int64_t n, int nh, const float *q, size_t q_stride, int nk,
-		      const void *const *k, float *out, size_t out_stride);
-void kern_qk_avx2_f16(int64_t n, int nh, const float *q, size_t q_stride, int nk,
-		      const void *const *k, float *out, size_t out_stride);
-void kern_pv_avx2_f32(int64_t n, int nh, int nk, const float *w, size_t w_stride,
-		      const void *const *v, float *out, size_t out_stride, float *tmp);
-void kern_pv_avx2_f16(int64_t n, int nh, int nk, const float *w, size_t w_stride,
-		      const void *const *v, float *out, size_t out_stride, float *tmp);
+KERN_QK_DECL(kern_qk_avx2_f32);
+KERN_QK_DECL(kern_qk_avx2_f16);
+KERN_PV_DECL(kern_pv_avx2_f32);
+KERN_PV_DECL(kern_pv_avx2_f16);
 
 /* attn_avx512.c: the AVX-512 set's qk and pv, the AVX2 forms' bits on
  * 512-bit registers (when FX_HAVE_AVX512). */
-void kern_qk_avx512_f32(int64_t n, int nh, const float *q, size_t q_stride, int nk,
-			const void *const *k, float *out, size_t out_stride);
-void kern_qk_avx512_f16(int64_t n, int nh, const float *q, size_t q_stride, int nk,
-			const void *const *k, float *out, size_t out_stride);
-void kern_pv_avx512_f32(int64_t n, int nh, int nk, const float *w, size_t w_stride,
-			const void *const *v, float *out, size_t out_stride, float *tmp);
-void kern_pv_avx512_f16(int64_t n, int nh, int nk, const float *w, size_t w_stride,
-			const void *const *v, float *out, size_t out_stride, float *tmp);
+KERN_QK_DECL(kern_qk_avx512_f32);
+KERN_QK_DECL(kern_qk_avx512_f16);
+KERN_PV_DECL(kern_pv_avx512_f32);
+KERN_PV_DECL(kern_pv_avx512_f16);
 
 /* dot_avx2.c's kernels by weight type (NULL: none for t): its AVX2 build,
  * its AVX-VNNI build (_vnni, when FX_HAVE_AVXVNNI) and its EVEX build for
