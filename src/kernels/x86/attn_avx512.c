@@ -120,6 +120,20 @@ ALWAYS_INLINE __m512 hadd16(__m512 a, __m512 b)
 /* Zero rows stand in for the missing keys of a short tile. */
 static const float qk_zero16[KERN_QK_MAX_DIM];
 
+/* lo in the low half, hi in the high: AVX-512F's 64-bit-lane insert (the
+ * 32-bit one, vinsertf32x8, is AVX-512DQ, which the set does not ask for). */
+ALWAYS_INLINE __m512 f32x8_pair(__m256 lo, __m256 hi)
+{
+	return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+						   _mm256_castps_pd(hi), 1));
+}
+
+/* x in both halves (vbroadcastf64x4 from memory: a load, no shuffle). */
+ALWAYS_INLINE __m512 f32x8_twice(__m256 x)
+{
+	return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(x)));
+}
+
 ALWAYS_INLINE void qk_tile16(const int HB, int64_t n, const float *q, int nk, const void *const *kr,
 			     float *out, size_t os, const int F16)
 {
@@ -140,12 +154,12 @@ ALWAYS_INLINE void qk_tile16(const int HB, int64_t n, const float *q, int nk, co
 			} else {
 				__m256 lo = _mm256_loadu_ps((const float *)kr[j] + d);
 				__m256 hi = _mm256_loadu_ps((const float *)kr[j + 4] + d);
-				kv[j] = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+				kv[j] = f32x8_pair(lo, hi);
 			}
 		}
 #pragma GCC unroll 6
 		for (int h = 0; h < HB; h++) {
-			__m512 qv = _mm512_broadcast_f32x8(_mm256_load_ps(q + (size_t)d * HB + 8 * h));
+			__m512 qv = f32x8_twice(_mm256_load_ps(q + (size_t)d * HB + 8 * h));
 #pragma GCC unroll 4
 			for (int j = 0; j < 4; j++)
 				acc[h][j] = _mm512_fmadd_ps(kv[j], qv, acc[h][j]);
