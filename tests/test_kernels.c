@@ -601,10 +601,11 @@ static void check_qk(enum kern_isa isa, uint64_t *rng)
 	}
 }
 
-/* Set b's attention kernels give set a's bits (kernels/kern.h: every x86
- * set sums the same): pv for 1..10 heads, 1..12 keys, rows of 8..272
- * elements (16-, 8-multiples and scalar tails), f32 and f16 rows; qk for
- * 1..10 heads, 1..12 keys, head dimensions 8..264. */
+/* Set b's attention and GLU kernels give set a's bits (kernels/kern.h:
+ * every x86 set sums the same): pv for 1..10 heads, 1..12 keys, rows of
+ * 8..272 elements (16-, 8-multiples and scalar tails), f32 and f16 rows;
+ * qk for 1..10 heads, 1..12 keys, head dimensions 8..264; both GLUs.
+ * (The softmax is checked against the portable set, check_softmax.) */
 static void check_attn_sets_agree(enum kern_isa a, enum kern_isa b, uint64_t *rng)
 {
 	enum { N = 272, H = 10, K = 12 };
@@ -651,7 +652,22 @@ static void check_attn_sets_agree(enum kern_isa a, enum kern_isa b, uint64_t *rn
 					bad += memcmp(oa, ob, sizeof(oa)) != 0;
 				}
 	}
-	CHECKF(bad == 0, "attention kernels: set %d differs from set %d in %ld cases", b, a, bad);
+	/* the GLUs, rows 1..40 and longer (vector steps and padded tails),
+	 * gates over [-24, 24] (both clamps of the exp) */
+	static float g[1100], ga[1100], gb[1100], u[1100];
+	for (int i = 0; i < 1100; i++) {
+		g[i] = 48.0f * rng_f(rng) - 24.0f;
+		u[i] = rng_f(rng);
+	}
+	for (int act = 0; act < KERN_GLU_COUNT; act++)
+		for (long n = 1; n <= 1100; n = n < 40 ? n + 1 : n + 353) {
+			memcpy(ga, g, sizeof(ga));
+			memcpy(gb, g, sizeof(gb));
+			set_of(a)->glu[act](ga, u, n);
+			set_of(b)->glu[act](gb, u, n);
+			bad += memcmp(ga, gb, sizeof(ga)) != 0;
+		}
+	CHECKF(bad == 0, "attention / GLU kernels: set %d differs from set %d in %ld cases", b, a, bad);
 }
 
 /* Ulps between two non-negative floats (their bit patterns' distance,

@@ -67,5 +67,12 @@ void kern_x86_fill(struct kern_set *ks)
 	ks->glu[KERN_GLU_GELU] = kern_glu_avx2_gelu;
 	ks->softmax = kern_softmax_avx2;
 	ks->round_f16 = kern_round_f16_avx2;
+#if defined(FX_HAVE_AVX512)
+	if (ks->isa == KERN_AVX512) {
+		ks->glu[KERN_GLU_SILU] = kern_glu_avx512_silu;
+		ks->glu[KERN_GLU_GELU] = kern_glu_avx512_gelu;
+		ks->softmax = kern_softmax_avx512;
+	}
+#endif
 }
 #endif

@@ -42,6 +42,10 @@ KERN_QK_DECL(kern_qk_avx512_f32);
 KERN_QK_DECL(kern_qk_avx512_f16);
 KERN_PV_DECL(kern_pv_avx512_f32);
 KERN_PV_DECL(kern_pv_avx512_f16);
+/* act_avx512.c: its GLU and softmax, act_avx2.c's bits at 512 bits. */
+void kern_glu_avx512_silu(float *g, const float *u, long n);
+void kern_glu_avx512_gelu(float *g, const float *u, long n);
+void kern_softmax_avx512(float *s, size_t ss, int nh, int n, float scale, float *m, float *l, float *r);
 
 /* dot_avx2.c's kernels by weight type (NULL: none for t): its AVX2 build,
  * its AVX-VNNI build (_vnni, when FX_HAVE_AVXVNNI) and its EVEX build for
