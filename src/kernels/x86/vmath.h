@@ -6,7 +6,7 @@
  * e^x is Cephes' expf (relative error ~2e-7), the softmax's is
  * kernels/softmax.h's, and the softmax's sum adds each 8-key group in
  * turn into eight lanes, as softmax.h defines it, at either width. Each
- * includer gets VM_FN(name) = name8 or name16 and the VM_ROW macros; no
+ * includer gets VM_FN(name) = name8 or name16 and VM_GLU_ROW; no
  * include guard: the two files include it once each. */
 #include <immintrin.h>
 #include <math.h>
