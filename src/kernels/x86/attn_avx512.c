@@ -28,13 +28,6 @@ ALWAYS_INLINE __m512 ld16(const void *p, int64_t i, const int F16)
 	return _mm512_loadu_ps((const float *)p + i);
 }
 
-ALWAYS_INLINE __m256 ld8(const void *p, int64_t i, const int F16)
-{
-	if (F16)
-		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
-	return _mm256_loadu_ps((const float *)p + i);
-}
-
 /* S slices of 16 elements from i for NH heads, the heads' sums in
  * registers across the keys (attn_avx2.c's pv_slice, 16 lanes). */
 ALWAYS_INLINE void pv_slice16(const int NH, const int S, int nk, const float *w, size_t ws,
@@ -59,22 +52,6 @@ ALWAYS_INLINE void pv_slice16(const int NH, const int S, int nk, const float *w,
 			_mm512_storeu_ps(out + (size_t)h * os + i + 16 * c, acc[h][c]);
 }
 
-/* Eight elements from i (a row's last 8-multiple short of 16). */
-ALWAYS_INLINE void pv_slice8(const int NH, int nk, const float *w, size_t ws, const void *const *v,
-			     int64_t i, float *out, size_t os, const int F16)
-{
-	__m256 acc[8];
-	for (int h = 0; h < NH; h++)
-		acc[h] = _mm256_loadu_ps(out + (size_t)h * os + i);
-	for (int r = 0; r < nk; r++) {
-		__m256 x = ld8(v[r], i, F16);
-		for (int h = 0; h < NH; h++)
-			acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(w[(size_t)h * ws + r]), x, acc[h]);
-	}
-	for (int h = 0; h < NH; h++)
-		_mm256_storeu_ps(out + (size_t)h * os + i, acc[h]);
-}
-
 /* Heads [0, NH) of a group: as many elements per pass as the registers
  * hold (NH * S sums, S loads, NH weights of 32), then 16, 8, a scalar
  * tail. */
@@ -96,7 +73,7 @@ ALWAYS_INLINE void pv_heads16(const int NH, int64_t n, int nk, const float *w, s
 	for (; i + 16 <= n; i += 16)
 		pv_slice16(NH, 1, nk, w, ws, v, i, out, os, F16);
 	if (i + 8 <= n) {
-		pv_slice8(NH, nk, w, ws, v, i, out, os, F16);
+		pv_slice(NH, 1, nk, w, ws, v, i, out, os, F16); /* the AVX2 form's step */
 		i += 8;
 	}
 	pv_tail(NH, i, n, nk, w, ws, v, out, os, F16);

@@ -882,14 +882,7 @@ GEMM8(x8_q6_K, body_q6_K_x8, 0)
  * ggml's GGML_F32x8_REDUCE ((0+2) + (1+3), then across lanes); the tail
  * (n % 32) is summed in double as ggml's leftovers. */
 
-ALWAYS_INLINE __m256 ld_f32(const void *p, int64_t i)
-{
-	return _mm256_loadu_ps((const float *)p + i);
-}
-ALWAYS_INLINE __m256 ld_f16(const void *p, int64_t i)
-{
-	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
-}
+/* ld_f32 / ld_f16: simd_x86.h */
 ALWAYS_INLINE __m256 ld_bf16(const void *p, int64_t i)
 {
 	__m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));

@@ -55,20 +55,16 @@ void kern_x86_fill(struct kern_set *ks)
 	ks->qk[FX_TYPE_F16] = kern_qk_avx2_f16;
 	ks->pv[FX_TYPE_F32] = kern_pv_avx2_f32;
 	ks->pv[FX_TYPE_F16] = kern_pv_avx2_f16;
-#if defined(FX_HAVE_AVX512)
-	if (ks->isa == KERN_AVX512) {
-		ks->qk[FX_TYPE_F32] = kern_qk_avx512_f32;
-		ks->qk[FX_TYPE_F16] = kern_qk_avx512_f16;
-		ks->pv[FX_TYPE_F32] = kern_pv_avx512_f32;
-		ks->pv[FX_TYPE_F16] = kern_pv_avx512_f16;
-	}
-#endif
 	ks->glu[KERN_GLU_SILU] = kern_glu_avx2_silu;
 	ks->glu[KERN_GLU_GELU] = kern_glu_avx2_gelu;
 	ks->softmax = kern_softmax_avx2;
 	ks->round_f16 = kern_round_f16_avx2;
 #if defined(FX_HAVE_AVX512)
-	if (ks->isa == KERN_AVX512) {
+	if (ks->isa == KERN_AVX512) { /* the same bits, 512-bit registers */
+		ks->qk[FX_TYPE_F32] = kern_qk_avx512_f32;
+		ks->qk[FX_TYPE_F16] = kern_qk_avx512_f16;
+		ks->pv[FX_TYPE_F32] = kern_pv_avx512_f32;
+		ks->pv[FX_TYPE_F16] = kern_pv_avx512_f16;
 		ks->glu[KERN_GLU_SILU] = kern_glu_avx512_silu;
 		ks->glu[KERN_GLU_GELU] = kern_glu_avx512_gelu;
 		ks->softmax = kern_softmax_avx512;

@@ -67,6 +67,44 @@ ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
 	prefetch_part(p, n, 0, 1);
 }
 
+ALWAYS_INLINE __m256 ld_f32(const void *p, int64_t i)
+{
+	return _mm256_loadu_ps((const float *)p + i);
+}
+
+ALWAYS_INLINE __m256 ld_f16(const void *p, int64_t i)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+}
+
+/* S slices of 8 elements from i (out + i, v rows + i) for NH heads (the
+ * heads' sums in registers across the keys; each row of v read and
+ * converted once per slice); per element the keys are added in order
+ * r = 0, 1, ... with one FMA each, as nk single-row updates would. NH * S
+ * sums in flight keep both FMA pipes busy through FMA's latency. The AVX2
+ * pv's body (attn_avx2.c), and the AVX-512 one's 8-element step. */
+ALWAYS_INLINE void pv_slice(const int NH, const int S, int nk, const float *w, size_t ws,
+			    const void *const *v, int64_t i, float *out, size_t os, const int F16)
+{
+	__m256 acc[8][8];
+	for (int h = 0; h < NH; h++)
+		for (int c = 0; c < S; c++)
+			acc[h][c] = _mm256_loadu_ps(out + (size_t)h * os + i + 8 * c);
+	for (int r = 0; r < nk; r++) {
+		__m256 wh[8];
+		for (int h = 0; h < NH; h++)
+			wh[h] = _mm256_broadcast_ss(w + (size_t)h * ws + r);
+		for (int c = 0; c < S; c++) {
+			__m256 x = F16 ? ld_f16(v[r], i + 8 * c) : ld_f32(v[r], i + 8 * c);
+			for (int h = 0; h < NH; h++)
+				acc[h][c] = _mm256_fmadd_ps(wh[h], x, acc[h][c]);
+		}
+	}
+	for (int h = 0; h < NH; h++)
+		for (int c = 0; c < S; c++)
+			_mm256_storeu_ps(out + (size_t)h * os + i + 8 * c, acc[h][c]);
+}
+
 /* Elements [i, n) of a kern_pv_fn's rows for NH heads, past the vector
  * steps: a multiply, then an add, per key in order. Every x86 set ends a
  * row this way, so a row's tail has the same bits in all of them. */
