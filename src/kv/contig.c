@@ -33,6 +33,8 @@ int kv_contig_init(struct kv_contig *c, int32_t n_layer, int32_t n_ctx, int64_t 
 		kv_contig_fini(c);
 		return FX_E_NOMEM;
 	}
+	memset(c->k, 0, rows * c->k_row); /* touched now: see kv_pool_init */
+	memset(c->v, 0, rows * c->v_row);
 	return FX_OK;
 }
 
