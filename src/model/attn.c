@@ -123,7 +123,11 @@ enum { KCHUNK = FWD_KCHUNK, PF_STEP = 8 };
  * of decodes each sequence's cache was last touched a whole step ago, so
  * the rows come from DRAM, and a chunk's compute is too short to hide the
  * misses of demand loads (measured: a SmolLM2 step at 8 sequences ~10%
- * faster with the prefetch spread as attend_heads does than without). */
+ * faster with the prefetch spread as attend_heads does than without).
+ * Into L2 (T1): perf found ~80% of attend_run's own samples on T0
+ * prefetches waiting for L1 fill buffers; with T1 bench/ab.sh at eight
+ * sequences gave SmolLM2 0.991x / 0.987x, Gemma 3 0.992x, one sequence
+ * 1.000x. */
 #if defined(__GNUC__)
 /* Inlined: GCC finds a separate prefetch-only function free of side
  * effects ("pure") and deletes its calls. */
@@ -137,7 +141,7 @@ static inline void prefetch_rows(const uint8_t *const *rows, int n, size_t off, 
 	for (int r = 0; r < n; r++) {
 		uintptr_t x = (uintptr_t)rows[r] + off;
 		for (uintptr_t a = x & ~(uintptr_t)63; a < x + bytes; a += 64)
-			__builtin_prefetch((const void *)a, 0, 3);
+			__builtin_prefetch((const void *)a, 0, 2);
 	}
 #else
 	(void)rows, (void)n, (void)off, (void)bytes;
