@@ -56,6 +56,14 @@ void *fx_malloc_lines(size_t n, size_t size)
 	return p;
 }
 
+void *fx_calloc_lines(size_t n, size_t size)
+{
+	void *p = fx_malloc_lines(n, size);
+	if (p)
+		memset(p, 0, (n && size) ? n * size : 1);
+	return p;
+}
+
 void *fx_realloc_array(void *p, size_t n, size_t size)
 {
 	if (size && n > SIZE_MAX / size)

@@ -26,15 +26,14 @@ int kv_contig_init(struct kv_contig *c, int32_t n_layer, int32_t n_ctx, int64_t 
 	c->k_row = fx_row_size(k_type, k_width);
 	c->v_row = fx_row_size(v_type, v_width);
 	size_t rows = (size_t)n_layer * (size_t)n_ctx;
-	c->k = fx_malloc_lines(rows, c->k_row); /* rows on cache lines where their size allows */
-	c->v = fx_malloc_lines(rows, c->v_row);
+	/* rows on cache lines where their size allows; resident from here */
+	c->k = fx_calloc_lines(rows, c->k_row);
+	c->v = fx_calloc_lines(rows, c->v_row);
 	c->bytes = fx_lines_bytes(rows, c->k_row) + fx_lines_bytes(rows, c->v_row);
 	if (!c->k || !c->v) {
 		kv_contig_fini(c);
 		return FX_E_NOMEM;
 	}
-	memset(c->k, 0, rows * c->k_row); /* touched now: see kv_pool_init */
-	memset(c->v, 0, rows * c->v_row);
 	return FX_OK;
 }
 

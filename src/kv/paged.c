@@ -22,8 +22,9 @@ int kv_pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, int32_t b
 	p->k_row = fx_row_size(k_type, k_width);
 	p->v_row = fx_row_size(v_type, v_width);
 	size_t rows = (size_t)n_layer * (size_t)n_blocks * (size_t)block_size;
-	p->k = fx_malloc_lines(rows, p->k_row); /* rows on cache lines where their size allows */
-	p->v = fx_malloc_lines(rows, p->v_row);
+	/* rows on cache lines where their size allows; resident from here */
+	p->k = fx_calloc_lines(rows, p->k_row);
+	p->v = fx_calloc_lines(rows, p->v_row);
 	p->bytes = fx_lines_bytes(rows, p->k_row) + fx_lines_bytes(rows, p->v_row);
 	p->ref = fx_calloc((size_t)n_blocks, sizeof(*p->ref));
 	p->free_list = fx_malloc_array((size_t)n_blocks, sizeof(*p->free_list));
@@ -33,12 +34,6 @@ int kv_pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, int32_t b
 		kv_pool_fini(p);
 		return FX_E_NOMEM;
 	}
-	/* Touched now, as llama.cpp clears its cache buffer at creation: a
-	 * page's first write otherwise zeroes it (2 MiB at a time on huge
-	 * pages) inside a decode step; SmolLM2's eight-sequence batched-bench
-	 * spent 3.4% of its samples there. */
-	memset(p->k, 0, rows * p->k_row);
-	memset(p->v, 0, rows * p->v_row);
 	/* Hand out low block ids first. */
 	for (int32_t i = 0; i < n_blocks; i++)
 		p->free_list[i] = n_blocks - 1 - i;
