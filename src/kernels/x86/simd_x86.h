@@ -58,8 +58,11 @@ ALWAYS_INLINE void prefetch_part(const uint8_t *p, size_t n, int i, int parts)
 {
 	/* A part has lines / parts lines or one more: the fixed ones
 	 * unrolled, the one more behind a branch, so that a rolled loop over
-	 * the parts spends ~10 instructions here, not ~30 (q4_K x8 one-row
-	 * kernel in L1: 40 -> 48 GB/s with its scale selects hoisted). */
+	 * the parts spends ~10 instructions here, not ~30 (with its scale
+	 * selects hoisted and its broadcasts embedded, the q4_K x8 one-row
+	 * kernel in L1: 40 -> 43-44 GB/s). Five fixed lines a step instead
+	 * (20 for an 18-line block: 48 GB/s in L1) made the TinyLlama-shape
+	 * Q4_K_M step 1.016x slower from DRAM: ask for each line once. */
 	const size_t lines = (n + 63) / 64, per = lines / (size_t)parts;
 	const size_t l0 = lines * (size_t)i / (size_t)parts, l1 = lines * (size_t)(i + 1) / (size_t)parts;
 	const char *q = (const char *)(p + PREFETCH_AHEAD + 64 * l0);
