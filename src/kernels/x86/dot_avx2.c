@@ -641,7 +641,7 @@ ALWAYS_INLINE void body_k4_rows8(int64_t n, const void *vw, size_t w_stride, int
 		for (int j = 0; j < QK_K / 64; j++) {
 			__m256i T[8];
 			if (x8) {
-				prefetch_part(sb, 8 * sizeof(struct block_q4_K), j, QK_K / 64);
+				prefetch_part_k(sb, 8 * sizeof(struct block_q4_K), j, QK_K / 64, NT);
 				for (int k = 0; k < 8; k++)
 					T[k] = _mm256_loadu_si256((const __m256i *)(sb + Q4KX_QS + 32 * (8 * (size_t)j + k)));
 			} else {
@@ -864,12 +864,12 @@ ALWAYS_INLINE void body_q6_K_x8(int64_t n, const void *vw, size_t w_stride, int 
 			if (NT == 1) {
 #pragma GCC unroll 4
 				for (int m = 0; m < 4; m++) {
-					prefetch_part(sb, 8 * sizeof(struct block_q6_K), 4 * j + m, 8);
+					prefetch_part_k(sb, 8 * sizeof(struct block_q6_K), 4 * j + m, 8, NT);
 					q6_sub(sb, S, j, m, act, act_stride, ib, isum, NT);
 				}
 			} else {
 				for (int m = 0; m < 4; m++) {
-					prefetch_part(sb, 8 * sizeof(struct block_q6_K), 4 * j + m, 8);
+					prefetch_part_k(sb, 8 * sizeof(struct block_q6_K), 4 * j + m, 8, NT);
 					q6_sub(sb, S, j, m, act, act_stride, ib, isum, NT);
 				}
 			}
