@@ -91,13 +91,14 @@ ALWAYS_INLINE void prefetch_part(const uint8_t *p, size_t n, int i, int parts)
 
 /* The K-quant x8 kernels' parts at one activation row: into L2
  * PREFETCH_AHEAD ahead as prefetch_part, and again into L1 PREFETCH_NEAR
- * ahead, from L2 by then. Their loops do ~0.3-0.4 instructions a weight
- * byte, so the reorder window reaches past a block's demand misses only
- * ~1.5 KiB ahead; with the lines in L1 a step stalls less. bench/ab.sh
- * TinyLlama-shape Q4_K_M one sequence: 0.981x (512 B), 0.975x (768),
- * 0.971x (1024), 0.973x (1280), 0.980x (1792); at eight sequences 1.018x
- * (their loads are already covered there: NT > 1 keeps T1 only), and the
- * legacy x8 kernels 1.007x (Q8_0) with it. */
+ * ahead, from L2 by then. Their loads alone stream at the plain read's
+ * rate but their loops (~0.3-0.4 instructions a weight byte) overlap it
+ * only in part (docs/BENCHMARKS.md); the likely reason, not measurable
+ * without the VM's counters: the reorder window then reaches only ~1.5
+ * KiB past a stalled load. bench/ab.sh TinyLlama-shape Q4_K_M one
+ * sequence: 0.981x (512 B), 0.975x (768), 0.971x (1024), 0.973x (1280),
+ * 0.980x (1792); at eight sequences 1.018x, hence NT > 1 keeps T1 only;
+ * the legacy x8 kernels with it 1.007x (Q8_0). */
 ALWAYS_INLINE void prefetch_part_k(const uint8_t *p, size_t n, int i, int parts, const int NT)
 {
 	prefetch_part_at(p, PREFETCH_AHEAD, n, i, parts, false);
