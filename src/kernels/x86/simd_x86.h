@@ -53,18 +53,13 @@ enum { Q6X_SC = 16, Q6X_QL = 16 + 4 * 32, Q6X_QH = 16 + 36 * 32 };
  * matrix is harmless: it never faults. */
 enum { PREFETCH_AHEAD = 3072, PREFETCH_NEAR = 1024 };
 
-/* Lines q, q + 64, ... (per of them, one more if more) into L2 (T1) or
- * L1 (T0). */
-ALWAYS_INLINE void prefetch_lines(const char *q, size_t per, bool more, const bool L1)
+/* The line at q into L1 (T0) or L2 (T1). */
+ALWAYS_INLINE void prefetch_line(const char *q, const bool L1)
 {
-	for (size_t l = 0; l <= per; l++) {
-		if (l == per && !more)
-			break;
-		if (L1)
-			_mm_prefetch(q + 64 * l, _MM_HINT_T0);
-		else
-			_mm_prefetch(q + 64 * l, _MM_HINT_T1);
-	}
+	if (L1)
+		_mm_prefetch(q, _MM_HINT_T0);
+	else
+		_mm_prefetch(q, _MM_HINT_T1);
 }
 
 /* Part i of parts of the n bytes' lines, ahead bytes past p, into L2 (T1)
@@ -81,7 +76,11 @@ ALWAYS_INLINE void prefetch_part_at(const uint8_t *p, size_t ahead, size_t n, in
 	 * Q4_K_M step 1.016x slower from DRAM: ask for each line once. */
 	const size_t lines = (n + 63) / 64, per = lines / (size_t)parts;
 	const size_t l0 = lines * (size_t)i / (size_t)parts, l1 = lines * (size_t)(i + 1) / (size_t)parts;
-	prefetch_lines((const char *)(p + ahead + 64 * l0), per, l1 - l0 > per, L1);
+	const char *q = (const char *)(p + ahead + 64 * l0);
+	for (size_t l = 0; l < per; l++)
+		prefetch_line(q + 64 * l, L1);
+	if (l1 - l0 > per)
+		prefetch_line(q + 64 * per, L1);
 }
 
 ALWAYS_INLINE void prefetch_part(const uint8_t *p, size_t n, int i, int parts)
@@ -101,7 +100,7 @@ ALWAYS_INLINE void prefetch_part(const uint8_t *p, size_t n, int i, int parts)
  * the legacy x8 kernels with it 1.007x (Q8_0). */
 ALWAYS_INLINE void prefetch_part_k(const uint8_t *p, size_t n, int i, int parts, const int NT)
 {
-	prefetch_part_at(p, PREFETCH_AHEAD, n, i, parts, false);
+	prefetch_part(p, n, i, parts);
 	if (NT == 1)
 		prefetch_part_at(p, PREFETCH_NEAR, n, i, parts, true);
 }
