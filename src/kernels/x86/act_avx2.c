@@ -87,8 +87,9 @@ static inline fx_half f16_of(float f)
 	return (fx_half)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
 }
 
-/* The blocks, then (dot.h's AVX2 layout) each block's d as stored (the
- * fp16 value, as f32) and its sum of quants (q8_0) or s (q8_1). */
+/* The blocks, then (kern.h's AVX2 layout) each block's d as stored (the
+ * fp16 value, as f32) and -128 times its sum of quants (q8_0; |sum| <=
+ * 32 * 127, so no overflow) or s (q8_1). */
 void kern_quant_avx2_q8_0(const float *x, void *row, int64_t n)
 {
 	struct block_q8_0 *y = row;
@@ -98,7 +99,7 @@ void kern_quant_avx2_q8_0(const float *x, void *row, int64_t n)
 	int32_t *sum = (int32_t *)((uint8_t *)row + kern_act_s_off(bytes, nb));
 	for (int64_t i = 0; i < nb; i++) {
 		float d;
-		sum[i] = q8_block(x + 32 * i, y[i].qs, &d);
+		sum[i] = -128 * q8_block(x + 32 * i, y[i].qs, &d);
 		y[i].d = f16_of(d);
 		da[i] = _cvtsh_ss(y[i].d);
 	}

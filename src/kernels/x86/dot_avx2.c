@@ -271,22 +271,37 @@ ALWAYS_INLINE void leg_x8(const uint8_t *sb, __m256i *W, __m256i *A, const int K
 	leg_codes(T, QH, W, A, KIND);
 }
 
+/* Where block ib's integer sum against activation row y starts, lanes =
+ * rows: -off * sum(y) for codes stored off above their value (q4_0 8,
+ * q5_0 16, q8_0 128 under VNNI), from the row's -128 * sum(y) (kern.h's
+ * AVX2 layout; the shifts are exact); zero for signed codes. */
+ALWAYS_INLINE __m256i leg_start(const uint8_t *y, size_t s_off, int64_t ib, const int KIND)
+{
+	const bool off = KIND == LEG_Q4_0 || KIND == LEG_Q5_0 || (KERN_VNNI && KIND == LEG_Q8_0);
+	if (!off)
+		return _mm256_setzero_si256();
+	__m256i s = _mm256_broadcastd_epi32(_mm_loadu_si32(y + s_off + 4 * (size_t)ib));
+	return KIND == LEG_Q4_0 ? _mm256_srai_epi32(s, 4) : KIND == LEG_Q5_0 ? _mm256_srai_epi32(s, 3) : s;
+}
+
 /* One activation row's block (32 bytes of q8 quants at y) against W:
- * every row's exact integer block sum, lanes = rows. */
-ALWAYS_INLINE __m256i leg_sum8(const __m256i *W, const __m256i *A, const int8_t *y, const int KIND)
+ * start + every row's exact integer block sum, lanes = rows. */
+ALWAYS_INLINE __m256i leg_sum8(const __m256i *W, const __m256i *A, const int8_t *y, __m256i start,
+			       const int KIND)
 {
 #define YB(k) bcast4(y + 4 * (k))
 #if KERN_VNNI
 	/* Every kind's codes are unsigned here (q8_0's offset by 128). */
 	(void)A;
 	(void)KIND;
-	return dp4(_mm256_setzero_si256(), W, y, 8);
+	return dp4(start, W, y, 8);
 #else
 	const __m256i one = _mm256_set1_epi16(1);
 	if (KIND == LEG_Q8_0) {
 		__m256i s = _mm256_setzero_si256();
 		for (int k = 0; k < 8; k++)
 			s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], _mm256_sign_epi8(YB(k), W[k])), one));
+		(void)start; /* signed codes: zero */
 		return s;
 	}
 	if (KIND == LEG_Q5_0) {
@@ -295,12 +310,12 @@ ALWAYS_INLINE __m256i leg_sum8(const __m256i *W, const __m256i *A, const int8_t 
 			s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(W[k], YB(k)));
 			s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(W[4 + k], YB(4 + k)));
 		}
-		return _mm256_add_epi32(_mm256_madd_epi16(s0, one), _mm256_madd_epi16(s1, one));
+		return _mm256_add_epi32(start, _mm256_add_epi32(_mm256_madd_epi16(s0, one), _mm256_madd_epi16(s1, one)));
 	}
 	__m256i s = _mm256_maddubs_epi16(W[0], YB(0));
 	for (int k = 1; k < 8; k++)
 		s = _mm256_add_epi16(s, _mm256_maddubs_epi16(W[k], YB(k)));
-	return _mm256_madd_epi16(s, one);
+	return _mm256_add_epi32(start, _mm256_madd_epi16(s, one));
 #endif
 #undef YB
 }
@@ -364,13 +379,9 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 #pragma GCC unroll 8
 		for (int t = 0; t < NT; t++) {
 			const uint8_t *y = ACT(t, uint8_t);
-			__m256i si = leg_sum8(W, A, (const int8_t *)(y + (size_t)ib * ys + yq), KIND);
+			__m256i si = leg_sum8(W, A, (const int8_t *)(y + (size_t)ib * ys + yq),
+					      leg_start(y, s_off, ib, KIND), KIND);
 			__m256 dy = _mm256_broadcast_ss((const float *)(y + d_off) + ib);
-			if (KIND == LEG_Q4_0 || KIND == LEG_Q5_0 || (KERN_VNNI && KIND == LEG_Q8_0)) {
-				int32_t ysum = ((const int32_t *)(y + s_off))[ib];
-				int32_t off = KIND == LEG_Q4_0 ? 8 : KIND == LEG_Q5_0 ? 16 : 128;
-				si = _mm256_sub_epi32(si, _mm256_set1_epi32(off * ysum));
-			}
 			__m256 f = _mm256_cvtepi32_ps(si);
 			__m256 term;
 			if (KIND == LEG_Q4_0) /* (sumi * dx) * dy */

@@ -168,13 +168,15 @@ ALWAYS_INLINE void body_leg16(int64_t n, const uint8_t *w, size_t gs, const void
 #pragma GCC unroll 8
 		for (int t = 0; t < NT; t++) {
 			const uint8_t *y = ACT(t, uint8_t);
-			__m512i si = dp4(_mm512_setzero_si512(), W, (const int8_t *)(y + (size_t)ib * ys + yq), 8);
-			__m512 dy = _mm512_set1_ps(((const float *)(y + d_off))[ib]);
+			/* the chain starts at -off * sum(y) (dot_avx2.c's leg_start) */
+			__m512i start = _mm512_setzero_si512();
 			if (!q41) {
-				int32_t ysum = ((const int32_t *)(y + s_off))[ib];
-				int32_t off = KIND == LEG_Q4_0 ? 8 : KIND == LEG_Q5_0 ? 16 : 128;
-				si = _mm512_sub_epi32(si, _mm512_set1_epi32(off * ysum));
+				start = bcast4(y + s_off + 4 * (size_t)ib);
+				if (KIND != LEG_Q8_0)
+					start = _mm512_srai_epi32(start, KIND == LEG_Q4_0 ? 4 : 3);
 			}
+			__m512i si = dp4(start, W, (const int8_t *)(y + (size_t)ib * ys + yq), 8);
+			__m512 dy = _mm512_set1_ps(((const float *)(y + d_off))[ib]);
 			__m512 f = _mm512_cvtepi32_ps(si);
 			__m512 term;
 			if (KIND == LEG_Q4_0) /* (sumi * dx) * dy */
