@@ -74,7 +74,7 @@ typedef void (*kern_dot_fn)(int64_t n, const void *w, const void *act, size_t ac
  * q5_0's, offset 8 and 16, take it shifted right by 4 and 3): a chain
  * that starts from a broadcast load needs no subtraction per block and
  * activation row (bench_kernels -t 1 -k 2048 -m 2048 -n 512, AVX-512
- * q8_0: 147 -> 164 GMAC/s). */
+ * q8_0: 143 -> 157 GMAC/s). */
 
 /* Byte offsets in an AVX2 q8_0/q8_1 activation row whose nb blocks take
  * blocks_bytes: of the d array, and of the second array (s or -128 * sums). */
