@@ -272,16 +272,16 @@ ALWAYS_INLINE void leg_x8(const uint8_t *sb, __m256i *W, __m256i *A, const int K
 }
 
 /* Where block ib's integer sum against activation row y starts, lanes =
- * rows: -off * sum(y) for codes stored off above their value (q4_0 8,
- * q5_0 16, q8_0 128 under VNNI), from the row's -128 * sum(y) (kern.h's
- * AVX2 layout; the shifts are exact); zero for signed codes. */
+ * rows: -off * sum(y) for codes stored off above their value (q4_0,
+ * q5_0, and q8_0 under VNNI; simd_x86.h's leg_start_shift), zero for
+ * signed codes. */
 ALWAYS_INLINE __m256i leg_start(const uint8_t *y, size_t s_off, int64_t ib, const int KIND)
 {
 	const bool off = KIND == LEG_Q4_0 || KIND == LEG_Q5_0 || (KERN_VNNI && KIND == LEG_Q8_0);
 	if (!off)
 		return _mm256_setzero_si256();
 	__m256i s = _mm256_broadcastd_epi32(_mm_loadu_si32(y + s_off + 4 * (size_t)ib));
-	return KIND == LEG_Q4_0 ? _mm256_srai_epi32(s, 4) : KIND == LEG_Q5_0 ? _mm256_srai_epi32(s, 3) : s;
+	return leg_start_shift(KIND) ? _mm256_srai_epi32(s, leg_start_shift(KIND)) : s;
 }
 
 /* One activation row's block (32 bytes of q8 quants at y) against W:

@@ -172,8 +172,8 @@ ALWAYS_INLINE void body_leg16(int64_t n, const uint8_t *w, size_t gs, const void
 			__m512i start = _mm512_setzero_si512();
 			if (!q41) {
 				start = bcast4(y + s_off + 4 * (size_t)ib);
-				if (KIND != LEG_Q8_0)
-					start = _mm512_srai_epi32(start, KIND == LEG_Q4_0 ? 4 : 3);
+				if (leg_start_shift(KIND))
+					start = _mm512_srai_epi32(start, leg_start_shift(KIND));
 			}
 			__m512i si = dp4(start, W, (const int8_t *)(y + (size_t)ib * ys + yq), 8);
 			__m512 dy = _mm512_set1_ps(((const float *)(y + d_off))[ib]);

@@ -23,6 +23,16 @@
 /* The 32-element block types the rows-in-lanes kernels share. */
 enum { LEG_Q8_0, LEG_Q4_0, LEG_Q5_0, LEG_Q4_1 };
 
+/* The arithmetic right shift that turns a q8_0 activation row's -128 *
+ * sum(y) (kern.h's AVX2 layout) into -off * sum(y), where a block sum
+ * against codes stored off above their value starts: q4_0 (off 8) 4,
+ * q5_0 (16) 3, q8_0 (128, its VNNI codes) 0; exact, as -128 * sum(y) is a
+ * multiple of 16. */
+ALWAYS_INLINE int leg_start_shift(const int KIND)
+{
+	return KIND == LEG_Q4_0 ? 4 : KIND == LEG_Q5_0 ? 3 : 0;
+}
+
 ALWAYS_INLINE size_t leg_wsize(const int KIND)
 {
 	return KIND == LEG_Q8_0 ? sizeof(struct block_q8_0) : KIND == LEG_Q4_0 ? sizeof(struct block_q4_0)
