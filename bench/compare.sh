@@ -25,7 +25,7 @@
 # the median S_TG at 1 and 8 sequences, their ratio, each round's own
 # ratio, ferrox over the peer at 8 sequences, and ferrox's 8-sequence
 # generation as a share of the integer dot-product peak.
-# --kernels SET: ferrox runs that kernel set (avx2, avxvnni, avx512:
+# --kernels SET: ferrox runs that kernel set (avx2, avxvnni, avx512, amx:
 # ferrox bench --kernels), e.g. the AVX2 set on a CPU that has AVX-512,
 # as a CPU without it would run; the peers run as built.
 # --against REV: the peer is ferrox itself as of git revision REV (built

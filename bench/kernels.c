@@ -39,7 +39,7 @@ static float frand(unsigned *s)
 }
 
 /* --set's names and the kernel column's, by enum kern_isa. */
-static const char *const set_names[] = { "portable", "avx2", "vnni", "avx512" };
+static const char *const set_names[] = { "portable", "avx2", "vnni", "avx512", "amx" };
 
 static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int64_t n, int runs,
 		      int repack)
@@ -86,7 +86,8 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 	const char *set = set_names[isa];
 	/* op_matmul's choice (kern_gemm_x8_for): the AVX-512 set's x8
 	 * kernels are 256-bit ones for few activation rows */
-	bool narrow = isa == KERN_AVX512 && wm.x8 && kern_gemm_x8_for(ks, type, n) != ks->gemm_x8[type];
+	bool narrow = (isa == KERN_AVX512 || isa == KERN_AMX) && wm.x8 &&
+		      kern_gemm_x8_for(ks, type, n) != ks->gemm_x8[type];
 	char kind[16];
 	snprintf(kind, sizeof(kind), "%s%s%s", wm.x8 ? "x8-" : "",
 		 ks->dot[type] || ks->gemm[type] || wm.x8 ? set : "portable", narrow ? "/256" : "");
@@ -104,12 +105,13 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 
 static const char usage[] =
 	"usage: bench_kernels [-t N] [-k n_in] [-m n_out] [-n n_tok] [-r runs]\n"
-	"                     [--portable | --set avx2|vnni|avx512] [--no-repack] [type ...]\n"
+	"                     [--portable | --set avx2|vnni|avx512|amx] [--no-repack] [type ...]\n"
 	"GMAC/s of an n_out x n_in matrix times n_tok activation rows (op_matmul),\n"
 	"best of -r runs, for every named type (default: all with a quantizer).\n"
 	"Kernel column: the set (avx2; vnni: AVX2 with AVX-VNNI's dot products;\n"
 	"avx512: x8 groups two at a time in 512-bit registers, or /256 where\n"
-	"op_matmul takes its 256-bit kernels, for -n 8 or fewer; --set picks a set\n"
+	"op_matmul takes its 256-bit kernels, for -n 8 or fewer; amx: avx512 with\n"
+	"q4_0, q4_1 and q8_0 on the AMX tiles above -n 8; --set picks a set\n"
 	"the CPU and this build run), x8- when repacked (rows in lanes), or portable\n"
 	"(no ISA kernel for the type: the scalar C).\n";
 
@@ -136,11 +138,11 @@ int main(int argc, char **argv)
 			portable = 1;
 		} else if (!strcmp(a, "--set") && i + 1 < argc) {
 			i++;
-			for (int j = KERN_AVX2; j <= KERN_AVX512; j++)
+			for (int j = KERN_AVX2; j <= KERN_AMX; j++)
 				if (!strcmp(argv[i], set_names[j]))
 					force_set = j;
 			if (force_set < 0) {
-				fprintf(stderr, "bench_kernels: --set %s: the sets are avx2, vnni and avx512 (--portable: the C kernels)\n",
+				fprintf(stderr, "bench_kernels: --set %s: the sets are avx2, vnni, avx512 and amx (--portable: the C kernels)\n",
 					argv[i]);
 				return 2;
 			}

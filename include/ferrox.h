@@ -246,10 +246,11 @@ struct fx_context_params {
 
 /* Which compute kernels a context runs. AUTO picks the fastest set the CPU
  * supports (AVX2/FMA/F16C on x86-64); PORTABLE forces the scalar C oracle
- * (slow; for checking the SIMD kernels end to end). AVX2, AVXVNNI and
- * AVX512 ask for one x86 set by name (all read the same repacked weights
- * and give the same bits): to measure a set on a CPU that has a later one,
- * as an older CPU would run it. A set this CPU or build lacks is
+ * (slow; for checking the SIMD kernels end to end). AVX2, AVXVNNI,
+ * AVX512 and AMX (AVX-512 with prompt-sized matrix products on Intel's
+ * AMX tiles) ask for one x86 set by name (all read the same repacked
+ * weights and give the same bits): to measure a set on a CPU that has a
+ * later one, as an older CPU would run it. A set this CPU or build lacks is
  * FX_E_UNSUPPORTED at fx_context_create. */
 enum fx_kernels {
 	FX_KERNELS_AUTO = 0,
@@ -257,6 +258,7 @@ enum fx_kernels {
 	FX_KERNELS_AVX2 = 2,
 	FX_KERNELS_AVXVNNI = 3,
 	FX_KERNELS_AVX512 = 4,
+	FX_KERNELS_AMX = 5,
 };
 
 /* The kernel set ctx runs, by its fx_kernels_built name ("avx512", ...;
@@ -264,7 +266,7 @@ enum fx_kernels {
 FX_API const char *fx_context_kernels(const struct fx_context *ctx);
 
 /* *kernels = the enum fx_kernels value named name ("auto", "portable",
- * "avx2", "avxvnni", "avx512": fx_kernels_built's names). Errors:
+ * "avx2", "avxvnni", "avx512", "amx": fx_kernels_built's names). Errors:
  * FX_E_INVALID for any other name (*kernels untouched). */
 FX_API int fx_kernels_from_name(const char *name, int32_t *kernels);
 
@@ -272,7 +274,8 @@ FX_API int fx_kernels_from_name(const char *name, int32_t *kernels);
  * accumulates per second this CPU does on n_threads threads (1..256) at
  * once with the integer dot-product instruction the kernel set `kernels`
  * (enum fx_kernels) builds its sums from: AVX2 vpmaddubsw ymm, AVX-VNNI
- * vpdpbusd ymm, AVX-512 vpdpbusd zmm or ymm (the faster), portable C's
+ * vpdpbusd ymm, AVX-512 vpdpbusd zmm or ymm (the faster), AMX tdpbssd
+ * on full tiles (its prefill kernels' instruction), portable C's
  * int8 multiply-add. Chains of that instruction alone, independent, best
  * of five runs of ~10-20 ms per thread: no kernel of the set, which also
  * loads, unpacks and scales, can exceed it (AVX2's kernels also widen with
@@ -286,7 +289,7 @@ FX_API int fx_kernels_peak(int32_t kernels, int32_t n_threads, double *macs_per_
 			   const char **instr, struct fx_err *err);
 
 /* The kernel sets this build has, in order of preference, space-separated
- * ("portable avx2 avxvnni avx512" on an x86-64 build whose compiler knows
+ * ("portable avx2 avxvnni avx512 amx" on an x86-64 build whose compiler knows
  * all of them; "portable" elsewhere), and the one FX_KERNELS_AUTO picks on
  * this CPU (its name from that list). Static strings; the second reads
  * CPUID (microseconds): for version and report lines, not per token. */

@@ -17,11 +17,18 @@
 #include "check.h"
 #include "ferrox.h"
 
-/* Logits of a 6-token prefill's last row then of one decode step,
- * [2 * n_vocab], malloc'ed, or NULL (kernels not run here: *rc says). */
+/* Logits of a 41-token prefill's last row then of one decode step,
+ * [2 * n_vocab], malloc'ed, or NULL (kernels not run here: *rc says). 41
+ * rows: the AMX set's tile kernels take blocks of 16 and 8 of them, the
+ * AVX-512 kernels the last one. */
 static float *run_with(struct fx_model *m, int32_t kernels, int *rc, const char **name)
 {
-	static const fx_token toks[] = { 1, 504, 3458, 282, 4649, 314 }, next = 1012;
+	enum { N_PROMPT = 41 };
+	fx_token toks[N_PROMPT];
+	const fx_token next = 1012;
+	toks[0] = 1;
+	for (int i = 1; i < N_PROMPT; i++)
+		toks[i] = (fx_token)(200 + (i * 7919) % 40000);
 	struct fx_context_params cp = fx_context_default_params();
 	struct fx_context *ctx = NULL;
 	struct fx_err err = { 0 };
@@ -33,7 +40,7 @@ static float *run_with(struct fx_model *m, int32_t kernels, int *rc, const char 
 	if ((*rc = fx_context_create(m, &cp, &ctx, &err)))
 		return NULL;
 	*name = fx_context_kernels(ctx);
-	if (fx_decode(ctx, toks, 6, false) == FX_OK && (out = malloc(2 * n * sizeof(float)))) {
+	if (fx_decode(ctx, toks, N_PROMPT, false) == FX_OK && (out = malloc(2 * n * sizeof(float)))) {
 		memcpy(out, fx_get_logits(ctx, NULL), n * sizeof(float));
 		if (fx_decode(ctx, &next, 1, false) == FX_OK) {
 			memcpy(out + n, fx_get_logits(ctx, NULL), n * sizeof(float));
@@ -48,28 +55,31 @@ static float *run_with(struct fx_model *m, int32_t kernels, int *rc, const char 
 
 int main(void)
 {
-	static const char *const sets[] = { "avx2", "avxvnni", "avx512" };
-	static const int32_t values[] = { FX_KERNELS_AVX2, FX_KERNELS_AVXVNNI, FX_KERNELS_AVX512 };
+	enum { N_SETS = 4 };
+	static const char *const sets[N_SETS] = { "avx2", "avxvnni", "avx512", "amx" };
+	static const int32_t values[N_SETS] = { FX_KERNELS_AVX2, FX_KERNELS_AVXVNNI, FX_KERNELS_AVX512,
+						FX_KERNELS_AMX };
 	char built[256];
 	snprintf(built, sizeof(built), " %s ", fx_kernels_built());
 	int32_t k = -1;
 	CHECK(fx_kernels_from_name("auto", &k) == FX_OK && k == FX_KERNELS_AUTO);
 	CHECK(fx_kernels_from_name("portable", &k) == FX_OK && k == FX_KERNELS_PORTABLE);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < N_SETS; i++)
 		CHECKF(fx_kernels_from_name(sets[i], &k) == FX_OK && k == values[i], "%s", sets[i]);
 	k = 42;
 	CHECK(fx_kernels_from_name("avx1024", &k) == FX_E_INVALID && k == 42);
 	CHECK(fx_kernels_from_name(NULL, &k) == FX_E_INVALID);
 
 	/* The peak: 1e9 MAC/s a thread is far below any SIMD core since 2013
-	 * (>= 32 a cycle at >= 1 GHz), 1e12 far above any (vpdpbusd zmm at two a
-	 * cycle and 6 GHz is 7.7e11). */
+	 * (>= 32 a cycle at >= 1 GHz), 1e12 far above any vector unit
+	 * (vpdpbusd zmm at two a cycle and 6 GHz is 7.7e11); AMX's tiles do
+	 * 1024 a cycle (16 x 16 x 64 in 16 cycles): below 7e12 at 6 GHz. */
 	struct fx_err err = { 0 };
 	double r = 0;
 	const char *instr = NULL;
-	CHECKF(fx_kernels_peak(FX_KERNELS_AUTO, 2, &r, &instr, &err) == FX_OK && instr && r > 2e9 && r < 2e12,
+	CHECKF(fx_kernels_peak(FX_KERNELS_AUTO, 2, &r, &instr, &err) == FX_OK && instr && r > 2e9 && r < 1.4e13,
 	       "auto: %g MAC/s (%s) %s", r, instr ? instr : "-", err.msg);
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < N_SETS; i++) {
 		char want[32];
 		snprintf(want, sizeof(want), " %s ", sets[i]);
 		int rc = fx_kernels_peak(values[i], 1, &r, &instr, &err);
@@ -77,7 +87,8 @@ int main(void)
 			CHECKF(strstr(err.msg, sets[i]) != NULL, "%s: %s", sets[i], err.msg);
 			continue;
 		}
-		CHECKF(rc == FX_OK && strstr(built, want) && r > 1e9 && r < 1e12, "%s: rc %d, %g MAC/s (%s)",
+		CHECKF(rc == FX_OK && strstr(built, want) && r > 1e9 && r < (values[i] == FX_KERNELS_AMX ? 7e12 : 1e12),
+		       "%s: rc %d, %g MAC/s (%s)",
 		       sets[i], rc, r, instr);
 		printf("peak %-8s %-20s %.1f GMAC/s on 1 thread\n", sets[i], instr, r / 1e9);
 	}
@@ -110,7 +121,7 @@ int main(void)
 	       auto_name ? auto_name : "-");
 	size_t n = 2 * (size_t)fx_model_n_vocab(m);
 	int ran = 0;
-	for (int i = 0; ref && i < 3; i++) {
+	for (int i = 0; ref && i < N_SETS; i++) {
 		float *l = run_with(m, values[i], &rc, &name);
 		if (rc == FX_E_UNSUPPORTED)
 			continue;

@@ -50,7 +50,7 @@ static const int types[] = {
 
 /* Every set's table, filled once by main (check_tables) before any check
  * reads it: a set the CPU cannot run holds the portable kernels. */
-static struct kern_set sets[KERN_AVX512 + 1];
+static struct kern_set sets[KERN_AMX + 1];
 
 static const struct kern_set *set_of(enum kern_isa isa)
 {
@@ -290,7 +290,7 @@ static void check_sets_agree(enum kern_isa a, enum kern_isa b, int type, int64_t
 		/* and b's kernel for calls of few activation rows (the
 		 * AVX-512 set's 256-bit ones) */
 		kern_gemm_fn gn = x8 ? kern_gemm_x8_for(set_of(b), type, 1) : gb;
-		CHECKF(gn != NULL && (b != KERN_AVX512 || !x8 || gn != gb), "%s: set %d's x8 kernel for one row",
+		CHECKF(gn != NULL && (b < KERN_AVX512 || !x8 || gn != gb), "%s: set %d's x8 kernel for one row",
 		       tt->name, (int)b);
 		/* prefill-sized calls get the set's own x8 kernel (AVX-512: the
 		 * 512-bit one) */
@@ -315,6 +315,67 @@ static void check_sets_agree(enum kern_isa a, enum kern_isa b, int type, int64_t
 	free(w);
 	free(tmp);
 	free(act);
+}
+
+/* The AMX set's tile kernels against the AVX-512 set's x8 kernels, bit
+ * for bit: activation rows around the tile kernels' blocks of 16 and 8
+ * and the AVX-512 tails after them (9, 15..17, 23..25, 31..33, 40), pairs
+ * of groups and a last single group (8..40 weight rows), one block, odd
+ * block counts and more than one AMX_SLICE of blocks (n = 32, 96, 640,
+ * 2048: 1, 3, 20, 64 blocks). With extremes, every code at its bound (q8_0
+ * +-127, 4-bit 0 and 15) against activation rows of +-127, where a wrong
+ * signedness of either tile operand or a lost offset shows. Calls of at most KERN_NT_MAX rows take the
+ * AVX-512 set's own kernel. */
+static void check_amx(int type, int64_t n, bool extremes, uint64_t *rng)
+{
+	enum { T = 40, R = 40 };
+	static const int nts[] = { 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40 };
+	const struct fx_type_traits *tt = fx_type_get(type);
+	const struct kern_set *a = set_of(KERN_AVX512), *b = set_of(KERN_AMX);
+	size_t wb = fx_row_size(type, n), ab = kern_act_row_bytes(a, tt->vec_dot_type, n);
+	uint8_t *w = malloc(wb * R), *tmp = malloc(wb * 8), *act = malloc(ab * T);
+	float(*oa)[R] = malloc(sizeof(float[T][R])), (*ob)[R] = malloc(sizeof(float[T][R]));
+	random_rows(KERN_AVX512, type, n, w, R, act, T, rng);
+	if (extremes) {
+		float *f = malloc((size_t)n * sizeof(float));
+		for (int r = 0; r < R; r++) {
+			/* +-1 alternating: codes +-127 (q8_0), 0 and 15 (q4_0,
+			 * q4_1), each product of the sign the rows' parities give */
+			for (int64_t i = 0; i < n; i++)
+				f[i] = (r + i) % 2 ? 1.0f : -1.0f;
+			tt->from_float(f, w + (size_t)r * wb, n);
+		}
+		for (int t = 0; t < T; t++) {
+			for (int64_t i = 0; i < n; i++)
+				f[i] = (t + i) % 2 ? 1.0f : -1.0f;
+			a->act_quant[tt->vec_dot_type](f, act + (size_t)t * ab, n);
+		}
+		free(f);
+	}
+	for (int r = 0; r < R; r += 8)
+		kern_x8_pack(type, n, w + (size_t)r * wb, tmp);
+	CHECKF(b->gemm_x8[type] != a->gemm_x8[type] && b->gemm_x8_few[type] == a->gemm_x8_few[type] &&
+	       kern_gemm_x8_for(b, type, KERN_NT_MAX + 1) == b->gemm_x8[type],
+	       "%s: the AMX set's x8 kernels", tt->name);
+	for (size_t i = 0; i < sizeof(nts) / sizeof(nts[0]); i++) {
+		int nt = nts[i];
+		for (int nr = 8; nr <= R; nr += 8) {
+			memset(oa, 0xff, sizeof(float[T][R]));
+			memset(ob, 0xff, sizeof(float[T][R]));
+			a->gemm_x8[type](n, w, wb, nr, act, ab, nt, &oa[0][0], R);
+			b->gemm_x8[type](n, w, wb, nr, act, ab, nt, &ob[0][0], R);
+			bool same = true;
+			for (int t = 0; t < nt; t++)
+				same &= memcmp(oa[t], ob[t], (size_t)nr * sizeof(float)) == 0;
+			CHECKF(same, "%s n=%lld nt=%d nr=%d%s: the AMX set differs from the AVX-512 set", tt->name,
+			       (long long)n, nt, nr, extremes ? " (extremes)" : "");
+		}
+	}
+	free(w);
+	free(tmp);
+	free(act);
+	free(oa);
+	free(ob);
 }
 
 /* The integer sums at their bounds, where maddubs would saturate if the
@@ -796,7 +857,7 @@ static void check_lines(void)
  * f16 caches; the portable set has no kernel of those forms. */
 static void check_tables(void)
 {
-	for (int set = 0; set <= KERN_AVX512; set++) {
+	for (int set = 0; set <= KERN_AMX; set++) {
 		struct kern_set *ks = &sets[set];
 		bool runs = kern_isa_runs((enum kern_isa)set);
 		int rc = kern_set_init(ks, (enum kern_isa)set);
@@ -809,7 +870,7 @@ static void check_tables(void)
 			CHECKF(ks->act_quant[vdt] != NULL, "set %d: no quantizer for %s", set, fx_type_get(vdt)->name);
 			CHECKF(!ks->dot[t] == !x86, "set %d: dot kernel of %s", set, fx_type_get(t)->name);
 			CHECKF(!ks->gemm_x8[t] == !(x86 && kern_x8_layout(t)) && !ks->gemm_x8_few[t] == !ks->gemm_x8[t] &&
-			       (ks->isa == KERN_AVX512 || ks->gemm_x8_few[t] == ks->gemm_x8[t]),
+			       (ks->isa >= KERN_AVX512 || ks->gemm_x8_few[t] == ks->gemm_x8[t]),
 			       "set %d: x8 kernels of %s", set, fx_type_get(t)->name);
 			CHECK(x86 || !ks->gemm[t]);
 		}
@@ -841,7 +902,7 @@ int main(void)
 	bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 		      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 	if (best >= KERN_AVX2)
-		CHECKF(kern_isa_runs(KERN_AVX512) == has512 && (best == KERN_AVX512) == has512,
+		CHECKF(kern_isa_runs(KERN_AVX512) == has512 && (best >= KERN_AVX512) == has512,
 		       "AVX-512: the CPU %s it but the set is%s run (best %d)", has512 ? "has" : "lacks",
 		       kern_isa_runs(KERN_AVX512) ? "" : " not", (int)best);
 #endif
@@ -891,6 +952,17 @@ int main(void)
 				check_sets_agree(KERN_AVX2, isa, FX_TYPE_Q6_K, sizes256[j], &rng);
 			}
 		}
+	}
+	if (kern_isa_runs(KERN_AMX)) {
+		static const int amx_types[] = { FX_TYPE_Q4_0, FX_TYPE_Q4_1, FX_TYPE_Q8_0 };
+		static const int64_t amx_n[] = { 32, 96, 640, 2048 };
+		for (size_t i = 0; i < sizeof(amx_types) / sizeof(amx_types[0]); i++) {
+			for (size_t j = 0; j < sizeof(amx_n) / sizeof(amx_n[0]); j++)
+				check_amx(amx_types[i], amx_n[j], false, &rng);
+			check_amx(amx_types[i], 640, true, &rng);
+		}
+	} else {
+		fprintf(stderr, "note: this CPU (or build) has no AMX set: its tile kernels were not checked\n");
 	}
 	check_glu(best, &rng);
 	check_act_quant(best, &rng);

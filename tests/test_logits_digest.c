@@ -170,7 +170,7 @@ static const char *set_name(enum kern_isa k)
 	case KERN_PORTABLE: return "portable";
 	case KERN_AVX2: return "avx2";
 	case KERN_AVXVNNI: return "avxvnni";
-	default: return "avx512";
+	default: return "avx512"; /* and the AMX set: the same bits */
 	}
 }
 

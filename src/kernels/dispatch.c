@@ -1,11 +1,16 @@
 /* Kernel-set selection: which sets this CPU runs, and a set's table
  * filled from kernels/generic and kernels/x86 (kernels/kern.h). */
+/* syscall (the AMX tile permission) needs _GNU_SOURCE, which the build defines */
 #include "kernels/kern.h"
 
 #include <stdbool.h>
 #include <string.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
+#endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include "core/status.h"
@@ -23,6 +28,28 @@ static unsigned cpuid_reg(unsigned leaf, unsigned sub, int reg)
 	if ((unsigned)__get_cpuid_max(0, NULL) >= leaf)
 		__cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]);
 	return r[reg];
+}
+#endif
+
+#if defined(FX_HAVE_AMX)
+/* Whether this process may run AMX-INT8 tile instructions: CPUID leaf 7
+ * EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), XCR0 (xcr0) bits 17 and 18
+ * (the OS saves the tile configuration and data), and Linux (5.16 on)
+ * granting the process the tile data state: arch_prctl
+ * ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18), without which
+ * the first tile instruction raises SIGILL (the kernel's
+ * Documentation/arch/x86/xstate.rst). The request is per process and
+ * idempotent; it lets the kernel enlarge every thread's signal frame.
+ * Elsewhere: false. */
+static bool amx_usable(unsigned xcr0)
+{
+	if (!(cpuid_reg(7, 0, 3) >> 24 & 1) || !(cpuid_reg(7, 0, 3) >> 25 & 1) || (xcr0 & 0x60000) != 0x60000)
+		return false;
+#if defined(__linux__)
+	return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+#else
+	return false;
+#endif
 }
 #endif
 
@@ -58,6 +85,10 @@ static unsigned isa_detect(void)
 	const unsigned ebx_need = 1u << 16 | 1u << 30 | 1u << 31;
 	if ((lo & 0xE6) == 0xE6 && (cpuid_reg(7, 0, 1) & ebx_need) == ebx_need && (cpuid_reg(7, 0, 2) >> 11 & 1))
 		m |= 1u << KERN_AVX512;
+#if defined(FX_HAVE_AMX)
+	if (m >> KERN_AVX512 & 1 && amx_usable(lo))
+		m |= 1u << KERN_AMX;
+#endif
 #endif
 #endif
 	return m;
@@ -76,6 +107,7 @@ enum kern_isa kern_isa_best(void)
 
 static const char *const isa_names[] = {
 	[KERN_PORTABLE] = "portable", [KERN_AVX2] = "avx2", [KERN_AVXVNNI] = "avxvnni", [KERN_AVX512] = "avx512",
+	[KERN_AMX] = "amx",
 };
 
 const char *fx_kernels_built(void)
@@ -88,6 +120,9 @@ const char *fx_kernels_built(void)
 #endif
 #if defined(FX_HAVE_AVX512)
 	       " avx512"
+#endif
+#if defined(FX_HAVE_AMX)
+	       " amx"
 #endif
 #endif
 		;
@@ -107,7 +142,8 @@ const char *kern_isa_name(enum kern_isa isa)
  * FX_KERNELS_x is kern_isa x + 1. */
 _Static_assert(FX_KERNELS_AVX2 == FX_KERNELS_PORTABLE + KERN_AVX2 &&
 	       FX_KERNELS_AVXVNNI == FX_KERNELS_PORTABLE + KERN_AVXVNNI &&
-	       FX_KERNELS_AVX512 == FX_KERNELS_PORTABLE + KERN_AVX512,
+	       FX_KERNELS_AVX512 == FX_KERNELS_PORTABLE + KERN_AVX512 &&
+	       FX_KERNELS_AMX == FX_KERNELS_PORTABLE + KERN_AMX,
 	       "enum fx_kernels follows enum kern_isa");
 int kern_isa_of(int32_t kernels, enum kern_isa *isa, struct fx_err *err)
 {
@@ -115,7 +151,7 @@ int kern_isa_of(int32_t kernels, enum kern_isa *isa, struct fx_err *err)
 		*isa = kern_isa_best();
 		return FX_OK;
 	}
-	if (kernels < FX_KERNELS_PORTABLE || kernels > FX_KERNELS_AVX512)
+	if (kernels < FX_KERNELS_PORTABLE || kernels > FX_KERNELS_AMX)
 		return fx_fail(err, FX_E_INVALID, "kernels = %d is not an enum fx_kernels value", (int)kernels);
 	*isa = (enum kern_isa)(kernels - FX_KERNELS_PORTABLE);
 	if (!kern_isa_runs(*isa))
@@ -131,7 +167,7 @@ int fx_kernels_from_name(const char *name, int32_t *kernels)
 		*kernels = FX_KERNELS_AUTO;
 		return FX_OK;
 	}
-	for (int i = KERN_PORTABLE; name && i <= KERN_AVX512; i++)
+	for (int i = KERN_PORTABLE; name && i <= KERN_AMX; i++)
 		if (!strcmp(name, isa_names[i])) {
 			*kernels = FX_KERNELS_PORTABLE + i;
 			return FX_OK;

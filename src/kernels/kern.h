@@ -46,6 +46,12 @@ enum kern_isa {
 	 * of vpdpbusd. The same integer sums and float steps: results the
 	 * AVX2 set's bit for bit. */
 	KERN_AVX512 = 3,
+	/* The AVX-512 set whose x8 matrix products of more than KERN_NT_MAX
+	 * activation rows (q4_0, q4_1, q8_0) run on the AMX tile unit
+	 * (AMX-TILE + AMX-INT8: Sapphire Rapids and later Xeons) when Linux
+	 * grants the process the tile state (dot_amx.c): the same integer sums
+	 * and float steps, the AVX-512 set's results bit for bit. */
+	KERN_AMX = 4,
 };
 
 /* Most activation rows one kernel call takes. */
@@ -172,6 +178,12 @@ struct kern_set {
 	kern_glu_fn glu[KERN_GLU_COUNT];
 	kern_softmax_fn softmax;
 	kern_round_fn round_f16;
+	/* most activation rows op_matmul hands one kernel call (its token
+	 * block): KERN_NT_MAX, the AMX set 64 (its tile kernels form each
+	 * block's B tile once a call: bench_kernels q4_1 / q8_0 2048 x 2048
+	 * x 512 tokens, one thread, 1.27x / 1.38x the AVX-512 set at 64, no
+	 * better at 128; the AVX-512 set was fastest at 8) */
+	int tok_block;
 };
 
 /* Fill *ks with set isa. Errors: FX_E_UNSUPPORTED when this CPU cannot
@@ -179,7 +191,7 @@ struct kern_set {
  * caller that goes on computes with the oracle). */
 int kern_set_init(struct kern_set *ks, enum kern_isa isa);
 
-/* The best kernel set this CPU runs and this build has: KERN_AVX512, then
+/* The best kernel set this CPU runs and this build has: KERN_AMX, KERN_AVX512, then
  * KERN_AVXVNNI, then KERN_AVX2 (each needing its features, see above);
  * KERN_PORTABLE otherwise or on other architectures. Reads CPUID (tens of
  * microseconds under a hypervisor): call it when setting up, not per token. */

@@ -35,15 +35,16 @@ struct matmul_args {
 	kern_dot_fn kern[MM_MAX];  /* ISA kernel (one weight row, up to KERN_NT_MAX tokens), or NULL */
 	kern_gemm_fn gemm[MM_MAX]; /* ISA kernel (weight rows in lanes), preferred, or NULL */
 	long chunk;                /* most rows per work item */
+	int tok_block;             /* most tokens per kernel call */
 	atomic_long next;          /* first row not yet taken */
 };
 
 /* A thread takes a chunk of weight rows (sized to stay in L2) and runs it
- * against the tokens TOK_BLOCK at a time: a token block's activations
- * (KERN_NT_MAX rows, a few KiB each) stay in L1 while the chunk's rows
- * pass, and an ISA kernel unpacks each weight block once for all of
- * them. */
-enum { TOK_BLOCK = KERN_NT_MAX, CHUNK_BYTES = 96 * 1024 };
+ * against the tokens a token block (struct kern_set's tok_block) at a
+ * time: a block's activations (a few KiB a row) stay near while the
+ * chunk's rows pass, and an ISA kernel unpacks each weight block once for
+ * all of them. */
+enum { CHUNK_BYTES = 96 * 1024 };
 
 /* Rows [r0, r1) of matrix i for tokens [t0, t1). */
 static void matmul_rows(const struct matmul_args *a, int i, long r0, long r1, int64_t t0,
@@ -107,8 +108,8 @@ static void matmul_worker(void *arg, int ith, int nth)
 			r1 = r1 < a->n_rows ? r1 : a->n_rows;
 		} while (!atomic_compare_exchange_weak_explicit(&a->next, &r0, r1, memory_order_relaxed,
 								memory_order_relaxed));
-		for (int64_t t0 = 0; t0 < a->n_tok; t0 += TOK_BLOCK) {
-			int64_t t1 = t0 + TOK_BLOCK < a->n_tok ? t0 + TOK_BLOCK : a->n_tok;
+		for (int64_t t0 = 0; t0 < a->n_tok; t0 += a->tok_block) {
+			int64_t t1 = t0 + a->tok_block < a->n_tok ? t0 + a->tok_block : a->n_tok;
 			long base = 0;
 			for (int i = 0; i < a->n_w; i++) {
 				long n = (long)a->w[i]->n_out;
@@ -158,7 +159,7 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 		return;
 	}
 	const struct kern_set *ks = fx_pool_kernels(pool);
-	struct matmul_args a = { .n_w = n_w, .n_tok = n_tok };
+	struct matmul_args a = { .n_w = n_w, .n_tok = n_tok, .tok_block = ks->tok_block };
 	for (int i = 0; i < n_w; i++) {
 		a.w[i] = w[i];
 		a.y[i] = y[i];
@@ -185,7 +186,7 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 	 * tokens, no more rows than fit CHUNK_BYTES so they stay in L2. */
 	int nth = fx_pool_n_threads(pool);
 	a.chunk = a.n_rows / (8L * nth);
-	if (n_tok > TOK_BLOCK && a.chunk > (long)(CHUNK_BYTES / w[0]->row_bytes))
+	if (n_tok > ks->tok_block && a.chunk > (long)(CHUNK_BYTES / w[0]->row_bytes))
 		a.chunk = (long)(CHUNK_BYTES / w[0]->row_bytes);
 	if (a.chunk < 16)
 		a.chunk = 16;

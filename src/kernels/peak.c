@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "ferrox.h"
 #include "kernels/kern.h"
+#include "kernels/x86/x86.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -186,6 +187,14 @@ int fx_kernels_peak(int32_t kernels, int32_t n_threads, double *macs_per_s, cons
 		r = rz >= ry ? rz : ry;
 		break;
 	}
+#endif
+#if defined(FX_HAVE_AMX)
+	case KERN_AMX:
+		/* what its prefill kernels use; its decode steps run the AVX-512
+		 * set's ymm kernels (that set's peak) */
+		name = "tdpbssd (AMX tiles)";
+		r = peak_rate(kern_amx_peak, iters / 32, n_threads);
+		break;
 #endif
 #endif
 	default:

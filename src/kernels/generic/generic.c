@@ -97,4 +97,5 @@ void kern_generic_fill(struct kern_set *ks)
 	ks->glu[KERN_GLU_GELU] = glu_gelu;
 	ks->softmax = softmax;
 	ks->round_f16 = round_f16;
+	ks->tok_block = KERN_NT_MAX;
 }

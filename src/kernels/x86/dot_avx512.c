@@ -40,21 +40,6 @@ ALWAYS_INLINE __m512i ld2(const uint8_t *a, size_t gs, size_t off)
 	return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-/* The two groups' eight fp16 values at off (d, dmin, m) as 16 f32. */
-ALWAYS_INLINE __m512 ld2_half(const uint8_t *a, size_t gs, size_t off)
-{
-	__m128i lo = _mm_loadu_si128((const __m128i *)(a + off));
-	__m128i hi = _mm_loadu_si128((const __m128i *)(a + gs + off));
-	return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-}
-
-/* Both groups' next bytes of superblocks (prefetch_span for each). */
-ALWAYS_INLINE void prefetch2(const uint8_t *sb, size_t gs, size_t n)
-{
-	prefetch_span(sb, n);
-	prefetch_span(sb + gs, n);
-}
-
 /* Four bytes at p (any alignment) in every 32-bit lane: one broadcast
  * load (GCC 12 issues vpbroadcastd from memory; clang folds it into the
  * vpdpbusd as {1to16}). A scalar load and set1 went through a general

@@ -17,7 +17,7 @@ struct x86_build {
 static struct x86_build build_of(enum kern_isa isa)
 {
 #if defined(FX_HAVE_AVX512)
-	if (isa == KERN_AVX512)
+	if (isa == KERN_AVX512 || isa == KERN_AMX)
 		return (struct x86_build){ kern_dot_get_avx2_avx512, kern_gemm_get_avx2_avx512,
 					   kern_gemm_x8_get_avx2_avx512 };
 #endif
@@ -33,6 +33,8 @@ static struct x86_build build_of(enum kern_isa isa)
 void kern_x86_fill(struct kern_set *ks)
 {
 	struct x86_build b = build_of(ks->isa);
+	const bool is512 = ks->isa == KERN_AVX512 || ks->isa == KERN_AMX;
+	(void)is512;
 	ks->act_arrays = true;
 	ks->act_quant[FX_TYPE_Q8_0] = kern_quant_avx2_q8_0;
 	ks->act_quant[FX_TYPE_Q8_1] = kern_quant_avx2_q8_1;
@@ -47,10 +49,20 @@ void kern_x86_fill(struct kern_set *ks)
 		ks->gemm_x8[t] = ks->gemm_x8_few[t] = b.x8(t);
 #if defined(FX_HAVE_AVX512)
 		/* the 512-bit kernels for many rows only (kern_gemm_x8_for) */
-		if (ks->isa == KERN_AVX512)
+		if (is512)
 			ks->gemm_x8[t] = kern_gemm_x8_get_avx512(t);
 #endif
+#if defined(FX_HAVE_AMX)
+		/* the tile kernels for many rows only: at a decode step's
+		 * eight (bench_kernels -n 8) they were 1.4x the 256-bit ones
+		 * in L2 but 0.93x streaming a 30 MB matrix, and SmolLM2's
+		 * eight-sequence step took 1.04x longer */
+		if (ks->isa == KERN_AMX && kern_gemm_x8_get_amx(t))
+			ks->gemm_x8[t] = kern_gemm_x8_get_amx(t);
+#endif
 	}
+	if (ks->isa == KERN_AMX)
+		ks->tok_block = 64;
 	ks->qk[FX_TYPE_F32] = kern_qk_avx2_f32;
 	ks->qk[FX_TYPE_F16] = kern_qk_avx2_f16;
 	ks->pv[FX_TYPE_F32] = kern_pv_avx2_f32;
@@ -60,7 +72,7 @@ void kern_x86_fill(struct kern_set *ks)
 	ks->softmax = kern_softmax_avx2;
 	ks->round_f16 = kern_round_f16_avx2;
 #if defined(FX_HAVE_AVX512)
-	if (ks->isa == KERN_AVX512) { /* the same bits, 512-bit registers */
+	if (is512) { /* the same bits, 512-bit registers */
 		ks->qk[FX_TYPE_F32] = kern_qk_avx512_f32;
 		ks->qk[FX_TYPE_F16] = kern_qk_avx512_f16;
 		ks->pv[FX_TYPE_F32] = kern_pv_avx512_f32;

@@ -121,6 +121,26 @@ ALWAYS_INLINE void prefetch_span(const uint8_t *p, size_t n)
 	prefetch_part(p, n, 0, 1);
 }
 
+#if defined(__AVX512F__)
+/* Two x8 groups in one 512-bit register (dot_avx512.c, dot_amx.c): the
+ * group at a in lanes 0..7, the one gs bytes after it in lanes 8..15. */
+/* The two groups' eight fp16 values at off (d, dmin, m) as 16 f32. */
+ALWAYS_INLINE __m512 ld2_half(const uint8_t *a, size_t gs, size_t off)
+{
+	__m128i lo = _mm_loadu_si128((const __m128i *)(a + off));
+	__m128i hi = _mm_loadu_si128((const __m128i *)(a + gs + off));
+	return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+/* Both groups' next bytes of superblocks (prefetch_span for each). */
+ALWAYS_INLINE void prefetch2(const uint8_t *sb, size_t gs, size_t n)
+{
+	prefetch_span(sb, n);
+	prefetch_span(sb + gs, n);
+}
+
+#endif
+
 ALWAYS_INLINE __m256 ld_f32(const void *p, int64_t i)
 {
 	return _mm256_loadu_ps((const float *)p + i);

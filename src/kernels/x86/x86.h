@@ -12,7 +12,7 @@
 
 #if defined(__x86_64__)
 /* Enter set ks->isa's x86 kernels over the portable ones already in *ks
- * (ks->isa one of KERN_AVX2..KERN_AVX512, run by this CPU). */
+ * (ks->isa one of KERN_AVX2..KERN_AMX, run by this CPU). */
 void kern_x86_fill(struct kern_set *ks);
 
 /* Declarations of attention kernels (kern_qk_fn / kern_pv_fn's shapes). */
@@ -63,6 +63,12 @@ kern_gemm_fn kern_gemm_x8_get_avx2_avx512(int t);
 /* The AVX-512 set's own x8 kernels: two groups per register
  * (dot_avx512.c). */
 kern_gemm_fn kern_gemm_x8_get_avx512(int t);
+/* The AMX set's tile kernels (dot_amx.c, when FX_HAVE_AMX; NULL: none
+ * for t). */
+kern_gemm_fn kern_gemm_x8_get_amx(int t);
+/* fx_kernels_peak's probe of the tile unit: iters rounds of four tdpbssd
+ * on 16 x 64-byte tiles; returns the products done. */
+uint64_t kern_amx_peak(uint64_t iters, uint32_t seed);
 #endif
 
 #endif

@@ -1,0 +1,299 @@
+/* AMX kernels for x8 weight groups (kernels/repack.h), the AMX set's
+ * (kernels/kern.h, KERN_AMX): the AVX-512 set with its x8 matrix
+ * products of more than KERN_NT_MAX activation rows (prefill) on the tile
+ * unit (Intel AMX-TILE + AMX-INT8, Sapphire Rapids and later Xeons), for
+ * q4_0, q4_1 and q8_0. Built with AMX flags whatever the build's -march
+ * (CMakeLists.txt); kern_set_init enters them only when the CPU has the
+ * features and Linux granted this process the tile state
+ * (kernels/dispatch.c).
+ *
+ * Per 32-element block, two x8 groups (16 weight rows) against m = 16 or
+ * 8 activation rows: A = the m rows' 32 quant bytes (m x 32 bytes, loaded
+ * from the activation rows in place, their stride apart); B = the two
+ * groups' block as one 8 x 64-byte tile (amx_btiles: the x8 columns side
+ * by side, 4-bit codes split into bytes), formed once a call for every
+ * token block; C = m x 16 exact int32 sums, the same integers the
+ * vpdpbusd kernels form. Each block has its own scales, so its sums leave
+ * the tile (a store; a token's 16 sums are one 64-byte row) and take the
+ * AVX-512 kernels' float step (dot_avx512.c's body_leg16, operation for
+ * operation): every result is the AVX-512 set's bit for bit. Two C tiles
+ * alternate, so a block's tile work overlaps the previous block's float
+ * step. Those stores and float steps, one int32 and four float
+ * instructions' lanes per 32 products, bound these kernels far below the
+ * tile unit's own peak (docs/BENCHMARKS.md).
+ *
+ * The tile configuration is per thread: each call loads it (ldtilecfg)
+ * and releases the tiles before it returns (tilerelease), so no thread
+ * keeps AMX state between calls and a call may run on any pool thread.
+ */
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/x86/x86.h"
+#include "kernels/repack.h"
+#include "kernels/x86/simd_x86.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+/* The palette-1 tile configuration (Intel SDM vol. 1, 3.2 "LDTILECFG"). */
+struct amx_cfg {
+	uint8_t palette, start_row;
+	uint8_t reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+};
+
+/* Tiles: 0 and 1 the C sums (m activation rows x 16 weight rows, int32)
+ * of even and odd blocks; 2 and 3 their A (m rows x 32 bytes); 4 and 5
+ * their B (8 x 64 bytes: both groups' block, amx_btiles). */
+static void amx_config(int m)
+{
+	_Alignas(64) struct amx_cfg c;
+	memset(&c, 0, sizeof(c));
+	c.palette = 1;
+	for (int i = 0; i < 2; i++) {
+		c.rows[i] = (uint8_t)m;
+		c.colsb[i] = 64;
+		c.rows[2 + i] = (uint8_t)m;
+		c.colsb[2 + i] = 32;
+		c.rows[4 + i] = 8;
+		c.colsb[4 + i] = 64;
+	}
+	_tile_loadconfig(&c);
+}
+
+/* AMX_SLICE blocks of a pair of groups at a time are put in tile form
+ * (a 16 KiB buffer) and serve every token block of the call. */
+enum { AMX_SLICE = 32 };
+
+/* Blocks ib0..ib1 - 1 of the two groups at w (the second gs bytes on) as
+ * B tiles of 16 weight rows: b[ib - ib0] row k = the first group's 32
+ * bytes for elements 4k..4k+3 of its 8 rows, then the second's. q8_0's
+ * columns are those bytes; in the 4-bit kinds' 16 packed bytes a row,
+ * bytes 4c..4c+3 hold elements 4c..4c+3 (low nibbles) and 16+4c..16+4c+3
+ * (high), so row k < 4 is column k's low nibbles, row 4 + k its high ones.
+ * One tile of 16 rows instead of two of 8 halves the C rows that leave
+ * the tile unit per block, what bounds these kernels (standalone
+ * prototypes, q8_0 on one thread: ~205 GMAC/s with two, ~270 with one). */
+ALWAYS_INLINE void amx_btiles(const uint8_t *w, size_t gs, int64_t ib0, int64_t ib1, uint8_t (*b)[512],
+			      const int KIND)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0F);
+	const size_t qs = leg_x8_qs(KIND), ws = leg_wsize(KIND);
+	for (int64_t ib = ib0; ib < ib1; ib++) {
+		const uint8_t *q = w + (size_t)ib * 8 * ws + qs;
+		uint8_t *o = b[ib - ib0];
+		prefetch2(q - qs, gs, 8 * ws);
+		for (int h = 0; h < (KIND == LEG_Q8_0 ? 4 : 2); h++) {
+			__m512i t0 = _mm512_loadu_si512(q + 64 * h), t1 = _mm512_loadu_si512(q + gs + 64 * h);
+			/* columns 2h and 2h + 1, each group's 32 bytes side by side */
+			__m512i c0 = _mm512_shuffle_i64x2(t0, t1, 0x44), c1 = _mm512_shuffle_i64x2(t0, t1, 0xEE);
+			if (KIND == LEG_Q8_0) {
+				_mm512_store_si512(o + 64 * (2 * h), c0);
+				_mm512_store_si512(o + 64 * (2 * h + 1), c1);
+			} else {
+				/* q4_0's codes less their offset 8, signed: its sums
+				 * need no -8 * sum(y) then */
+				const __m512i off = _mm512_set1_epi8(KIND == LEG_Q4_0 ? 8 : 0);
+#define AMX_NIB(v) _mm512_sub_epi8(_mm512_and_si512(v, m4), off)
+				_mm512_store_si512(o + 64 * (2 * h), AMX_NIB(c0));
+				_mm512_store_si512(o + 64 * (2 * h + 1), AMX_NIB(c1));
+				_mm512_store_si512(o + 64 * (4 + 2 * h), AMX_NIB(_mm512_srli_epi16(c0, 4)));
+				_mm512_store_si512(o + 64 * (5 + 2 * h), AMX_NIB(_mm512_srli_epi16(c1, 4)));
+#undef AMX_NIB
+			}
+		}
+	}
+}
+
+/* GCC's _tile_loadd (amxtileintrin.h) is an asm statement that does not
+ * tell the compiler it reads memory, so stores to the B tile buffer could
+ * be moved past it (wrong sums seen); this one says so. */
+#define AMX_LOADD(dst, base, stride)                                                                \
+	__asm__ volatile("{tileloadd\t(%0,%1,1), %%tmm" #dst "|tileloadd\t%%tmm" #dst ", [%0+%1*1]}"   \
+			 :: "r"((const void *)(base)), "r"((long)(stride)) : "memory")
+
+/* Block ib's integer sums into C tile P (A tile P + 2, B tile P + 4) and
+ * out to c[P] (token t's 16 sums at c[P][t]). Tile numbers are literal
+ * immediates (the intrinsics paste them into the instruction), hence a
+ * macro. q8_0's and q4_0's codes are signed (q4_0's less its offset),
+ * q4_1's unsigned. */
+#define AMX_BLOCK(P, PA, PB, ib)                                                                  \
+	do {                                                                                      \
+		AMX_LOADD(PA, (const uint8_t *)act + (size_t)(ib) * ys + yq, act_stride);       \
+		AMX_LOADD(PB, bq[(ib) - ib0], 64);                                              \
+		_tile_zero(P);                                                                    \
+		if (KIND != LEG_Q4_1)                                                             \
+			_tile_dpbssd(P, PA, PB);                                                  \
+		else                                                                              \
+			_tile_dpbsud(P, PA, PB);                                                  \
+		_tile_stored(P, c[P][0], 64);                                                     \
+	} while (0)
+
+/* Block ib's float step for M tokens from their sums c[t]: body_leg16's. */
+ALWAYS_INLINE void amx_float_step(__m512 *acc, const int32_t (*c)[16], const uint8_t *w, size_t gs,
+				  size_t ws, const void *act, size_t act_stride, int64_t ib, size_t d_off,
+				  size_t s_off, const int M, const int KIND)
+{
+	const uint8_t *sb = w + (size_t)ib * 8 * ws;
+	const bool q41 = KIND == LEG_Q4_1;
+	__m512 dx = ld2_half(sb, gs, 0), mx = q41 ? ld2_half(sb, gs, 16) : dx;
+#pragma GCC unroll 16
+	for (int t = 0; t < M; t++) {
+		const uint8_t *y = ACT(t, uint8_t);
+		__m512i si = _mm512_load_si512(c[t]);
+		__m512 dy = _mm512_set1_ps(((const float *)(y + d_off))[ib]);
+		__m512 f = _mm512_cvtepi32_ps(si);
+		__m512 term;
+		if (KIND == LEG_Q4_0) /* (sumi * dx) * dy */
+			term = _mm512_mul_ps(_mm512_mul_ps(f, dx), dy);
+		else if (q41) /* (dx * dy) * sumi + mx * sy */
+			term = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(dx, dy), f),
+					     _mm512_mul_ps(mx, _mm512_set1_ps(((const float *)(y + s_off))[ib])));
+		else /* (dx * dy) * sumi */
+			term = _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
+		acc[t] = _mm512_add_ps(acc[t], term);
+	}
+}
+
+/* Blocks ib0..ib1 - 1 of the two groups at w (the second gs bytes on)
+ * against M activation rows: out[t * os + r], r < 16, t < M, starting from
+ * zero (ib0 == 0) or from out (a later slice: a float stored and loaded
+ * again is the same float, so the sums' order is unchanged). bq: the
+ * slice's B tiles (amx_btiles). The tiles must be configured for M. */
+ALWAYS_INLINE void body_amx16(int64_t n, const uint8_t *w, size_t gs, const void *act, size_t act_stride,
+			      float *out, size_t os, int64_t ib0, int64_t ib1, uint8_t (*bq)[512],
+			      const int M, const int KIND)
+{
+	const bool q41 = KIND == LEG_Q4_1;
+	const int64_t nb = n / 32;
+	const size_t ys = q41 ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0);
+	const size_t yq = q41 ? offsetof(struct block_q8_1, qs) : offsetof(struct block_q8_0, qs);
+	const size_t d_off = kern_act_d_off((size_t)nb * ys), s_off = kern_act_s_off((size_t)nb * ys, nb);
+	const size_t ws = leg_wsize(KIND);
+	_Alignas(64) int32_t c[2][16][16]; /* by C tile */
+	__m512 acc[16];
+	for (int t = 0; t < M; t++)
+		acc[t] = ib0 ? _mm512_loadu_ps(out + (size_t)t * os) : _mm512_setzero_ps();
+	AMX_BLOCK(0, 2, 4, ib0);
+#define AMX_FSTEP(S, ib) amx_float_step(acc, (const int32_t(*)[16])c[S], w, gs, ws, act, act_stride, ib, d_off, s_off, M, KIND)
+	for (int64_t ib = ib0; ib < ib1; ib += 2) {
+		if (ib + 1 < ib1)
+			AMX_BLOCK(1, 3, 5, ib + 1);
+		AMX_FSTEP(0, ib);
+		if (ib + 1 < ib1) {
+			if (ib + 2 < ib1)
+				AMX_BLOCK(0, 2, 4, ib + 2);
+			AMX_FSTEP(1, ib + 1);
+		}
+	}
+#undef AMX_FSTEP
+	for (int t = 0; t < M; t++)
+		_mm512_storeu_ps(out + (size_t)t * os, acc[t]);
+}
+
+/* Token rows t0..t1 - 1 (a multiple of M of them) of the pairs of groups
+ * in rows 0..pairs - 1, through body (body_amx16 for M and KIND), slice by
+ * slice; configures the tiles for M. */
+ALWAYS_INLINE void amx_pass(int64_t n, const uint8_t *w, size_t ws, int pairs, const uint8_t *act, size_t as,
+			    int t0, int t1, float *out, size_t os, const int M, const int KIND,
+			    void (*body)(int64_t, const uint8_t *, size_t, const void *, size_t, float *,
+					 size_t, int64_t, int64_t, uint8_t (*)[512]))
+{
+	_Alignas(64) uint8_t bq[AMX_SLICE][512];
+	amx_config(M);
+	for (int r = 0; r < pairs; r += 16) {
+		const uint8_t *g = w + (size_t)r * ws;
+		for (int64_t ib0 = 0; ib0 < n / 32; ib0 += AMX_SLICE) {
+			int64_t ib1 = ib0 + AMX_SLICE < n / 32 ? ib0 + AMX_SLICE : n / 32;
+			amx_btiles(g, 8 * ws, ib0, ib1, bq, KIND);
+			for (int t = t0; t < t1; t += M)
+				body(n, g, 8 * ws, act + (size_t)t * as, as, out + (size_t)t * os + r, os, ib0, ib1, bq);
+		}
+	}
+}
+
+/* A kern_gemm_fn over x8 groups: pairs of groups against blocks of 16,
+ * then 8, activation rows on the tiles; what is left (fewer than 8 rows,
+ * or a last single group) through the AVX-512 set's x8 kernel (dot_avx512.c,
+ * the same results). */
+#define GEMM_AMX(name, KIND, TYPE)                                                                 \
+	static void name##_16(int64_t n, const uint8_t *w, size_t gs, const void *a, size_t as, float *o, \
+			      size_t os, int64_t ib0, int64_t ib1, uint8_t (*bq)[512])        \
+	{                                                                                      \
+		body_amx16(n, w, gs, a, as, o, os, ib0, ib1, bq, 16, KIND);                    \
+	}                                                                                      \
+	static void name##_8(int64_t n, const uint8_t *w, size_t gs, const void *a, size_t as, float *o, \
+			     size_t os, int64_t ib0, int64_t ib1, uint8_t (*bq)[512])         \
+	{                                                                                      \
+		body_amx16(n, w, gs, a, as, o, os, ib0, ib1, bq, 8, KIND);                     \
+	}                                                                                      \
+	static void name(int64_t n, const void *w, size_t ws, int nr, const void *act, size_t as,    \
+			 int nt, float *out, size_t os)                                           \
+	{                                                                                      \
+		const int pairs = nr / 16 * 16, n16 = nt / 16 * 16, n8 = nt % 16 >= 8 ? 8 : 0;  \
+		const int done = pairs ? n16 + n8 : 0;                                         \
+		if (pairs && n16)                                                              \
+			amx_pass(n, w, ws, pairs, act, as, 0, n16, out, os, 16, KIND, name##_16);  \
+		if (pairs && n8)                                                               \
+			amx_pass(n, w, ws, pairs, act, as, n16, n16 + 8, out, os, 8, KIND, name##_8); \
+		if (done)                                                                      \
+			_tile_release();                                                       \
+		if (pairs && done < nt)                                                        \
+			kern_gemm_x8_get_avx512(TYPE)(n, w, ws, pairs, (const uint8_t *)act + (size_t)done * as, \
+						      as, nt - done, out + (size_t)done * os, os); \
+		if (pairs < nr)                                                                \
+			kern_gemm_x8_get_avx512(TYPE)(n, (const uint8_t *)w + (size_t)pairs * ws, ws, \
+						      nr - pairs, act, as, nt, out + pairs, os); \
+	}
+
+GEMM_AMX(amx_q8_0, LEG_Q8_0, FX_TYPE_Q8_0)
+GEMM_AMX(amx_q4_0, LEG_Q4_0, FX_TYPE_Q4_0)
+GEMM_AMX(amx_q4_1, LEG_Q4_1, FX_TYPE_Q4_1)
+
+/* The tile unit's peak (fx_kernels_peak): four independent chains of
+ * tdpbssd on full 16 x 64-byte tiles (16 x 16 x 64 products each), the
+ * shape with the most products an instruction. */
+uint64_t kern_amx_peak(uint64_t iters, uint32_t seed)
+{
+	_Alignas(64) int8_t buf[16][64];
+	_Alignas(64) int32_t out[16][16];
+	memset(buf, (int)(seed & 0x3F), sizeof(buf));
+	_Alignas(64) struct amx_cfg c;
+	memset(&c, 0, sizeof(c));
+	c.palette = 1;
+	for (int i = 0; i < 6; i++) {
+		c.rows[i] = 16;
+		c.colsb[i] = 64;
+	}
+	_tile_loadconfig(&c);
+	AMX_LOADD(4, buf, 64);
+	AMX_LOADD(5, buf, 64);
+	/* the C tiles start at zero (ldtilecfg clears every tile) */
+	for (uint64_t i = 0; i < iters; i++) {
+		_tile_dpbssd(0, 4, 5);
+		_tile_dpbssd(1, 4, 5);
+		_tile_dpbssd(2, 4, 5);
+		_tile_dpbssd(3, 4, 5);
+	}
+	_tile_stored(0, out, 64);
+	_tile_release();
+	return iters * 4 * 16 * 16 * 64 + (out[0][0] == 0x7fffffff);
+}
+
+kern_gemm_fn kern_gemm_x8_get_amx(int t)
+{
+	switch (t) {
+	case FX_TYPE_Q4_0: return amx_q4_0;
+	case FX_TYPE_Q4_1: return amx_q4_1;
+	case FX_TYPE_Q8_0: return amx_q8_0;
+	default: return NULL;
+	}
+}
+
+#endif /* __x86_64__ */
