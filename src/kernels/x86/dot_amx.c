@@ -48,28 +48,56 @@ struct amx_cfg {
 	uint8_t rows[16];
 };
 
-/* Tiles: 0 and 1 the C sums (m activation rows x 16 weight rows, int32)
- * of even and odd blocks; 2 and 3 their A (m rows x 32 bytes); 4 and 5
- * their B (8 x 64 bytes: both groups' block, amx_btiles). */
-static void amx_config(int m)
+/* ldtilecfg of a whole configuration. GCC 12's _tile_loadconfig names
+ * only its first 8 bytes as the asm's input, so stores to the rest may be
+ * dropped or moved past it (a SIGILL on the next tile instruction, seen);
+ * this one reads all 64. */
+ALWAYS_INLINE void amx_loadcfg(const struct amx_cfg *c)
+{
+	__asm__ volatile("ldtilecfg %0" ::"m"(*c));
+}
+
+/* The kinds: dot_avx2.c's LEG_ ones (32-element blocks) and q4_K. */
+enum { AMX_Q4_K = 16 };
+
+/* Tiles, 32-element blocks: 0 and 1 the C sums (m activation rows x 16
+ * weight rows, int32) of even and odd blocks; 2 and 3 their A (m rows x
+ * 32 bytes); 4 and 5 their B (8 x 64 bytes, amx_btiles). q4_K: 0-1 and
+ * 2-3 the two C tiles (amx_btiles_k4) of even and odd superblocks; 4 and
+ * 7 A (m rows x 64 bytes, alternate K chunks); 5 and 6 B (16 x 64 bytes). */
+static void amx_config(int m, bool k4)
 {
 	_Alignas(64) struct amx_cfg c;
 	memset(&c, 0, sizeof(c));
 	c.palette = 1;
 	for (int i = 0; i < 2; i++) {
-		c.rows[i] = (uint8_t)m;
-		c.colsb[i] = 64;
-		c.rows[2 + i] = (uint8_t)m;
-		c.colsb[2 + i] = 32;
-		c.rows[4 + i] = 8;
+		c.rows[i] = c.rows[2 + i] = (uint8_t)m;
+		c.colsb[i] = c.colsb[2 + i] = 64;
+		c.rows[4 + i] = k4 ? 16 : 8;
 		c.colsb[4 + i] = 64;
 	}
-	_tile_loadconfig(&c);
+	if (k4) {
+		c.colsb[2] = c.colsb[3] = 64;
+		c.rows[6] = 16;
+		c.colsb[6] = 64;
+		c.rows[7] = (uint8_t)m;
+		c.colsb[7] = 64;
+		c.rows[4] = (uint8_t)m;
+		c.colsb[4] = 64;
+	} else {
+		c.colsb[2] = c.colsb[3] = 32;
+	}
+	amx_loadcfg(&c);
 }
 
-/* AMX_SLICE blocks of a pair of groups at a time are put in tile form
- * (a 16 KiB buffer) and serve every token block of the call. */
-enum { AMX_SLICE = 32 };
+/* A slice of blocks of a pair of groups at a time is put in tile form (a
+ * 16 KiB buffer: 32 blocks, or 2 q4_K superblocks) and serves every token
+ * block of the call. */
+enum { AMX_SLICE_BYTES = 16384 };
+ALWAYS_INLINE size_t amx_bbytes(const int KIND)
+{
+	return KIND == AMX_Q4_K ? 8192 : 512;
+}
 
 /* Blocks ib0..ib1 - 1 of the two groups at w (the second gs bytes on) as
  * B tiles of 16 weight rows: b[ib - ib0] row k = the first group's 32
@@ -80,14 +108,13 @@ enum { AMX_SLICE = 32 };
  * One tile of 16 rows instead of two of 8 halves the C rows that leave
  * the tile unit per block, what bounds these kernels (standalone
  * prototypes, q8_0 on one thread: ~205 GMAC/s with two, ~270 with one). */
-ALWAYS_INLINE void amx_btiles(const uint8_t *w, size_t gs, int64_t ib0, int64_t ib1, uint8_t (*b)[512],
-			      const int KIND)
+ALWAYS_INLINE void amx_btiles(const uint8_t *w, size_t gs, int64_t ib0, int64_t ib1, uint8_t *b, const int KIND)
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0F);
 	const size_t qs = leg_x8_qs(KIND), ws = leg_wsize(KIND);
 	for (int64_t ib = ib0; ib < ib1; ib++) {
 		const uint8_t *q = w + (size_t)ib * 8 * ws + qs;
-		uint8_t *o = b[ib - ib0];
+		uint8_t *o = b + (size_t)(ib - ib0) * 512;
 		prefetch2(q - qs, gs, 8 * ws);
 		for (int h = 0; h < (KIND == LEG_Q8_0 ? 4 : 2); h++) {
 			__m512i t0 = _mm512_loadu_si512(q + 64 * h), t1 = _mm512_loadu_si512(q + gs + 64 * h);
@@ -111,6 +138,49 @@ ALWAYS_INLINE void amx_btiles(const uint8_t *w, size_t gs, int64_t ib0, int64_t 
 	}
 }
 
+/* q4_K superblocks ib0..ib1 - 1 of the two groups at w (the second gs
+ * bytes on) in tile form, 8 KiB each: for each 64-element K chunk j, two
+ * 16 x 64-byte B tiles, lo then hi. Row k < 8 of chunk j holds column 8j +
+ * k's low nibbles (elements 64j + 4k..4k+3, sub-block 2j), row 8 + k its
+ * high ones (sub-block 2j + 1), both groups side by side as amx_btiles'
+ * rows; each code times its row's 6-bit sub-block scale split as sc = 8 hi
+ * + lo (hi, lo <= 7, so code x piece <= 105 fits a signed byte). Then
+ * A x B_lo + 8 (A x B_hi) = sum over sub-blocks of sc x the sub-block's
+ * dot product: the exact integer the vpdpbusd kernels form (isum), summed
+ * over the whole superblock on the tile unit, so only two C tiles a
+ * superblock leave it instead of eight. One vpmullw scales two codes: a
+ * 16-bit lane holds two bytes <= 15 and code x piece < 256, so no carry
+ * crosses from the low byte to the high. */
+ALWAYS_INLINE void amx_btiles_k4(const uint8_t *w, size_t gs, int64_t ib0, int64_t ib1, uint8_t *b)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0F), seven = _mm512_set1_epi16(7);
+	for (int64_t ib = ib0; ib < ib1; ib++) {
+		const uint8_t *sb = w + (size_t)ib * 8 * sizeof(struct block_q4_K);
+		uint8_t *o = b + (size_t)(ib - ib0) * 8192;
+		prefetch2(sb, gs, 8 * sizeof(struct block_q4_K));
+		__m512i SC[2], MN[2];
+		k4_scales16(sb, gs, SC, MN);
+		for (int j = 0; j < QK_K / 64; j++) {
+			__m512i lo[2], hi[2]; /* sub-block 2j + h's pieces, lane r: row r's, in both int16 */
+			for (int h = 0; h < 2; h++) {
+				__m512i sc = ubyte32(SC[j / 2], 2 * (j % 2) + h);
+				sc = _mm512_or_si512(sc, _mm512_slli_epi32(sc, 16));
+				lo[h] = _mm512_and_si512(sc, seven);
+				hi[h] = _mm512_srli_epi16(sc, 3);
+			}
+			uint8_t *bl = o + (size_t)j * 2048, *bh = bl + 1024;
+			for (int k = 0; k < 8; k++) {
+				__m512i T = ld2(sb, gs, Q4KX_QS + 32 * (8 * (size_t)j + k));
+				__m512i c0 = _mm512_and_si512(T, m4), c1 = _mm512_and_si512(_mm512_srli_epi16(T, 4), m4);
+				_mm512_store_si512(bl + 64 * k, _mm512_mullo_epi16(c0, lo[0]));
+				_mm512_store_si512(bl + 64 * (8 + k), _mm512_mullo_epi16(c1, lo[1]));
+				_mm512_store_si512(bh + 64 * k, _mm512_mullo_epi16(c0, hi[0]));
+				_mm512_store_si512(bh + 64 * (8 + k), _mm512_mullo_epi16(c1, hi[1]));
+			}
+		}
+	}
+}
+
 /* GCC's _tile_loadd (amxtileintrin.h) is an asm statement that does not
  * tell the compiler it reads memory, so stores to the B tile buffer could
  * be moved past it (wrong sums seen); this one says so. */
@@ -126,7 +196,7 @@ ALWAYS_INLINE void amx_btiles(const uint8_t *w, size_t gs, int64_t ib0, int64_t 
 #define AMX_BLOCK(P, PA, PB, ib)                                                                  \
 	do {                                                                                      \
 		AMX_LOADD(PA, (const uint8_t *)act + (size_t)(ib) * ys + yq, act_stride);       \
-		AMX_LOADD(PB, bq[(ib) - ib0], 64);                                              \
+		AMX_LOADD(PB, bq + (size_t)((ib) - ib0) * 512, 64);                             \
 		_tile_zero(P);                                                                    \
 		if (KIND != LEG_Q4_1)                                                             \
 			_tile_dpbssd(P, PA, PB);                                                  \
@@ -167,7 +237,7 @@ ALWAYS_INLINE void amx_float_step(__m512 *acc, const int32_t (*c)[16], const uin
  * again is the same float, so the sums' order is unchanged). bq: the
  * slice's B tiles (amx_btiles). The tiles must be configured for M. */
 ALWAYS_INLINE void body_amx16(int64_t n, const uint8_t *w, size_t gs, const void *act, size_t act_stride,
-			      float *out, size_t os, int64_t ib0, int64_t ib1, uint8_t (*bq)[512],
+			      float *out, size_t os, int64_t ib0, int64_t ib1, const uint8_t *bq,
 			      const int M, const int KIND)
 {
 	const bool q41 = KIND == LEG_Q4_1;
@@ -197,25 +267,104 @@ ALWAYS_INLINE void body_amx16(int64_t n, const uint8_t *w, size_t gs, const void
 		_mm512_storeu_ps(out + (size_t)t * os, acc[t]);
 }
 
+/* q4_K superblock ib's two sums into C tiles PL (lo) and PH (hi), out to
+ * c[S][0] and c[S][1]; A alternates tiles 4 and 7 by K chunk. */
+#define AMXK_BLOCK(PL, PH, S, ib)                                                                 \
+	do {                                                                                      \
+		const uint8_t *b_ = bq + (size_t)((ib) - ib0) * 8192;                             \
+		const uint8_t *a_ = (const uint8_t *)act + (size_t)(ib) * sizeof(struct block_q8_K) + \
+				    offsetof(struct block_q8_K, qs);                              \
+		_tile_zero(PL);                                                                   \
+		_tile_zero(PH);                                                                   \
+		for (int j_ = 0; j_ < QK_K / 64; j_ += 2) {                                       \
+			AMX_LOADD(4, a_ + 64 * j_, act_stride);                                   \
+			AMX_LOADD(5, b_ + 2048 * j_, 64);                                         \
+			AMX_LOADD(6, b_ + 2048 * j_ + 1024, 64);                                  \
+			_tile_dpbssd(PL, 4, 5);                                                   \
+			_tile_dpbssd(PH, 4, 6);                                                   \
+			AMX_LOADD(7, a_ + 64 * (j_ + 1), act_stride);                             \
+			AMX_LOADD(5, b_ + 2048 * (j_ + 1), 64);                                   \
+			AMX_LOADD(6, b_ + 2048 * (j_ + 1) + 1024, 64);                            \
+			_tile_dpbssd(PL, 7, 5);                                                   \
+			_tile_dpbssd(PH, 7, 6);                                                   \
+		}                                                                                 \
+		_tile_stored(PL, c[S][0][0], 64);                                                 \
+		_tile_stored(PH, c[S][1][0], 64);                                                 \
+	} while (0)
+
+/* Superblock ib's float step for M tokens from c[S] (lo, hi): isum = lo +
+ * 8 hi, then body_q4_K16's (k4_float16). */
+ALWAYS_INLINE void amxk_float_step(__m512 *acc, int32_t (*c)[16][16], const uint8_t *w, size_t gs,
+				   const void *act, size_t act_stride, int64_t ib, const int M)
+{
+	const uint8_t *sb = w + (size_t)ib * 8 * sizeof(struct block_q4_K);
+	__m512i SC[2], MN[2], MP[8];
+	k4_scales16(sb, gs, SC, MN);
+	k4_mins16(MN, MP);
+	__m512 dx = ld2_half(sb, gs, 0), dmx = ld2_half(sb, gs, 16);
+#pragma GCC unroll 16
+	for (int t = 0; t < M; t++) {
+		__m512i isum = _mm512_add_epi32(_mm512_load_si512(c[0][t]), _mm512_slli_epi32(_mm512_load_si512(c[1][t]), 3));
+		acc[t] = k4_float16(acc[t], isum, ACT(t, struct block_q8_K) + ib, MP, dx, dmx);
+	}
+}
+
+/* body_amx16 for q4_K superblocks ib0..ib1 - 1 (bq: amx_btiles_k4's). */
+ALWAYS_INLINE void body_amx_k4(const uint8_t *w, size_t gs, const void *act, size_t act_stride, float *out,
+			       size_t os, int64_t ib0, int64_t ib1, const uint8_t *bq, const int M)
+{
+	_Alignas(64) int32_t c[2][2][16][16]; /* [stage][lo, hi][token][row] */
+	__m512 acc[16];
+	for (int t = 0; t < M; t++)
+		acc[t] = ib0 ? _mm512_loadu_ps(out + (size_t)t * os) : _mm512_setzero_ps();
+	AMXK_BLOCK(0, 1, 0, ib0);
+	for (int64_t ib = ib0; ib < ib1; ib += 2) {
+		if (ib + 1 < ib1)
+			AMXK_BLOCK(2, 3, 1, ib + 1);
+		amxk_float_step(acc, c[0], w, gs, act, act_stride, ib, M);
+		if (ib + 1 < ib1) {
+			if (ib + 2 < ib1)
+				AMXK_BLOCK(0, 1, 0, ib + 2);
+			amxk_float_step(acc, c[1], w, gs, act, act_stride, ib + 1, M);
+		}
+	}
+	for (int t = 0; t < M; t++)
+		_mm512_storeu_ps(out + (size_t)t * os, acc[t]);
+}
+
 /* Token rows t0..t1 - 1 (a multiple of M of them) of the pairs of groups
  * in rows 0..pairs - 1, through body (body_amx16 for M and KIND), slice by
  * slice; configures the tiles for M. */
 ALWAYS_INLINE void amx_pass(int64_t n, const uint8_t *w, size_t ws, int pairs, const uint8_t *act, size_t as,
 			    int t0, int t1, float *out, size_t os, const int M, const int KIND,
 			    void (*body)(int64_t, const uint8_t *, size_t, const void *, size_t, float *,
-					 size_t, int64_t, int64_t, uint8_t (*)[512]))
+					 size_t, int64_t, int64_t, const uint8_t *))
 {
-	_Alignas(64) uint8_t bq[AMX_SLICE][512];
-	amx_config(M);
+	_Alignas(64) uint8_t bq[AMX_SLICE_BYTES];
+	const int64_t nb = KIND == AMX_Q4_K ? n / QK_K : n / 32, per = AMX_SLICE_BYTES / amx_bbytes(KIND);
+	amx_config(M, KIND == AMX_Q4_K);
 	for (int r = 0; r < pairs; r += 16) {
 		const uint8_t *g = w + (size_t)r * ws;
-		for (int64_t ib0 = 0; ib0 < n / 32; ib0 += AMX_SLICE) {
-			int64_t ib1 = ib0 + AMX_SLICE < n / 32 ? ib0 + AMX_SLICE : n / 32;
-			amx_btiles(g, 8 * ws, ib0, ib1, bq, KIND);
+		for (int64_t ib0 = 0; ib0 < nb; ib0 += per) {
+			int64_t ib1 = ib0 + per < nb ? ib0 + per : nb;
+			if (KIND == AMX_Q4_K)
+				amx_btiles_k4(g, 8 * ws, ib0, ib1, bq);
+			else
+				amx_btiles(g, 8 * ws, ib0, ib1, bq, KIND);
 			for (int t = t0; t < t1; t += M)
 				body(n, g, 8 * ws, act + (size_t)t * as, as, out + (size_t)t * os + r, os, ib0, ib1, bq);
 		}
 	}
+}
+
+/* The body for KIND. */
+ALWAYS_INLINE void amx_body(int64_t n, const uint8_t *w, size_t gs, const void *act, size_t as, float *out,
+			    size_t os, int64_t ib0, int64_t ib1, const uint8_t *bq, const int M, const int KIND)
+{
+	if (KIND == AMX_Q4_K)
+		body_amx_k4(w, gs, act, as, out, os, ib0, ib1, bq, M);
+	else
+		body_amx16(n, w, gs, act, as, out, os, ib0, ib1, bq, M, KIND);
 }
 
 /* A kern_gemm_fn over x8 groups: pairs of groups against blocks of 16,
@@ -224,14 +373,14 @@ ALWAYS_INLINE void amx_pass(int64_t n, const uint8_t *w, size_t ws, int pairs, c
  * the same results). */
 #define GEMM_AMX(name, KIND, TYPE)                                                                 \
 	static void name##_16(int64_t n, const uint8_t *w, size_t gs, const void *a, size_t as, float *o, \
-			      size_t os, int64_t ib0, int64_t ib1, uint8_t (*bq)[512])        \
+			      size_t os, int64_t ib0, int64_t ib1, const uint8_t *bq)         \
 	{                                                                                      \
-		body_amx16(n, w, gs, a, as, o, os, ib0, ib1, bq, 16, KIND);                    \
+		amx_body(n, w, gs, a, as, o, os, ib0, ib1, bq, 16, KIND);                      \
 	}                                                                                      \
 	static void name##_8(int64_t n, const uint8_t *w, size_t gs, const void *a, size_t as, float *o, \
-			     size_t os, int64_t ib0, int64_t ib1, uint8_t (*bq)[512])         \
+			     size_t os, int64_t ib0, int64_t ib1, const uint8_t *bq)          \
 	{                                                                                      \
-		body_amx16(n, w, gs, a, as, o, os, ib0, ib1, bq, 8, KIND);                     \
+		amx_body(n, w, gs, a, as, o, os, ib0, ib1, bq, 8, KIND);                       \
 	}                                                                                      \
 	static void name(int64_t n, const void *w, size_t ws, int nr, const void *act, size_t as,    \
 			 int nt, float *out, size_t os)                                           \
@@ -255,6 +404,7 @@ ALWAYS_INLINE void amx_pass(int64_t n, const uint8_t *w, size_t ws, int pairs, c
 GEMM_AMX(amx_q8_0, LEG_Q8_0, FX_TYPE_Q8_0)
 GEMM_AMX(amx_q4_0, LEG_Q4_0, FX_TYPE_Q4_0)
 GEMM_AMX(amx_q4_1, LEG_Q4_1, FX_TYPE_Q4_1)
+GEMM_AMX(amx_q4_K, AMX_Q4_K, FX_TYPE_Q4_K)
 
 /* The tile unit's peak (fx_kernels_peak): four independent chains of
  * tdpbssd on full 16 x 64-byte tiles (16 x 16 x 64 products each), the
@@ -271,7 +421,7 @@ uint64_t kern_amx_peak(uint64_t iters, uint32_t seed)
 		c.rows[i] = 16;
 		c.colsb[i] = 64;
 	}
-	_tile_loadconfig(&c);
+	amx_loadcfg(&c);
 	AMX_LOADD(4, buf, 64);
 	AMX_LOADD(5, buf, 64);
 	/* the C tiles start at zero (ldtilecfg clears every tile) */
@@ -292,6 +442,7 @@ kern_gemm_fn kern_gemm_x8_get_amx(int t)
 	case FX_TYPE_Q4_0: return amx_q4_0;
 	case FX_TYPE_Q4_1: return amx_q4_1;
 	case FX_TYPE_Q8_0: return amx_q8_0;
+	case FX_TYPE_Q4_K: return amx_q4_K;
 	default: return NULL;
 	}
 }

@@ -31,15 +31,6 @@
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
-/* Bytes off..off+31 of the group at a (lanes 0..7) and of the group gs
- * bytes after it (lanes 8..15). */
-ALWAYS_INLINE __m512i ld2(const uint8_t *a, size_t gs, size_t off)
-{
-	__m256i lo = _mm256_loadu_si256((const __m256i *)(a + off));
-	__m256i hi = _mm256_loadu_si256((const __m256i *)(a + gs + off));
-	return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
 /* Four bytes at p (any alignment) in every 32-bit lane: one broadcast
  * load (GCC 12 issues vpbroadcastd from memory; clang folds it into the
  * vpdpbusd as {1to16}). A scalar load and set1 went through a general
@@ -77,11 +68,7 @@ ALWAYS_INLINE __m512i shuf4(__m512i v, __m128i sel)
 	return _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(sel));
 }
 
-/* Byte b of every 32-bit lane, zero- or sign-extended to int32. */
-ALWAYS_INLINE __m512i ubyte32(__m512i v, int b)
-{
-	return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
-}
+/* Byte b of every 32-bit lane, sign-extended to int32. */
 ALWAYS_INLINE __m512i sbyte32(__m512i v, int b)
 {
 	return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24);
@@ -183,22 +170,15 @@ ALWAYS_INLINE void body_q4_K16(int64_t n, const uint8_t *w, size_t gs, const voi
 			       float *out, size_t os, const int NT, const int KIND)
 {
 	(void)KIND;
-	const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(63), m30 = _mm512_set1_epi8(0x30);
+	const __m512i m4 = _mm512_set1_epi8(0x0F);
 	__m512 acc[8];
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm512_setzero_ps();
 	for (int64_t ib = 0; ib < n / QK_K; ib++) {
 		const uint8_t *sb = w + (size_t)ib * 8 * sizeof(struct block_q4_K);
 		prefetch2(sb, gs, 8 * sizeof(struct block_q4_K));
-		/* get_scale_min_k4 for 16 rows: SC[0] / SC[1] lane r = row
-		 * r's scales 0..3 / 4..7 as bytes, MN[0] / MN[1] its mins */
-		__m512i T0 = ld2(sb, gs, Q4KX_SC), T1 = ld2(sb, gs, Q4KX_SC + 32), T2 = ld2(sb, gs, Q4KX_SC + 64);
 		__m512i SC[2], MN[2];
-		SC[0] = _mm512_and_si512(T0, m6);
-		MN[0] = _mm512_and_si512(T1, m6);
-		SC[1] = _mm512_or_si512(_mm512_and_si512(T2, m4), _mm512_and_si512(_mm512_srli_epi16(T0, 2), m30));
-		MN[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(T2, 4), m4),
-					_mm512_and_si512(_mm512_srli_epi16(T1, 2), m30));
+		k4_scales16(sb, gs, SC, MN);
 		__m512 dx = ld2_half(sb, gs, 0), dmx = ld2_half(sb, gs, 16);
 		__m512i isum[8];
 		for (int t = 0; t < NT; t++)
@@ -223,24 +203,11 @@ ALWAYS_INLINE void body_q4_K16(int64_t n, const uint8_t *w, size_t gs, const voi
 				}
 			}
 		}
-		/* min of sub-block s twice as int16 (lane r: row r's) against
-		 * the activation's 16-element sums 2s, 2s+1 */
 		__m512i MP[8];
-		for (int s = 0; s < 8; s++) {
-			__m512i m = ubyte32(MN[s / 4], s % 4);
-			MP[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
-		}
+		k4_mins16(MN, MP);
 #pragma GCC unroll 8
-		for (int t = 0; t < NT; t++) {
-			const struct block_q8_K *y = ACT(t, struct block_q8_K) + ib;
-			__m512i ms = _mm512_setzero_si512();
-			for (int s = 0; s < 8; s++)
-				ms = _mm512_dpwssd_epi32(ms, MP[s], bcast4(y->bsums + 2 * s));
-			__m512 dy = _mm512_set1_ps(y->d);
-			__m512 term = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(isum[t])),
-						    _mm512_mul_ps(_mm512_mul_ps(dmx, dy), _mm512_cvtepi32_ps(ms)));
-			acc[t] = _mm512_add_ps(acc[t], term);
-		}
+		for (int t = 0; t < NT; t++)
+			acc[t] = k4_float16(acc[t], isum[t], ACT(t, struct block_q8_K) + ib, MP, dx, dmx);
 	}
 	store16(acc, out, os, NT);
 }

@@ -132,6 +132,59 @@ ALWAYS_INLINE __m512 ld2_half(const uint8_t *a, size_t gs, size_t off)
 	return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
 }
 
+/* Bytes off..off+31 of the group at a (lanes 0..7) and of the group gs
+ * bytes after it (lanes 8..15). */
+ALWAYS_INLINE __m512i ld2(const uint8_t *a, size_t gs, size_t off)
+{
+	__m256i lo = _mm256_loadu_si256((const __m256i *)(a + off));
+	__m256i hi = _mm256_loadu_si256((const __m256i *)(a + gs + off));
+	return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* Byte b of every 32-bit lane, zero- or sign-extended to int32. */
+ALWAYS_INLINE __m512i ubyte32(__m512i v, int b)
+{
+	return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
+}
+/* get_scale_min_k4 for the 16 rows of two q4_K x8 superblocks (sb, and
+ * gs bytes on): SC[0] / SC[1] lane r = row r's scales 0..3 / 4..7 as
+ * bytes, MN[0] / MN[1] its mins. */
+ALWAYS_INLINE void k4_scales16(const uint8_t *sb, size_t gs, __m512i *SC, __m512i *MN)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(63), m30 = _mm512_set1_epi8(0x30);
+	__m512i T0 = ld2(sb, gs, Q4KX_SC), T1 = ld2(sb, gs, Q4KX_SC + 32), T2 = ld2(sb, gs, Q4KX_SC + 64);
+	SC[0] = _mm512_and_si512(T0, m6);
+	MN[0] = _mm512_and_si512(T1, m6);
+	SC[1] = _mm512_or_si512(_mm512_and_si512(T2, m4), _mm512_and_si512(_mm512_srli_epi16(T0, 2), m30));
+	MN[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(T2, 4), m4),
+				_mm512_and_si512(_mm512_srli_epi16(T1, 2), m30));
+}
+
+/* MP[s] lane r: row r's min of sub-block s twice as int16, for vpdpwssd
+ * against the activation's 16-element sums 2s, 2s + 1. */
+ALWAYS_INLINE void k4_mins16(const __m512i *MN, __m512i *MP)
+{
+	for (int s = 0; s < 8; s++) {
+		__m512i m = ubyte32(MN[s / 4], s % 4);
+		MP[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+	}
+}
+
+/* One q4_K superblock's float step for one activation row y and 16 weight
+ * rows (lanes) from their exact scaled sums isum: acc + (dx * dy) * isum -
+ * (dmx * dy) * sum_s min_s * bsum_s, llama.cpp's ggml_vec_dot_q4_K order. */
+ALWAYS_INLINE __m512 k4_float16(__m512 acc, __m512i isum, const struct block_q8_K *y, const __m512i *MP,
+				__m512 dx, __m512 dmx)
+{
+	__m512i ms = _mm512_setzero_si512();
+	for (int s = 0; s < 8; s++)
+		ms = _mm512_dpwssd_epi32(ms, MP[s], _mm512_broadcastd_epi32(_mm_loadu_si32(y->bsums + 2 * s)));
+	__m512 dy = _mm512_set1_ps(y->d);
+	__m512 term = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(isum)),
+				    _mm512_mul_ps(_mm512_mul_ps(dmx, dy), _mm512_cvtepi32_ps(ms)));
+	return _mm512_add_ps(acc, term);
+}
+
 /* Both groups' next bytes of superblocks (prefetch_span for each). */
 ALWAYS_INLINE void prefetch2(const uint8_t *sb, size_t gs, size_t n)
 {
