@@ -100,41 +100,45 @@ ALWAYS_INLINE size_t amx_bbytes(const int KIND)
 }
 
 /* Blocks ib0..ib1 - 1 of the two groups at w (the second gs bytes on) as
- * B tiles of 16 weight rows: b[ib - ib0] row k = the first group's 32
- * bytes for elements 4k..4k+3 of its 8 rows, then the second's. q8_0's
- * columns are those bytes; in the 4-bit kinds' 16 packed bytes a row,
- * bytes 4c..4c+3 hold elements 4c..4c+3 (low nibbles) and 16+4c..16+4c+3
- * (high), so row k < 4 is column k's low nibbles, row 4 + k its high ones.
+ * B tiles of 16 weight rows, 512 bytes each: row k = column k of both
+ * groups (ld2: the vpdpbusd kernels' W[k]), the codes of elements
+ * 4k..4k+3. q8_0's columns are its codes; in the 4-bit kinds' 16 packed
+ * bytes a row, column c holds elements 4c..4c+3 (low nibbles) and
+ * 16+4c..16+4c+3 (high), so row c < 4 is its low nibbles, row 4 + c its
+ * high ones; q5_0 adds its fifth bits. q4_0's and q5_0's codes less their
+ * offset (8, 16) are signed bytes, so their sums need no correction.
  * One tile of 16 rows instead of two of 8 halves the C rows that leave
  * the tile unit per block, what bounds these kernels (standalone
  * prototypes, q8_0 on one thread: ~205 GMAC/s with two, ~270 with one). */
 ALWAYS_INLINE void amx_btiles(const uint8_t *w, size_t gs, int64_t ib0, int64_t ib1, uint8_t *b, const int KIND)
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0F);
+	const __m512i off = _mm512_set1_epi8(KIND == LEG_Q4_0 ? 8 : KIND == LEG_Q5_0 ? 16 : 0);
 	const size_t qs = leg_x8_qs(KIND), ws = leg_wsize(KIND);
 	for (int64_t ib = ib0; ib < ib1; ib++) {
-		const uint8_t *q = w + (size_t)ib * 8 * ws + qs;
+		const uint8_t *sb = w + (size_t)ib * 8 * ws;
 		uint8_t *o = b + (size_t)(ib - ib0) * 512;
-		prefetch2(q - qs, gs, 8 * ws);
-		for (int h = 0; h < (KIND == LEG_Q8_0 ? 4 : 2); h++) {
-			__m512i t0 = _mm512_loadu_si512(q + 64 * h), t1 = _mm512_loadu_si512(q + gs + 64 * h);
-			/* columns 2h and 2h + 1, each group's 32 bytes side by side */
-			__m512i c0 = _mm512_shuffle_i64x2(t0, t1, 0x44), c1 = _mm512_shuffle_i64x2(t0, t1, 0xEE);
-			if (KIND == LEG_Q8_0) {
-				_mm512_store_si512(o + 64 * (2 * h), c0);
-				_mm512_store_si512(o + 64 * (2 * h + 1), c1);
-			} else {
-				/* q4_0's codes less their offset 8, signed: its sums
-				 * need no -8 * sum(y) then */
-				const __m512i off = _mm512_set1_epi8(KIND == LEG_Q4_0 ? 8 : 0);
-#define AMX_NIB(v) _mm512_sub_epi8(_mm512_and_si512(v, m4), off)
-				_mm512_store_si512(o + 64 * (2 * h), AMX_NIB(c0));
-				_mm512_store_si512(o + 64 * (2 * h + 1), AMX_NIB(c1));
-				_mm512_store_si512(o + 64 * (4 + 2 * h), AMX_NIB(_mm512_srli_epi16(c0, 4)));
-				_mm512_store_si512(o + 64 * (5 + 2 * h), AMX_NIB(_mm512_srli_epi16(c1, 4)));
-#undef AMX_NIB
+		prefetch2(sb, gs, 8 * ws);
+		__m512i W[8];
+		if (KIND == LEG_Q8_0) {
+			for (int k = 0; k < 8; k++)
+				W[k] = ld2(sb, gs, qs + 32 * (size_t)k);
+		} else {
+			for (int c = 0; c < 4; c++) {
+				__m512i T = ld2(sb, gs, qs + 32 * (size_t)c);
+				W[c] = _mm512_and_si512(T, m4);
+				W[4 + c] = _mm512_and_si512(_mm512_srli_epi16(T, 4), m4);
 			}
+			if (KIND == LEG_Q5_0) {
+				__m512i QH = ld2(sb, gs, 16);
+				for (int k = 0; k < 8; k++)
+					W[k] = _mm512_or_si512(W[k], q5_high16(QH, k));
+			}
+			for (int k = 0; k < 8; k++)
+				W[k] = _mm512_sub_epi8(W[k], off);
 		}
+		for (int k = 0; k < 8; k++)
+			_mm512_store_si512(o + 64 * k, W[k]);
 	}
 }
 
@@ -191,8 +195,7 @@ ALWAYS_INLINE void amx_btiles_k4(const uint8_t *w, size_t gs, int64_t ib0, int64
 /* Block ib's integer sums into C tile P (A tile P + 2, B tile P + 4) and
  * out to c[P] (token t's 16 sums at c[P][t]). Tile numbers are literal
  * immediates (the intrinsics paste them into the instruction), hence a
- * macro. q8_0's and q4_0's codes are signed (q4_0's less its offset),
- * q4_1's unsigned. */
+ * macro. q4_1's codes are unsigned, the others' signed. */
 #define AMX_BLOCK(P, PA, PB, ib)                                                                  \
 	do {                                                                                      \
 		AMX_LOADD(PA, (const uint8_t *)act + (size_t)(ib) * ys + yq, act_stride);       \
@@ -404,6 +407,7 @@ ALWAYS_INLINE void amx_body(int64_t n, const uint8_t *w, size_t gs, const void *
 GEMM_AMX(amx_q8_0, LEG_Q8_0, FX_TYPE_Q8_0)
 GEMM_AMX(amx_q4_0, LEG_Q4_0, FX_TYPE_Q4_0)
 GEMM_AMX(amx_q4_1, LEG_Q4_1, FX_TYPE_Q4_1)
+GEMM_AMX(amx_q5_0, LEG_Q5_0, FX_TYPE_Q5_0)
 GEMM_AMX(amx_q4_K, AMX_Q4_K, FX_TYPE_Q4_K)
 
 /* The tile unit's peak (fx_kernels_peak): four independent chains of
@@ -441,6 +445,7 @@ kern_gemm_fn kern_gemm_x8_get_amx(int t)
 	switch (t) {
 	case FX_TYPE_Q4_0: return amx_q4_0;
 	case FX_TYPE_Q4_1: return amx_q4_1;
+	case FX_TYPE_Q5_0: return amx_q5_0;
 	case FX_TYPE_Q8_0: return amx_q8_0;
 	case FX_TYPE_Q4_K: return amx_q4_K;
 	default: return NULL;

@@ -91,19 +91,6 @@ ALWAYS_INLINE void store16(const __m512 *acc, float *out, size_t os, const int N
 
 /* ---- 32-element block types (dot_avx2.c's body_rows8, x8 only) ------- */
 
-/* q5_0's fifth bits for W[k]: 0x10 in byte i of lane r when bit 4k + i of
- * row r's qh (QH lane r) is set. */
-ALWAYS_INLINE __m512i q5_high(__m512i QH, int k)
-{
-	const char b = (char)(k / 2);
-	const __m128i sel = _mm_setr_epi8(b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b, 8 + b, 8 + b,
-					  12 + b, 12 + b, 12 + b, 12 + b);
-	const int sh = 4 * (k % 2);
-	const __m512i bit = _mm512_set1_epi32((int)((1u << sh) | (2u << sh) << 8 | (4u << sh) << 16 |
-						    (8u << sh) << 24));
-	return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(shuf4(QH, sel), bit), _mm512_set1_epi8(0x10));
-}
-
 ALWAYS_INLINE void body_leg16(int64_t n, const uint8_t *w, size_t gs, const void *act, size_t act_stride,
 			      float *out, size_t os, const int NT, const int KIND)
 {
@@ -133,7 +120,7 @@ ALWAYS_INLINE void body_leg16(int64_t n, const uint8_t *w, size_t gs, const void
 			if (KIND == LEG_Q5_0) {
 				__m512i QH = ld2(sb, gs, 16);
 				for (int k = 0; k < 8; k++)
-					W[k] = _mm512_or_si512(W[k], q5_high(QH, k));
+					W[k] = _mm512_or_si512(W[k], q5_high16(QH, k));
 			}
 		}
 		__m512 dx = ld2_half(sb, gs, 0), mx = q41 ? ld2_half(sb, gs, 16) : dx;

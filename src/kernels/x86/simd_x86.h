@@ -146,6 +146,20 @@ ALWAYS_INLINE __m512i ubyte32(__m512i v, int b)
 {
 	return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
 }
+/* q5_0's fifth bits for column k of two x8 groups: 0x10 in byte i of lane
+ * r when bit 4k + i of row r's qh (QH lane r) is set. */
+ALWAYS_INLINE __m512i q5_high16(__m512i QH, int k)
+{
+	const char b = (char)(k / 2);
+	const __m128i sel = _mm_setr_epi8(b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b, 8 + b, 8 + b,
+					  12 + b, 12 + b, 12 + b, 12 + b);
+	const int sh = 4 * (k % 2);
+	const __m512i bit = _mm512_set1_epi32((int)((1u << sh) | (2u << sh) << 8 | (4u << sh) << 16 |
+						    (8u << sh) << 24));
+	__m512i v = _mm512_shuffle_epi8(QH, _mm512_broadcast_i32x4(sel));
+	return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(v, bit), _mm512_set1_epi8(0x10));
+}
+
 /* get_scale_min_k4 for the 16 rows of two q4_K x8 superblocks (sb, and
  * gs bytes on): SC[0] / SC[1] lane r = row r's scales 0..3 / 4..7 as
  * bytes, MN[0] / MN[1] its mins. */
