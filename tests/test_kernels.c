@@ -961,11 +961,15 @@ int main(void)
 				check_amx(amx_types[i], amx_n[j], false, &rng);
 			check_amx(amx_types[i], 640, true, &rng);
 		}
-		/* q4_K: one superblock, three, and more than a slice (2) */
+		/* q4_K, q6_K: one superblock, three, and more than a slice (2
+		 * and 1 of them) */
 		static const int64_t amx_nk[] = { 256, 768, 2560 };
-		for (size_t j = 0; j < sizeof(amx_nk) / sizeof(amx_nk[0]); j++)
+		for (size_t j = 0; j < sizeof(amx_nk) / sizeof(amx_nk[0]); j++) {
 			check_amx(FX_TYPE_Q4_K, amx_nk[j], false, &rng);
+			check_amx(FX_TYPE_Q6_K, amx_nk[j], false, &rng);
+		}
 		check_amx(FX_TYPE_Q4_K, 768, true, &rng);
+		check_amx(FX_TYPE_Q6_K, 768, true, &rng);
 	} else {
 		fprintf(stderr, "note: this CPU (or build) has no AMX set: its tile kernels were not checked\n");
 	}

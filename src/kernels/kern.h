@@ -184,6 +184,13 @@ struct kern_set {
 	 * x 512 tokens, one thread, 1.27x / 1.38x the AVX-512 set at 64, no
 	 * better at 128; the AVX-512 set was fastest at 8) */
 	int tok_block;
+	/* most weight bytes op_matmul gives a thread at a time when a call
+	 * has several token blocks, so they stay in L2 while the blocks pass:
+	 * 96 KiB, the AMX set 512 KiB (its kernels put a call's weights in
+	 * tile form once per token block, and the block's activations are
+	 * what must stay near: q6_K 2048 x 5632 x 512 tokens, -t 2, ~227 ->
+	 * 250-296 GMAC/s; Sapphire Rapids and later have 2 MiB of L2) */
+	size_t chunk_bytes;
 };
 
 /* Fill *ks with set isa. Errors: FX_E_UNSUPPORTED when this CPU cannot

@@ -39,12 +39,11 @@ struct matmul_args {
 	atomic_long next;          /* first row not yet taken */
 };
 
-/* A thread takes a chunk of weight rows (sized to stay in L2) and runs it
- * against the tokens a token block (struct kern_set's tok_block) at a
- * time: a block's activations (a few KiB a row) stay near while the
- * chunk's rows pass, and an ISA kernel unpacks each weight block once for
- * all of them. */
-enum { CHUNK_BYTES = 96 * 1024 };
+/* A thread takes a chunk of weight rows (sized to stay in L2: struct
+ * kern_set's chunk_bytes) and runs it against the tokens a token block
+ * (its tok_block) at a time: a block's activations (a few KiB a row) stay
+ * near while the chunk's rows pass, and an ISA kernel unpacks each weight
+ * block once for all of them. */
 
 /* Rows [r0, r1) of matrix i for tokens [t0, t1). */
 static void matmul_rows(const struct matmul_args *a, int i, long r0, long r1, int64_t t0,
@@ -183,11 +182,11 @@ void op_matmul_n(struct fx_pool *pool, int n_w, const struct wmat *const *w, con
 		a.act_bytes = q.act_bytes;
 	}
 	/* Chunks of about 1/8 of a thread's rows, at least 16; with several
-	 * tokens, no more rows than fit CHUNK_BYTES so they stay in L2. */
+	 * token blocks, no more rows than fit chunk_bytes so they stay in L2. */
 	int nth = fx_pool_n_threads(pool);
 	a.chunk = a.n_rows / (8L * nth);
-	if (n_tok > ks->tok_block && a.chunk > (long)(CHUNK_BYTES / w[0]->row_bytes))
-		a.chunk = (long)(CHUNK_BYTES / w[0]->row_bytes);
+	if (n_tok > ks->tok_block && a.chunk > (long)(ks->chunk_bytes / w[0]->row_bytes))
+		a.chunk = (long)(ks->chunk_bytes / w[0]->row_bytes);
 	if (a.chunk < 16)
 		a.chunk = 16;
 	a.chunk = (a.chunk + 15) & ~15L; /* whole pairs of x8 groups */

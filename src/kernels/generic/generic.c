@@ -98,4 +98,5 @@ void kern_generic_fill(struct kern_set *ks)
 	ks->softmax = softmax;
 	ks->round_f16 = round_f16;
 	ks->tok_block = KERN_NT_MAX;
+	ks->chunk_bytes = 96 * 1024;
 }

@@ -58,7 +58,7 @@ ALWAYS_INLINE void amx_loadcfg(const struct amx_cfg *c)
 }
 
 /* The kinds: dot_avx2.c's LEG_ ones (32-element blocks) and q4_K. */
-enum { AMX_Q4_K = 16 };
+enum { AMX_Q4_K = 16, AMX_Q6_K = 17 };
 
 /* Tiles, 32-element blocks: 0 and 1 the C sums (m activation rows x 16
  * weight rows, int32) of even and odd blocks; 2 and 3 their A (m rows x
@@ -96,7 +96,7 @@ static void amx_config(int m, bool k4)
 enum { AMX_SLICE_BYTES = 16384 };
 ALWAYS_INLINE size_t amx_bbytes(const int KIND)
 {
-	return KIND == AMX_Q4_K ? 8192 : 512;
+	return KIND == AMX_Q6_K ? 16384 : KIND == AMX_Q4_K ? 8192 : 512;
 }
 
 /* Blocks ib0..ib1 - 1 of the two groups at w (the second gs bytes on) as
@@ -180,6 +180,56 @@ ALWAYS_INLINE void amx_btiles_k4(const uint8_t *w, size_t gs, int64_t ib0, int64
 				_mm512_store_si512(bl + 64 * (8 + k), _mm512_mullo_epi16(c1, lo[1]));
 				_mm512_store_si512(bh + 64 * k, _mm512_mullo_epi16(c0, hi[0]));
 				_mm512_store_si512(bh + 64 * (8 + k), _mm512_mullo_epi16(c1, hi[1]));
+			}
+		}
+	}
+}
+
+/* q6_K superblocks ib0..ib1 - 1 of the two groups at w (the second gs
+ * bytes on) in tile form, 16 KiB each: for each 64-element K chunk c
+ * (sub-blocks 2c, 2c + 1), four 16 x 64-byte B tiles, one per 2-bit piece
+ * of the 16-element groups' int8 scales, sc = p0 + 4 p1 + 16 p2 + 64 p3
+ * (p0..p2 in 0..3, p3 = sc >> 6 in -2..1): B_i row k = the codes (0..63)
+ * of elements 4k..4k+3 of the chunk, lane r times row r's p_i (at most
+ * 189: unsigned bytes; p3's products signed, at most 126 in size). Then
+ * sum_i 4^i (A x B_i) is the superblock's exact sum of scale x code x y
+ * (the vpdpbusd kernels' isum), on the tile unit. */
+ALWAYS_INLINE void amx_btiles_k6(const uint8_t *w, size_t gs, int64_t ib0, int64_t ib1, uint8_t *b)
+{
+	const __m512i three = _mm512_set1_epi32(3), zero = _mm512_setzero_si512();
+	for (int64_t ib = ib0; ib < ib1; ib++) {
+		const uint8_t *sb = w + (size_t)ib * 8 * sizeof(struct block_q6_K);
+		uint8_t *o = b + (size_t)(ib - ib0) * 16384;
+		prefetch2(sb, gs, 8 * sizeof(struct block_q6_K));
+		__m512i S[4];
+		for (int c = 0; c < 4; c++)
+			S[c] = ld2(sb, gs, Q6X_SC + 32 * (size_t)c);
+		for (int c = 0; c < QK_K / 64; c++) {
+			const int j = c / 2;
+			for (int half = 0; half < 2; half++) {
+				const int m = 2 * (c % 2) + half;
+				for (int q = 0; q < 2; q++) {
+					/* group 8j + 2m + q: columns 4q..4q+3 of sub-block 4j + m */
+					const int g = 8 * j + 2 * m + q;
+					__m512i sc = sbyte32(S[g / 4], g % 4);
+					__mmask64 neg = _mm512_movepi8_mask(sc);
+					__m512i p[4];
+					for (int i = 0; i < 3; i++)
+						p[i] = _mm512_and_si512(_mm512_srai_epi32(sc, 2 * i), three);
+					p[3] = _mm512_abs_epi32(_mm512_srai_epi32(sc, 6));
+					for (int i = 0; i < 4; i++) /* both int16 of the lane */
+						p[i] = _mm512_or_si512(p[i], _mm512_slli_epi32(p[i], 16));
+					for (int k = 4 * q; k < 4 * q + 4; k++) {
+						__m512i W = k6_codes16(sb, gs, j, m, k);
+						const size_t row = 64 * (8 * (size_t)half + (size_t)k);
+						for (int i = 0; i < 3; i++)
+							_mm512_store_si512(o + 4096 * (size_t)c + 1024 * (size_t)i + row,
+									   _mm512_mullo_epi16(W, p[i]));
+						__m512i w3 = _mm512_mullo_epi16(W, p[3]);
+						_mm512_store_si512(o + 4096 * (size_t)c + 3072 + row,
+								   _mm512_mask_sub_epi8(w3, neg, zero, w3));
+					}
+				}
 			}
 		}
 	}
@@ -335,6 +385,75 @@ ALWAYS_INLINE void body_amx_k4(const uint8_t *w, size_t gs, const void *act, siz
 		_mm512_storeu_ps(out + (size_t)t * os, acc[t]);
 }
 
+/* q6_K superblock ib's four piece sums into C tiles 0..3 and out to
+ * c[0..3]; A alternates tiles 4 and 7 by K chunk, B tiles 5 and 6 by piece
+ * (pieces 0-2 unsigned, 3 signed). No second set of C tiles is left for
+ * a pipeline: a superblock's float step follows its tile work. */
+#define AMX6_BLOCK(ib)                                                                            \
+	do {                                                                                      \
+		const uint8_t *b_ = bq + (size_t)((ib) - ib0) * 16384;                            \
+		const uint8_t *a_ = (const uint8_t *)act + (size_t)(ib) * sizeof(struct block_q8_K) + \
+				    offsetof(struct block_q8_K, qs);                              \
+		_tile_zero(0);                                                                    \
+		_tile_zero(1);                                                                    \
+		_tile_zero(2);                                                                    \
+		_tile_zero(3);                                                                    \
+		for (int c_ = 0; c_ < QK_K / 64; c_ += 2) {                                       \
+			AMX_LOADD(4, a_ + 64 * c_, act_stride);                                   \
+			AMX_LOADD(5, b_ + 4096 * c_, 64);                                         \
+			AMX_LOADD(6, b_ + 4096 * c_ + 1024, 64);                                  \
+			_tile_dpbsud(0, 4, 5);                                                    \
+			_tile_dpbsud(1, 4, 6);                                                    \
+			AMX_LOADD(5, b_ + 4096 * c_ + 2048, 64);                                  \
+			AMX_LOADD(6, b_ + 4096 * c_ + 3072, 64);                                  \
+			_tile_dpbsud(2, 4, 5);                                                    \
+			_tile_dpbssd(3, 4, 6);                                                    \
+			AMX_LOADD(7, a_ + 64 * (c_ + 1), act_stride);                             \
+			AMX_LOADD(5, b_ + 4096 * (c_ + 1), 64);                                   \
+			AMX_LOADD(6, b_ + 4096 * (c_ + 1) + 1024, 64);                            \
+			_tile_dpbsud(0, 7, 5);                                                    \
+			_tile_dpbsud(1, 7, 6);                                                    \
+			AMX_LOADD(5, b_ + 4096 * (c_ + 1) + 2048, 64);                            \
+			AMX_LOADD(6, b_ + 4096 * (c_ + 1) + 3072, 64);                            \
+			_tile_dpbsud(2, 7, 5);                                                    \
+			_tile_dpbssd(3, 7, 6);                                                    \
+		}                                                                                 \
+		_tile_stored(0, c[0][0], 64);                                                     \
+		_tile_stored(1, c[1][0], 64);                                                     \
+		_tile_stored(2, c[2][0], 64);                                                     \
+		_tile_stored(3, c[3][0], 64);                                                     \
+	} while (0)
+
+/* body_amx16 for q6_K superblocks ib0..ib1 - 1 (bq: amx_btiles_k6's):
+ * isum = c0 + 4 c1 + 16 c2 + 64 c3, then body_q6_K16's float step. */
+ALWAYS_INLINE void body_amx_k6(const uint8_t *w, size_t gs, const void *act, size_t act_stride, float *out,
+			       size_t os, int64_t ib0, int64_t ib1, const uint8_t *bq, const int M)
+{
+	_Alignas(64) int32_t c[4][16][16]; /* [piece][token][row] */
+	__m512 acc[16];
+	for (int t = 0; t < M; t++)
+		acc[t] = ib0 ? _mm512_loadu_ps(out + (size_t)t * os) : _mm512_setzero_ps();
+	for (int64_t ib = ib0; ib < ib1; ib++) {
+		AMX6_BLOCK(ib);
+		const uint8_t *sb = w + (size_t)ib * 8 * sizeof(struct block_q6_K);
+		__m512i S[4], SP[8];
+		for (int q = 0; q < 4; q++)
+			S[q] = ld2(sb, gs, Q6X_SC + 32 * (size_t)q);
+		k6_scale_pairs16(S, SP);
+		__m512 dx = ld2_half(sb, gs, 0);
+#pragma GCC unroll 16
+		for (int t = 0; t < M; t++) {
+			__m512i isum = _mm512_add_epi32(
+				_mm512_add_epi32(_mm512_load_si512(c[0][t]), _mm512_slli_epi32(_mm512_load_si512(c[1][t]), 2)),
+				_mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[2][t]), 4),
+						 _mm512_slli_epi32(_mm512_load_si512(c[3][t]), 6)));
+			acc[t] = k6_float16(acc[t], isum, ACT(t, struct block_q8_K) + ib, SP, dx);
+		}
+	}
+	for (int t = 0; t < M; t++)
+		_mm512_storeu_ps(out + (size_t)t * os, acc[t]);
+}
+
 /* Token rows t0..t1 - 1 (a multiple of M of them) of the pairs of groups
  * in rows 0..pairs - 1, through body (body_amx16 for M and KIND), slice by
  * slice; configures the tiles for M. */
@@ -344,14 +463,17 @@ ALWAYS_INLINE void amx_pass(int64_t n, const uint8_t *w, size_t ws, int pairs, c
 					 size_t, int64_t, int64_t, const uint8_t *))
 {
 	_Alignas(64) uint8_t bq[AMX_SLICE_BYTES];
-	const int64_t nb = KIND == AMX_Q4_K ? n / QK_K : n / 32, per = AMX_SLICE_BYTES / amx_bbytes(KIND);
-	amx_config(M, KIND == AMX_Q4_K);
+	const bool k = KIND == AMX_Q4_K || KIND == AMX_Q6_K;
+	const int64_t nb = k ? n / QK_K : n / 32, per = AMX_SLICE_BYTES / amx_bbytes(KIND);
+	amx_config(M, k);
 	for (int r = 0; r < pairs; r += 16) {
 		const uint8_t *g = w + (size_t)r * ws;
 		for (int64_t ib0 = 0; ib0 < nb; ib0 += per) {
 			int64_t ib1 = ib0 + per < nb ? ib0 + per : nb;
 			if (KIND == AMX_Q4_K)
 				amx_btiles_k4(g, 8 * ws, ib0, ib1, bq);
+			else if (KIND == AMX_Q6_K)
+				amx_btiles_k6(g, 8 * ws, ib0, ib1, bq);
 			else
 				amx_btiles(g, 8 * ws, ib0, ib1, bq, KIND);
 			for (int t = t0; t < t1; t += M)
@@ -366,6 +488,8 @@ ALWAYS_INLINE void amx_body(int64_t n, const uint8_t *w, size_t gs, const void *
 {
 	if (KIND == AMX_Q4_K)
 		body_amx_k4(w, gs, act, as, out, os, ib0, ib1, bq, M);
+	else if (KIND == AMX_Q6_K)
+		body_amx_k6(w, gs, act, as, out, os, ib0, ib1, bq, M);
 	else
 		body_amx16(n, w, gs, act, as, out, os, ib0, ib1, bq, M, KIND);
 }
@@ -409,6 +533,7 @@ GEMM_AMX(amx_q4_0, LEG_Q4_0, FX_TYPE_Q4_0)
 GEMM_AMX(amx_q4_1, LEG_Q4_1, FX_TYPE_Q4_1)
 GEMM_AMX(amx_q5_0, LEG_Q5_0, FX_TYPE_Q5_0)
 GEMM_AMX(amx_q4_K, AMX_Q4_K, FX_TYPE_Q4_K)
+GEMM_AMX(amx_q6_K, AMX_Q6_K, FX_TYPE_Q6_K)
 
 /* The tile unit's peak (fx_kernels_peak): four independent chains of
  * tdpbssd on full 16 x 64-byte tiles (16 x 16 x 64 products each), the
@@ -448,6 +573,7 @@ kern_gemm_fn kern_gemm_x8_get_amx(int t)
 	case FX_TYPE_Q5_0: return amx_q5_0;
 	case FX_TYPE_Q8_0: return amx_q8_0;
 	case FX_TYPE_Q4_K: return amx_q4_K;
+	case FX_TYPE_Q6_K: return amx_q6_K;
 	default: return NULL;
 	}
 }

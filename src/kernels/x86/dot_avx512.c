@@ -62,26 +62,6 @@ ALWAYS_INLINE __m512i dp4(__m512i acc, const __m512i *u, const int8_t *y, int nk
 	return acc;
 }
 
-/* The same byte shuffle in each 128-bit lane (four rows). */
-ALWAYS_INLINE __m512i shuf4(__m512i v, __m128i sel)
-{
-	return _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(sel));
-}
-
-/* Byte b of every 32-bit lane, sign-extended to int32. */
-ALWAYS_INLINE __m512i sbyte32(__m512i v, int b)
-{
-	return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24);
-}
-
-/* Bytes a and b of every 32-bit lane as its two int16 (sign-extended). */
-ALWAYS_INLINE __m512i sbytes_i16(__m512i v, int a, int b)
-{
-	const char z = (char)0x80, A = (char)a, B = (char)b;
-	const __m128i sel = _mm_setr_epi8(z, A, z, B, z, 4 + A, z, 4 + B, z, 8 + A, z, 8 + B, z, 12 + A, z, 12 + B);
-	return _mm512_srai_epi16(shuf4(v, sel), 8);
-}
-
 /* out[t * os + r] = lane r of acc[t], r < 16, t < NT. */
 ALWAYS_INLINE void store16(const __m512 *acc, float *out, size_t os, const int NT)
 {
@@ -205,7 +185,6 @@ ALWAYS_INLINE void body_q6_K16(int64_t n, const uint8_t *w, size_t gs, const voi
 			       float *out, size_t os, const int NT, const int KIND)
 {
 	(void)KIND;
-	const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
 	__m512 acc[8];
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm512_setzero_ps();
@@ -223,13 +202,8 @@ ALWAYS_INLINE void body_q6_K16(int64_t n, const uint8_t *w, size_t gs, const voi
 			for (int m = 0; m < 4; m++) {
 				/* sub-block 4j + m: elements 128j + 32m + (0..31) */
 				__m512i W[8];
-				for (int k = 0; k < 8; k++) {
-					__m512i ql = ld2(sb, gs, Q6X_QL + 32 * (16 * (size_t)j + 8 * (size_t)(m & 1) + (size_t)k));
-					__m512i qh = ld2(sb, gs, Q6X_QH + 32 * (8 * (size_t)j + (size_t)k));
-					__m512i lo = _mm512_and_si512(m < 2 ? ql : _mm512_srli_epi16(ql, 4), m4);
-					__m512i hi = m == 3 ? _mm512_srli_epi16(qh, 2) : _mm512_slli_epi16(qh, 4 - 2 * m);
-					W[k] = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
-				}
+				for (int k = 0; k < 8; k++)
+					W[k] = k6_codes16(sb, gs, j, m, k);
 				int g = 8 * j + 2 * m; /* the sub-block's two scale groups */
 				__m512i sc0 = sbyte32(S[g / 4], g % 4), sc1 = sbyte32(S[(g + 1) / 4], (g + 1) % 4);
 #pragma GCC unroll 8
@@ -242,21 +216,11 @@ ALWAYS_INLINE void body_q6_K16(int64_t n, const uint8_t *w, size_t gs, const voi
 				}
 			}
 		}
-		/* the codes' offset 32: 32 * sum over groups of scale * bsum,
-		 * scales 2q, 2q+1 as int16 pairs */
 		__m512i SP[8];
-		for (int q = 0; q < 8; q++)
-			SP[q] = sbytes_i16(S[q / 2], 2 * (q % 2), 2 * (q % 2) + 1);
+		k6_scale_pairs16(S, SP);
 #pragma GCC unroll 8
-		for (int t = 0; t < NT; t++) {
-			const struct block_q8_K *y = ACT(t, struct block_q8_K) + ib;
-			__m512i corr = _mm512_setzero_si512();
-			for (int q = 0; q < 8; q++)
-				corr = _mm512_dpwssd_epi32(corr, SP[q], bcast4(y->bsums + 2 * q));
-			__m512i si = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 5));
-			__m512 dy = _mm512_set1_ps(y->d);
-			acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(si)));
-		}
+		for (int t = 0; t < NT; t++)
+			acc[t] = k6_float16(acc[t], isum[t], ACT(t, struct block_q8_K) + ib, SP, dx);
 	}
 	store16(acc, out, os, NT);
 }

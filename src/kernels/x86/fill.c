@@ -61,8 +61,10 @@ void kern_x86_fill(struct kern_set *ks)
 			ks->gemm_x8[t] = kern_gemm_x8_get_amx(t);
 #endif
 	}
-	if (ks->isa == KERN_AMX)
+	if (ks->isa == KERN_AMX) {
 		ks->tok_block = 64;
+		ks->chunk_bytes = 512 * 1024;
+	}
 	ks->qk[FX_TYPE_F32] = kern_qk_avx2_f32;
 	ks->qk[FX_TYPE_F16] = kern_qk_avx2_f16;
 	ks->pv[FX_TYPE_F32] = kern_pv_avx2_f32;

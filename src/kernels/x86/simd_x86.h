@@ -146,6 +146,61 @@ ALWAYS_INLINE __m512i ubyte32(__m512i v, int b)
 {
 	return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
 }
+/* The same byte shuffle in each 128-bit lane (four rows). */
+ALWAYS_INLINE __m512i shuf4(__m512i v, __m128i sel)
+{
+	return _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(sel));
+}
+
+/* Byte b of every 32-bit lane, sign-extended to int32. */
+ALWAYS_INLINE __m512i sbyte32(__m512i v, int b)
+{
+	return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24);
+}
+
+/* Bytes a and b of every 32-bit lane as its two int16 (sign-extended). */
+ALWAYS_INLINE __m512i sbytes_i16(__m512i v, int a, int b)
+{
+	const char z = (char)0x80, A = (char)a, B = (char)b;
+	const __m128i sel = _mm_setr_epi8(z, A, z, B, z, 4 + A, z, 4 + B, z, 8 + A, z, 8 + B, z, 12 + A, z, 12 + B);
+	return _mm512_srai_epi16(shuf4(v, sel), 8);
+}
+
+/* The 6-bit codes (0..63) of column k of sub-block 4j + m (elements 128j
+ * + 32m + 4k..4k+3) of two q6_K x8 superblocks (sb, and gs bytes on), lane
+ * r = row r: ql's nibble and qh's two bits, as dequantize_row_q6_K. */
+ALWAYS_INLINE __m512i k6_codes16(const uint8_t *sb, size_t gs, int j, int m, int k)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+	__m512i ql = ld2(sb, gs, Q6X_QL + 32 * (16 * (size_t)j + 8 * (size_t)(m & 1) + (size_t)k));
+	__m512i qh = ld2(sb, gs, Q6X_QH + 32 * (8 * (size_t)j + (size_t)k));
+	__m512i lo = _mm512_and_si512(m < 2 ? ql : _mm512_srli_epi16(ql, 4), m4);
+	__m512i hi = m == 3 ? _mm512_srli_epi16(qh, 2) : _mm512_slli_epi16(qh, 4 - 2 * m);
+	return _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+}
+
+/* q6_K's 16 scales of 16 rows (S[c]: ld2 of scale column c) as int16
+ * pairs: SP[q] lane r = row r's scales 2q, 2q + 1. */
+ALWAYS_INLINE void k6_scale_pairs16(const __m512i *S, __m512i *SP)
+{
+	for (int q = 0; q < 8; q++)
+		SP[q] = sbytes_i16(S[q / 2], 2 * (q % 2), 2 * (q % 2) + 1);
+}
+
+/* One q6_K superblock's float step for one activation row y and 16 rows
+ * from their exact sums of scale x code x y (isum, codes 0..63): the
+ * codes' offset 32 comes off as 32 * sum over groups of scale * bsum,
+ * then acc + (d * dy) * sumi (llama.cpp's ggml_vec_dot_q6_K order). */
+ALWAYS_INLINE __m512 k6_float16(__m512 acc, __m512i isum, const struct block_q8_K *y, const __m512i *SP, __m512 dx)
+{
+	__m512i corr = _mm512_setzero_si512();
+	for (int q = 0; q < 8; q++)
+		corr = _mm512_dpwssd_epi32(corr, SP[q], _mm512_broadcastd_epi32(_mm_loadu_si32(y->bsums + 2 * q)));
+	__m512i si = _mm512_sub_epi32(isum, _mm512_slli_epi32(corr, 5));
+	__m512 dy = _mm512_set1_ps(y->d);
+	return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(si)));
+}
+
 /* q5_0's fifth bits for column k of two x8 groups: 0x10 in byte i of lane
  * r when bit 4k + i of row r's qh (QH lane r) is set. */
 ALWAYS_INLINE __m512i q5_high16(__m512i QH, int k)
@@ -156,7 +211,7 @@ ALWAYS_INLINE __m512i q5_high16(__m512i QH, int k)
 	const int sh = 4 * (k % 2);
 	const __m512i bit = _mm512_set1_epi32((int)((1u << sh) | (2u << sh) << 8 | (4u << sh) << 16 |
 						    (8u << sh) << 24));
-	__m512i v = _mm512_shuffle_epi8(QH, _mm512_broadcast_i32x4(sel));
+	__m512i v = shuf4(QH, sel);
 	return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(v, bit), _mm512_set1_epi8(0x10));
 }
 
