@@ -2,25 +2,30 @@
  * (kernels/kern.h, KERN_AMX): the AVX-512 set with its x8 matrix
  * products of more than KERN_NT_MAX activation rows (prefill) on the tile
  * unit (Intel AMX-TILE + AMX-INT8, Sapphire Rapids and later Xeons), for
- * q4_0, q4_1 and q8_0. Built with AMX flags whatever the build's -march
- * (CMakeLists.txt); kern_set_init enters them only when the CPU has the
- * features and Linux granted this process the tile state
+ * q4_0, q4_1, q5_0, q8_0, q4_K and q6_K. Built with AMX flags whatever the
+ * build's -march (CMakeLists.txt); kern_set_init enters them only when the
+ * CPU has the features and Linux granted this process the tile state
  * (kernels/dispatch.c).
  *
- * Per 32-element block, two x8 groups (16 weight rows) against m = 16 or
- * 8 activation rows: A = the m rows' 32 quant bytes (m x 32 bytes, loaded
- * from the activation rows in place, their stride apart); B = the two
- * groups' block as one 8 x 64-byte tile (amx_btiles: the x8 columns side
- * by side, 4-bit codes split into bytes), formed once a call for every
- * token block; C = m x 16 exact int32 sums, the same integers the
- * vpdpbusd kernels form. Each block has its own scales, so its sums leave
- * the tile (a store; a token's 16 sums are one 64-byte row) and take the
- * AVX-512 kernels' float step (dot_avx512.c's body_leg16, operation for
- * operation): every result is the AVX-512 set's bit for bit. Two C tiles
- * alternate, so a block's tile work overlaps the previous block's float
- * step. Those stores and float steps, one int32 and four float
- * instructions' lanes per 32 products, bound these kernels far below the
- * tile unit's own peak (docs/BENCHMARKS.md).
+ * Two x8 groups (16 weight rows) against m = 16 or 8 activation rows at
+ * a time: A = the m rows' quant bytes of a block or K chunk, loaded from
+ * the activation rows in place (their stride apart); B = the weights in
+ * tile form, made once a call from the x8 layout into a small buffer and
+ * used by every token block (amx_btiles*); C = m x 16 exact int32 sums,
+ * the same integers the vpdpbusd kernels form, which then take the
+ * AVX-512 kernels' float steps (dot_avx512.c, the k4_ / k6_ helpers of
+ * simd_x86.h), operation for operation: every result is the AVX-512
+ * set's bit for bit (test_kernels).
+ * - 32-element blocks: each block has its own f16 scales, so its sums
+ *   leave the tile unit per block (a tile store; a token's 16 sums are one
+ *   64-byte row). Two C tiles alternate, so a block's tile work overlaps
+ *   the previous block's float step. The stores and float steps, one int32
+ *   and four float instructions' lanes per 32 products, bound these
+ *   kernels far below the tile unit's own peak (docs/BENCHMARKS.md).
+ * - q4_K and q6_K: the sub-blocks' integer scales are folded into B (split
+ *   into pieces small enough that code x piece is a byte), so a 256-element
+ *   superblock's scaled sum accumulates on the tiles over four 64-byte K
+ *   chunks and two (q4_K) or four (q6_K) C tiles leave per superblock.
  *
  * The tile configuration is per thread: each call loads it (ldtilecfg)
  * and releases the tiles before it returns (tilerelease), so no thread
@@ -57,42 +62,35 @@ ALWAYS_INLINE void amx_loadcfg(const struct amx_cfg *c)
 	__asm__ volatile("ldtilecfg %0" ::"m"(*c));
 }
 
-/* The kinds: dot_avx2.c's LEG_ ones (32-element blocks) and q4_K. */
+/* The kinds: dot_avx2.c's LEG_ ones (32-element blocks), q4_K, q6_K. */
 enum { AMX_Q4_K = 16, AMX_Q6_K = 17 };
 
-/* Tiles, 32-element blocks: 0 and 1 the C sums (m activation rows x 16
- * weight rows, int32) of even and odd blocks; 2 and 3 their A (m rows x
- * 32 bytes); 4 and 5 their B (8 x 64 bytes, amx_btiles). q4_K: 0-1 and
- * 2-3 the two C tiles (amx_btiles_k4) of even and odd superblocks; 4 and
- * 7 A (m rows x 64 bytes, alternate K chunks); 5 and 6 B (16 x 64 bytes). */
-static void amx_config(int m, bool k4)
+/* Tiles. 32-element blocks: 0 and 1 C (m x 64 bytes: 16 weight rows'
+ * int32 sums) of even and odd blocks, 2 and 3 their A (m x 32 bytes), 4
+ * and 5 their B (8 x 64). K-quants (kq): 0-3 C (q4_K: lo and hi of even
+ * superblocks, then of odd ones; q6_K: its four pieces), 4 and 7 A (m x 64
+ * bytes, K chunks alternate), 5 and 6 B (16 x 64). */
+static void amx_config(int m, bool kq)
 {
 	_Alignas(64) struct amx_cfg c;
 	memset(&c, 0, sizeof(c));
 	c.palette = 1;
-	for (int i = 0; i < 2; i++) {
-		c.rows[i] = c.rows[2 + i] = (uint8_t)m;
-		c.colsb[i] = c.colsb[2 + i] = 64;
-		c.rows[4 + i] = k4 ? 16 : 8;
-		c.colsb[4 + i] = 64;
+	for (int i = 0; i < 8; i++) {
+		c.rows[i] = (uint8_t)m;
+		c.colsb[i] = 64;
 	}
-	if (k4) {
-		c.colsb[2] = c.colsb[3] = 64;
-		c.rows[6] = 16;
-		c.colsb[6] = 64;
-		c.rows[7] = (uint8_t)m;
-		c.colsb[7] = 64;
-		c.rows[4] = (uint8_t)m;
-		c.colsb[4] = 64;
+	if (kq) {
+		c.rows[5] = c.rows[6] = 16;
 	} else {
 		c.colsb[2] = c.colsb[3] = 32;
+		c.rows[4] = c.rows[5] = 8;
 	}
 	amx_loadcfg(&c);
 }
 
 /* A slice of blocks of a pair of groups at a time is put in tile form (a
- * 16 KiB buffer: 32 blocks, or 2 q4_K superblocks) and serves every token
- * block of the call. */
+ * 16 KiB buffer: 32 blocks, 2 q4_K or 1 q6_K superblock) and serves every
+ * token block of the call (64 KiB slices: a few % faster, more stack). */
 enum { AMX_SLICE_BYTES = 16384 };
 ALWAYS_INLINE size_t amx_bbytes(const int KIND)
 {
@@ -242,8 +240,8 @@ ALWAYS_INLINE void amx_btiles_k6(const uint8_t *w, size_t gs, int64_t ib0, int64
 	__asm__ volatile("{tileloadd\t(%0,%1,1), %%tmm" #dst "|tileloadd\t%%tmm" #dst ", [%0+%1*1]}"   \
 			 :: "r"((const void *)(base)), "r"((long)(stride)) : "memory")
 
-/* Block ib's integer sums into C tile P (A tile P + 2, B tile P + 4) and
- * out to c[P] (token t's 16 sums at c[P][t]). Tile numbers are literal
+/* Block ib's integer sums into C tile P (A tile PA, B tile PB) and out
+ * to c[P] (token t's 16 sums at c[P][t]). Tile numbers are literal
  * immediates (the intrinsics paste them into the instruction), hence a
  * macro. q4_1's codes are unsigned, the others' signed. */
 #define AMX_BLOCK(P, PA, PB, ib)                                                                  \
@@ -264,24 +262,10 @@ ALWAYS_INLINE void amx_float_step(__m512 *acc, const int32_t (*c)[16], const uin
 				  size_t s_off, const int M, const int KIND)
 {
 	const uint8_t *sb = w + (size_t)ib * 8 * ws;
-	const bool q41 = KIND == LEG_Q4_1;
-	__m512 dx = ld2_half(sb, gs, 0), mx = q41 ? ld2_half(sb, gs, 16) : dx;
+	__m512 dx = ld2_half(sb, gs, 0), mx = KIND == LEG_Q4_1 ? ld2_half(sb, gs, 16) : dx;
 #pragma GCC unroll 16
-	for (int t = 0; t < M; t++) {
-		const uint8_t *y = ACT(t, uint8_t);
-		__m512i si = _mm512_load_si512(c[t]);
-		__m512 dy = _mm512_set1_ps(((const float *)(y + d_off))[ib]);
-		__m512 f = _mm512_cvtepi32_ps(si);
-		__m512 term;
-		if (KIND == LEG_Q4_0) /* (sumi * dx) * dy */
-			term = _mm512_mul_ps(_mm512_mul_ps(f, dx), dy);
-		else if (q41) /* (dx * dy) * sumi + mx * sy */
-			term = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(dx, dy), f),
-					     _mm512_mul_ps(mx, _mm512_set1_ps(((const float *)(y + s_off))[ib])));
-		else /* (dx * dy) * sumi */
-			term = _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
-		acc[t] = _mm512_add_ps(acc[t], term);
-	}
+	for (int t = 0; t < M; t++)
+		acc[t] = leg_float16(acc[t], _mm512_load_si512(c[t]), dx, mx, ACT(t, uint8_t), d_off, s_off, ib, KIND);
 }
 
 /* Blocks ib0..ib1 - 1 of the two groups at w (the second gs bytes on)

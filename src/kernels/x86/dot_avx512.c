@@ -115,17 +115,7 @@ ALWAYS_INLINE void body_leg16(int64_t n, const uint8_t *w, size_t gs, const void
 					start = _mm512_srai_epi32(start, leg_start_shift(KIND));
 			}
 			__m512i si = dp4(start, W, (const int8_t *)(y + (size_t)ib * ys + yq), 8);
-			__m512 dy = _mm512_set1_ps(((const float *)(y + d_off))[ib]);
-			__m512 f = _mm512_cvtepi32_ps(si);
-			__m512 term;
-			if (KIND == LEG_Q4_0) /* (sumi * dx) * dy */
-				term = _mm512_mul_ps(_mm512_mul_ps(f, dx), dy);
-			else if (q41) /* (dx * dy) * sumi + mx * sy */
-				term = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(dx, dy), f),
-						     _mm512_mul_ps(mx, _mm512_set1_ps(((const float *)(y + s_off))[ib])));
-			else /* (dx * dy) * sumi */
-				term = _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
-			acc[t] = _mm512_add_ps(acc[t], term);
+			acc[t] = leg_float16(acc[t], si, dx, mx, y, d_off, s_off, ib, KIND);
 		}
 	}
 	store16(acc, out, os, NT);
