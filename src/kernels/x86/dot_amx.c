@@ -110,33 +110,16 @@ ALWAYS_INLINE size_t amx_bbytes(const int KIND)
  * prototypes, q8_0 on one thread: ~205 GMAC/s with two, ~270 with one). */
 ALWAYS_INLINE void amx_btiles(const uint8_t *w, size_t gs, int64_t ib0, int64_t ib1, uint8_t *b, const int KIND)
 {
-	const __m512i m4 = _mm512_set1_epi8(0x0F);
 	const __m512i off = _mm512_set1_epi8(KIND == LEG_Q4_0 ? 8 : KIND == LEG_Q5_0 ? 16 : 0);
-	const size_t qs = leg_x8_qs(KIND), ws = leg_wsize(KIND);
+	const size_t ws = leg_wsize(KIND);
 	for (int64_t ib = ib0; ib < ib1; ib++) {
 		const uint8_t *sb = w + (size_t)ib * 8 * ws;
 		uint8_t *o = b + (size_t)(ib - ib0) * 512;
 		prefetch2(sb, gs, 8 * ws);
 		__m512i W[8];
-		if (KIND == LEG_Q8_0) {
-			for (int k = 0; k < 8; k++)
-				W[k] = ld2(sb, gs, qs + 32 * (size_t)k);
-		} else {
-			for (int c = 0; c < 4; c++) {
-				__m512i T = ld2(sb, gs, qs + 32 * (size_t)c);
-				W[c] = _mm512_and_si512(T, m4);
-				W[4 + c] = _mm512_and_si512(_mm512_srli_epi16(T, 4), m4);
-			}
-			if (KIND == LEG_Q5_0) {
-				__m512i QH = ld2(sb, gs, 16);
-				for (int k = 0; k < 8; k++)
-					W[k] = _mm512_or_si512(W[k], q5_high16(QH, k));
-			}
-			for (int k = 0; k < 8; k++)
-				W[k] = _mm512_sub_epi8(W[k], off);
-		}
+		leg_codes16(sb, gs, W, KIND);
 		for (int k = 0; k < 8; k++)
-			_mm512_store_si512(o + 64 * k, W[k]);
+			_mm512_store_si512(o + 64 * k, _mm512_sub_epi8(W[k], off));
 	}
 }
 
@@ -246,7 +229,7 @@ ALWAYS_INLINE void amx_btiles_k6(const uint8_t *w, size_t gs, int64_t ib0, int64
  * macro. q4_1's codes are unsigned, the others' signed. */
 #define AMX_BLOCK(P, PA, PB, ib)                                                                  \
 	do {                                                                                      \
-		AMX_LOADD(PA, (const uint8_t *)act + (size_t)(ib) * ys + yq, act_stride);       \
+		AMX_LOADD(PA, (const uint8_t *)act + (size_t)(ib) * la.ys + la.yq, act_stride); \
 		AMX_LOADD(PB, bq + (size_t)((ib) - ib0) * 512, 64);                             \
 		_tile_zero(P);                                                                    \
 		if (KIND != LEG_Q4_1)                                                             \
@@ -258,14 +241,14 @@ ALWAYS_INLINE void amx_btiles_k6(const uint8_t *w, size_t gs, int64_t ib0, int64
 
 /* Block ib's float step for M tokens from their sums c[t]: body_leg16's. */
 ALWAYS_INLINE void amx_float_step(__m512 *acc, const int32_t (*c)[16], const uint8_t *w, size_t gs,
-				  size_t ws, const void *act, size_t act_stride, int64_t ib, size_t d_off,
-				  size_t s_off, const int M, const int KIND)
+				  size_t ws, const void *act, size_t act_stride, int64_t ib,
+				  const struct leg_act *la, const int M, const int KIND)
 {
 	const uint8_t *sb = w + (size_t)ib * 8 * ws;
 	__m512 dx = ld2_half(sb, gs, 0), mx = KIND == LEG_Q4_1 ? ld2_half(sb, gs, 16) : dx;
 #pragma GCC unroll 16
 	for (int t = 0; t < M; t++)
-		acc[t] = leg_float16(acc[t], _mm512_load_si512(c[t]), dx, mx, ACT(t, uint8_t), d_off, s_off, ib, KIND);
+		acc[t] = leg_float16(acc[t], _mm512_load_si512(c[t]), dx, mx, ACT(t, uint8_t), la, ib, KIND);
 }
 
 /* Blocks ib0..ib1 - 1 of the two groups at w (the second gs bytes on)
@@ -277,18 +260,14 @@ ALWAYS_INLINE void body_amx16(int64_t n, const uint8_t *w, size_t gs, const void
 			      float *out, size_t os, int64_t ib0, int64_t ib1, const uint8_t *bq,
 			      const int M, const int KIND)
 {
-	const bool q41 = KIND == LEG_Q4_1;
-	const int64_t nb = n / 32;
-	const size_t ys = q41 ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0);
-	const size_t yq = q41 ? offsetof(struct block_q8_1, qs) : offsetof(struct block_q8_0, qs);
-	const size_t d_off = kern_act_d_off((size_t)nb * ys), s_off = kern_act_s_off((size_t)nb * ys, nb);
+	const struct leg_act la = leg_act_of(n, KIND);
 	const size_t ws = leg_wsize(KIND);
 	_Alignas(64) int32_t c[2][16][16]; /* by C tile */
 	__m512 acc[16];
 	for (int t = 0; t < M; t++)
 		acc[t] = ib0 ? _mm512_loadu_ps(out + (size_t)t * os) : _mm512_setzero_ps();
 	AMX_BLOCK(0, 2, 4, ib0);
-#define AMX_FSTEP(S, ib) amx_float_step(acc, (const int32_t(*)[16])c[S], w, gs, ws, act, act_stride, ib, d_off, s_off, M, KIND)
+#define AMX_FSTEP(S, ib) amx_float_step(acc, (const int32_t(*)[16])c[S], w, gs, ws, act, act_stride, ib, &la, M, KIND)
 	for (int64_t ib = ib0; ib < ib1; ib += 2) {
 		if (ib + 1 < ib1)
 			AMX_BLOCK(1, 3, 5, ib + 1);

@@ -349,9 +349,8 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 		p[r] = (const uint8_t *)vw + (size_t)(r < nr ? r : nr - 1) * w_stride;
 	const bool q41 = KIND == LEG_Q4_1;
 	const int64_t nb = n / 32;
-	const size_t ys = q41 ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0);
-	const size_t yq = q41 ? offsetof(struct block_q8_1, qs) : offsetof(struct block_q8_0, qs);
-	const size_t d_off = kern_act_d_off((size_t)nb * ys), s_off = kern_act_s_off((size_t)nb * ys, nb);
+	const struct leg_act la = leg_act_of(n, KIND);
+	const size_t ys = la.ys, yq = la.yq, d_off = la.d_off, s_off = la.s_off;
 	const size_t ws = leg_wsize(KIND);
 	__m256 acc[8];
 	for (int t = 0; t < NT; t++)

@@ -76,11 +76,8 @@ ALWAYS_INLINE void body_leg16(int64_t n, const uint8_t *w, size_t gs, const void
 {
 	const bool q41 = KIND == LEG_Q4_1;
 	const int64_t nb = n / 32;
-	const size_t ys = q41 ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0);
-	const size_t yq = q41 ? offsetof(struct block_q8_1, qs) : offsetof(struct block_q8_0, qs);
-	const size_t d_off = kern_act_d_off((size_t)nb * ys), s_off = kern_act_s_off((size_t)nb * ys, nb);
-	const size_t ws = leg_wsize(KIND), qs = leg_x8_qs(KIND);
-	const __m512i m4 = _mm512_set1_epi8(0x0F);
+	const struct leg_act la = leg_act_of(n, KIND);
+	const size_t ws = leg_wsize(KIND);
 	__m512 acc[8];
 	for (int t = 0; t < NT; t++)
 		acc[t] = _mm512_setzero_ps();
@@ -88,21 +85,10 @@ ALWAYS_INLINE void body_leg16(int64_t n, const uint8_t *w, size_t gs, const void
 		const uint8_t *sb = w + (size_t)ib * 8 * ws;
 		prefetch2(sb, gs, 8 * ws);
 		__m512i W[8];
-		if (KIND == LEG_Q8_0) { /* w + 128 as u8; 128 * sum(y) comes off below */
+		leg_codes16(sb, gs, W, KIND);
+		if (KIND == LEG_Q8_0) /* w + 128 as u8; 128 * sum(y) comes off below */
 			for (int k = 0; k < 8; k++)
-				W[k] = _mm512_xor_si512(ld2(sb, gs, qs + 32 * (size_t)k), _mm512_set1_epi8((char)0x80));
-		} else {
-			for (int k = 0; k < 4; k++) {
-				__m512i T = ld2(sb, gs, qs + 32 * (size_t)k);
-				W[k] = _mm512_and_si512(T, m4);
-				W[4 + k] = _mm512_and_si512(_mm512_srli_epi16(T, 4), m4);
-			}
-			if (KIND == LEG_Q5_0) {
-				__m512i QH = ld2(sb, gs, 16);
-				for (int k = 0; k < 8; k++)
-					W[k] = _mm512_or_si512(W[k], q5_high16(QH, k));
-			}
-		}
+				W[k] = _mm512_xor_si512(W[k], _mm512_set1_epi8((char)0x80));
 		__m512 dx = ld2_half(sb, gs, 0), mx = q41 ? ld2_half(sb, gs, 16) : dx;
 #pragma GCC unroll 8
 		for (int t = 0; t < NT; t++) {
@@ -110,12 +96,12 @@ ALWAYS_INLINE void body_leg16(int64_t n, const uint8_t *w, size_t gs, const void
 			/* the chain starts at -off * sum(y) (dot_avx2.c's leg_start) */
 			__m512i start = _mm512_setzero_si512();
 			if (!q41) {
-				start = bcast4(y + s_off + 4 * (size_t)ib);
+				start = bcast4(y + la.s_off + 4 * (size_t)ib);
 				if (leg_start_shift(KIND))
 					start = _mm512_srai_epi32(start, leg_start_shift(KIND));
 			}
-			__m512i si = dp4(start, W, (const int8_t *)(y + (size_t)ib * ys + yq), 8);
-			acc[t] = leg_float16(acc[t], si, dx, mx, y, d_off, s_off, ib, KIND);
+			__m512i si = dp4(start, W, (const int8_t *)(y + (size_t)ib * la.ys + la.yq), 8);
+			acc[t] = leg_float16(acc[t], si, dx, mx, y, &la, ib, KIND);
 		}
 	}
 	store16(acc, out, os, NT);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kern.h"
 #include "quant/blocks.h"
 
 /* unused: a build may leave some helpers without a caller (clang warns
@@ -44,6 +45,22 @@ ALWAYS_INLINE size_t leg_wsize(const int KIND)
 ALWAYS_INLINE size_t leg_x8_qs(const int KIND)
 {
 	return KIND == LEG_Q4_1 ? 32 : KIND == LEG_Q5_0 ? 48 : 16;
+}
+
+/* Where a 32-element block type's activation row of n elements (kern.h's
+ * AVX2 layout of q8_0 / q8_1 rows) keeps block ib's quants (at ib * ys +
+ * yq), its d array (d_off) and its s or -128 * sum array (s_off). */
+struct leg_act {
+	size_t ys, yq, d_off, s_off;
+};
+ALWAYS_INLINE struct leg_act leg_act_of(int64_t n, const int KIND)
+{
+	const bool q41 = KIND == LEG_Q4_1;
+	const size_t ys = q41 ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0), nb = (size_t)(n / 32);
+	return (struct leg_act){ .ys = ys,
+				 .yq = q41 ? offsetof(struct block_q8_1, qs) : offsetof(struct block_q8_0, qs),
+				 .d_off = kern_act_d_off(nb * ys),
+				 .s_off = kern_act_s_off(nb * ys, (int64_t)nb) };
 }
 
 /* A q4_K x8 superblock: d[8], dmin[8], the scales' 3 columns, the quants'
@@ -146,22 +163,22 @@ ALWAYS_INLINE __m512i ubyte32(__m512i v, int b)
 {
 	return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
 }
-/* One 32-element block's float step for activation row y (its d and s /
- * -128 * sum arrays at d_off, s_off) and 16 weight rows from their exact
+/* One 32-element block's float step for activation row y (layout la) and
+ * 16 weight rows from their exact
  * block sums si: acc + the portable vec_dot's term, operation for
  * operation (quant/q_legacy.c): q4_0 (si * dx) * dy, q4_1 (dx * dy) * si
  * + mx * sy, q5_0 and q8_0 (dx * dy) * si. */
-ALWAYS_INLINE __m512 leg_float16(__m512 acc, __m512i si, __m512 dx, __m512 mx, const uint8_t *y, size_t d_off,
-				 size_t s_off, int64_t ib, const int KIND)
+ALWAYS_INLINE __m512 leg_float16(__m512 acc, __m512i si, __m512 dx, __m512 mx, const uint8_t *y,
+				 const struct leg_act *la, int64_t ib, const int KIND)
 {
-	__m512 dy = _mm512_set1_ps(((const float *)(y + d_off))[ib]);
+	__m512 dy = _mm512_set1_ps(((const float *)(y + la->d_off))[ib]);
 	__m512 f = _mm512_cvtepi32_ps(si);
 	__m512 term;
 	if (KIND == LEG_Q4_0)
 		term = _mm512_mul_ps(_mm512_mul_ps(f, dx), dy);
 	else if (KIND == LEG_Q4_1)
 		term = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(dx, dy), f),
-				     _mm512_mul_ps(mx, _mm512_set1_ps(((const float *)(y + s_off))[ib])));
+				     _mm512_mul_ps(mx, _mm512_set1_ps(((const float *)(y + la->s_off))[ib])));
 	else
 		term = _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
 	return _mm512_add_ps(acc, term);
@@ -234,6 +251,31 @@ ALWAYS_INLINE __m512i q5_high16(__m512i QH, int k)
 						    (8u << sh) << 24));
 	__m512i v = shuf4(QH, sel);
 	return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(v, bit), _mm512_set1_epi8(0x10));
+}
+
+/* The codes of one block of two x8 groups (superblock sb, the second gs
+ * bytes on) as W[k] = column k, lanes = 16 rows: q8_0's stored bytes;
+ * the 4-bit kinds' nibbles (0..15: columns 0..3 low, 4..7 high), q5_0's
+ * with their fifth bits (0..31), unsigned, offsets not taken off. */
+ALWAYS_INLINE void leg_codes16(const uint8_t *sb, size_t gs, __m512i *W, const int KIND)
+{
+	const size_t qs = leg_x8_qs(KIND);
+	if (KIND == LEG_Q8_0) {
+		for (int k = 0; k < 8; k++)
+			W[k] = ld2(sb, gs, qs + 32 * (size_t)k);
+		return;
+	}
+	const __m512i m4 = _mm512_set1_epi8(0x0F);
+	for (int c = 0; c < 4; c++) {
+		__m512i T = ld2(sb, gs, qs + 32 * (size_t)c);
+		W[c] = _mm512_and_si512(T, m4);
+		W[4 + c] = _mm512_and_si512(_mm512_srli_epi16(T, 4), m4);
+	}
+	if (KIND == LEG_Q5_0) {
+		__m512i QH = ld2(sb, gs, 16);
+		for (int k = 0; k < 8; k++)
+			W[k] = _mm512_or_si512(W[k], q5_high16(QH, k));
+	}
 }
 
 /* get_scale_min_k4 for the 16 rows of two q4_K x8 superblocks (sb, and
