@@ -7,7 +7,7 @@
   physical range: tokens/s > 0; the decode roofline's bandwidth between
   1 GB/s and 2 TB/s and tg's share of it in (0, 5) (a cache can hold the
   model); the compute peak between 1e9 and 1e12 multiply-adds a second a
-  thread, with the instruction named; pp's multiply-adds a second equal to
+  thread (7e12 for the AMX set's tiles), with the instruction named; pp's multiply-adds a second equal to
   pp t/s times the model's multiply-adds per token (30 layers of SmolLM2's
   matrices, plus the LM head once per chunk), and its share below 1;
 - --kernels names the set that ran: avx2 runs vpmaddubsw ymm, the default
@@ -58,7 +58,9 @@ def main():
         check(j["pp_tps"] > 0 and j["tg_tps"] > 0, f"tokens/s {j['pp_tps']} {j['tg_tps']}")
         check(1e9 < j["bandwidth_bytes_per_s"] < 2e12, f"bandwidth {j['bandwidth_bytes_per_s']}")
         check(0 < j["tg_roofline_share"] < 5, f"tg share {j['tg_roofline_share']}")
-        check(2e9 < j["peak_macs_per_s"] < 2e12, f"peak {j['peak_macs_per_s']}")
+        # 2 threads; AMX's tiles do 1024 a cycle a core (below 1.4e13 at 6 GHz)
+        top = 1.4e13 if j.get("kernels") == "amx" else 2e12
+        check(2e9 < j["peak_macs_per_s"] < top, f"peak {j['peak_macs_per_s']}")
         want = j["pp_tps"] * (layers + head / 32)  # one chunk of 32: its last row's logits
         check(abs(j["pp_macs_per_s"] - want) <= 1e-3 * want, f"pp MAC/s {j['pp_macs_per_s']} want {want}")
         check(0 < j["pp_compute_share"] < 1, f"pp share {j['pp_compute_share']}")
