@@ -111,7 +111,7 @@ static const char usage[] =
 	"Kernel column: the set (avx2; vnni: AVX2 with AVX-VNNI's dot products;\n"
 	"avx512: x8 groups two at a time in 512-bit registers, or /256 where\n"
 	"op_matmul takes its 256-bit kernels, for -n 8 or fewer; amx: avx512 with\n"
-	"q4_0, q4_1 and q8_0 on the AMX tiles above -n 8; --set picks a set\n"
+	"q4_0, q4_1, q5_0, q8_0, q4_K and q6_K on the AMX tiles above -n 8; --set picks a set\n"
 	"the CPU and this build run), x8- when repacked (rows in lanes), or portable\n"
 	"(no ISA kernel for the type: the scalar C).\n";
 

@@ -10,8 +10,8 @@
  * Two x8 groups (16 weight rows) against m = 16 or 8 activation rows at
  * a time: A = the m rows' quant bytes of a block or K chunk, loaded from
  * the activation rows in place (their stride apart); B = the weights in
- * tile form, made once a call from the x8 layout into a small buffer and
- * used by every token block (amx_btiles*); C = m x 16 exact int32 sums,
+ * tile form, made from the x8 layout into a small buffer once per pair of
+ * groups and slice of K, for every token block of the call (amx_btiles*); C = m x 16 exact int32 sums,
  * the same integers the vpdpbusd kernels form, which then take the
  * AVX-512 kernels' float steps (dot_avx512.c, the k4_ / k6_ helpers of
  * simd_x86.h), operation for operation: every result is the AVX-512
@@ -417,10 +417,11 @@ ALWAYS_INLINE void body_amx_k6(const uint8_t *w, size_t gs, const void *act, siz
 		_mm512_storeu_ps(out + (size_t)t * os, acc[t]);
 }
 
-/* Token rows t0..t1 - 1 (a multiple of M of them) of the pairs of groups
- * in rows 0..pairs - 1, through body (body_amx16 for M and KIND), slice by
- * slice; configures the tiles for M. */
-ALWAYS_INLINE void amx_pass(int64_t n, const uint8_t *w, size_t ws, int pairs, const uint8_t *act, size_t as,
+/* Token rows t0..t1 - 1 (a multiple of M of them) against weight rows
+ * 0..rows16 - 1 (the rows that fill pairs of groups, a multiple of 16),
+ * through body (body_amx16 for M and KIND), slice by slice; configures the
+ * tiles for M. */
+ALWAYS_INLINE void amx_pass(int64_t n, const uint8_t *w, size_t ws, int rows16, const uint8_t *act, size_t as,
 			    int t0, int t1, float *out, size_t os, const int M, const int KIND,
 			    void (*body)(int64_t, const uint8_t *, size_t, const void *, size_t, float *,
 					 size_t, int64_t, int64_t, const uint8_t *))
@@ -429,7 +430,7 @@ ALWAYS_INLINE void amx_pass(int64_t n, const uint8_t *w, size_t ws, int pairs, c
 	const bool k = KIND == AMX_Q4_K || KIND == AMX_Q6_K;
 	const int64_t nb = k ? n / QK_K : n / 32, per = AMX_SLICE_BYTES / amx_bbytes(KIND);
 	amx_config(M, k);
-	for (int r = 0; r < pairs; r += 16) {
+	for (int r = 0; r < rows16; r += 16) {
 		const uint8_t *g = w + (size_t)r * ws;
 		for (int64_t ib0 = 0; ib0 < nb; ib0 += per) {
 			int64_t ib1 = ib0 + per < nb ? ib0 + per : nb;
@@ -475,20 +476,20 @@ ALWAYS_INLINE void amx_body(int64_t n, const uint8_t *w, size_t gs, const void *
 	static void name(int64_t n, const void *w, size_t ws, int nr, const void *act, size_t as,    \
 			 int nt, float *out, size_t os)                                           \
 	{                                                                                      \
-		const int pairs = nr / 16 * 16, n16 = nt / 16 * 16, n8 = nt % 16 >= 8 ? 8 : 0;  \
-		const int done = pairs ? n16 + n8 : 0;                                         \
-		if (pairs && n16)                                                              \
-			amx_pass(n, w, ws, pairs, act, as, 0, n16, out, os, 16, KIND, name##_16);  \
-		if (pairs && n8)                                                               \
-			amx_pass(n, w, ws, pairs, act, as, n16, n16 + 8, out, os, 8, KIND, name##_8); \
+		const int rows16 = nr / 16 * 16, n16 = nt / 16 * 16, n8 = nt % 16 >= 8 ? 8 : 0;  \
+		const int done = rows16 ? n16 + n8 : 0;                                         \
+		if (rows16 && n16)                                                              \
+			amx_pass(n, w, ws, rows16, act, as, 0, n16, out, os, 16, KIND, name##_16);  \
+		if (rows16 && n8)                                                               \
+			amx_pass(n, w, ws, rows16, act, as, n16, n16 + 8, out, os, 8, KIND, name##_8); \
 		if (done)                                                                      \
 			_tile_release();                                                       \
-		if (pairs && done < nt)                                                        \
-			kern_gemm_x8_get_avx512(TYPE)(n, w, ws, pairs, (const uint8_t *)act + (size_t)done * as, \
+		if (rows16 && done < nt)                                                        \
+			kern_gemm_x8_get_avx512(TYPE)(n, w, ws, rows16, (const uint8_t *)act + (size_t)done * as, \
 						      as, nt - done, out + (size_t)done * os, os); \
-		if (pairs < nr)                                                                \
-			kern_gemm_x8_get_avx512(TYPE)(n, (const uint8_t *)w + (size_t)pairs * ws, ws, \
-						      nr - pairs, act, as, nt, out + pairs, os); \
+		if (rows16 < nr)                                                                \
+			kern_gemm_x8_get_avx512(TYPE)(n, (const uint8_t *)w + (size_t)rows16 * ws, ws, \
+						      nr - rows16, act, as, nt, out + rows16, os); \
 	}
 
 GEMM_AMX(amx_q8_0, LEG_Q8_0, FX_TYPE_Q8_0)
