@@ -47,10 +47,11 @@ enum kern_isa {
 	 * AVX2 set's bit for bit. */
 	KERN_AVX512 = 3,
 	/* The AVX-512 set whose x8 matrix products of more than KERN_NT_MAX
-	 * activation rows (q4_0, q4_1, q8_0) run on the AMX tile unit
-	 * (AMX-TILE + AMX-INT8: Sapphire Rapids and later Xeons) when Linux
-	 * grants the process the tile state (dot_amx.c): the same integer sums
-	 * and float steps, the AVX-512 set's results bit for bit. */
+	 * activation rows (q4_0, q4_1, q5_0, q8_0, q4_K, q6_K) run on the
+	 * AMX tile unit (AMX-TILE + AMX-INT8: Sapphire Rapids and later
+	 * Xeons) when Linux grants the process the tile state (dot_amx.c):
+	 * the same integer sums and float steps, the AVX-512 set's results
+	 * bit for bit. */
 	KERN_AMX = 4,
 };
 
