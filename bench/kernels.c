@@ -84,10 +84,9 @@ static int bench_type(struct fx_pool *pool, int type, int64_t k, int64_t m, int6
 	}
 	double mac = (double)k * (double)m * (double)n;
 	const char *set = set_names[isa];
-	/* op_matmul's choice (kern_gemm_x8_for): the AVX-512 set's x8
-	 * kernels are 256-bit ones for few activation rows */
-	bool narrow = (isa == KERN_AVX512 || isa == KERN_AMX) && wm.x8 &&
-		      kern_gemm_x8_for(ks, type, n) != ks->gemm_x8[type];
+	/* op_matmul's choice (kern_gemm_x8_for): the AVX-512 and AMX sets'
+	 * x8 kernels are 256-bit ones for few activation rows */
+	bool narrow = wm.x8 && kern_gemm_x8_for(ks, type, n) != ks->gemm_x8[type];
 	char kind[16];
 	snprintf(kind, sizeof(kind), "%s%s%s", wm.x8 ? "x8-" : "",
 		 ks->dot[type] || ks->gemm[type] || wm.x8 ? set : "portable", narrow ? "/256" : "");

@@ -43,7 +43,8 @@ static unsigned cpuid_reg(unsigned leaf, unsigned sub, int reg)
  * Elsewhere: false. */
 static bool amx_usable(unsigned xcr0)
 {
-	if (!(cpuid_reg(7, 0, 3) >> 24 & 1) || !(cpuid_reg(7, 0, 3) >> 25 & 1) || (xcr0 & 0x60000) != 0x60000)
+	const unsigned edx7 = cpuid_reg(7, 0, 3);
+	if ((edx7 >> 24 & 3) != 3 || (xcr0 & 0x60000) != 0x60000)
 		return false;
 #if defined(__linux__)
 	return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
