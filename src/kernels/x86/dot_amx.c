@@ -23,9 +23,10 @@
  *   and four float instructions' lanes per 32 products, bound these
  *   kernels far below the tile unit's own peak (docs/BENCHMARKS.md).
  * - q4_K and q6_K: the sub-blocks' integer scales are folded into B (split
- *   into pieces small enough that code x piece is a byte), so a 256-element
+ *   into pieces small enough that code x piece is a byte; q6_K's codes less
+ *   their offset 32, so its sums need no correction), so a 256-element
  *   superblock's scaled sum accumulates on the tiles over four 64-byte K
- *   chunks and two (q4_K) or four (q6_K) C tiles leave per superblock.
+ *   chunks and two (q4_K) or three (q6_K) C tiles leave per superblock.
  *
  * The tile configuration is per thread: each call loads it (ldtilecfg)
  * and releases the tiles before it returns (tilerelease), so no thread
@@ -67,10 +68,10 @@ enum { AMX_Q4_K = 16, AMX_Q6_K = 17 };
 
 /* Tiles. 32-element blocks: 0 and 1 C (m x 64 bytes: 16 weight rows'
  * int32 sums) of even and odd blocks, 2 and 3 their A (m x 32 bytes), 4
- * and 5 their B (8 x 64). K-quants (kq): 0-3 C (q4_K: lo and hi of even
- * superblocks, then of odd ones; q6_K: its four pieces), 4 and 7 A (m x 64
- * bytes, K chunks alternate), 5 and 6 B (16 x 64). */
-static void amx_config(int m, bool kq)
+ * and 5 their B (8 x 64). q4_K: 0-3 C (lo and hi of even superblocks,
+ * then of odd ones), 4 and 7 A (m x 64 bytes, K chunks alternate), 5 and 6
+ * B (16 x 64). q6_K: 0-2 C (its three pieces), 4 and 7 A, 3, 5 and 6 B. */
+static void amx_config(int m, int kind)
 {
 	_Alignas(64) struct amx_cfg c;
 	memset(&c, 0, sizeof(c));
@@ -79,8 +80,10 @@ static void amx_config(int m, bool kq)
 		c.rows[i] = (uint8_t)m;
 		c.colsb[i] = 64;
 	}
-	if (kq) {
+	if (kind == AMX_Q4_K || kind == AMX_Q6_K) {
 		c.rows[5] = c.rows[6] = 16;
+		if (kind == AMX_Q6_K)
+			c.rows[3] = 16;
 	} else {
 		c.colsb[2] = c.colsb[3] = 32;
 		c.rows[4] = c.rows[5] = 8;
@@ -94,7 +97,7 @@ static void amx_config(int m, bool kq)
 enum { AMX_SLICE_BYTES = 16384 };
 ALWAYS_INLINE size_t amx_bbytes(const int KIND)
 {
-	return KIND == AMX_Q6_K ? 16384 : KIND == AMX_Q4_K ? 8192 : 512;
+	return KIND == AMX_Q6_K ? 12288 : KIND == AMX_Q4_K ? 8192 : 512;
 }
 
 /* Blocks ib0..ib1 - 1 of the two groups at w (the second gs bytes on) as
@@ -167,20 +170,24 @@ ALWAYS_INLINE void amx_btiles_k4(const uint8_t *w, size_t gs, int64_t ib0, int64
 }
 
 /* q6_K superblocks ib0..ib1 - 1 of the two groups at w (the second gs
- * bytes on) in tile form, 16 KiB each: for each 64-element K chunk c
- * (sub-blocks 2c, 2c + 1), four 16 x 64-byte B tiles, one per 2-bit piece
- * of the 16-element groups' int8 scales, sc = p0 + 4 p1 + 16 p2 + 64 p3
- * (p0..p2 in 0..3, p3 = sc >> 6 in -2..1): B_i row k = the codes (0..63)
- * of elements 4k..4k+3 of the chunk, lane r times row r's p_i (at most
- * 189: unsigned bytes; p3's products signed, at most 126 in size). Then
- * sum_i 4^i (A x B_i) is the superblock's exact sum of scale x code x y
- * (the vpdpbusd kernels' isum), on the tile unit. */
+ * bytes on) in tile form, 12 KiB each: for each 64-element K chunk c
+ * (sub-blocks 2c, 2c + 1), three 16 x 64-byte B tiles, one per digit of
+ * the 16-element groups' int8 scales in balanced base 8, sc = p0 + 8 p1 +
+ * 64 p2 with every p_i in -3..4 (p2 in -2..2 for sc in -128..127): B_i row
+ * k = the signed codes (code - 32, in -32..31) of elements 4k..4k+3 of the
+ * chunk, lane r times row r's p_i, at least -128 and at most 124, a signed
+ * byte. Then sum_i 8^i (A x B_i) is the superblock's exact sum of scale x
+ * (code - 32) x y: the integer the vpdpbusd kernels reach as isum less 32
+ * x (scale . bsums) (k6_float16), with the offset already off, in three
+ * tiles. A product is formed unsigned (code x |p| <= 252: one vpmullw
+ * scales two codes with no carry across bytes), less 32 |p|, negated where
+ * p < 0. */
 ALWAYS_INLINE void amx_btiles_k6(const uint8_t *w, size_t gs, int64_t ib0, int64_t ib1, uint8_t *b)
 {
-	const __m512i three = _mm512_set1_epi32(3), zero = _mm512_setzero_si512();
+	const __m512i three = _mm512_set1_epi32(3), seven = _mm512_set1_epi32(7), zero = _mm512_setzero_si512();
 	for (int64_t ib = ib0; ib < ib1; ib++) {
 		const uint8_t *sb = w + (size_t)ib * 8 * sizeof(struct block_q6_K);
-		uint8_t *o = b + (size_t)(ib - ib0) * 16384;
+		uint8_t *o = b + (size_t)(ib - ib0) * 12288;
 		prefetch2(sb, gs, 8 * sizeof(struct block_q6_K));
 		__m512i S[4];
 		for (int c = 0; c < 4; c++)
@@ -192,23 +199,28 @@ ALWAYS_INLINE void amx_btiles_k6(const uint8_t *w, size_t gs, int64_t ib0, int64
 				for (int q = 0; q < 2; q++) {
 					/* group 8j + 2m + q: columns 4q..4q+3 of sub-block 4j + m */
 					const int g = 8 * j + 2 * m + q;
-					__m512i sc = sbyte32(S[g / 4], g % 4);
-					__mmask64 neg = _mm512_movepi8_mask(sc);
-					__m512i p[4];
-					for (int i = 0; i < 3; i++)
-						p[i] = _mm512_and_si512(_mm512_srai_epi32(sc, 2 * i), three);
-					p[3] = _mm512_abs_epi32(_mm512_srai_epi32(sc, 6));
-					for (int i = 0; i < 4; i++) /* both int16 of the lane */
-						p[i] = _mm512_or_si512(p[i], _mm512_slli_epi32(p[i], 16));
+					__m512i r = sbyte32(S[g / 4], g % 4);
+					__m512i mag[3], off[3];
+					__mmask64 neg[3];
+					for (int i = 0; i < 3; i++) {
+						/* p = ((r + 3) & 7) - 3, then r = (r - p) / 8 (exact) */
+						__m512i p = i < 2 ? _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(r, three), seven), three) : r;
+						r = _mm512_srai_epi32(_mm512_sub_epi32(r, p), 3);
+						neg[i] = _mm512_movepi8_mask(p); /* sign-extended: every byte of the lane */
+						__m512i a = _mm512_abs_epi32(p);
+						mag[i] = _mm512_or_si512(a, _mm512_slli_epi32(a, 16));
+						__m512i a32 = _mm512_slli_epi32(a, 5);
+						a32 = _mm512_or_si512(a32, _mm512_slli_epi32(a32, 8));
+						off[i] = _mm512_or_si512(a32, _mm512_slli_epi32(a32, 16));
+					}
 					for (int k = 4 * q; k < 4 * q + 4; k++) {
 						__m512i W = k6_codes16(sb, gs, j, m, k);
 						const size_t row = 64 * (8 * (size_t)half + (size_t)k);
-						for (int i = 0; i < 3; i++)
-							_mm512_store_si512(o + 4096 * (size_t)c + 1024 * (size_t)i + row,
-									   _mm512_mullo_epi16(W, p[i]));
-						__m512i w3 = _mm512_mullo_epi16(W, p[3]);
-						_mm512_store_si512(o + 4096 * (size_t)c + 3072 + row,
-								   _mm512_mask_sub_epi8(w3, neg, zero, w3));
+						for (int i = 0; i < 3; i++) {
+							__m512i u = _mm512_sub_epi8(_mm512_mullo_epi16(W, mag[i]), off[i]);
+							_mm512_store_si512(o + 3072 * (size_t)c + 1024 * (size_t)i + row,
+									   _mm512_mask_sub_epi8(u, neg[i], zero, u));
+						}
 					}
 				}
 			}
@@ -348,69 +360,60 @@ ALWAYS_INLINE void body_amx_k4(const uint8_t *w, size_t gs, const void *act, siz
 		_mm512_storeu_ps(out + (size_t)t * os, acc[t]);
 }
 
-/* q6_K superblock ib's four piece sums into C tiles 0..3 and out to
- * c[0..3]; A alternates tiles 4 and 7 by K chunk, B tiles 5 and 6 by piece
- * (pieces 0-2 unsigned, 3 signed). No second set of C tiles is left for
- * a pipeline: a superblock's float step follows its tile work. */
+/* q6_K superblock ib's three digit sums into C tiles 0..2 and out to
+ * c[0..2]; A alternates tiles 4 and 7 by K chunk, the digits' B are tiles
+ * 5, 6 and 3. All signed. No second set of C tiles is left for a
+ * pipeline: a superblock's float step follows its tile work. */
 #define AMX6_BLOCK(ib)                                                                            \
 	do {                                                                                      \
-		const uint8_t *b_ = bq + (size_t)((ib) - ib0) * 16384;                            \
+		const uint8_t *b_ = bq + (size_t)((ib) - ib0) * 12288;                            \
 		const uint8_t *a_ = (const uint8_t *)act + (size_t)(ib) * sizeof(struct block_q8_K) + \
 				    offsetof(struct block_q8_K, qs);                              \
 		_tile_zero(0);                                                                    \
 		_tile_zero(1);                                                                    \
 		_tile_zero(2);                                                                    \
-		_tile_zero(3);                                                                    \
 		for (int c_ = 0; c_ < QK_K / 64; c_ += 2) {                                       \
 			AMX_LOADD(4, a_ + 64 * c_, act_stride);                                   \
-			AMX_LOADD(5, b_ + 4096 * c_, 64);                                         \
-			AMX_LOADD(6, b_ + 4096 * c_ + 1024, 64);                                  \
-			_tile_dpbsud(0, 4, 5);                                                    \
-			_tile_dpbsud(1, 4, 6);                                                    \
-			AMX_LOADD(5, b_ + 4096 * c_ + 2048, 64);                                  \
-			AMX_LOADD(6, b_ + 4096 * c_ + 3072, 64);                                  \
-			_tile_dpbsud(2, 4, 5);                                                    \
-			_tile_dpbssd(3, 4, 6);                                                    \
+			AMX_LOADD(5, b_ + 3072 * c_, 64);                                         \
+			AMX_LOADD(6, b_ + 3072 * c_ + 1024, 64);                                  \
+			AMX_LOADD(3, b_ + 3072 * c_ + 2048, 64);                                  \
+			_tile_dpbssd(0, 4, 5);                                                    \
+			_tile_dpbssd(1, 4, 6);                                                    \
+			_tile_dpbssd(2, 4, 3);                                                    \
 			AMX_LOADD(7, a_ + 64 * (c_ + 1), act_stride);                             \
-			AMX_LOADD(5, b_ + 4096 * (c_ + 1), 64);                                   \
-			AMX_LOADD(6, b_ + 4096 * (c_ + 1) + 1024, 64);                            \
-			_tile_dpbsud(0, 7, 5);                                                    \
-			_tile_dpbsud(1, 7, 6);                                                    \
-			AMX_LOADD(5, b_ + 4096 * (c_ + 1) + 2048, 64);                            \
-			AMX_LOADD(6, b_ + 4096 * (c_ + 1) + 3072, 64);                            \
-			_tile_dpbsud(2, 7, 5);                                                    \
-			_tile_dpbssd(3, 7, 6);                                                    \
+			AMX_LOADD(5, b_ + 3072 * (c_ + 1), 64);                                   \
+			AMX_LOADD(6, b_ + 3072 * (c_ + 1) + 1024, 64);                            \
+			AMX_LOADD(3, b_ + 3072 * (c_ + 1) + 2048, 64);                            \
+			_tile_dpbssd(0, 7, 5);                                                    \
+			_tile_dpbssd(1, 7, 6);                                                    \
+			_tile_dpbssd(2, 7, 3);                                                    \
 		}                                                                                 \
 		_tile_stored(0, c[0][0], 64);                                                     \
 		_tile_stored(1, c[1][0], 64);                                                     \
 		_tile_stored(2, c[2][0], 64);                                                     \
-		_tile_stored(3, c[3][0], 64);                                                     \
 	} while (0)
 
 /* body_amx16 for q6_K superblocks ib0..ib1 - 1 (bq: amx_btiles_k6's):
- * isum = c0 + 4 c1 + 16 c2 + 64 c3, then body_q6_K16's float step. */
+ * si = c0 + 8 c1 + 64 c2, k6_float16's si (the offset's 32 x scale . bsums
+ * is in it already), then its acc + (d * dy) * si. */
 ALWAYS_INLINE void body_amx_k6(const uint8_t *w, size_t gs, const void *act, size_t act_stride, float *out,
 			       size_t os, int64_t ib0, int64_t ib1, const uint8_t *bq, const int M)
 {
-	_Alignas(64) int32_t c[4][16][16]; /* [piece][token][row] */
+	_Alignas(64) int32_t c[3][16][16]; /* [digit][token][row] */
 	__m512 acc[16];
 	for (int t = 0; t < M; t++)
 		acc[t] = ib0 ? _mm512_loadu_ps(out + (size_t)t * os) : _mm512_setzero_ps();
 	for (int64_t ib = ib0; ib < ib1; ib++) {
 		AMX6_BLOCK(ib);
-		const uint8_t *sb = w + (size_t)ib * 8 * sizeof(struct block_q6_K);
-		__m512i S[4], SP[8];
-		for (int q = 0; q < 4; q++)
-			S[q] = ld2(sb, gs, Q6X_SC + 32 * (size_t)q);
-		k6_scale_pairs16(S, SP);
-		__m512 dx = ld2_half(sb, gs, 0);
+		__m512 dx = ld2_half(w + (size_t)ib * 8 * sizeof(struct block_q6_K), gs, 0);
 #pragma GCC unroll 16
 		for (int t = 0; t < M; t++) {
-			__m512i isum = _mm512_add_epi32(
-				_mm512_add_epi32(_mm512_load_si512(c[0][t]), _mm512_slli_epi32(_mm512_load_si512(c[1][t]), 2)),
-				_mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[2][t]), 4),
-						 _mm512_slli_epi32(_mm512_load_si512(c[3][t]), 6)));
-			acc[t] = k6_float16(acc[t], isum, ACT(t, struct block_q8_K) + ib, SP, dx);
+			__m512i si = _mm512_add_epi32(
+				_mm512_load_si512(c[0][t]),
+				_mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[1][t]), 3),
+						 _mm512_slli_epi32(_mm512_load_si512(c[2][t]), 6)));
+			__m512 dy = _mm512_set1_ps((ACT(t, struct block_q8_K) + ib)->d);
+			acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(si)));
 		}
 	}
 	for (int t = 0; t < M; t++)
@@ -429,7 +432,7 @@ ALWAYS_INLINE void amx_pass(int64_t n, const uint8_t *w, size_t ws, int rows16, 
 	_Alignas(64) uint8_t bq[AMX_SLICE_BYTES];
 	const bool k = KIND == AMX_Q4_K || KIND == AMX_Q6_K;
 	const int64_t nb = k ? n / QK_K : n / 32, per = AMX_SLICE_BYTES / amx_bbytes(KIND);
-	amx_config(M, k);
+	amx_config(M, KIND);
 	for (int r = 0; r < rows16; r += 16) {
 		const uint8_t *g = w + (size_t)r * ws;
 		for (int64_t ib0 = 0; ib0 < nb; ib0 += per) {
