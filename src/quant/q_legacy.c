@@ -3,15 +3,18 @@
  * Dequantizers and quantizers follow ggml-quants.c (dequantize_row_* and
  * quantize_row_*_ref) operation for operation, so the bytes and floats
  * are the ones ggml and gguf-py produce; dot products follow ggml-cpu's
- * ggml_vec_dot_*_q8_*_generic: an exact integer sum per block, then one
- * float multiply-add per block, in block order.
+ * ggml_vec_dot_*_q8_*_generic: an exact integer sum per block, then the
+ * block's term added in block order, with one difference: the term joins
+ * the sum in fused multiply-adds (fmaf), as ggml's own x86 kernels
+ * contract it, where the generic C multiplies and then adds. Every kernel
+ * set takes the same steps (kernels/x86: one vector FMA instead of a
+ * multiply and an add per 16 results of a block, what their float steps
+ * are bound by), so all stay bit-identical to this code.
  *
  * Every f32 expression keeps ggml's operand order. The dequantized values
  * do not depend on FMA contraction (q * d is exact: q has at most 6 bits,
- * d 11), but the dot products' float sums may: gcc in ISO C mode (as
- * CMake builds it) does not contract; clang contracts within an expression,
- * so its sums can differ from gcc's in the last bit (still fixed for a
- * given build).
+ * d 11); nothing is contracted that the source does not write
+ * (-ffp-contract=off, CMakeLists.txt).
  */
 #include "quant/blocks.h"
 
@@ -430,14 +433,15 @@ void quant_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx,
 		const int sumi = dot_q4(x[i].qs, y[i].qs) -
 				 8 * sum_i8_32(y[i].qs);
 
-		sumf += (float)sumi * quant_fp16_to_fp32(x[i].d) *
-			quant_fp16_to_fp32(y[i].d);
+		sumf = fmaf((float)sumi * quant_fp16_to_fp32(x[i].d),
+			    quant_fp16_to_fp32(y[i].d), sumf);
 	}
 	*s = sumf;
 }
 
 /* *s = x . y; x [n] q4_1, y [n] q8_1 (ggml_vec_dot_q4_1_q8_1_generic).
- * The min term uses y's stored s = fp16(d * sum q), as ggml does. */
+ * The min term uses y's stored s = fp16(d * sum q), as ggml does; it
+ * joins the sum first, then the scaled block sum, each in one fma. */
 void quant_vec_dot_q4_1_q8_1(int64_t n, float *s, const void *vx,
 			     const void *vy)
 {
@@ -448,9 +452,9 @@ void quant_vec_dot_q4_1_q8_1(int64_t n, float *s, const void *vx,
 	for (int64_t i = 0; i < n / QK8_1; i++) {
 		const int sumi = dot_q4(x[i].qs, y[i].qs);
 
-		sumf += (quant_fp16_to_fp32(x[i].d) *
-			 quant_fp16_to_fp32(y[i].d)) * (float)sumi +
-			quant_fp16_to_fp32(x[i].m) * quant_fp16_to_fp32(y[i].s);
+		sumf = fmaf(quant_fp16_to_fp32(x[i].m), quant_fp16_to_fp32(y[i].s), sumf);
+		sumf = fmaf(quant_fp16_to_fp32(x[i].d) * quant_fp16_to_fp32(y[i].d),
+			    (float)sumi, sumf);
 	}
 	*s = sumf;
 }
@@ -467,13 +471,14 @@ void quant_vec_dot_q5_0_q8_0(int64_t n, float *s, const void *vx,
 		const int sumi = dot_q5(x[i].qs, x[i].qh, y[i].qs) -
 				 16 * sum_i8_32(y[i].qs);
 
-		sumf += (quant_fp16_to_fp32(x[i].d) *
-			 quant_fp16_to_fp32(y[i].d)) * (float)sumi;
+		sumf = fmaf(quant_fp16_to_fp32(x[i].d) * quant_fp16_to_fp32(y[i].d),
+			    (float)sumi, sumf);
 	}
 	*s = sumf;
 }
 
-/* *s = x . y; x [n] q5_1, y [n] q8_1 (ggml_vec_dot_q5_1_q8_1_generic). */
+/* *s = x . y; x [n] q5_1, y [n] q8_1 (ggml_vec_dot_q5_1_q8_1_generic;
+ * its terms in fmas as q4_1's). */
 void quant_vec_dot_q5_1_q8_1(int64_t n, float *s, const void *vx,
 			     const void *vy)
 {
@@ -484,9 +489,9 @@ void quant_vec_dot_q5_1_q8_1(int64_t n, float *s, const void *vx,
 	for (int64_t i = 0; i < n / QK8_1; i++) {
 		const int sumi = dot_q5(x[i].qs, x[i].qh, y[i].qs);
 
-		sumf += (quant_fp16_to_fp32(x[i].d) *
-			 quant_fp16_to_fp32(y[i].d)) * (float)sumi +
-			quant_fp16_to_fp32(x[i].m) * quant_fp16_to_fp32(y[i].s);
+		sumf = fmaf(quant_fp16_to_fp32(x[i].m), quant_fp16_to_fp32(y[i].s), sumf);
+		sumf = fmaf(quant_fp16_to_fp32(x[i].d) * quant_fp16_to_fp32(y[i].d),
+			    (float)sumi, sumf);
 	}
 	*s = sumf;
 }
@@ -502,8 +507,8 @@ void quant_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *vx,
 	for (int64_t i = 0; i < n / QK8_0; i++) {
 		const int sumi = dot_i8_32(x[i].qs, y[i].qs);
 
-		sumf += (float)sumi * (quant_fp16_to_fp32(x[i].d) *
-				       quant_fp16_to_fp32(y[i].d));
+		sumf = fmaf(quant_fp16_to_fp32(x[i].d) * quant_fp16_to_fp32(y[i].d),
+			    (float)sumi, sumf);
 	}
 	*s = sumf;
 }

@@ -382,15 +382,14 @@ ALWAYS_INLINE void body_rows8(int64_t n, const void *vw, size_t w_stride, int nr
 					      leg_start(y, s_off, ib, KIND), KIND);
 			__m256 dy = _mm256_broadcast_ss((const float *)(y + d_off) + ib);
 			__m256 f = _mm256_cvtepi32_ps(si);
-			__m256 term;
-			if (KIND == LEG_Q4_0) /* (sumi * dx) * dy */
-				term = _mm256_mul_ps(_mm256_mul_ps(f, dx), dy);
-			else if (KIND == LEG_Q4_1) /* (dx * dy) * sumi + mx * sy */
-				term = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dx, dy), f),
-						     _mm256_mul_ps(mx, _mm256_broadcast_ss((const float *)(y + s_off) + ib)));
-			else /* (dx * dy) * sumi */
-				term = _mm256_mul_ps(_mm256_mul_ps(dx, dy), f);
-			acc[t] = _mm256_add_ps(acc[t], term);
+			if (KIND == LEG_Q4_0) /* fma(sumi * dx, dy, acc) */
+				acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(f, dx), dy, acc[t]);
+			else if (KIND == LEG_Q4_1) /* fma(dx * dy, sumi, fma(mx, sy, acc)) */
+				acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), f,
+							 _mm256_fmadd_ps(mx, _mm256_broadcast_ss((const float *)(y + s_off) + ib),
+									 acc[t]));
+			else /* fma(dx * dy, sumi, acc) */
+				acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), f, acc[t]);
 		}
 	}
 	store_rows(acc, out, os, NT, x8 ? 8 : nr);

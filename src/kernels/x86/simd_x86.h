@@ -164,24 +164,20 @@ ALWAYS_INLINE __m512i ubyte32(__m512i v, int b)
 	return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
 }
 /* One 32-element block's float step for activation row y (layout la) and
- * 16 weight rows from their exact
- * block sums si: acc + the portable vec_dot's term, operation for
- * operation (quant/q_legacy.c): q4_0 (si * dx) * dy, q4_1 (dx * dy) * si
- * + mx * sy, q5_0 and q8_0 (dx * dy) * si. */
+ * 16 weight rows from their exact block sums si: the portable vec_dot's
+ * step, operation for operation (quant/q_legacy.c): q4_0 fma(si * dx, dy,
+ * acc), q4_1 fma(dx * dy, si, fma(mx, sy, acc)), q5_0 and q8_0 fma(dx *
+ * dy, si, acc). */
 ALWAYS_INLINE __m512 leg_float16(__m512 acc, __m512i si, __m512 dx, __m512 mx, const uint8_t *y,
 				 const struct leg_act *la, int64_t ib, const int KIND)
 {
 	__m512 dy = _mm512_set1_ps(((const float *)(y + la->d_off))[ib]);
 	__m512 f = _mm512_cvtepi32_ps(si);
-	__m512 term;
 	if (KIND == LEG_Q4_0)
-		term = _mm512_mul_ps(_mm512_mul_ps(f, dx), dy);
-	else if (KIND == LEG_Q4_1)
-		term = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(dx, dy), f),
-				     _mm512_mul_ps(mx, _mm512_set1_ps(((const float *)(y + la->s_off))[ib])));
-	else
-		term = _mm512_mul_ps(_mm512_mul_ps(dx, dy), f);
-	return _mm512_add_ps(acc, term);
+		return _mm512_fmadd_ps(_mm512_mul_ps(f, dx), dy, acc);
+	if (KIND == LEG_Q4_1)
+		acc = _mm512_fmadd_ps(mx, _mm512_set1_ps(((const float *)(y + la->s_off))[ib]), acc);
+	return _mm512_fmadd_ps(_mm512_mul_ps(dx, dy), f, acc);
 }
 
 /* The same byte shuffle in each 128-bit lane (four rows). */
