@@ -96,15 +96,19 @@ def run_plain(srv):
                                           "return_tokens": True})
         assert st == 200, d
         assert d["content"] == v1["choices"][0]["text"], (d["content"], v1["choices"][0]["text"])
-        assert d["tokens_predicted"] == v1["usage"]["completion_tokens"] == 24
+        # 24 tokens, or fewer where the greedy reply ends (an end-of-text
+        # token: under ASan's last-bit logits it does)
+        n = d["tokens_predicted"]
+        assert n == v1["usage"]["completion_tokens"] and 8 <= n <= 24, (d, v1["usage"])
         assert d["tokens_evaluated"] == v1["usage"]["prompt_tokens"]
-        assert d["stop"] is True and d["stop_type"] == "limit", d["stop_type"]
-        assert len(d["tokens"]) == 24 and detokenize(srv, d["tokens"]) == d["content"]
+        assert d["stop"] is True and d["stop_type"] == ("limit" if n == 24 else "eos"), d["stop_type"]
+        shown = d["tokens"][:n if n == 24 else n - 1]  # the end-of-text token is not in content
+        assert len(d["tokens"]) == n and detokenize(srv, shown) == d["content"], (d["tokens"], d["content"])
         t = d["timings"]
-        assert t["predicted_n"] == 24 and t["prompt_n"] + t["cache_n"] == d["tokens_evaluated"], t
+        assert t["predicted_n"] == n and t["prompt_n"] + t["cache_n"] == d["tokens_evaluated"], t
         assert d["generation_settings"]["n_predict"] == 24
         assert d["prompt"] == PROMPT, d["prompt"]
-        base.update(d)
+        base.update(d, shown=shown)
         st, d2 = post(srv, "/completions", {"prompt": PROMPT, "n_predict": 24, "temperature": 0})
         assert st == 200 and d2["content"] == d["content"], d2
 
@@ -113,8 +117,10 @@ def run_plain(srv):
                                              "stream": True, "return_tokens": True})
         assert all(e["stop"] is False for e in ev[:-1]) and ev[-1]["stop"] is True, ev[-1]
         assert "".join(e["content"] for e in ev) == base["content"]
-        assert sum((e["tokens"] for e in ev), []) == base["tokens"]
-        assert ev[-1]["timings"]["predicted_n"] == 24, ev[-1]["timings"]
+        # the stream's events carry no end-of-text token (the non-streamed
+        # reply's "tokens" ends with it when the reply ends there)
+        assert sum((e["tokens"] for e in ev), []) == base["shown"]
+        assert ev[-1]["timings"]["predicted_n"] == base["tokens_predicted"], ev[-1]["timings"]
         assert len(ev) > 2, len(ev)
 
     def stop_string():
