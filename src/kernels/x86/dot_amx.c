@@ -395,7 +395,7 @@ ALWAYS_INLINE void body_amx_k4(const uint8_t *w, size_t gs, const void *act, siz
 
 /* body_amx16 for q6_K superblocks ib0..ib1 - 1 (bq: amx_btiles_k6's):
  * si = c0 + 8 c1 + 64 c2, k6_float16's si (the offset's 32 x scale . bsums
- * is in it already), then its acc + (d * dy) * si. */
+ * is in it already), then k6_float16_si. */
 ALWAYS_INLINE void body_amx_k6(const uint8_t *w, size_t gs, const void *act, size_t act_stride, float *out,
 			       size_t os, int64_t ib0, int64_t ib1, const uint8_t *bq, const int M)
 {
@@ -412,8 +412,7 @@ ALWAYS_INLINE void body_amx_k6(const uint8_t *w, size_t gs, const void *act, siz
 				_mm512_load_si512(c[0][t]),
 				_mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[1][t]), 3),
 						 _mm512_slli_epi32(_mm512_load_si512(c[2][t]), 6)));
-			__m512 dy = _mm512_set1_ps((ACT(t, struct block_q8_K) + ib)->d);
-			acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(si)));
+			acc[t] = k6_float16_si(acc[t], si, ACT(t, struct block_q8_K) + ib, dx);
 		}
 	}
 	for (int t = 0; t < M; t++)

@@ -221,6 +221,13 @@ ALWAYS_INLINE void k6_scale_pairs16(const __m512i *S, __m512i *SP)
 		SP[q] = sbytes_i16(S[q / 2], 2 * (q % 2), 2 * (q % 2) + 1);
 }
 
+/* acc + (d * dy) * si for one q6_K superblock's exact offset-corrected
+ * sums si of 16 rows against activation row y. */
+ALWAYS_INLINE __m512 k6_float16_si(__m512 acc, __m512i si, const struct block_q8_K *y, __m512 dx)
+{
+	return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(dx, _mm512_set1_ps(y->d)), _mm512_cvtepi32_ps(si)));
+}
+
 /* One q6_K superblock's float step for one activation row y and 16 rows
  * from their exact sums of scale x code x y (isum, codes 0..63): the
  * codes' offset 32 comes off as 32 * sum over groups of scale * bsum,
@@ -230,9 +237,7 @@ ALWAYS_INLINE __m512 k6_float16(__m512 acc, __m512i isum, const struct block_q8_
 	__m512i corr = _mm512_setzero_si512();
 	for (int q = 0; q < 8; q++)
 		corr = _mm512_dpwssd_epi32(corr, SP[q], _mm512_broadcastd_epi32(_mm_loadu_si32(y->bsums + 2 * q)));
-	__m512i si = _mm512_sub_epi32(isum, _mm512_slli_epi32(corr, 5));
-	__m512 dy = _mm512_set1_ps(y->d);
-	return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(si)));
+	return k6_float16_si(acc, _mm512_sub_epi32(isum, _mm512_slli_epi32(corr, 5)), y, dx);
 }
 
 /* q5_0's fifth bits for column k of two x8 groups: 0x10 in byte i of lane
