@@ -497,7 +497,8 @@ static void check_glu(enum kern_isa isa, uint64_t *rng)
 /* Activation quantizers of the set (act_quant): the same bytes as
  * the type table's reference quantizer, on random rows and on rows with
  * exact halves (roundf ties away from zero for q8_0/q8_1, nearest_int to
- * even for q8_K), zeros, and a largest magnitude that occurs twice. */
+ * even for q8_K), zeros, and a largest magnitude that occurs twice; and
+ * the whole row (its d and sum arrays too) as the AVX2 set's. */
 static void check_act_quant(enum kern_isa isa, uint64_t *rng)
 {
 	static const int vdts[] = { FX_TYPE_Q8_0, FX_TYPE_Q8_1, FX_TYPE_Q8_K };
@@ -506,8 +507,9 @@ static void check_act_quant(enum kern_isa isa, uint64_t *rng)
 	for (size_t v = 0; v < sizeof(vdts) / sizeof(vdts[0]); v++) {
 		int vdt = vdts[v];
 		size_t rb = fx_row_size(vdt, N), kb = kern_act_row_bytes(set_of(isa), vdt, N);
-		uint8_t *a = malloc(kb), *b = malloc(rb);
-		for (int pass = 0; pass < 4; pass++) {
+		CHECK(kb == kern_act_row_bytes(set_of(KERN_AVX2), vdt, N));
+		uint8_t *a = calloc(1, kb), *b = malloc(rb), *c = calloc(1, kb);
+		for (int pass = 0; pass < 5; pass++) {
 			for (int i = 0; i < N; i++)
 				x[i] = rng_f(rng) * (float)(1 + pass * 3);
 			if (pass == 1) /* ties: the block max 127 makes id 1 (q8_0) */
@@ -521,13 +523,22 @@ static void check_act_quant(enum kern_isa isa, uint64_t *rng)
 				x[300] = -9.0f;
 				x[301] = 9.0f;
 			}
+			if (pass == 4) /* the largest magnitude last in its block, then first */
+				for (int i = 0; i < N; i += 256) {
+					x[i + 255] = 50.0f;
+					x[i + 256 < N ? i + 256 : 0] = -50.0f;
+				}
 			set_of(isa)->act_quant[vdt](x, a, N);
 			fx_type_get(vdt)->from_float(x, b, N);
-			CHECKF(memcmp(a, b, rb) == 0, "%s pass %d: quantized bytes differ from the reference",
-			       fx_type_get(vdt)->name, pass);
+			CHECKF(memcmp(a, b, rb) == 0, "set %d, %s pass %d: quantized bytes differ from the reference",
+			       (int)isa, fx_type_get(vdt)->name, pass);
+			set_of(KERN_AVX2)->act_quant[vdt](x, c, N);
+			CHECKF(memcmp(a, c, kb) == 0, "set %d, %s pass %d: the row differs from the AVX2 set's",
+			       (int)isa, fx_type_get(vdt)->name, pass);
 		}
 		free(a);
 		free(b);
+		free(c);
 	}
 }
 
@@ -974,7 +985,9 @@ int main(void)
 		fprintf(stderr, "note: this CPU (or build) has no AMX set: its tile kernels were not checked\n");
 	}
 	check_glu(best, &rng);
-	check_act_quant(best, &rng);
+	for (int set = KERN_AVX2; set <= (int)best; set++)
+		if (kern_isa_runs((enum kern_isa)set))
+			check_act_quant((enum kern_isa)set, &rng);
 	check_pv(best, &rng);
 	check_qk(best, &rng);
 	check_softmax(best, &rng);

@@ -82,6 +82,9 @@ void kern_x86_fill(struct kern_set *ks)
 		ks->glu[KERN_GLU_SILU] = kern_glu_avx512_silu;
 		ks->glu[KERN_GLU_GELU] = kern_glu_avx512_gelu;
 		ks->softmax = kern_softmax_avx512;
+		ks->act_quant[FX_TYPE_Q8_0] = kern_quant_avx512_q8_0;
+		ks->act_quant[FX_TYPE_Q8_1] = kern_quant_avx512_q8_1;
+		ks->act_quant[FX_TYPE_Q8_K] = kern_quant_avx512_q8_K;
 	}
 #endif
 }

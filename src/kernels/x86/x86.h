@@ -42,7 +42,11 @@ KERN_QK_DECL(kern_qk_avx512_f32);
 KERN_QK_DECL(kern_qk_avx512_f16);
 KERN_PV_DECL(kern_pv_avx512_f32);
 KERN_PV_DECL(kern_pv_avx512_f16);
-/* act_avx512.c: its GLU and softmax, act_avx2.c's bits at 512 bits. */
+/* act_avx512.c: its GLU and softmax, act_avx2.c's bits at 512 bits, and
+ * its quantizers (the AVX2 ones' bytes). */
+void kern_quant_avx512_q8_0(const float *x, void *row, int64_t n);
+void kern_quant_avx512_q8_1(const float *x, void *row, int64_t n);
+void kern_quant_avx512_q8_K(const float *x, void *y, int64_t n);
 void kern_glu_avx512_silu(float *g, const float *u, long n);
 void kern_glu_avx512_gelu(float *g, const float *u, long n);
 void kern_softmax_avx512(float *s, size_t ss, int nh, int n, float scale, float *m, float *l, float *r);
