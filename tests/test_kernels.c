@@ -966,7 +966,8 @@ int main(void)
 	}
 	if (kern_isa_runs(KERN_AMX)) {
 		static const int amx_types[] = { FX_TYPE_Q4_0, FX_TYPE_Q4_1, FX_TYPE_Q5_0, FX_TYPE_Q8_0 };
-		static const int64_t amx_n[] = { 32, 96, 640, 2048 };
+		/* one block, a few, and (4160: 130 blocks) more than a 128-block slice */
+		static const int64_t amx_n[] = { 32, 96, 640, 2048, 4160 };
 		for (size_t i = 0; i < sizeof(amx_types) / sizeof(amx_types[0]); i++) {
 			for (size_t j = 0; j < sizeof(amx_n) / sizeof(amx_n[0]); j++)
 				check_amx(amx_types[i], amx_n[j], false, &rng);

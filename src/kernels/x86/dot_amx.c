@@ -91,10 +91,17 @@ static void amx_config(int m, int kind)
 	amx_loadcfg(&c);
 }
 
-/* A slice of blocks of a pair of groups at a time is put in tile form (a
- * 16 KiB buffer: 32 blocks, 2 q4_K or 1 q6_K superblock) and serves every
- * token block of the call (64 KiB slices: a few % faster, more stack). */
-enum { AMX_SLICE_BYTES = 16384 };
+/* A slice of blocks of a pair of groups at a time is put in tile form
+ * and serves every token block of the call: 64 KiB of 32-element blocks
+ * (128 of them, a TinyLlama-width row whole; q8_0 5632-wide: 486-526 ->
+ * 523-555 GMAC/s against 16 KiB, bench_kernels, three interleaved runs),
+ * 16 KiB of q4_K / q6_K (2 or 1 superblocks; larger slices measured
+ * slower for q4_K: 516 -> 470-485). */
+enum { AMX_SLICE_BYTES = 65536 };
+ALWAYS_INLINE size_t amx_slice_bytes(const int KIND)
+{
+	return KIND == AMX_Q4_K || KIND == AMX_Q6_K ? 16384 : 65536;
+}
 ALWAYS_INLINE size_t amx_bbytes(const int KIND)
 {
 	return KIND == AMX_Q6_K ? 12288 : KIND == AMX_Q4_K ? 8192 : 512;
@@ -430,7 +437,7 @@ ALWAYS_INLINE void amx_pass(int64_t n, const uint8_t *w, size_t ws, int rows16, 
 {
 	_Alignas(64) uint8_t bq[AMX_SLICE_BYTES];
 	const bool k = KIND == AMX_Q4_K || KIND == AMX_Q6_K;
-	const int64_t nb = k ? n / QK_K : n / 32, per = AMX_SLICE_BYTES / amx_bbytes(KIND);
+	const int64_t nb = k ? n / QK_K : n / 32, per = (int64_t)(amx_slice_bytes(KIND) / amx_bbytes(KIND));
 	amx_config(M, KIND);
 	for (int r = 0; r < rows16; r += 16) {
 		const uint8_t *g = w + (size_t)r * ws;
