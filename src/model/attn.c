@@ -42,7 +42,9 @@ struct decorate_args {
 	bool query;  /* the rows are queries (attention temperature applies) */
 	const int32_t *pos;
 	int32_t n;
-	float *cs; /* [n_threads, n_rot] RoPE table per thread */
+	float *tab;  /* [n, rot] this forward's RoPE cos/sin for the layer's inv_freq */
+	size_t rot;  /* floats a token in tab */
+	bool fill;   /* tab not made yet: each thread makes its tokens' rows */
 };
 
 /* Q or K rows [n, n_heads * head_dim], in place: optional bias, Q/K norm
@@ -58,7 +60,6 @@ static void decorate_worker(void *arg, int ith, int nth)
 	const struct hparams *hp = &m->hp;
 	int hd = a->L->head_dim, n_rot = a->L->n_rot;
 	int64_t width = (int64_t)a->n_heads * hd;
-	float *cs = a->cs + (size_t)ith * (size_t)(hp->n_rot > hp->n_rot_swa ? hp->n_rot : hp->n_rot_swa);
 	long t0, t1;
 	fx_split(a->n, ith, nth, &t0, &t1);
 	for (long t = t0; t < t1; t++) {
@@ -67,7 +68,8 @@ static void decorate_worker(void *arg, int ith, int nth)
 			add_bias(row, a->bias, 1, width);
 		if (a->norm_w && m->arch->qk_norm == QK_NORM_FULL)
 			op_rmsnorm(row, a->norm_w, width, hp->eps, row);
-		if (a->L->rope)
+		float *cs = a->tab + (size_t)t * a->rot;
+		if (a->L->rope && a->fill)
 			op_rope_table(cs, n_rot, (float)a->pos[t], a->L->inv_freq, hp->rope_mscale);
 		for (int hh = 0; hh < a->n_heads; hh++) {
 			float *head = row + (size_t)hh * hd;
@@ -107,13 +109,29 @@ static void qk_decorate(const struct fx_model *m, const struct layer *L, struct 
 			struct fwd_scratch *s, float *x, int n_heads, const float *bias,
 			const float *norm_w, bool query, const int32_t *pos, int32_t n)
 {
+	/* A token's angles depend on its position and the layer's inv_freq
+	 * only, so one table a forward serves Q and K of every layer that
+	 * shares an inv_freq (all, or the sliding and the global ones). */
+	const struct hparams *hp = &m->hp;
+	size_t rot = (size_t)(hp->n_rot > hp->n_rot_swa ? hp->n_rot : hp->n_rot_swa);
+	int slot = 0;
+	while (slot < 2 && !(s->rope_key[slot] == L->inv_freq && s->rope_nrot[slot] == L->n_rot))
+		slot++;
+	bool fill = slot == 2;
+	if (fill)
+		slot = s->rope_key[0] && !s->rope_key[1]; /* a free table, else the first again */
 	struct decorate_args a = { .m = m, .L = L, .x = x, .n_heads = n_heads, .bias = bias,
 				   .norm_w = norm_w, .query = query, .pos = pos, .n = n,
-				   .cs = s->rope_cs };
+				   .tab = s->rope_tab + (size_t)slot * (size_t)s->n_max * (rot ? rot : 1),
+				   .rot = rot, .fill = fill };
 	if (n > 1)
 		fx_pool_run(pool, decorate_worker, &a);
 	else
 		decorate_worker(&a, 0, 1);
+	if (fill && L->rope) {
+		s->rope_key[slot] = L->inv_freq;
+		s->rope_nrot[slot] = L->n_rot;
+	}
 }
 
 /* Keys per online-softmax step (forward.h) and per prefetch step. */

@@ -117,7 +117,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
 	}
-	s->rope_cs = scratch_alloc(s, (size_t)n_threads * (rot > 0 ? rot : 1), sizeof(float));
+	s->rope_tab = scratch_alloc(s, 2 * n * (rot > 0 ? rot : 1), sizeof(float));
 	for (int il = 0; il < hp->n_layer && !s->moe_acc; il++)
 		if (m->layers[il].moe_pre_norm &&
 		    !(s->moe_acc = scratch_alloc(s, (size_t)hp->n_embd, sizeof(float)))) {
@@ -135,7 +135,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 		return FX_E_NOMEM;
 	}
 	if (!s->x || !s->h || !s->o || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
-	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->erow || !s->rope_cs || !s->router || !s->exp_out ||
+	    !s->scores || !s->qbuf || !s->vrow || !s->qconv || !s->erow || !s->rope_tab || !s->router || !s->exp_out ||
 	    !s->exp_in) {
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
@@ -146,7 +146,7 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 void fwd_scratch_fini(struct fwd_scratch *s)
 {
 	float *bufs[] = { s->x, s->h, s->o, s->q, s->att, s->k, s->v, s->gate, s->up, s->scores,
-			  s->vrow, s->router, s->exp_out, s->exp_in, s->mla, s->rope_cs, s->rs, s->qg, s->qgate,
+			  s->vrow, s->router, s->exp_out, s->exp_in, s->mla, s->rope_tab, s->rs, s->qg, s->qgate,
 			  s->o2, s->ple, s->ple_g, s->moe_acc, s->cat };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		fx_free(bufs[i]);
@@ -336,6 +336,7 @@ static void run_layers(const struct fx_model *m, struct fx_pool *pool, struct fw
 		       const struct kv_view *kv, const int32_t *pos, int32_t n, int il0, int il1)
 {
 	size_t nd = (size_t)n * (size_t)m->hp.n_embd;
+	s->rope_key[0] = s->rope_key[1] = NULL; /* new positions: no RoPE table yet */
 	for (int il = il0; il < il1; il++) {
 		const struct layer *L = &m->layers[il];
 		/* tail: Gemma 4's per-layer input and output scale come after

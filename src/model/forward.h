@@ -49,7 +49,11 @@ struct fwd_scratch {
 	float *vrow;         /* [n_threads, FWD_TOK_TILE * n_head + 1, head_dim_v]
 			      * running V sums of the rows, then one V row as f32 */
 	void *qconv;         /* [n_threads, FWD_TOK_TILE * n_head] Q heads in K's dot type */
-	float *rope_cs;      /* [n_threads, max(n_rot, n_rot_swa)] one token's RoPE cos/sin */
+	float *rope_tab;     /* [2][n_max, max(n_rot, n_rot_swa)] RoPE cos/sin of this
+			      * forward's positions, one table per inv_freq (global,
+			      * sliding), filled by the first layer that uses it */
+	const float *rope_key[2]; /* the inv_freq each table holds this forward, or NULL */
+	int rope_nrot[2];
 	size_t qconv_stride; /* bytes per thread in qconv */
 	void *erow;          /* one token_embd row unpacked from x8 groups */
 	void *qbuf;          /* activations quantized for op_matmul */
