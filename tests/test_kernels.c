@@ -16,6 +16,7 @@
 #include "ferrox.h"
 #include "core/alloc.h"
 #include "kernels/kern.h"
+#include "kernels/ops.h"
 #include "kernels/repack.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
@@ -498,48 +499,65 @@ static void check_glu(enum kern_isa isa, uint64_t *rng)
  * the type table's reference quantizer, on random rows and on rows with
  * exact halves (roundf ties away from zero for q8_0/q8_1, nearest_int to
  * even for q8_K), zeros, and a largest magnitude that occurs twice; and
- * the whole row (its d and sum arrays too) as the AVX2 set's. */
+ * the whole row (its d and sum arrays too) as the AVX2 set's, also for
+ * rows the reference has no defined result for (infinities, NaNs, a block
+ * so small that 1 / d overflows). Rows of 2, 39 and 32 blocks (q8_K: 1,
+ * 5 and 4 superblocks): the AVX-512 quantizers take 16 blocks at a time. */
 static void check_act_quant(enum kern_isa isa, uint64_t *rng)
 {
 	static const int vdts[] = { FX_TYPE_Q8_0, FX_TYPE_Q8_1, FX_TYPE_Q8_K };
-	enum { N = 1024 };
-	float x[N];
-	for (size_t v = 0; v < sizeof(vdts) / sizeof(vdts[0]); v++) {
-		int vdt = vdts[v];
-		size_t rb = fx_row_size(vdt, N), kb = kern_act_row_bytes(set_of(isa), vdt, N);
-		CHECK(kb == kern_act_row_bytes(set_of(KERN_AVX2), vdt, N));
-		uint8_t *a = calloc(1, kb), *b = malloc(rb), *c = calloc(1, kb);
-		for (int pass = 0; pass < 5; pass++) {
-			for (int i = 0; i < N; i++)
-				x[i] = rng_f(rng) * (float)(1 + pass * 3);
-			if (pass == 1) /* ties: the block max 127 makes id 1 (q8_0) */
+	static const int64_t n32[] = { 64, 1248, 1024 }, n256[] = { 256, 1280, 1024 };
+	enum { NMAX = 1280 };
+	float x[NMAX];
+	for (size_t v = 0; v < sizeof(vdts) / sizeof(vdts[0]); v++)
+		for (int si = 0; si < 3; si++) {
+			int vdt = vdts[v];
+			const int64_t N = vdt == FX_TYPE_Q8_K ? n256[si] : n32[si];
+			size_t rb = fx_row_size(vdt, N), kb = kern_act_row_bytes(set_of(isa), vdt, N);
+			CHECK(kb == kern_act_row_bytes(set_of(KERN_AVX2), vdt, N));
+			uint8_t *a = calloc(1, kb), *b = malloc(rb), *c = calloc(1, kb);
+			for (int pass = 0; pass < 8; pass++) {
 				for (int i = 0; i < N; i++)
-					x[i] = i % 32 == 0 ? 127.0f : (float)(i % 11) - 5.5f;
-			if (pass == 2) { /* a zero block; then -9 and 9 the largest of theirs */
-				for (int i = 0; i < 256; i++)
-					x[i] = 0.0f;
-				for (int i = 256; i < 512; i++)
-					x[i] = rng_f(rng);
-				x[300] = -9.0f;
-				x[301] = 9.0f;
-			}
-			if (pass == 4) /* the largest magnitude last in its block, then first */
-				for (int i = 0; i < N; i += 256) {
-					x[i + 255] = 50.0f;
-					x[i + 256 < N ? i + 256 : 0] = -50.0f;
+					x[i] = rng_f(rng) * (float)(1 + pass * 3);
+				if (pass == 1) /* ties: the block max 127 makes id 1 (q8_0) */
+					for (int i = 0; i < N; i++)
+						x[i] = i % 32 == 0 ? 127.0f : (float)(i % 11) - 5.5f;
+				if (pass == 2) { /* a zero block; then -9 and 9 the largest of theirs */
+					for (int i = 0; i < 256 && i < N; i++)
+						x[i] = i < 32 || N > 256 ? 0.0f : x[i];
+					x[N - 20] = -9.0f;
+					x[N - 19] = 9.0f;
 				}
-			set_of(isa)->act_quant[vdt](x, a, N);
-			fx_type_get(vdt)->from_float(x, b, N);
-			CHECKF(memcmp(a, b, rb) == 0, "set %d, %s pass %d: quantized bytes differ from the reference",
-			       (int)isa, fx_type_get(vdt)->name, pass);
-			set_of(KERN_AVX2)->act_quant[vdt](x, c, N);
-			CHECKF(memcmp(a, c, kb) == 0, "set %d, %s pass %d: the row differs from the AVX2 set's",
-			       (int)isa, fx_type_get(vdt)->name, pass);
+				if (pass == 4) /* the largest magnitude last in its block, then first */
+					for (int i = 0; i < N; i += 256) {
+						x[i + 255 < N ? i + 255 : N - 1] = 50.0f;
+						x[i + 256 < N ? i + 256 : 0] = -50.0f;
+					}
+				if (pass == 5) { /* infinities */
+					x[3] = INFINITY;
+					x[N - 1] = -INFINITY;
+				}
+				if (pass == 6) /* NaNs: a block's first element, its last (the
+						* last vector of a max, where NaN order shows) */
+					x[0] = x[N / 2 + 5] = x[255] = x[N - 3] = NAN;
+				if (pass == 7) /* a block below 1 / FLT_MAX, one denormal */
+					for (int i = 0; i < 32; i++)
+						x[i] = i == 7 ? 1e-42f : x[i] * 1e-38f;
+				set_of(isa)->act_quant[vdt](x, a, N);
+				if (pass < 5) {
+					fx_type_get(vdt)->from_float(x, b, N);
+					CHECKF(memcmp(a, b, rb) == 0,
+					       "set %d, %s n %d pass %d: quantized bytes differ from the reference", (int)isa,
+					       fx_type_get(vdt)->name, (int)N, pass);
+				}
+				set_of(KERN_AVX2)->act_quant[vdt](x, c, N);
+				CHECKF(memcmp(a, c, kb) == 0, "set %d, %s n %d pass %d: the row differs from the AVX2 set's",
+				       (int)isa, fx_type_get(vdt)->name, (int)N, pass);
+			}
+			free(a);
+			free(b);
+			free(c);
 		}
-		free(a);
-		free(b);
-		free(c);
-	}
 }
 
 /* Attention's V accumulation, a chunk of K rows for nh heads at once
@@ -761,6 +779,29 @@ static uint32_t ulps(float a, float b)
  * one that rises. The set's bits must be the portable set's (memcmp).
  * Then a sweep of x over [-110, 0] (every 97th float): within 2 ulp of
  * expf above -87, 0 below, and the same bits in both sets. */
+/* op_rmsnorm (every set's): x / sqrt(mean(x^2) + eps) * w against the sum
+ * of squares taken in order in double, within 2 ulp of the scale, for
+ * widths with and without a tail past its eight lanes. */
+static void check_rmsnorm(uint64_t *rng)
+{
+	static const int64_t ns[] = { 5, 13, 64, 579 };
+	float x[579], w[579], out[579];
+	for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+		int64_t n = ns[k];
+		double ss = 0;
+		for (int64_t i = 0; i < n; i++) {
+			x[i] = rng_f(rng) * 3.0f;
+			w[i] = 1.0f + rng_f(rng);
+			ss += (double)x[i] * x[i];
+		}
+		const float scale = 1.0f / sqrtf((float)(ss / (double)n) + 1e-6f);
+		op_rmsnorm(x, w, n, 1e-6f, out);
+		for (int64_t i = 0; i < n; i++)
+			CHECKF(fabsf(out[i] - x[i] * scale * w[i]) <= 4e-7f * fabsf(x[i] * scale * w[i]) + 1e-30f,
+			       "rmsnorm n %d element %d: %g against %g", (int)n, (int)i, out[i], x[i] * scale * w[i]);
+	}
+}
+
 static void check_softmax(enum kern_isa isa, uint64_t *rng)
 {
 	enum { N = 40, H = 5 };
@@ -993,6 +1034,7 @@ int main(void)
 	check_qk(best, &rng);
 	check_softmax(best, &rng);
 	check_softmax(KERN_PORTABLE, &rng);
+	check_rmsnorm(&rng);
 	printf("kernels: %d checks on kernel set %d\n", check_count, (int)best);
 	return check_exit();
 }

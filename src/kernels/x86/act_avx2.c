@@ -62,7 +62,7 @@ static inline int q8_block(const float *x, int8_t *qs, float *d_out)
 	__m256 v[4], am = _mm256_setzero_ps();
 	for (int k = 0; k < 4; k++) {
 		v[k] = _mm256_loadu_ps(x + 8 * k);
-		am = _mm256_max_ps(am, _mm256_andnot_ps(sign, v[k]));
+		am = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), am); /* NaN: keeps am, as the reference */
 	}
 	const float d = vm_hmax8(am) / 127;
 	const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -99,7 +99,8 @@ void kern_quant_avx2_q8_0(const float *x, void *row, int64_t n)
 	int32_t *sum = (int32_t *)((uint8_t *)row + kern_act_s_off(bytes, nb));
 	for (int64_t i = 0; i < nb; i++) {
 		float d;
-		sum[i] = -128 * q8_block(x + 32 * i, y[i].qs, &d);
+		/* wrapping (a NaN's INT32_MIN quant would overflow a signed product) */
+		sum[i] = (int32_t)(0u - 128u * (uint32_t)q8_block(x + 32 * i, y[i].qs, &d));
 		y[i].d = f16_of(d);
 		da[i] = _cvtsh_ss(y[i].d);
 	}
@@ -129,7 +130,7 @@ void kern_quant_avx2_q8_K(const float *x, void *vy, int64_t n)
 	for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
 		__m256 am = _mm256_setzero_ps();
 		for (int k = 0; k < QK_K / 8; k++)
-			am = _mm256_max_ps(am, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)));
+			am = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)), am);
 		const float amax = vm_hmax8(am);
 		if (amax == 0.0f) {
 			memset(&y[i], 0, sizeof(y[i]));
@@ -159,8 +160,8 @@ void kern_quant_avx2_q8_K(const float *x, void *vy, int64_t n)
 			/* lanes: 0 = s0 low half, 1 = s1 low half, 4, 5 = the high halves */
 			int32_t t[8];
 			_mm256_storeu_si256((__m256i *)t, h);
-			y[i].bsums[2 * k] = (int16_t)(t[0] + t[4]);
-			y[i].bsums[2 * k + 1] = (int16_t)(t[1] + t[5]);
+			y[i].bsums[2 * k] = (int16_t)((uint32_t)t[0] + (uint32_t)t[4]); /* wrapping, as the */
+			y[i].bsums[2 * k + 1] = (int16_t)((uint32_t)t[1] + (uint32_t)t[5]); /* vector sums */
 		}
 		y[i].d = 1 / iscale;
 	}

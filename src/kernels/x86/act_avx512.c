@@ -36,6 +36,18 @@ static inline __m512 round_away16(__m512 v)
 	return _mm512_mask_add_ps(t, up, t, _mm512_castsi512_ps(step));
 }
 
+/* The sum of v's 16 lanes, wrapping as AVX2's vector adds do (GCC's
+ * _mm512_reduce_add_epi32 ends in signed scalar adds, which a NaN's
+ * INT32_MIN quants would overflow). */
+static inline int32_t hsum16_wrap(__m512i v)
+{
+	__m256i s = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+	__m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+	t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+	t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+	return _mm_cvtsi128_si32(t);
+}
+
 /* Up to 16 blocks of a q8_0 / q8_1 row at a time (act_avx2.c's
  * q8_block's operations): first every block's largest magnitude, then
  * their d = amax / 127 and id = 1 / d (0 for a zero block) as one vector
@@ -60,8 +72,10 @@ ALWAYS_INLINE void q8_rows16(const float *x, void *row, int64_t n, const int Q81
 		_Alignas(32) fx_half h[16];
 		for (int b = 0; b < m; b++) {
 			const float *xb = x + 32 * (i0 + b);
-			am[b] = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb)),
-								   _mm512_abs_ps(_mm512_loadu_ps(xb + 16))));
+			/* max(new, old): a NaN lane keeps the old value, as the
+			 * reference's amax < |x| skips NaN, in any order */
+			__m512 m0 = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb)), _mm512_setzero_ps());
+			am[b] = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + 16)), m0));
 		}
 		__m512 d = _mm512_div_ps(_mm512_maskz_load_ps(live, am), _mm512_set1_ps(127.0f));
 		__mmask16 nz = _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ);
@@ -72,9 +86,12 @@ ALWAYS_INLINE void q8_rows16(const float *x, void *row, int64_t n, const int Q81
 			__m512 s = _mm512_set1_ps(id[b]);
 			__m512i q0 = _mm512_cvtps_epi32(round_away16(_mm512_mul_ps(_mm512_loadu_ps(xb), s)));
 			__m512i q1 = _mm512_cvtps_epi32(round_away16(_mm512_mul_ps(_mm512_loadu_ps(xb + 16), s)));
-			_mm_storeu_si128((__m128i *)qs, _mm512_cvtepi32_epi8(q0)); /* |q| <= 127 */
-			_mm_storeu_si128((__m128i *)(qs + 16), _mm512_cvtepi32_epi8(q1));
-			sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+			/* saturating, as act_avx2.c's packs: |q| <= 127, but a
+			 * NaN, an infinity or a block so small that 1 / d
+			 * overflows leaves INT32_MIN, stored as -128 by both */
+			_mm_storeu_si128((__m128i *)qs, _mm512_cvtsepi32_epi8(q0));
+			_mm_storeu_si128((__m128i *)(qs + 16), _mm512_cvtsepi32_epi8(q1));
+			sum[b] = hsum16_wrap(_mm512_add_epi32(q0, q1));
 		}
 		__m256i dh = _mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT);
 		_mm256_store_si256((__m256i *)h, dh);
@@ -114,7 +131,7 @@ void kern_quant_avx512_q8_K(const float *x, void *vy, int64_t n)
 	for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
 		__m512 am = _mm512_setzero_ps();
 		for (int k = 0; k < QK_K / 16; k++)
-			am = _mm512_max_ps(am, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)));
+			am = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)), am); /* NaN: keeps am */
 		const float amax = _mm512_reduce_max_ps(am);
 		if (amax == 0.0f) {
 			memset(&y[i], 0, sizeof(y[i]));
@@ -135,8 +152,8 @@ void kern_quant_avx512_q8_K(const float *x, void *vy, int64_t n)
 			__m512i q = _mm512_min_epi32(
 				_mm512_cvtps_epi32(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
 				_mm512_set1_epi32(127));
-			_mm_storeu_si128((__m128i *)(y[i].qs + 16 * k), _mm512_cvtepi32_epi8(q)); /* -128..127 */
-			y[i].bsums[k] = (int16_t)_mm512_reduce_add_epi32(q);
+			_mm_storeu_si128((__m128i *)(y[i].qs + 16 * k), _mm512_cvtsepi32_epi8(q)); /* saturating, as AVX2's packs */
+			y[i].bsums[k] = (int16_t)hsum16_wrap(q);
 		}
 		y[i].d = 1 / iscale;
 	}
