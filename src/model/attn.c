@@ -112,8 +112,6 @@ static void qk_decorate(const struct fx_model *m, const struct layer *L, struct 
 	/* A token's angles depend on its position and the layer's inv_freq
 	 * only, so one table a forward serves Q and K of every layer that
 	 * shares an inv_freq (all, or the sliding and the global ones). */
-	const struct hparams *hp = &m->hp;
-	size_t rot = (size_t)(hp->n_rot > hp->n_rot_swa ? hp->n_rot : hp->n_rot_swa);
 	int slot = 0;
 	while (slot < 2 && !(s->rope_key[slot] == L->inv_freq && s->rope_nrot[slot] == L->n_rot))
 		slot++;
@@ -122,8 +120,8 @@ static void qk_decorate(const struct fx_model *m, const struct layer *L, struct 
 		slot = s->rope_key[0] && !s->rope_key[1]; /* a free table, else the first again */
 	struct decorate_args a = { .m = m, .L = L, .x = x, .n_heads = n_heads, .bias = bias,
 				   .norm_w = norm_w, .query = query, .pos = pos, .n = n,
-				   .tab = s->rope_tab + (size_t)slot * (size_t)s->n_max * (rot ? rot : 1),
-				   .rot = rot, .fill = fill };
+				   .tab = s->rope_tab + (size_t)slot * (size_t)s->n_max * s->rope_rot,
+				   .rot = s->rope_rot, .fill = fill };
 	if (n > 1)
 		fx_pool_run(pool, decorate_worker, &a);
 	else

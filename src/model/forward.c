@@ -117,7 +117,8 @@ int fwd_scratch_init(struct fwd_scratch *s, const struct fx_model *m, int32_t n_
 		fwd_scratch_fini(s);
 		return FX_E_NOMEM;
 	}
-	s->rope_tab = scratch_alloc(s, 2 * n * (rot > 0 ? rot : 1), sizeof(float));
+	s->rope_rot = rot > 0 ? rot : 1;
+	s->rope_tab = scratch_alloc(s, 2 * n * s->rope_rot, sizeof(float));
 	for (int il = 0; il < hp->n_layer && !s->moe_acc; il++)
 		if (m->layers[il].moe_pre_norm &&
 		    !(s->moe_acc = scratch_alloc(s, (size_t)hp->n_embd, sizeof(float)))) {

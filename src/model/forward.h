@@ -52,6 +52,7 @@ struct fwd_scratch {
 	float *rope_tab;     /* [2][n_max, max(n_rot, n_rot_swa)] RoPE cos/sin of this
 			      * forward's positions, one table per inv_freq (global,
 			      * sliding), filled by the first layer that uses it */
+	size_t rope_rot;     /* floats a token in rope_tab */
 	const float *rope_key[2]; /* the inv_freq each table holds this forward, or NULL */
 	int rope_nrot[2];
 	size_t qconv_stride; /* bytes per thread in qconv */
